@@ -28,13 +28,13 @@ def test_345m_by_hand() -> None:
     preset = get_preset("345m")
     assert flops_per_iteration(preset, 1, causal=False) == pytest.approx(non_causal, rel=1e-12)
     assert flops_per_iteration(preset, 1, causal=True) == pytest.approx(causal, rel=1e-12)
-    # The two conventions differ by ~11% for the 345M shape at s = 2048 (our "350m": REFERENCE
+    # The two conventions differ by ~12% for the 345M shape at s = 2048 (our "350m": REFERENCE
     # gives 5.6 / 5.0 TFLOP per sample) and ~1.4% at 175B.
     same_shape = get_preset("350m")
     assert flops_per_iteration(same_shape, 1, causal=False) / 1e12 == pytest.approx(5.6, abs=0.05)
     assert flops_per_iteration(same_shape, 1) / 1e12 == pytest.approx(5.0, abs=0.05)
     ratio = flops_per_iteration(same_shape, 1, causal=False) / flops_per_iteration(same_shape, 1)
-    assert ratio - 1 == pytest.approx(0.11, abs=0.01)
+    assert ratio - 1 == pytest.approx(0.12, abs=0.01)
     big = get_preset("175b")
     ratio = flops_per_iteration(big, 1, causal=False) / flops_per_iteration(big, 1) - 1
     assert ratio == pytest.approx(0.014, abs=0.002)
