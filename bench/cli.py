@@ -7,6 +7,7 @@ Commands: ``run`` (plan, print or submit/run a benchmark), ``presets``, ``platfo
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -51,14 +52,21 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                             f"$BENCH_{key.upper()})")
 
 
-def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str) -> Options:
+def transformer_engine_here() -> bool:
+    """Whether this Python can import Transformer Engine (the local platform runs here)."""
+    return importlib.util.find_spec("transformer_engine") is not None
+
+
+def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
+                 transformer_engine: bool | None = None) -> Options:
     return Options(
         now=datetime.now(timezone.utc), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
         gbs=args.gbs, iters=args.iters or (SWEEP_ITERS if getattr(args, "sweep", False) else 30),
         engine=args.engine, precision=args.precision,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
-        queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name)
+        queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
+        transformer_engine=transformer_engine)
 
 
 def render_script(launch: LaunchPlan) -> tuple[str, str]:
@@ -74,8 +82,11 @@ def render_script(launch: LaunchPlan) -> tuple[str, str]:
 def make_plan(args: argparse.Namespace, layout: str) -> tuple[LaunchPlan, Platform]:
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
-    gpus = detect_gpus() if platform.scheduler == "none" else None
-    options = options_from(args, gpus.count if gpus else 0, gpus.name if gpus else "")
+    if platform.scheduler == "none":
+        gpus = detect_gpus()
+        options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
+    else:
+        options = options_from(args, 0, "")
     return plan(preset, layout, platform, options), platform
 
 
@@ -155,7 +166,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise ValueError("--sweep runs on the GPUs of this machine (--platform local); on a "
                          "cluster, submit one run per layout")
     gpus = detect_gpus()
-    options = options_from(args, gpus.count, gpus.name)
+    options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
     device_gb = match_accelerator(gpus.name).memory_gb if match_accelerator(gpus.name) else 0.0
     plans, skipped = sweep_plans(preset, platform, options, device_gb or 1e9)
     for lay, gb in skipped:
