@@ -52,8 +52,8 @@ def generate(
     records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
     files = {PAGE: markdown.render(report, specs, records_link).encode()}
     if draw_plots:
-        for spec in specs:
-            files[f"{PLOTS_DIR}/{spec.filename}"] = plots.render_png(spec)
+        for spec, png in zip(specs, plots.render_pngs(specs), strict=True):
+            files[f"{PLOTS_DIR}/{spec.filename}"] = png
     return Generated(report, files)
 
 

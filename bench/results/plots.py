@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.results.aggregate import Report, Row, display_name, model_sort_key
@@ -104,42 +105,49 @@ def plan_plots(report: Report) -> list[PlotSpec]:
     return specs
 
 
-def render_png(spec: PlotSpec) -> bytes:
-    """Draw one plot and return the PNG bytes."""
+def render_pngs(specs: Sequence[PlotSpec]) -> list[bytes]:
+    """Draw the plots (one style context for all: setting it up costs as much as a plot)."""
+    if not specs:
+        return []
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import style
+
+    with style.context("default"), matplotlib.rc_context(FIXED_RC):
+        return [_render(spec) for spec in specs]
+
+
+def _render(spec: PlotSpec) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    with style.context("default"), matplotlib.rc_context(FIXED_RC):
-        if spec.bars:
-            height = 1.2 + BAR_HEIGHT_IN * len(spec.bars)
-            figure = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
-            left, right = figure.subplots(1, 2, sharey=True)
-            positions = range(len(spec.bars))
-            left.barh(positions, [b.tflops_per_gpu for b in spec.bars], color="tab:blue")
-            right.barh(positions, [b.percent_of_peak for b in spec.bars], color="tab:orange")
-            left.set_yticks(list(positions), [b.label for b in spec.bars])
-            left.invert_yaxis()
-            left.set_xlabel("TFLOP/s per GPU")
-            right.set_xlabel("% of peak")
-        else:
-            figure = Figure(figsize=(WIDTH_IN * 0.7, 4.5), dpi=DPI, layout="constrained")
-            axes = figure.subplots()
-            for line in spec.series:
-                axes.plot(line.gpus, line.samples_per_s, marker="o", label=line.label)
-            axes.set_xscale("log", base=2)
-            ticks = sorted({g for line in spec.series for g in line.gpus})
-            axes.set_xticks(ticks, [str(g) for g in ticks])
-            axes.minorticks_off()
-            axes.set_xlabel("GPUs")
-            axes.set_ylabel("samples/s")
-            axes.legend()
-            axes.grid(True, alpha=0.3)
-        figure.suptitle(spec.title)
-        FigureCanvasAgg(figure)
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    if spec.bars:
+        height = 1.2 + BAR_HEIGHT_IN * len(spec.bars)
+        figure = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
+        left, right = figure.subplots(1, 2, sharey=True)
+        positions = range(len(spec.bars))
+        left.barh(positions, [b.tflops_per_gpu for b in spec.bars], color="tab:blue")
+        right.barh(positions, [b.percent_of_peak for b in spec.bars], color="tab:orange")
+        left.set_yticks(list(positions), [b.label for b in spec.bars])
+        left.invert_yaxis()
+        left.set_xlabel("TFLOP/s per GPU")
+        right.set_xlabel("% of peak")
+    else:
+        figure = Figure(figsize=(WIDTH_IN * 0.7, 4.5), dpi=DPI, layout="constrained")
+        axes = figure.subplots()
+        for line in spec.series:
+            axes.plot(line.gpus, line.samples_per_s, marker="o", label=line.label)
+        axes.set_xscale("log", base=2)
+        ticks = sorted({g for line in spec.series for g in line.gpus})
+        axes.set_xticks(ticks, [str(g) for g in ticks])
+        axes.minorticks_off()
+        axes.set_xlabel("GPUs")
+        axes.set_ylabel("samples/s")
+        axes.legend()
+        axes.grid(True, alpha=0.3)
+    figure.suptitle(spec.title)
+    FigureCanvasAgg(figure)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
     return buffer.getvalue()
