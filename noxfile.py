@@ -48,3 +48,10 @@ def _megatron_venv(session: nox.Session) -> str:
     session.run(python, "-m", "pip", "install", "-q", "-r", "tests/megatron-requirements.txt",
                 external=True)
     return python
+
+
+@nox.session
+def results(session: nox.Session) -> None:
+    """Regenerate results/README.md and plots from results/records (-- --check: ranges only)."""
+    session.install("-e", ".[results]")
+    session.run("python", "-m", "bench", "results", *session.posargs)

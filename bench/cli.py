@@ -21,6 +21,7 @@ from bench.platforms import (ENGINES, PRECISIONS, Platform, load_platform, match
                              platform_files)
 from bench.presets import get_preset, load_presets
 from bench.render import pbs, slurm, torchrun
+from bench.results import cli as results_cli
 from bench.rundir import create_run_dir
 from bench.runner import run_local, summary
 from bench.sweep import SWEEP_ITERS, sweep_plans
@@ -229,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop a run that prints nothing for this long, seconds (default 600)")
     run.add_argument("--verbose", action="store_true", help="stream the training log")
     run.set_defaults(func=cmd_run)
+    results_cli.add_parser(sub)
     sub.add_parser("presets", help="list model presets").set_defaults(func=cmd_presets)
     sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)
     return parser

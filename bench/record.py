@@ -227,7 +227,7 @@ class Problem:
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+    return {name: getattr(obj, name) for name in _KEYS_OF[type(obj)]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,13 +266,13 @@ class _Checker:
     def fail(self, where: str, message: str) -> None:
         self.problems.append(f"{where}: {message}")
 
-    def keys(
-        self, where: str, data: Any, allowed: Sequence[str], optional: Sequence[str] = ()
-    ) -> bool:
+    def keys(self, where: str, data: Any, allowed: Sequence[str]) -> bool:
         if not isinstance(data, Mapping):
             self.fail(where, f"expected an object, got {type(data).__name__}")
             return False
-        missing = [k for k in allowed if k not in data and k not in optional]
+        if len(data) == len(allowed) and all(k in data for k in allowed):
+            return True  # the common case, checked cheaply
+        missing = [k for k in allowed if k not in data]
         unknown = sorted(k for k in data if k not in allowed)
         if missing:
             self.fail(where, f"missing key(s) {', '.join(missing)}")
@@ -348,8 +348,21 @@ class _Checker:
         return MappingProxyType(dict(value))
 
 
+def _names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+_PRESET_KEYS = _names(PresetInfo)
+_LAYOUT_KEYS = _names(LayoutInfo)
+_PLATFORM_KEYS = _names(PlatformInfo)
+_PROVENANCE_KEYS = _names(Provenance)
+_METRICS_KEYS = _names(Metrics)
+_KEYS_OF = {PresetInfo: _PRESET_KEYS, LayoutInfo: _LAYOUT_KEYS, PlatformInfo: _PLATFORM_KEYS,
+            Provenance: _PROVENANCE_KEYS, Metrics: _METRICS_KEYS}
+
+
 def _parse_preset(c: _Checker, data: Any) -> PresetInfo | None:
-    names = [f.name for f in fields(PresetInfo)]
+    names = _PRESET_KEYS
     if not c.keys("preset", data, names):
         return None
     values = {"name": c.string("preset.name", data["name"])}
@@ -359,7 +372,7 @@ def _parse_preset(c: _Checker, data: Any) -> PresetInfo | None:
 
 
 def _parse_layout(c: _Checker, data: Any) -> LayoutInfo | None:
-    names = [f.name for f in fields(LayoutInfo)]
+    names = _LAYOUT_KEYS
     if not c.keys("layout", data, names):
         return None
     ok = True
@@ -376,7 +389,7 @@ def _parse_layout(c: _Checker, data: Any) -> LayoutInfo | None:
 
 
 def _parse_platform(c: _Checker, data: Any) -> PlatformInfo | None:
-    if not c.keys("platform", data, [f.name for f in fields(PlatformInfo)]):
+    if not c.keys("platform", data, _PLATFORM_KEYS):
         return None
     values = {
         "name": c.string("platform.name", data["name"]),
@@ -388,7 +401,7 @@ def _parse_platform(c: _Checker, data: Any) -> PlatformInfo | None:
 
 
 def _parse_provenance(c: _Checker, data: Any) -> Provenance | None:
-    names = [f.name for f in fields(Provenance)]
+    names = _PROVENANCE_KEYS
     # Every provenance key must be present (null when unknown): absence would be ambiguous.
     if not c.keys("provenance", data, names):
         return None
@@ -406,7 +419,7 @@ _NULLABLE_METRICS = ("tflops_per_gpu_noncausal", "mfu_noncausal", "peak_mem_gb")
 
 
 def _parse_metrics(c: _Checker, data: Any) -> Metrics | None:
-    names = [f.name for f in fields(Metrics)]
+    names = _METRICS_KEYS
     if not c.keys("metrics", data, names):
         return None
     before = len(c.problems)
