@@ -33,6 +33,9 @@ OUT_OF_MEMORY = re.compile(r"CUDA out of memory|OutOfMemoryError|HIP out of memo
                            r"out of memory|CUBLAS_STATUS_ALLOC_FAILED")
 NCCL_WATCHDOG_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|"
                                    r"ProcessGroupNCCL.*[Tt]imeout")
+# "ERROR:logger:message" or "SomethingError: message"; Megatron's argument dump ("name ..... value")
+# is excluded by the dots.
+FIRST_ERROR = re.compile(r"^(?!.*\.\.\.\.)(?:.*\bERROR:|\s*\w*Error: |.*\berror: )")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|ChildFailedError|"
                        r"Segmentation fault|core dumped|RuntimeError:|AssertionError")
 
@@ -120,7 +123,7 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0) -> 
         return result(Status.TIMEOUT, f"NCCL collective timed out: {watchdog[:300]}")
     finished = bool(iterations) and iterations[-1].index == iterations[-1].total
     if exit_code not in (0, None) or (_first(TRACEBACK, lines) and not finished):
-        error = _first(TRACEBACK, list(reversed(lines)))
+        error = _first(FIRST_ERROR, lines) or _first(TRACEBACK, list(reversed(lines)))
         return result(Status.CRASHED, f"exit code {exit_code}" + (f": {error[:300]}" if error
                                                                   else ""))
     if not finished:

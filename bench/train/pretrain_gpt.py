@@ -234,12 +234,29 @@ def build_config_container(args: Namespace):
     return pretrain_cfg_container_from_args(args, model_config), attention
 
 
+def use_prebuilt_dataset_helpers() -> None:
+    """Skip Megatron's runtime ``make`` of the dataset helpers when the wheel ships them built.
+
+    megatron-core 0.19.2's wheel contains ``helpers_cpp.*.so`` but not the Makefile, yet
+    ``megatron.training.initialize`` runs ``make -C megatron/core/datasets`` on rank 0 and exits on
+    failure ("Failed to compile the C++ dataset helper functions"; other ranks then wait in NCCL).
+    """
+    import megatron.core.datasets.utils as dataset_utils
+
+    try:
+        from megatron.core.datasets import helpers_cpp  # noqa: F401
+    except ImportError:
+        return  # not built: let Megatron compile it as usual
+    dataset_utils.compile_helpers = lambda: None
+
+
 def main() -> int:
     """Parse Megatron's argv, check it against this environment, and run ``pretrain``."""
     from megatron.core.enums import ModelType
     from megatron.training import pretrain, print_rank_0, set_startup_timestamps
 
     set_startup_timestamps(program_start=_PROGRAM_START_TIME, main_entry=time.time())
+    use_prebuilt_dataset_helpers()
     args = parse_megatron_args()
     try:
         config, attention = build_config_container(args)
