@@ -32,13 +32,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.train import NCCL_SAFE_ENV
+
 SCHEMA = "bench.smoke/1"
 CHECKS = ("nccl", "gemm", "train")
-NCCL_SAFE_ENV = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
 ALLREDUCE_BYTES = 256 * 2**20
 ALLREDUCE_TIMED = 10
 GEMM_SIZE = 8192
@@ -337,9 +334,9 @@ def format_report(report: dict) -> str:
     env = report["environment"]
     caps = env["capabilities"]
     lines = [
-        f"bench smoke: {report['gpus']} x {report['gpu_model']} | torch {env['torch']} | "
+        (f"bench smoke: {report['gpus']} x {report['gpu_model']} | torch {env['torch']} | "
         f"megatron-core {env['megatron_core']} | TE {'yes' if caps['transformer_engine'] else 'no'} | "
-        f"apex {'yes' if caps['apex_layer_norm'] else 'no'}"
+        f"apex {'yes' if caps['apex_layer_norm'] else 'no'}")
     ]
     for name, check in report["checks"].items():
         status = "ok  " if check["ok"] else "FAIL"
@@ -412,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         try:
             result = runners[name]()
-        except Exception as error:  # a broken check is a failed check, reported, not a traceback
+        except Exception as error:  # noqa: BLE001 -- a broken check is a failed check, reported
             result = CheckResult(name, False, time.monotonic() - started, {}, f"{type(error).__name__}: {error}")
         report["checks"][name] = asdict(result)
         print(f"bench.smoke: {name} {'ok' if result.ok else 'FAILED'}", file=sys.stderr, flush=True)

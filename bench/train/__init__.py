@@ -8,3 +8,11 @@
 
 Nothing here is imported by the host-side package (``bench.cli`` etc.), which stays torch-free.
 """
+
+# NVLink SHARP / multicast stay off on the lent machines (shared/DEVICE.md): set wherever the kit
+# starts processes that may use NCCL, before NCCL initialises.
+NCCL_SAFE_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}

@@ -14,10 +14,6 @@ from __future__ import annotations
 
 import math
 
-import torch
-from torch import Tensor
-from torch.nn import functional as F
-
 from megatron.core import tensor_parallel
 from megatron.core.packed_seq_params import PackedSeqParams
 from megatron.core.process_groups_config import ProcessGroupCollection
@@ -26,6 +22,8 @@ from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.transformer_config import TransformerConfig
 from megatron.core.transformer.utils import is_layer_window_attention
 from megatron.core.utils import divide
+from torch import Tensor
+from torch.nn import functional as F
 
 
 class SDPACoreAttention(MegatronModule):

@@ -22,23 +22,19 @@ import time
 
 _PROGRAM_START_TIME = time.time()  # before the heavy imports, as Megatron's startup timers expect
 
-import os  # noqa: E402
-import sys  # noqa: E402
-from argparse import ArgumentParser, Namespace  # noqa: E402
-from functools import partial  # noqa: E402
+import os
+import sys
+from argparse import ArgumentParser, Namespace
+from functools import partial
 
-# NVLink SHARP / multicast stay off on the lent machines (see DEVICE.md); set before NCCL starts.
-NCCL_SAFE_ENV = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
+from bench.train import NCCL_SAFE_ENV
+
 for _name, _value in NCCL_SAFE_ENV.items():
     os.environ.setdefault(_name, _value)
 
-import torch  # noqa: E402
+import torch
 
-from bench.train.spec import (  # noqa: E402
+from bench.train.spec import (
     ATTENTION_CHOICES,
     check_args,
     detect_capabilities,
@@ -221,7 +217,10 @@ def parse_megatron_args() -> Namespace:
 
 def build_config_container(args: Namespace):
     """(PretrainConfigContainer, attention choice) for parsed args; ValueError lists every problem."""
-    from megatron.training.argument_utils import gpt_config_from_args, pretrain_cfg_container_from_args
+    from megatron.training.argument_utils import (
+        gpt_config_from_args,
+        pretrain_cfg_container_from_args,
+    )
 
     attention = resolve_attention(args.kit_attention, args.transformer_impl)
     problems = check_args(args, attention, detect_capabilities())

@@ -25,7 +25,7 @@ TORCH_DIST_ENV = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADD
 def check_imports() -> None:
     import megatron.core
 
-    import bench.train.attention  # noqa: F401
+    import bench.train.attention
     import bench.train.pretrain_gpt  # noqa: F401
 
     assert megatron.core.__version__ == "0.19.2", megatron.core.__version__
@@ -81,7 +81,7 @@ def check_attention() -> None:
         q = torch.randn(s, b, heads, d)
         k, v = torch.randn(s, b, groups, d), torch.randn(s, b, groups, d)
         kr, vr = (t.repeat_interleave(heads // groups, dim=2) for t in (k, v))
-        kwargs = dict(config=config, layer_number=1, attention_type="self")
+        kwargs = {"config": config, "layer_number": 1, "attention_type": "self"}
 
         sdpa = SDPACoreAttention(attn_mask_type=AttnMaskType.causal, **kwargs)
         # The reference forks the CUDA RNG tracker around its dropout unless sequence parallel is
@@ -159,10 +159,10 @@ def _build_model(attention: str, bf16: bool):
 
 def _train_steps(args, model, steps: int) -> list[float]:
     """A few float32 CPU steps on Megatron's mock data: the losses."""
+    from megatron.training import get_tokenizer
     from torch.utils.data import default_collate
 
     from bench.train import pretrain_gpt
-    from megatron.training import get_tokenizer
 
     train, _, _ = pretrain_gpt.build_gpt_datasets(
         args, get_tokenizer(), [steps * 2, 0, 0], lambda: True
@@ -207,8 +207,9 @@ def check_model_local() -> None:
 
 def check_datasets_mock() -> None:
     """Without --data-path the entry trains on Megatron's MockGPTDataset."""
-    from bench.train import pretrain_gpt
     from megatron.training import get_tokenizer
+
+    from bench.train import pretrain_gpt
 
     args = _parse(_cpu_argv())
     train, _, _ = pretrain_gpt.build_gpt_datasets(args, get_tokenizer(), [8, 0, 0], lambda: True)
@@ -219,10 +220,10 @@ def check_datasets_mock() -> None:
 def check_datasets_bin() -> None:
     """With --data-path the entry reads Megatron .bin/.idx files (written by Megatron's builder)."""
     import numpy
-
-    from bench.train import pretrain_gpt
     from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
     from megatron.training import get_tokenizer
+
+    from bench.train import pretrain_gpt
 
     with tempfile.TemporaryDirectory() as folder:
         prefix = os.path.join(folder, "corpus_text_document")
@@ -236,6 +237,30 @@ def check_datasets_bin() -> None:
         train, _, _ = pretrain_gpt.build_gpt_datasets(args, get_tokenizer(), [40, 0, 0], lambda: True)
         assert type(train).__name__ == "GPTDataset", type(train)
         assert train[3]["tokens"].shape == (512,)
+
+
+def check_refuse_sequence_parallel() -> None:
+    """Without TE or apex, --sequence-parallel is refused with a message (not a LayerNorm assert).
+
+    With tensor parallelism Megatron's validator asks the GPU for its architecture; here that one
+    query answers Hopper (9), as on the lent H100/H200, and CUDA_DEVICE_MAX_CONNECTIONS=1 is set as
+    Megatron requires for tensor parallelism on Hopper.
+    """
+    import megatron.training.arguments as megatron_arguments
+
+    from bench.train import pretrain_gpt
+
+    megatron_arguments.get_device_arch_version = lambda: 9
+    os.environ.update(CUDA_DEVICE_MAX_CONNECTIONS="1")
+    TORCH_DIST_ENV["WORLD_SIZE"] = "2"
+    args = _parse(_cpu_argv(["--tensor-model-parallel-size", "2", "--sequence-parallel"]))
+    assert args.sequence_parallel
+    try:
+        pretrain_gpt.build_config_container(args)
+    except ValueError as error:
+        assert "--sequence-parallel needs Transformer Engine or apex" in str(error), error
+    else:
+        raise AssertionError("--sequence-parallel without TE/apex was accepted")
 
 
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
