@@ -71,9 +71,13 @@ def build(
     *,
     engine=None,
     force: bool = False,
+    network_mode: str | None = None,
     show: Callable[[str], None] = print,
 ) -> BuildResult:
-    """Build ``context`` unless its tag exists (``force`` rebuilds, still using the layer cache)."""
+    """Build ``context`` unless its tag exists (``force`` rebuilds, still using the layer cache).
+
+    ``network_mode`` is the RUN steps' network; the default is the engine's (a bridge).
+    """
     engine = engine or client()
     start = time.monotonic()
     if not force:
@@ -86,7 +90,7 @@ def build(
     chunks = engine.api.build(
         path=str(context.directory), tag=context.tag, buildargs=context.buildargs,
         labels={"dev.megatron-bench.inputs.sha256": context.content_hash},
-        rm=True, forcerm=True, decode=True, pull=False,
+        rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
     )
     _follow(chunks, show)
     image = engine.images.get(context.tag)

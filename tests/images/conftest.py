@@ -20,12 +20,20 @@ import pytest
 
 IN_CI = os.environ.get("CI") == "true"
 # What the stand-in must hold so every step the kit adds really runs (pip installs with and without
-# build isolation, patch, CA update) — everything NGC/ROCm bases have except torch, whose wheels are
-# several GB and which no kit step needs. Trixie's Python 3.13 satisfies megatron-core's >= 3.12.
+# build isolation, patch, CA update): what NGC/ROCm bases have except torch and numpy, whose wheels
+# are large and which no kit step needs (the pinned packages install with --no-deps). Like those
+# bases, the distribution's Python carries pip-installed pip and setuptools (in /usr/local), not
+# Debian-packaged Python libraries that pip cannot upgrade. Trixie's Python 3.13 satisfies
+# megatron-core's >= 3.12.
 STANDIN_SUITE = "trixie"
 STANDIN_PACKAGES = (
-    "python3", "python3-pip", "python3-setuptools", "python3-wheel", "python3-numpy",
-    "ca-certificates", "patch", "git", "make",
+    "python3", "python3-pip-whl", "python3-setuptools-whl", "ca-certificates", "patch", "git",
+    "make",
+)
+# Install pip and setuptools from Debian's own wheels, offline, into /usr/local.
+STANDIN_PIP = (
+    "set -e; cd /usr/share/python-wheels; "
+    "python3 $(ls pip-*.whl)/pip install --no-index --find-links . --break-system-packages pip setuptools"
 )
 STANDIN_TAG = "megatron-bench-standin:trixie"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "megatron-bench"
@@ -138,6 +146,7 @@ def standin_base(engine) -> str:
                  STANDIN_SUITE, str(rootfs), _debian_mirror()],
                 check=True, stdout=subprocess.DEVNULL,
             )
+            subprocess.run(["chroot", str(rootfs), "sh", "-c", STANDIN_PIP], check=True)
             # Like the real bases: apt lists and caches are not part of the image.
             shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
             partial = tarball.with_suffix(".partial")
