@@ -155,14 +155,20 @@ def runtime_pull_command(runtime: str, reference: str, output: str) -> list[str]
     raise ValueError(f"runtime {runtime!r} has no pull command; use docker, enroot or singularity")
 
 
+def subprocess_run(argv: list[str], cwd=None) -> None:
+    """Run a tool of a platform runtime, its output going straight to the terminal."""
+    import subprocess
+
+    subprocess.run(argv, cwd=cwd, check=True, stdout=sys.stdout, stderr=sys.stderr)
+
+
 def run_if_present(argv: list[str], show: Callable[[str], None] = print) -> bool:
     """Run ``argv`` when its program is installed; otherwise say so. Returns whether it ran."""
     import shlex
-    import subprocess
 
     show("$ " + shlex.join(argv))
     if shutil.which(argv[0]) is None:
         show(f"not run: {argv[0]} is not installed on this machine")
         return False
-    subprocess.run(argv, check=True, stdout=sys.stdout, stderr=sys.stderr)
+    subprocess_run(argv)
     return True
