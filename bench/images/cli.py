@@ -42,11 +42,11 @@ def cmd_build(args) -> int:
     print(f"image: {result.tag}")
     if args.target == "rocm":
         definition = singularity.render_definition(context.dockerfile, context.buildargs)
-        def_path = context.directory / "megatron-bench-rocm.def"
+        def_path = context.directory / "megatron-bench-rocm.def"  # platforms/lumi.toml's image
         def_path.write_text(definition)
         print(f"Singularity definition: {def_path}")
         for program in ("apptainer", "singularity"):
-            sif = BUILD_DIR / args.target / f"{result.tag.replace(':', '_')}.sif"
+            sif = BUILD_DIR / args.target / "megatron-bench-rocm.sif"
             argv = [program, "build", "--fakeroot", str(sif), def_path.name]
             if engine.shutil.which(program):
                 print("$ (cd " + shlex.quote(str(context.directory)) + " && " + shlex.join(argv) + ")")
@@ -74,7 +74,7 @@ def cmd_pull(args) -> int:
         print(f"pulled {reference}: {engine.pull(reference)}")
         return 0
     suffix = ".sqsh" if args.runtime == "enroot" else ".sif"
-    output = f"{target.image}_{args.tag}{suffix}"
+    output = f"{target.image.replace('/', '-')}_{args.tag}{suffix}"
     engine.run_if_present(engine.runtime_pull_command(args.runtime, reference, output))
     return 0
 
@@ -105,6 +105,17 @@ def cmd_polaris(args) -> int:
     return polaris.run(polaris.render_script(recipe, pins, tree), execute)
 
 
+def _engine_errors(command):
+    """Report an engine's refusal as one error message and exit status 1."""
+    def guarded(args) -> int:
+        try:
+            return command(args)
+        except engine.EngineError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+    return guarded
+
+
 def _build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", help="image target in images/pins.toml (cuda, rocm)")
     parser.add_argument("--base", help="base image instead of the pinned one (default: pinned)")
@@ -124,21 +135,20 @@ def register(subparsers) -> None:
     build = actions.add_parser("build", help="build an image (skipped when its inputs are unchanged)")
     _build_options(build)
     build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
-    build.set_defaults(func=cmd_build)
+    build.set_defaults(func=_engine_errors(cmd_build))
 
     push = actions.add_parser("push", help="push the image of the current inputs")
     _build_options(push)
     push.add_argument("--registry", help="host[:port]/owner (default: the target's registry)")
     push.add_argument("--also-tag", action="append", default=[], help="extra tag, e.g. 0.1.0")
-    push.set_defaults(func=cmd_push)
+    push.set_defaults(func=_engine_errors(cmd_push))
 
     pull = actions.add_parser("pull", help="pull a prebuilt image through a platform runtime")
     pull.add_argument("target")
     pull.add_argument("--runtime", choices=RUNTIMES, default="docker")
     pull.add_argument("--registry", help="host[:port]/owner (default: the target's registry)")
-    from bench import __version__
-    pull.add_argument("--tag", default=__version__, help=f"image tag (default: {__version__})")
-    pull.set_defaults(func=cmd_pull)
+    pull.add_argument("--tag", default="latest", help="image tag (default: latest)")
+    pull.set_defaults(func=_engine_errors(cmd_pull))
 
     definition = actions.add_parser("singularity", help="print the Singularity definition")
     _build_options(definition)
@@ -154,9 +164,3 @@ def register(subparsers) -> None:
     polaris_cmd.set_defaults(func=cmd_polaris)
 
 
-def run(args) -> int:
-    try:
-        return args.func(args)
-    except (ValueError, engine.EngineError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
