@@ -47,7 +47,7 @@ def resolve_args(dockerfile_text: str, buildargs: dict[str, str]) -> str:
         kept.append(line)
     text = "\n".join(kept) + "\n"
     for name, value in values.items():
-        text = re.sub(r"\$\{" + name + r"\}|\$" + name + r"\b", lambda _: value, text)
+        text = re.sub(r"\$\{" + name + r"\}|\$" + name + r"\b", lambda _, value=value: value, text)
     return text
 
 
