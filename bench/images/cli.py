@@ -38,7 +38,7 @@ def _context(args) -> BuildContext:
 
 def cmd_build(args) -> int:
     context = _context(args)
-    result = engine.build(context, force=args.force)
+    result = engine.build(context, force=args.force, network_mode=args.network)
     print(f"image: {result.tag}")
     if args.target == "rocm":
         definition = singularity.render_definition(context.dockerfile, context.buildargs)
@@ -135,6 +135,8 @@ def register(subparsers) -> None:
     build = actions.add_parser("build", help="build an image (skipped when its inputs are unchanged)")
     _build_options(build)
     build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
+    build.add_argument("--network", help="network of the RUN steps, e.g. host (default: the "
+                       "engine's bridge)")
     build.set_defaults(func=_engine_errors(cmd_build))
 
     push = actions.add_parser("push", help="push the image of the current inputs")

@@ -99,6 +99,7 @@ def engine():
         _wait_for(sock.exists, 30, "dockerd", log)
         client = docker.DockerClient(base_url=f"unix://{sock}", timeout=600)
         _wait_for(lambda: client.ping(), 30, "dockerd API", log)
+        client.docker_host = f"unix://{sock}"  # for tests that go through the command line
         yield client
     finally:
         process.terminate()

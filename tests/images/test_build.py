@@ -7,6 +7,7 @@ of its pinned commit under tests/images/upstream/ because GitHub is unreachable.
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -101,3 +102,21 @@ def test_push_to_and_pull_from_a_local_registry(engine, built, registry):
     engine.images.remove(pushed[1])
     image_id = engine_api.pull(pushed[1], engine=engine)
     assert image_id == engine.images.get(context.tag).id
+
+
+def test_command_line_build_writes_the_lumi_definition(engine, built, standin_base, monkeypatch,
+                                                       capsys):
+    from bench.cli import main
+    from bench.images.cli import BUILD_DIR
+
+    monkeypatch.setenv("DOCKER_HOST", engine.docker_host)
+    status = main(["images", "build", "rocm", "--base", standin_base, "--ca-cert", str(HOST_CA),
+                   "--upstream", f"megatron-deepspeed={UPSTREAM_EXCERPTS['megatron-deepspeed']}",
+                   "--network", "host"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert f"image: {built['rocm'][0].tag}" in out  # same inputs as the fixture's build
+    definition = (BUILD_DIR / "rocm/context/megatron-bench-rocm.def").read_text()
+    assert f"From: {standin_base}" in definition
+    if shutil.which("singularity") is None and shutil.which("apptainer") is None:
+        assert "not built: no apptainer/singularity here" in out
