@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.hardware import detect_gpus
+from bench.images import cli as images_cli
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import (ENGINES, PRECISIONS, Platform, load_platform, match_accelerator,
                              platform_files)
@@ -231,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", action="store_true", help="stream the training log")
     run.set_defaults(func=cmd_run)
     results_cli.add_parser(sub)
+    images_cli.register(sub)
     sub.add_parser("presets", help="list model presets").set_defaults(func=cmd_presets)
     sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)
     return parser
