@@ -63,7 +63,7 @@ class ParseResult:
     reason: str | None
     iterations: tuple[Iteration, ...]
     train_iters: int | None
-    peak_mem_mb: float | None
+    peak_mem_mb: float | None  # MiB, as Megatron prints it
 
     @property
     def losses(self) -> list[float]:

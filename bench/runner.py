@@ -131,7 +131,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C)."""
     status, reason = failure or (result.status, result.reason)
     run_metrics = None
-    peak_mem_gb = result.peak_mem_mb / 1000.0 if result.peak_mem_mb is not None else None
+    # Megatron reports MiB; records use GB (10^9 bytes).
+    peak_mem_gb = result.peak_mem_mb * 2**20 / 1e9 if result.peak_mem_mb is not None else None
     if status is Status.OK:
         try:
             run_metrics = metrics(result.iterations, launch.preset, launch.layout.global_batch,
