@@ -1,0 +1,152 @@
+"""Judge a run: is it finished, and did it succeed? Never from the exit code alone.
+
+Evidence, strongest first: the scheduler's terminal state (live, or the last one saved in
+``state.json``), the job's own output (``slurmstepd`` cancel lines, out-of-memory lines, PBS kill
+lines, the kit's end marker with the script's exit status) and, for a benchmark that ended cleanly,
+the benchmark log parser. A job whose output file is missing failed, whatever the scheduler says:
+on a misconfigured node a job step that could not start still reports ``COMPLETED``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from bench.jobs.rundir import RunDir
+from bench.jobs.scheduler import FAILED_STATES, JobState, Scheduler
+from bench.jobs.submit import END_MARKER, START_MARKER
+
+LOG_TAIL_LINES = 40
+"""How many last output lines a record keeps for a failed run. The default is 40."""
+
+# slurmstepd: "*** JOB 12 ON vm CANCELLED AT 2026-11-21T20:16:34 DUE TO TIME LIMIT ***"
+# (a plain `scancel` ends after the time stamp).
+SLURM_CANCELLED = re.compile(
+    r"\*\*\* (?:JOB|STEP) \S+ ON \S+ CANCELLED AT \S+(?: DUE TO (?P<cause>[A-Z ]+?))?(?: \*\*\*|$)",
+    re.MULTILINE,
+)
+_SLURM_CANCEL_CAUSES = {"TIME LIMIT": "TIMEOUT", "NODE FAILURE": "NODE_FAIL",
+                        "PREEMPTION": "PREEMPTED", None: "CANCELLED"}
+# slurmstepd with cgroup memory enforcement: "Detected 1 oom_kill event in StepId=12.0 ..."
+SLURM_OOM_KILL = re.compile(r"Detected \d+ oom[-_]kill events?.*$", re.MULTILINE)
+# PBS: "=>> PBS: job killed: walltime 3610 exceeded limit 3600" (or mem ... exceeded limit).
+PBS_JOB_KILLED = re.compile(r"PBS: job killed: (?P<what>\w+) .*exceeded limit.*$", re.MULTILINE)
+END_MARKER_LINE = re.compile(
+    re.escape(END_MARKER) + r" exit_status=(?P<status>\d+)(?: at=(?P<at>\S+))?")
+START_MARKER_LINE = re.compile(re.escape(START_MARKER) + r" at=(?P<at>\S+)")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the kit concludes about a run.
+
+    ``status`` is a record status (``ok``, ``incomplete``, ``oom``, ``nan``, ``timeout``,
+    ``crashed`` from the log parser, ``failed`` from the scheduler or the output) or ``running``
+    while the job is not finished. ``reason`` is ``None`` only for ``ok``. Times are UTC ISO 8601.
+    """
+
+    run_id: str
+    finished: bool
+    status: str
+    reason: str | None
+    state: JobState | None
+    exit_status: int | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    log_tail: tuple[str, ...] = ()
+    parsed: object | None = None
+
+
+def current_state(run: RunDir, scheduler: Scheduler) -> tuple[JobState | None, bool]:
+    """The job's state and whether the scheduler still knows it.
+
+    A live answer is saved in ``state.json``; a job the scheduler forgot gets the last saved state.
+    """
+    live = scheduler.query(run.job_id)
+    if live is None:
+        return run.last_state(), False
+    run.save_state(live)
+    return live, True
+
+
+def output_verdict(text: str) -> tuple[str | None, str | None]:
+    """A Slurm state name and the evidence line if the output shows the job did not end well."""
+    cancelled = SLURM_CANCELLED.search(text)
+    if cancelled:
+        return _SLURM_CANCEL_CAUSES.get(cancelled.group("cause"), "CANCELLED"), \
+            cancelled.group(0).strip()
+    oom = SLURM_OOM_KILL.search(text)
+    if oom:
+        return "OUT_OF_MEMORY", oom.group(0).strip()
+    killed = PBS_JOB_KILLED.search(text)
+    if killed:
+        return ("TIMEOUT" if killed.group("what") == "walltime" else "OUT_OF_MEMORY"), \
+            killed.group(0).strip()
+    end = END_MARKER_LINE.search(text)
+    if end is None:
+        return "FAILED", (f"the job script never reached its end (no '{END_MARKER}' line): "
+                          f"killed by the scheduler or the node, or the script exec'd its launcher")
+    if int(end.group("status")) != 0:
+        return "FAILED", f"the job script exited with status {end.group('status')}"
+    return None, None
+
+
+def _utc_from_scheduler(text: str | None) -> str | None:
+    # Slurm prints the controller's local time without a zone; read it as this host's local time.
+    if not text:
+        return None
+    try:
+        local = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return local.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_benchmark_log(text: str) -> object:
+    """The benchmark log parser's result (``.status``, metrics); the one call into it."""
+    from bench.logparse import parse_megatron_log  # the lead's typed, windowed parser
+
+    return parse_megatron_log(text)
+
+
+def judge(run: RunDir, scheduler: Scheduler) -> Outcome:
+    """The outcome of ``run``; ``finished`` is False while the scheduler still runs it."""
+    state, known = current_state(run, scheduler)
+    if known and state is not None and not state.terminal:
+        return Outcome(run.run_id, False, "running", state.state, state)
+
+    scheduler_state = state.state if state is not None and state.terminal else None
+    text = run.read_output()
+    if text is None:
+        said = scheduler_state or "the scheduler no longer knows the job"
+        return Outcome(run.run_id, True, "failed",
+                       f"{scheduler_state or 'FAILED'}: output file {run.output} is missing "
+                       f"({said}; a job that never started can still report success)", state)
+
+    lines = text.splitlines()
+    tail = tuple(lines[-LOG_TAIL_LINES:])
+    start = START_MARKER_LINE.search(text)
+    end = END_MARKER_LINE.search(text)
+    started_at = start.group("at") if start else _utc_from_scheduler(state and state.start_time)
+    finished_at = (end.group("at") if end and end.group("at")
+                   else _utc_from_scheduler(state and state.end_time))
+    exit_status = int(end.group("status")) if end else None
+    common = dict(state=state, exit_status=exit_status, started_at=started_at,
+                  finished_at=finished_at, log_tail=tail)
+
+    out_state, evidence = output_verdict(text)
+    if scheduler_state in FAILED_STATES:
+        detail = evidence or state.reason or f"exit code {state.exit_code}"  # type: ignore[union-attr]
+        return Outcome(run.run_id, True, "failed", f"{scheduler_state}: {detail}", **common)
+    if out_state is not None:
+        said = f" (the scheduler said {scheduler_state})" if scheduler_state else ""
+        return Outcome(run.run_id, True, "failed", f"{out_state}: {evidence}{said}", **common)
+    if run.kind != "bench":
+        return Outcome(run.run_id, True, "ok", None, **common)
+
+    parsed = parse_benchmark_log(text)
+    status = getattr(parsed.status, "value", parsed.status)  # type: ignore[attr-defined]
+    reason = None if status == "ok" else (
+        getattr(parsed, "reason", None) or f"log parser: {status}")
+    return Outcome(run.run_id, True, str(status), reason, parsed=parsed, **common)
