@@ -1,0 +1,173 @@
+"""Command line: ``python -m bench <command>``; the nox sessions call this, so it also works on a
+cluster login node where only Python exists.
+
+Commands: ``run`` (plan, print or submit/run a benchmark), ``presets``, ``platforms``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.hardware import detect_gpus
+from bench.plan import LaunchPlan, Options, plan
+from bench.platforms import ENGINES, PRECISIONS, Platform, load_platform, platform_files
+from bench.presets import get_preset, load_presets
+from bench.render import pbs, slurm, torchrun
+from bench.rundir import create_run_dir
+
+EXIT_USAGE = 2
+
+
+def add_plan_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by every command that plans a run."""
+    parser.add_argument("preset", help="model preset, e.g. 1.3b or 13b (see: python -m bench presets)")
+    parser.add_argument("layout", nargs="?", help="parallel layout, e.g. tp1pp1, tp2pp8, tp4pp2dp2")
+    parser.add_argument("--platform", default=os.environ.get("BENCH_PLATFORM", "local"),
+                        help="platform file name in platforms/ (default: local, or $BENCH_PLATFORM)")
+    parser.add_argument("--gpus", type=int, help="total GPUs (default: GPUs present locally, or "
+                        "the fewest whole nodes holding tp x pp x cp on a cluster)")
+    parser.add_argument("--nodes", type=int, help="nodes (cluster platforms)")
+    parser.add_argument("--mbs", type=int, help="micro batch, sequences (default: the preset's)")
+    parser.add_argument("--gbs", type=int, help="global batch, sequences (default: the preset's)")
+    parser.add_argument("--iters", type=int, default=30, help="training iterations (default 30)")
+    parser.add_argument("--engine", choices=ENGINES, help="default: the platform's")
+    parser.add_argument("--precision", choices=PRECISIONS, help="default: the platform's")
+    parser.add_argument("--image", help="container image or venv (default: the platform's)")
+    parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
+    parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
+    parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
+    for key in ("account", "partition", "queue", "walltime"):
+        parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
+                            f"$BENCH_{key.upper()})")
+
+
+def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str) -> Options:
+    return Options(
+        now=datetime.now(timezone.utc), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
+        gbs=args.gbs, iters=args.iters, engine=args.engine, precision=args.precision,
+        image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
+        merge_file=args.merge_file, account=args.account, partition=args.partition,
+        queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name)
+
+
+def render_script(launch: LaunchPlan) -> tuple[str, str]:
+    """(file name, text) of the job script or command for the plan's scheduler."""
+    scheduler = launch.platform.scheduler
+    if scheduler == "slurm":
+        return "job.sbatch", slurm.render(launch)
+    if scheduler == "pbs":
+        return "job.pbs", pbs.render(launch)
+    return "command.sh", torchrun.render(launch)
+
+
+def make_plan(args: argparse.Namespace, layout: str) -> tuple[LaunchPlan, Platform]:
+    preset = get_preset(args.preset)
+    platform = load_platform(args.platform)
+    gpus = detect_gpus() if platform.scheduler == "none" else None
+    options = options_from(args, gpus.count if gpus else 0, gpus.name if gpus else "")
+    return plan(preset, layout, platform, options), platform
+
+
+def dry_run_text(launch: LaunchPlan) -> str:
+    """What ``--dry-run`` prints: the script or command, then the DeepSpeed config if any."""
+    name, text = render_script(launch)
+    out = f"# {name} for run {launch.run_id}\n{text}"
+    if launch.ds_config is not None:
+        out += f"# ds_config.json\n{launch.ds_config}"
+    return out
+
+
+def print_plan(launch: LaunchPlan) -> None:
+    print(dry_run_text(launch), end="")
+    for note in launch.notes:
+        print(f"note: {note}", file=sys.stderr)
+
+
+def submit(launch: LaunchPlan) -> int:
+    """Write the run directory and hand the script to the scheduler; print the job id."""
+    tool = {"slurm": "sbatch", "pbs": "qsub"}[launch.platform.scheduler]
+    if not shutil.which(tool):
+        raise ValueError(f"'{tool}' is not on PATH: submit from a login node of "
+                         f"{launch.platform.name}, or add --dry-run to print the script")
+    job = launch.platform.job
+    if job.account_required and not job.account:
+        raise ValueError(f"{launch.platform.name} needs an account: pass --account or set "
+                         "BENCH_ACCOUNT")
+    name, text = render_script(launch)
+    run_dir = create_run_dir(Path.cwd(), launch, {name: text})
+    cmd = [tool, "--parsable", name] if tool == "sbatch" else [tool, name]
+    result = subprocess.run(cmd, cwd=Path.cwd(), capture_output=True, text=True)
+    if result.returncode:
+        (run_dir / "submit.err").write_text(result.stderr)
+        print(f"{tool} refused the job ({result.returncode}): {result.stderr.strip()}",
+              file=sys.stderr)
+        return result.returncode
+    job_id = result.stdout.strip().split(";")[0]
+    (run_dir / "job_id").write_text(job_id + "\n")
+    print(f"submitted {launch.run_id} as job {job_id}; script and plan in {run_dir}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    if not args.layout:
+        raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b tp2pp8)")
+    launch, platform = make_plan(args, args.layout)
+    if args.dry_run:
+        print_plan(launch)
+        return 0
+    if platform.scheduler != "none":
+        return submit(launch)
+    print_plan(launch)
+    if not detect_gpus().count:
+        print("error: no NVIDIA GPU on this machine, so nothing was run and no record was "
+              "written. Above is the exact command the kit would run; use --platform NAME "
+              "--dry-run for a cluster's job script.", file=sys.stderr)
+        return 1
+    print("error: the training engine is not available in this version of the kit; nothing "
+          "was run", file=sys.stderr)
+    return 1
+
+
+def cmd_presets(_: argparse.Namespace) -> int:
+    print(f"{'preset':>7} {'layers':>6} {'hidden':>6} {'heads':>5} {'seq':>5} {'vocab':>6} "
+          f"{'mbs':>4} {'gbs':>5}")
+    for p in load_presets().values():
+        print(f"{p.name:>7} {p.layers:>6} {p.hidden:>6} {p.heads:>5} {p.seq_length:>5} "
+              f"{p.vocab_size:>6} {p.micro_batch:>4} {p.global_batch:>5}")
+    return 0
+
+
+def cmd_platforms(_: argparse.Namespace) -> int:
+    for path in platform_files():
+        p = load_platform(path.stem)
+        print(f"{p.name:<12} {p.scheduler:<6} {p.launcher:<9} {p.container_runtime:<12} "
+              f"{p.description}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="plan a benchmark and print, submit or run it")
+    add_plan_options(run)
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the job script or command and exit; writes nothing")
+    run.set_defaults(func=cmd_run)
+    sub.add_parser("presets", help="list model presets").set_defaults(func=cmd_presets)
+    sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileExistsError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE

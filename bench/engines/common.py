@@ -1,0 +1,47 @@
+"""Flags Megatron-LM and Megatron-DeepSpeed share (both descend from Megatron-LM's parser)."""
+
+from __future__ import annotations
+
+from bench.layout import Layout
+from bench.presets import Preset
+
+# GPT-3 optimiser settings (Brown et al. 2020, appendix B); they do not change throughput but make
+# the loss curve of a benchmark run meaningful.
+OPTIMIZER_FLAGS = (
+    "--lr", "6.0e-5", "--min-lr", "6.0e-6", "--lr-decay-style", "cosine",
+    "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.95",
+    "--clip-grad", "1.0", "--init-method-std", "0.006",
+)
+
+
+def model_flags(preset: Preset) -> list[str]:
+    return ["--num-layers", str(preset.layers), "--hidden-size", str(preset.hidden),
+            "--ffn-hidden-size", str(preset.ffn_hidden),
+            "--num-attention-heads", str(preset.heads), "--seq-length", str(preset.seq_length),
+            "--max-position-embeddings", str(preset.seq_length)]
+
+
+def parallel_flags(layout: Layout) -> list[str]:
+    flags = ["--tensor-model-parallel-size", str(layout.tp),
+             "--pipeline-model-parallel-size", str(layout.pp)]
+    if layout.sp:
+        flags.append("--sequence-parallel")
+    return flags
+
+
+def batch_flags(layout: Layout, iters: int) -> list[str]:
+    return ["--micro-batch-size", str(layout.micro_batch),
+            "--global-batch-size", str(layout.global_batch),
+            "--train-iters", str(iters), "--log-interval", "1",
+            # No evaluation: a throughput run measures training steps only.
+            "--eval-iters", "0", "--eval-interval", str(iters)]
+
+
+def precision_flags(precision: str) -> list[str]:
+    """bf16/fp16 mixed precision; fp8 is bf16 plus Transformer Engine's hybrid E4M3/E5M2 recipe."""
+    if precision == "fp16":
+        return ["--fp16"]
+    if precision == "fp8":
+        return ["--bf16", "--fp8-format", "hybrid", "--fp8-amax-history-len", "1024",
+                "--fp8-amax-compute-algo", "max"]
+    return ["--bf16"]

@@ -1,0 +1,40 @@
+"""Megatron-Core engine: the kit's training entry ``bench.train.pretrain_gpt``.
+
+Flag names are those of megatron-core 0.19's ``megatron.training`` argument parser; a test runs the
+argv the planner makes through that parser.
+"""
+
+from __future__ import annotations
+
+from bench.engines.common import (OPTIMIZER_FLAGS, batch_flags, model_flags, parallel_flags,
+                                  precision_flags)
+from bench.layout import Layout
+from bench.presets import Preset
+
+ENTRY = ("-m", "bench.train.pretrain_gpt")
+
+
+def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
+                  data_path: str = "") -> list[str]:
+    """Megatron flags for one benchmark run; mock data unless ``data_path`` is given."""
+    if layout.zero is not None:
+        raise ValueError(f"zero{layout.zero} is a DeepSpeed stage: use --engine megatron-deepspeed,"
+                         " or drop it (the Megatron engine shards optimizer state with its "
+                         "distributed optimizer, which is on by default)")
+    flags = model_flags(preset) + parallel_flags(layout)
+    if layout.vp > 1:
+        flags += ["--num-layers-per-virtual-pipeline-stage",
+                  str(preset.layers // (layout.pp * layout.vp))]
+    if layout.cp > 1:
+        flags += ["--context-parallel-size", str(layout.cp)]
+    flags += batch_flags(layout, iters)
+    flags += precision_flags(precision)
+    flags += list(OPTIMIZER_FLAGS)
+    flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
+              "--log-throughput", "--tokenizer-type", "NullTokenizer",
+              "--vocab-size", str(preset.vocab_size)]
+    if data_path:
+        flags += ["--data-path", data_path, "--split", "949,50,1"]
+    else:
+        flags += ["--mock-data"]
+    return flags

@@ -1,0 +1,183 @@
+"""The one launch planner: (preset, layout, platform, options) -> a frozen LaunchPlan.
+
+``plan`` is pure: it reads no clock, environment or hardware. Whatever it needs from the world (the
+time for the run id, the GPUs present on the local machine) comes in through ``Options``. Renderers
+in ``bench.render`` turn a plan into a Slurm script, a PBS script or a torchrun command line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
+from bench.engines.megatron import ENTRY, megatron_args
+from bench.layout import Layout, build_layout, parse_layout_name
+from bench.platforms import (PRECISIONS, Accelerator, Data, Platform, load_accelerator,
+                             match_accelerator, with_job_overrides)
+from bench.presets import Preset
+
+MASTER_PORT = 29500
+RUNS_DIR = "runs"
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a user can set on the command line, plus facts the caller observed.
+
+    ``gpus``/``nodes``: run size; by default the GPUs present (local) or the fewest whole nodes
+    that hold tp x pp x cp (clusters). ``iters``: training iterations (default 30).
+    ``now``: the UTC time used in the run id. ``gpus_present``/``gpu_name``: what the local machine
+    has (0/"" when unknown).
+    """
+
+    now: datetime
+    gpus: int | None = None
+    nodes: int | None = None
+    mbs: int | None = None
+    gbs: int | None = None
+    iters: int = 30
+    engine: str | None = None
+    precision: str | None = None
+    image: str | None = None
+    data_path: str | None = None
+    vocab_file: str | None = None
+    merge_file: str | None = None
+    account: str | None = None
+    partition: str | None = None
+    queue: str | None = None
+    walltime: str | None = None
+    extra_args: tuple[str, ...] = ()
+    gpus_present: int = 0
+    gpu_name: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything needed to launch one run; renderers only format it."""
+
+    run_id: str
+    preset: Preset
+    layout: Layout
+    platform: Platform
+    accelerator: Accelerator | None  # None: not known (no GPU detected on an "auto" platform)
+    engine: str
+    precision: str
+    nodes: int
+    gpus_per_node: int
+    iters: int
+    image: str
+    entry: tuple[str, ...]  # what python runs: ("-m", "bench.train.pretrain_gpt") or a script
+    train_args: tuple[str, ...]  # engine flags after the entry
+    env: tuple[tuple[str, str], ...]  # exported before launch, in this order
+    ds_config: str | None = None  # DeepSpeed JSON text, written beside the job script
+    notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def run_dir(self) -> str:
+        return f"{RUNS_DIR}/{self.run_id}"
+
+    @property
+    def train_argv(self) -> tuple[str, ...]:
+        """The per-rank command: ``python <entry> <flags>``."""
+        return ("python", *self.entry, *self.train_args)
+
+    @property
+    def peak_tflops(self) -> float | None:
+        return self.accelerator.peak(self.precision) if self.accelerator else None
+
+
+def run_id(preset: str, layout: str, platform: str, now: datetime) -> str:
+    """``{preset}_{layout}_{platform}_{UTC timestamp}``, e.g. ``13b_tp2pp8dp1_lumi_20261121T201500Z``."""
+    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{preset}_{layout}_{platform}_{stamp}"
+
+
+def _run_size(layout_name: str, platform: Platform, options: Options) -> tuple[int, int, int]:
+    """(gpus, nodes, gpus_per_node) for the run, checked against the platform."""
+    if platform.scheduler == "none":
+        if options.nodes not in (None, 1):
+            raise ValueError(f"platform {platform.name} is one machine: --nodes must be 1")
+        gpus = options.gpus or options.gpus_present
+        if not gpus:
+            spec = parse_layout_name(layout_name)
+            gpus = spec.tp * spec.pp * spec.cp * (spec.dp or 1)
+        if options.gpus_present and gpus > options.gpus_present:
+            raise ValueError(f"--gpus {gpus} but this machine has {options.gpus_present} GPUs")
+        return gpus, 1, gpus
+    per_node = platform.gpus_per_node
+    if options.gpus and options.nodes and options.gpus != options.nodes * per_node:
+        raise ValueError(f"--gpus {options.gpus} and --nodes {options.nodes} disagree: "
+                         f"{platform.name} has {per_node} GPUs per node")
+    if options.nodes:
+        return options.nodes * per_node, options.nodes, per_node
+    if options.gpus:
+        gpus = options.gpus
+    else:
+        spec = parse_layout_name(layout_name)
+        gpus = spec.tp * spec.pp * spec.cp * (spec.dp or 1)
+    if gpus <= per_node:
+        return gpus, 1, gpus
+    if gpus % per_node:
+        raise ValueError(f"{gpus} GPUs do not fill whole nodes of {per_node} on {platform.name}; "
+                         f"use a multiple of {per_node} (e.g. --gpus "
+                         f"{math.ceil(gpus / per_node) * per_node})")
+    return gpus, gpus // per_node, per_node
+
+
+def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
+    if platform.accelerator != "auto":
+        return load_accelerator(platform.accelerator)
+    return match_accelerator(options.gpu_name) if options.gpu_name else None
+
+
+def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
+    """Check everything and return the frozen plan; any impossibility raises ValueError."""
+    if options.iters < 1:
+        raise ValueError(f"--iters must be at least 1, got {options.iters}")
+    engine = options.engine or platform.default_engine
+    precision = options.precision or platform.default_precision
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}")
+    platform = with_job_overrides(platform, account=options.account, partition=options.partition,
+                                  queue=options.queue, walltime=options.walltime)
+    gpus, nodes, per_node = _run_size(layout_name, platform, options)
+    # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
+    layout = build_layout(layout_name, preset, gpus, per_node, options.mbs, options.gbs)
+    accelerator = _accelerator(platform, options)
+    if accelerator is not None:
+        accelerator.peak(precision)  # the platform must know the peak for the precision it runs
+    rid = run_id(preset.name, layout.name, platform.name, options.now)
+    ds_config = None
+    if engine == "megatron":
+        entry = ENTRY
+        args = megatron_args(preset, layout, precision, options.iters, options.data_path or "")
+    else:
+        data = replace(platform.data, **{k: v for k, v in (
+            ("path", options.data_path), ("vocab_file", options.vocab_file),
+            ("merge_file", options.merge_file)) if v})
+        entry = (f"{platform.megatron_deepspeed_dir}/pretrain_gpt.py",)
+        args = deepspeed_args(preset, layout, precision, options.iters, data,
+                              f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}")
+        ds_config = ds_config_json(layout, precision)
+    env = dict(platform.env)
+    if nodes > 1 or platform.scheduler != "none":
+        env["MASTER_PORT"] = str(MASTER_PORT)
+    notes = []
+    if platform.scheduler == "none" and not options.gpus_present:
+        notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
+                     "NVIDIA GPUs with a working driver to run")
+    if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
+        notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
+                     "not be computed; add one with its dense peak and source")
+    return LaunchPlan(
+        run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
+        engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
+        iters=options.iters, image=options.image or platform.image, entry=entry,
+        train_args=tuple(args) + options.extra_args, env=tuple(env.items()), ds_config=ds_config,
+        notes=tuple(notes))

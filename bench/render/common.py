@@ -1,0 +1,55 @@
+"""Pieces shared by the job-script renderers: header comment, environment, launch lines."""
+
+from __future__ import annotations
+
+from bench.plan import LaunchPlan
+from bench.render.shell import Token, export_lines, join
+
+END_MARKER = "BENCH_END status="  # the last line a job prints; jobs tooling reads it
+
+
+def header(plan: LaunchPlan) -> list[str]:
+    lay = plan.layout
+    return [
+        f"# megatron-bench-kit run {plan.run_id}",
+        f"# preset {plan.preset.name}, layout {lay.name} (mbs {lay.micro_batch}, gbs "
+        f"{lay.global_batch}), {plan.engine}, {plan.precision}, {plan.nodes} node(s) x "
+        f"{plan.gpus_per_node} GPU(s) on {plan.platform.name}",
+    ]
+
+
+def environment(plan: LaunchPlan, master_addr: str) -> list[str]:
+    """Module loads, set-up lines, exports, and the rendezvous address (scheduler-made text)."""
+    lines = []
+    if plan.platform.modules:
+        lines.append(join(["module", "load", *plan.platform.modules]))
+    lines += list(plan.platform.setup)  # site set-up lines, written by the platform's author
+    if plan.platform.container_runtime == "venv" and plan.image:
+        lines.append(join(["source", f"{plan.image}/bin/activate"]))
+    lines += export_lines(plan.env)
+    lines.append(f"export MASTER_ADDR={master_addr}")
+    return lines
+
+
+def torchrun_tokens(plan: LaunchPlan, rdzv: list[Token]) -> list[Token]:
+    """``torchrun`` for one node's GPUs, followed by the training entry and flags."""
+    return ["torchrun", f"--nnodes={plan.nodes}", f"--nproc-per-node={plan.gpus_per_node}",
+            *rdzv, *plan.entry, *plan.train_args]
+
+
+def finish() -> list[str]:
+    """Keep the launcher's exit status and print it last, so collectors need not trust sbatch."""
+    return ["status=$?", f'echo "{END_MARKER}$status"', 'exit "$status"']
+
+
+def ds_config_line(plan: LaunchPlan) -> list[str]:
+    if plan.ds_config is None:
+        return []
+    return [f"# DeepSpeed config: {plan.run_dir}/ds_config.json (written by the kit beside this "
+            "script)"]
+
+
+def rankenv(plan: LaunchPlan) -> list[Token]:
+    """Per-rank launchers (srun, mpiexec) start ``bench.rankenv``, which sets RANK etc."""
+    return ["python", "-m", "bench.rankenv", *plan.train_argv]
+

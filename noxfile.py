@@ -1,0 +1,50 @@
+"""The kit's front door: thin nox sessions over ``python -m bench`` (logic lives in bench/)."""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+
+RUN_USAGE = "Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-run] [options]"
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Plan a GPT-3 throughput benchmark and print, submit or run it."""
+    if not session.posargs or session.posargs[0].startswith("-"):
+        session.error(RUN_USAGE)
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "run", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the test suite (real engines, Slurm and Megatron's parser where CI provides them)."""
+    session.install("-e", ".[test,images,results]")
+    megatron_python = os.environ.get("BENCH_MEGATRON_PYTHON") or _megatron_venv(session)
+    session.run("pytest", *session.posargs, env={"BENCH_MEGATRON_PYTHON": megatron_python})
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Static checks with ruff."""
+    session.install("ruff")
+    session.run("ruff", "check", "bench", "tests", "noxfile.py")
+
+
+def _megatron_venv(session: nox.Session) -> str:
+    """A Python 3.12 venv with torch + the pinned megatron-core, for checks against Megatron itself.
+
+    megatron-core >= 0.17 needs Python >= 3.12; the host's default Python may be older.
+    """
+    venv = os.path.join(".nox", "megatron312")
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        session.run("python3.12", "-m", "venv", venv, external=True)
+    session.run(python, "-m", "pip", "install", "-q", "-r", "tests/megatron-requirements.txt",
+                external=True)
+    return python

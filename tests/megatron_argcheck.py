@@ -1,0 +1,42 @@
+"""Run argv lists through Megatron's own argument parser and validator (Python 3.12 + megatron-core).
+
+Reads a JSON list of cases ``{"argv": [...], "env": {...}, "world_size": N}`` on stdin and prints
+one JSON result per case: ``{"ok": bool, "error": str}``. Megatron's validator asks the GPU for its
+architecture; on this GPU-less machine that one hardware query answers "Hopper (9.0)", everything
+else is Megatron's real code.
+"""
+
+import contextlib
+import io
+import json
+import os
+import sys
+
+import torch
+
+import megatron.training.arguments as megatron_args
+
+megatron_args.get_device_arch_version = lambda: 9
+torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+
+
+def check(case: dict) -> dict:
+    saved_env = dict(os.environ)
+    os.environ.update(case["env"])
+    os.environ.update({"WORLD_SIZE": str(case["world_size"]), "RANK": "0"})
+    sys.argv = ["pretrain_gpt.py", *case["argv"]]
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
+            args = megatron_args.parse_args()
+            megatron_args.validate_args(args)
+        return {"ok": True, "error": "", "dp": args.data_parallel_size}
+    except SystemExit:
+        return {"ok": False, "error": err.getvalue().strip().splitlines()[-1]}
+    except Exception as exc:  # the validator reports with assert and ValueError alike
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+
+print(json.dumps([check(case) for case in json.load(sys.stdin)]))

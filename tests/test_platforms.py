@@ -1,0 +1,86 @@
+"""Every platform and accelerator file loads through the typed schema; errors name file and key."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.platforms import (REPO_PLATFORMS_DIR, load_accelerator_file, load_platform,
+                             load_platform_file, match_accelerator, with_job_overrides)
+from bench.tomlfile import DataError
+
+
+@pytest.mark.parametrize("path", sorted(REPO_PLATFORMS_DIR.glob("*.toml")), ids=lambda p: p.stem)
+def test_every_platform_loads(path: Path) -> None:
+    platform = load_platform_file(path)
+    assert platform.description
+
+
+@pytest.mark.parametrize("path", sorted((REPO_PLATFORMS_DIR / "accelerators").glob("*.toml")),
+                         ids=lambda p: p.stem)
+def test_every_accelerator_loads_with_a_source(path: Path) -> None:
+    acc = load_accelerator_file(path)
+    assert acc.peak_source and acc.peak("bf16") > 0
+
+
+def test_required_platforms_and_peaks() -> None:
+    expected = {"azure-h100": ("slurm", "srun", "pyxis", 8, 989.0),
+                "azure-h200": ("slurm", "srun", "pyxis", 8, 989.0),
+                "lumi": ("slurm", "torchrun", "singularity", 8, 191.5),
+                "polaris": ("pbs", "mpiexec", "venv", 4, 312.0)}
+    for name, (sched, launcher, runtime, gpn, peak) in expected.items():
+        p = load_platform(name)
+        assert (p.scheduler, p.launcher, p.container_runtime, p.gpus_per_node) == (
+            sched, launcher, runtime, gpn)
+        from bench.platforms import load_accelerator
+        assert load_accelerator(p.accelerator).peak("bf16") == peak
+    assert load_platform("lumi").default_precision == "fp16"
+    assert load_platform("azure-h100").env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5-topo.xml"
+    assert load_platform("local").accelerator == "auto"
+
+
+def test_accelerator_detection_by_device_name() -> None:
+    assert match_accelerator("NVIDIA H200").name == "h200-sxm"
+    assert match_accelerator("NVIDIA H100 80GB HBM3").name == "h100-sxm"
+    assert match_accelerator("NVIDIA A100-SXM4-40GB").name == "a100-sxm"
+    assert match_accelerator("Tesla T4") is None
+
+
+def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(REPO_PLATFORMS_DIR, tmp_path / "platforms")
+    text = (tmp_path / "platforms/lumi.toml").read_text().replace("standard-g", "small-g")
+    (tmp_path / "platforms/mycluster.toml").write_text(text)
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "platforms"))
+    assert load_platform("mycluster").job.partition == "small-g"
+
+
+@pytest.mark.parametrize("change,message", [
+    (("scheduler = \"slurm\"", "scheduler = \"lsf\""), "key 'scheduler' is 'lsf'"),
+    (("gpus_per_node = 8", "gpus_per_node = \"8\""), "key 'gpus_per_node' must be an integer"),
+    (("accelerator = \"mi250x-gcd\"", "accelerator = \"mi300\""), "unknown accelerator 'mi300'"),
+    (("walltime = \"01:00:00\"", "walltime = \"1h\""), "walltime '1h'"),
+    (("OMP_NUM_THREADS = \"7\"", "OMP-THREADS = \"7\""), "not a valid environment variable"),
+    (("cpus_per_task = 56", "cpu_per_task = 56"), "unknown key(s) cpu_per_task"),
+])
+def test_bad_platform_file_names_file_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              change: tuple[str, str], message: str) -> None:
+    shutil.copytree(REPO_PLATFORMS_DIR, tmp_path / "platforms")
+    text = (REPO_PLATFORMS_DIR / "lumi.toml").read_text()
+    assert change[0] in text
+    (tmp_path / "platforms/broken.toml").write_text(text.replace(change[0], change[1]))
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "platforms"))
+    with pytest.raises(DataError, match="broken.toml") as err:
+        load_platform("broken")
+    assert message in str(err.value)
+
+
+def test_job_overrides_option_beats_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BENCH_ACCOUNT", "project_env")
+    monkeypatch.setenv("BENCH_PARTITION", "dev-g")
+    p = with_job_overrides(load_platform("lumi"), account="project_opt")
+    assert (p.job.account, p.job.partition) == ("project_opt", "dev-g")
+    with pytest.raises(DataError, match="walltime"):
+        with_job_overrides(load_platform("lumi"), walltime="soon")

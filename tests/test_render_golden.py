@@ -1,0 +1,71 @@
+"""Golden renders: the exact job script for each platform x engine, compared byte for byte.
+
+Regenerating a golden is deliberate: ``BENCH_UPDATE_GOLDEN=1 pytest tests/test_render_golden.py``,
+then review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.cli import dry_run_text
+from bench.plan import plan
+from bench.platforms import load_platform
+from bench.presets import get_preset
+from tests.conftest import options
+
+GOLDEN = Path(__file__).with_name("golden")
+
+# (platform, engine, preset, layout, extra options)
+CASES = [
+    ("lumi", "megatron-deepspeed", "13b", "tp2pp8", {}),
+    ("lumi", "megatron", "13b", "tp2pp8", {}),
+    ("azure-h100", "megatron", "175b", "tp8pp16", {}),
+    ("azure-h100", "megatron-deepspeed", "13b", "tp2pp1", {"nodes": 2, "data_path": "/shared/data/slimpajama_text_document", "vocab_file": "/shared/data/gpt2-vocab.json", "merge_file": "/shared/data/gpt2-merges.txt"}),
+    ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1}),
+    ("azure-h200", "megatron-deepspeed", "13b", "tp1pp1zero2", {"nodes": 2, "data_path": "/shared/data/slimpajama_text_document", "vocab_file": "/shared/data/gpt2-vocab.json", "merge_file": "/shared/data/gpt2-merges.txt"}),
+    ("polaris", "megatron-deepspeed", "6.7b", "tp2pp1", {}),
+    ("polaris", "megatron", "13b", "tp4pp2", {"nodes": 4, "account": "datascience"}),
+    ("local", "megatron", "1.3b", "tp1pp1", {"gpus_present": 1, "gpu_name": "NVIDIA H200"}),
+    ("local", "megatron-deepspeed", "345m", "tp4pp1", {"gpus_present": 4, "gpu_name": "NVIDIA H200", "data_path": "data/meg-gpt2_text_document", "vocab_file": "data/gpt2-vocab.json", "merge_file": "data/gpt2-merges.txt"}),
+]
+
+
+def _golden_name(case: tuple) -> str:
+    platform, engine, preset, layout, _ = case
+    return f"{platform}_{engine}_{preset}_{layout}.txt"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_golden_name)
+def test_golden_render(case: tuple) -> None:
+    platform, engine, preset, layout, extra = case
+    launch = plan(get_preset(preset), layout, load_platform(platform),
+                  options(engine=engine, **extra))
+    text = dry_run_text(launch)
+    path = GOLDEN / _golden_name(case)
+    if os.environ.get("BENCH_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"missing golden {path.name}: run with BENCH_UPDATE_GOLDEN=1 and review"
+    assert text == path.read_text()
+
+
+@pytest.mark.parametrize("case", CASES, ids=_golden_name)
+def test_golden_scripts_are_valid_bash(case: tuple) -> None:
+    text = (GOLDEN / _golden_name(case)).read_text().split("# ds_config.json")[0]
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+
+
+def test_every_platform_has_a_golden() -> None:
+    from bench.platforms import platform_files
+    covered = {(c[0], c[1]) for c in CASES}
+    for path in platform_files():
+        for engine in ("megatron", "megatron-deepspeed"):
+            assert (path.stem, engine) in covered, f"no golden render for {path.stem} x {engine}"
+
+
+def test_no_golden_is_orphaned() -> None:
+    assert {p.name for p in GOLDEN.glob("*.txt")} == {_golden_name(c) for c in CASES}
