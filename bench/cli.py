@@ -1,25 +1,24 @@
 """Command line: ``python -m bench <command>``; the nox sessions call this, so it also works on a
 cluster login node where only Python exists.
 
-Commands: ``run`` (plan, print or submit/run a benchmark), ``presets``, ``platforms``.
+Commands: ``run`` (plan, print or submit/run a benchmark), ``presets``, ``platforms``, and the job
+commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import UTC, datetime
 
 from bench.hardware import detect_gpus
+from bench.jobs.cli import add_commands as add_job_commands
+from bench.jobs.cli import add_wait_options, submit_and_maybe_follow
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import ENGINES, PRECISIONS, Platform, load_platform, platform_files
 from bench.presets import get_preset, load_presets
 from bench.render import pbs, slurm, torchrun
-from bench.rundir import create_run_dir
 
 EXIT_USAGE = 2
 
@@ -49,7 +48,7 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
 
 def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str) -> Options:
     return Options(
-        now=datetime.now(timezone.utc), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
+        now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
         gbs=args.gbs, iters=args.iters, engine=args.engine, precision=args.precision,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
@@ -89,31 +88,6 @@ def print_plan(launch: LaunchPlan) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
-def submit(launch: LaunchPlan) -> int:
-    """Write the run directory and hand the script to the scheduler; print the job id."""
-    tool = {"slurm": "sbatch", "pbs": "qsub"}[launch.platform.scheduler]
-    if not shutil.which(tool):
-        raise ValueError(f"'{tool}' is not on PATH: submit from a login node of "
-                         f"{launch.platform.name}, or add --dry-run to print the script")
-    job = launch.platform.job
-    if job.account_required and not job.account:
-        raise ValueError(f"{launch.platform.name} needs an account: pass --account or set "
-                         "BENCH_ACCOUNT")
-    name, text = render_script(launch)
-    run_dir = create_run_dir(Path.cwd(), launch, {name: text})
-    cmd = [tool, "--parsable", name] if tool == "sbatch" else [tool, name]
-    result = subprocess.run(cmd, cwd=Path.cwd(), capture_output=True, text=True)
-    if result.returncode:
-        (run_dir / "submit.err").write_text(result.stderr)
-        print(f"{tool} refused the job ({result.returncode}): {result.stderr.strip()}",
-              file=sys.stderr)
-        return result.returncode
-    job_id = result.stdout.strip().split(";")[0]
-    (run_dir / "job_id").write_text(job_id + "\n")
-    print(f"submitted {launch.run_id} as job {job_id}; script and plan in {run_dir}")
-    return 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     if not args.layout:
         raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b tp2pp8)")
@@ -122,7 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_plan(launch)
         return 0
     if platform.scheduler != "none":
-        return submit(launch)
+        return submit_and_maybe_follow(launch, args.wait, args.poll)
     print_plan(launch)
     if not detect_gpus().count:
         print("error: no NVIDIA GPU on this machine, so nothing was run and no record was "
@@ -158,9 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_options(run)
     run.add_argument("--dry-run", action="store_true",
                      help="print the job script or command and exit; writes nothing")
+    add_wait_options(run)
     run.set_defaults(func=cmd_run)
     sub.add_parser("presets", help="list model presets").set_defaults(func=cmd_presets)
     sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)
+    add_job_commands(sub)
     return parser
 
 

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 
 from bench.jobs.sysinfo import LINE_PREFIX
+from bench.plan import LaunchPlan, Options, plan
+from bench.platforms import Platform
+from bench.presets import load_presets
+
+CHECK_WALLTIME = "00:10:00"
+"""Time limit of a system check job. The default is ten minutes; it takes seconds once started."""
 
 # Facts every rank must share, as (label, path into the sysinfo JSON).
 SHARED_FACTS = (
@@ -37,6 +44,25 @@ class CheckReport:
     @property
     def ok(self) -> bool:
         return not self.flags
+
+
+def check_plan(platform: Platform, nodes: int, now: datetime) -> LaunchPlan:
+    """A plan whose ranks run ``bench.jobs.sysinfo`` instead of training.
+
+    It is the plan of the smallest preset, pure data parallel over ``nodes`` whole nodes, so the
+    check goes through exactly the benchmark's launch path (directives, modules, environment,
+    container, launcher); only the command each rank runs differs. Its run id is
+    ``check_{platform}_{nodes}n_{UTC timestamp}``.
+    """
+    smallest = min(load_presets().values(), key=lambda p: p.layers * p.hidden ** 2)
+    gpus = nodes * platform.gpus_per_node
+    launch = plan(smallest, "tp1pp1", platform,
+                  Options(now=now, nodes=nodes, mbs=1, gbs=gpus, iters=1, engine="megatron",
+                          walltime=CHECK_WALLTIME))
+    report_env = tuple(arg for name, _ in launch.env for arg in ("--env", name))
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return replace(launch, run_id=f"check_{platform.name}_{nodes}n_{stamp}",
+                   entry=("-m", "bench.jobs.sysinfo"), train_args=report_env, ds_config=None)
 
 
 def gather(output: str) -> list[dict]:

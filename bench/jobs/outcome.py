@@ -12,10 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.jobs.rundir import RunDir
 from bench.jobs.scheduler import FAILED_STATES, JobState, Scheduler
-from bench.jobs.submit import END_MARKER, START_MARKER
+from bench.render.common import END_MARKER
 
 LOG_TAIL_LINES = 40
 """How many last output lines a record keeps for a failed run. The default is 40."""
@@ -32,9 +33,8 @@ _SLURM_CANCEL_CAUSES = {"TIME LIMIT": "TIMEOUT", "NODE FAILURE": "NODE_FAIL",
 SLURM_OOM_KILL = re.compile(r"Detected \d+ oom[-_]kill events?.*$", re.MULTILINE)
 # PBS: "=>> PBS: job killed: walltime 3610 exceeded limit 3600" (or mem ... exceeded limit).
 PBS_JOB_KILLED = re.compile(r"PBS: job killed: (?P<what>\w+) .*exceeded limit.*$", re.MULTILINE)
-END_MARKER_LINE = re.compile(
-    re.escape(END_MARKER) + r" exit_status=(?P<status>\d+)(?: at=(?P<at>\S+))?")
-START_MARKER_LINE = re.compile(re.escape(START_MARKER) + r" at=(?P<at>\S+)")
+# The rendered scripts' last line: "BENCH_END status=<launcher exit status>".
+END_MARKER_LINE = re.compile(re.escape(END_MARKER) + r"(?P<status>\d+)")
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ class Outcome:
 
     ``status`` is a record status (``ok``, ``incomplete``, ``oom``, ``nan``, ``timeout``,
     ``crashed`` from the log parser, ``failed`` from the scheduler or the output) or ``running``
-    while the job is not finished. ``reason`` is ``None`` only for ``ok``. Times are UTC ISO 8601.
+    while the job is not finished. ``reason`` is ``None`` only for ``ok``. Times are UTC ISO 8601:
+    the scheduler's start and end, else the submit time and the output file's last change.
     """
 
     run_id: str
@@ -86,7 +87,7 @@ def output_verdict(text: str) -> tuple[str | None, str | None]:
     end = END_MARKER_LINE.search(text)
     if end is None:
         return "FAILED", (f"the job script never reached its end (no '{END_MARKER}' line): "
-                          f"killed by the scheduler or the node, or the script exec'd its launcher")
+                          f"killed by the scheduler or the node")
     if int(end.group("status")) != 0:
         return "FAILED", f"the job script exited with status {end.group('status')}"
     return None, None
@@ -100,7 +101,12 @@ def _utc_from_scheduler(text: str | None) -> str | None:
         local = dt.datetime.fromisoformat(text)
     except ValueError:
         return None
-    return local.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return local.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utc_mtime(path: Path) -> str:
+    stamp = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_benchmark_log(text: str) -> object:
@@ -117,23 +123,22 @@ def judge(run: RunDir, scheduler: Scheduler) -> Outcome:
         return Outcome(run.run_id, False, "running", state.state, state)
 
     scheduler_state = state.state if state is not None and state.terminal else None
+    started_at = (_utc_from_scheduler(state and state.start_time)
+                  or run.submission["submitted_at"])
+    finished_at = _utc_from_scheduler(state and state.end_time)
     text = run.read_output()
     if text is None:
         said = scheduler_state or "the scheduler no longer knows the job"
         return Outcome(run.run_id, True, "failed",
                        f"{scheduler_state or 'FAILED'}: output file {run.output} is missing "
-                       f"({said}; a job that never started can still report success)", state)
+                       f"({said}; a job that never started can still report success)", state,
+                       started_at=started_at, finished_at=finished_at)
 
-    lines = text.splitlines()
-    tail = tuple(lines[-LOG_TAIL_LINES:])
-    start = START_MARKER_LINE.search(text)
     end = END_MARKER_LINE.search(text)
-    started_at = start.group("at") if start else _utc_from_scheduler(state and state.start_time)
-    finished_at = (end.group("at") if end and end.group("at")
-                   else _utc_from_scheduler(state and state.end_time))
     exit_status = int(end.group("status")) if end else None
-    common = dict(state=state, exit_status=exit_status, started_at=started_at,
-                  finished_at=finished_at, log_tail=tail)
+    common = {"state": state, "exit_status": exit_status, "started_at": started_at,
+              "finished_at": finished_at or _utc_mtime(run.output),
+              "log_tail": tuple(text.splitlines()[-LOG_TAIL_LINES:])}
 
     out_state, evidence = output_verdict(text)
     if scheduler_state in FAILED_STATES:

@@ -60,9 +60,13 @@ class JobState:
 class Scheduler(Protocol):
     name: str
     script_name: str
+    submit_command: str
 
-    def submit(self, script: Path, output: Path, workdir: Path) -> tuple[str, list[str]]:
-        """Submit ``script``; return the job id and the exact argv used."""
+    def submit(self, script: Path, run_dir: Path, workdir: Path) -> tuple[str, list[str], Path]:
+        """Submit ``script`` to run in ``workdir``, its output in ``run_dir``.
+
+        Returns the job id, the exact argv used and the job's output file.
+        """
         ...
 
     def query(self, job_id: str) -> JobState | None:
@@ -72,7 +76,7 @@ class Scheduler(Protocol):
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=SCHEDULER_TIMEOUT_S)
+        return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=SCHEDULER_TIMEOUT_S)
     except FileNotFoundError as err:
         raise SchedulerError(
             f"{argv[0]} not found on PATH: run this on the cluster's login node "
@@ -114,11 +118,14 @@ class Slurm:
 
     name: str = "slurm"
     script_name: str = "job.sbatch"
+    submit_command: str = "sbatch"
 
-    def submit(self, script: Path, output: Path, workdir: Path) -> tuple[str, list[str]]:
-        # Options on the command line override #SBATCH lines: the kit decides where output goes.
-        argv = ["sbatch", "--parsable", f"--chdir={workdir}", f"--output={output}",
-                f"--error={output}", str(script)]
+    def submit(self, script: Path, run_dir: Path, workdir: Path) -> tuple[str, list[str], Path]:
+        # The script's own --output is relative to the submit directory; the same file given
+        # absolutely on the command line (which overrides #SBATCH lines) leaves no doubt.
+        output_pattern = run_dir / "slurm-%j.out"
+        argv = ["sbatch", "--parsable", f"--chdir={workdir}", f"--output={output_pattern}",
+                str(script)]
         done = _run(argv)
         if done.returncode != 0:
             raise SchedulerError(f"sbatch failed (rc {done.returncode}): {done.stderr.strip()}")
@@ -126,7 +133,7 @@ class Slurm:
         job_id = done.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise SchedulerError(f"sbatch printed no job id: {done.stdout!r} {done.stderr!r}")
-        return job_id, argv
+        return job_id, argv, run_dir / f"slurm-{job_id}.out"
 
     def query(self, job_id: str) -> JobState | None:
         done = _run(["scontrol", "show", "job", "-o", job_id])
@@ -178,15 +185,18 @@ class Pbs:
 
     name: str = "pbs"
     script_name: str = "job.pbs"
+    submit_command: str = "qsub"
 
-    def submit(self, script: Path, output: Path, workdir: Path) -> tuple[str, list[str]]:
-        # -j oe joins stderr into the -o file; qsub runs the script in the submit directory.
+    def submit(self, script: Path, run_dir: Path, workdir: Path) -> tuple[str, list[str], Path]:
+        # -j oe joins stderr into the -o file (as the script's own #PBS lines say, but absolute);
+        # the script changes to $PBS_O_WORKDIR, the directory qsub ran in.
+        output = run_dir / "job.out"
         argv = ["qsub", "-j", "oe", "-o", str(output), str(script)]
-        done = subprocess.run(argv, capture_output=True, text=True, cwd=workdir,
+        done = subprocess.run(argv, check=False, capture_output=True, text=True, cwd=workdir,
                               timeout=SCHEDULER_TIMEOUT_S)
         if done.returncode != 0:
             raise SchedulerError(f"qsub failed (rc {done.returncode}): {done.stderr.strip()}")
-        return done.stdout.strip(), argv
+        return done.stdout.strip(), argv, output
 
     def query(self, job_id: str) -> JobState | None:
         done = _run(["qstat", "-f", "-x", job_id])

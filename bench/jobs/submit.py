@@ -1,96 +1,80 @@
-"""Submit a job script and keep everything about it in a new run directory.
+"""Submit a plan: render its job script, create its run directory exclusively, hand it over.
 
-The job script gets two kit lines right after its directive block: a start marker and an EXIT trap
-that prints an end marker with the script's exit status. They let :mod:`bench.jobs.outcome` judge a
-job after the scheduler has forgotten it. The script must not ``exec`` its launcher (that would drop
-the trap); a job killed by SIGKILL prints no end marker, which the kit reads as "did not finish".
+The job runs in the directory the kit was started from (the *root*, which holds ``runs/``), as the
+rendered scripts expect: their relative paths (data, ``runs/<run-id>/...``) are relative to it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
+import json
+import shutil
 import subprocess
 from pathlib import Path
 
 from bench.jobs.rundir import RunDir
-from bench.jobs.scheduler import Scheduler
+from bench.jobs.scheduler import Scheduler, scheduler_for
+from bench.plan import LaunchPlan
+from bench.render import pbs, slurm
+from bench.rundir import create_run_dir
 
-START_MARKER = "bench-job: start"
-END_MARKER = "bench-job: end"
-_MARKER_LINES = (
-    "# bench.jobs markers: the kit reads them when the scheduler has forgotten this job",
-    f'echo "{START_MARKER} at=$(date -u +%Y-%m-%dT%H:%M:%SZ) host=$(hostname)"',
-    f"trap 'echo \"{END_MARKER} exit_status=$? at=$(date -u +%Y-%m-%dT%H:%M:%SZ)\"' EXIT",
-)
-
-
-def with_markers(script: str) -> str:
-    """``script`` with the start/end marker lines after its leading comment/directive block.
-
-    Scheduler directives are only read before the first command, so the lines go after the last
-    leading ``#`` or blank line. A script that already has them is returned unchanged.
-    """
-    if END_MARKER in script:
-        return script
-    lines = script.splitlines()
-    insert_at = 0
-    while insert_at < len(lines) and (
-        not lines[insert_at].strip() or lines[insert_at].lstrip().startswith("#")
-    ):
-        insert_at += 1
-    return "\n".join([*lines[:insert_at], *_MARKER_LINES, *lines[insert_at:]]) + "\n"
+_RENDERERS = {"slurm": slurm.render, "pbs": pbs.render}
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def kit_commit() -> str | None:
     """The kit's git commit (``None`` outside a git checkout)."""
-    done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+    done = subprocess.run(["git", "rev-parse", "HEAD"], check=False, capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parent)
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def plan_to_json(plan: object) -> dict:
-    """A launch plan (a frozen dataclass, possibly nested) as JSON-ready data."""
-    return dataclasses.asdict(plan)  # type: ignore[call-overload]
+def check_submittable(launch: LaunchPlan) -> Scheduler:
+    """The plan's scheduler, after the checks that must pass before anything is written."""
+    scheduler = scheduler_for(launch.platform.scheduler)
+    if shutil.which(scheduler.submit_command) is None:
+        raise ValueError(f"'{scheduler.submit_command}' is not on PATH: submit from a login node "
+                         f"of {launch.platform.name}, or add --dry-run to print the script")
+    job = launch.platform.job
+    if job.account_required and not job.account:
+        raise ValueError(f"{launch.platform.name} needs an account: pass --account or set "
+                         "BENCH_ACCOUNT")
+    return scheduler
 
 
-def submit_script(
-    runs_dir: Path,
-    run_id: str,
-    script: str,
-    scheduler: Scheduler,
-    *,
-    kind: str = "bench",
-    plan: dict | None = None,
-) -> RunDir:
-    """Create ``runs_dir/run_id`` exclusively, write the script and plan, submit, keep the job id.
+def submit_plan(launch: LaunchPlan, root: Path, *, kind: str = "bench") -> RunDir:
+    """Render, write ``root/runs/<run-id>/`` (never an existing one), submit; return the run.
 
-    ``kind`` is ``bench`` (a benchmark run that ``collect`` turns into a record) or ``check``
-    (a system check). Raises ``ValueError`` if the run directory exists and
-    :class:`~bench.jobs.scheduler.SchedulerError` if the scheduler refuses the job; in that case the
-    run directory stays, with the script and a ``submit_error`` file, so the failure can be read.
+    ``kind`` is ``bench`` (a benchmark that ``collect`` turns into a record) or ``check`` (a
+    system check). If the scheduler refuses the job the run directory stays, with the script and a
+    ``submit_error`` file, and :class:`~bench.jobs.scheduler.SchedulerError` is raised.
     """
-    run = RunDir.create(runs_dir, run_id)
-    script_path = run.write_new(scheduler.script_name, with_markers(script))
-    if plan is not None:
-        run.write_json_new("plan.json", plan)
+    scheduler = check_submittable(launch)
+    script = _RENDERERS[scheduler.name](launch)
+    run = RunDir(create_run_dir(root, launch, {scheduler.script_name: script}).resolve())
     try:
-        job_id, argv = scheduler.submit(script_path, run.output, run.path)
+        job_id, argv, output = scheduler.submit(run.path / scheduler.script_name, run.path,
+                                                root.resolve())
     except Exception as err:
-        run.write_new("submit_error", f"{err}\n")
+        _write_new(run.path / "submit_error", f"{err}\n")
         raise
-    run.write_new("job_id", job_id + "\n")
-    run.write_json_new("submit.json", {
+    _write_new(run.path / "job_id", job_id + "\n")
+    _write_new(run.path / "submit.json", json.dumps({
         "kind": kind,
         "scheduler": scheduler.name,
         "argv": argv,
         "job_id": job_id,
-        "output": str(run.output),
+        "output": str(output),
+        "workdir": str(root.resolve()),
         "submitted_at": utc_now(),
         "kit_commit": kit_commit(),
-    })
+    }, indent=2, sort_keys=True) + "\n")
     return run
+
+
+def _write_new(path: Path, text: str) -> None:
+    with open(path, "x", encoding="utf-8") as handle:  # "x": a run's files are written once
+        handle.write(text)

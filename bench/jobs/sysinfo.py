@@ -8,6 +8,7 @@ second even on a slow shared file system.
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
 import json
 import os
@@ -15,8 +16,6 @@ import shutil
 import socket
 import subprocess
 import sys
-
-import argparse
 
 import bench
 
@@ -63,7 +62,7 @@ def _gpu_list() -> list[str] | None:
     if shutil.which("nvidia-smi") is None:
         return None
     try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True,
+        done = subprocess.run(["nvidia-smi", "-L"], check=False, capture_output=True, text=True,
                               timeout=SMI_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return ["nvidia-smi -L timed out"]

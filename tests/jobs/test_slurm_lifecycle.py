@@ -1,133 +1,185 @@
-"""Submit, follow and judge real jobs on the test Slurm: a system check, a failure, a time limit."""
+"""The kit's job lifecycle on the real test Slurm: submit, follow, collect, list, system check.
+
+Every job is a plan of the test platform (tests/jobs/platforms/ci-slurm.toml) rendered by the kit's
+Slurm renderer and submitted by the kit. Where a GPU would be needed the plan's per-rank command is
+swapped for one that needs none: the system check's sysinfo, a command that fails, a sleep past the
+time limit, a command that deletes its own output.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+import sys
 import time
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from bench.jobs.check import compare, gather
 from bench.jobs.follow import follow
 from bench.jobs.outcome import judge
-from bench.jobs.rundir import RunDir
+from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import Slurm
-from bench.jobs.submit import submit_script
+from bench.jobs.submit import submit_plan
+from bench.plan import Options, plan
+from bench.platforms import load_platform
+from bench.presets import get_preset
 
 REPO = Path(__file__).resolve().parents[2]
-# The time-limit job needs Slurm's 1-minute minimum plus its ~30 s time-limit sweep.
-MAX_WAIT_S = 180
+TEST_PLATFORM = Path(__file__).resolve().parent / "platforms" / "ci-slurm.toml"
+# The time-limit job needs Slurm's 1-minute minimum plus up to ~30 s until its time-limit sweep.
+MAX_WAIT_S = 240
 
-FAILING_SCRIPT = """\
-#!/bin/bash
-#SBATCH --job-name=kit-fails
-#SBATCH --time=00:05:00
-echo "about to fail"
-srun false
-"""
-OVERTIME_SCRIPT = """\
-#!/bin/bash
-#SBATCH --job-name=kit-overtime
-#SBATCH --time=00:01:00
-srun sleep 600
-"""
-VANISHING_OUTPUT_SCRIPT = """\
-#!/bin/bash
-#SBATCH --job-name=kit-no-output
-#SBATCH --time=00:05:00
-rm -f job.out
-"""
-CHECK_SCRIPT = """\
-#!/bin/bash
-#SBATCH --job-name=kit-check
-#SBATCH --ntasks=4
-#SBATCH --time=00:05:00
-export NCCL_DEBUG=INFO
-export NCCL_SOCKET_IFNAME=lo
-srun python -m bench.jobs.sysinfo --env NCCL_DEBUG
-"""
+# Per-rank commands that replace training (run as `python <entry>` by srun in the job).
+FAILS = ("-c", "import sys; print('deliberate failure', flush=True); sys.exit(3)")
+SLEEPS = ("-c", "import time; time.sleep(600)")
+DELETES_OWN_OUTPUT = ("-c", "import os; os.remove(os.path.join('runs', os.environ['SLURM_JOB_NAME'],"
+                            " 'slurm-' + os.environ['SLURM_JOB_ID'] + '.out'))")
+
+
+def _kit(root: Path, *args: str, timeout: float = MAX_WAIT_S) -> subprocess.CompletedProcess[str]:
+    """``python -m bench <args>`` as a user runs it, in ``root``."""
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=root, check=False,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
-def finished_runs(slurm_cluster, tmp_path_factory) -> dict[str, RunDir]:
-    """All jobs submitted at once (they run side by side), then followed to their end."""
-    runs_dir = tmp_path_factory.mktemp("runs")
+def kit_env(slurm_cluster, tmp_path_factory):
+    """BENCH_PLATFORMS_DIR with the test platform (and the real accelerators); PYTHONPATH so the
+    jobs' ``python -m bench...`` import this checkout."""
+    platforms = tmp_path_factory.mktemp("platforms")
+    shutil.copy(TEST_PLATFORM, platforms)
+    shutil.copytree(REPO / "platforms" / "accelerators", platforms / "accelerators")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", str(REPO))  # the job's `python -m bench...` finds this checkout
-        runs = {
-            name: submit_script(runs_dir, f"test-{name}", script, Slurm(), kind=kind)
-            for name, script, kind in (("overtime", OVERTIME_SCRIPT, "bench"),
-                                       ("fails", FAILING_SCRIPT, "bench"),
-                                       ("no-output", VANISHING_OUTPUT_SCRIPT, "bench"),
-                                       ("check", CHECK_SCRIPT, "check"))
-        }
-    for run in runs.values():
-        follow(run, Slurm(), poll_s=0.5, max_wait_s=MAX_WAIT_S)
-    return runs
+        patch.setenv("BENCH_PLATFORMS_DIR", str(platforms))
+        patch.setenv("PYTHONPATH", str(REPO))
+        yield
 
 
-def test_run_directory_keeps_script_and_job_id(finished_runs) -> None:
-    run = finished_runs["fails"]
+def _submit(root: Path, preset: str, entry: tuple[str, ...], walltime: str = "00:05:00") -> RunDir:
+    launch = plan(get_preset(preset), "tp1pp1", load_platform("ci-slurm"),
+                  Options(now=datetime.now(UTC), gpus=1, walltime=walltime))
+    return submit_plan(replace(launch, entry=entry, train_args=()), root)
+
+
+@pytest.fixture(scope="module")
+def root(kit_env, tmp_path_factory) -> Path:
+    """A kit root whose jobs all ran to their end; they are submitted together to overlap."""
+    root = tmp_path_factory.mktemp("kit-root")
+    started = time.monotonic()
+    runs = [_submit(root, "125m", SLEEPS, walltime="00:01:00"),
+            _submit(root, "350m", FAILS),
+            _submit(root, "760m", DELETES_OWN_OUTPUT)]
+    check = _kit(root, "check", "--platform", "ci-slurm", "--nodes", "1", "--poll", "0.5")
+    (root / "check.stdout").write_text(check.stdout + check.stderr)
+    waited = _kit(root, "run", "1.3b", "tp1pp1", "--platform", "ci-slurm", "--gpus", "1",
+                  "--walltime", "00:02:00", "--wait", "--poll", "0.5")
+    (root / "run-wait.stdout").write_text(waited.stdout + waited.stderr)
+    for run in runs:
+        follow(run, Slurm(), poll_s=0.5, max_wait_s=MAX_WAIT_S, echo=lambda _: None)
+    print(f"all test jobs ended after {time.monotonic() - started:.0f} s")
+    return root
+
+
+def _run(root: Path, prefix: str) -> RunDir:
+    (run,) = [r for r in list_runs(root) if r.run_id.startswith(prefix)]
+    return run
+
+
+def test_run_directory_keeps_script_plan_and_job_id(root: Path) -> None:
+    run = _run(root, "350m_")
     script = (run.path / "job.sbatch").read_text()
-    assert script.startswith("#!/bin/bash\n#SBATCH --job-name=kit-fails\n#SBATCH --time=00:05:00\n")
-    assert "bench-job: end" in script
-    assert run.job_id.isdigit()
+    assert script.startswith(f"#!/bin/bash\n#SBATCH --job-name={run.run_id}\n")
+    assert "#SBATCH --gpus-per-node=0" in script
+    assert run.plan["run_id"] == run.run_id
+    assert (run.path / "job_id").read_text() == run.job_id + "\n"
     assert run.submission["argv"][:2] == ["sbatch", "--parsable"]
-    assert run.submission["output"] == str(run.output)
+    assert run.output == run.path / f"slurm-{run.job_id}.out"
 
 
-def test_run_directory_is_never_overwritten(finished_runs) -> None:
-    run = finished_runs["fails"]
-    with pytest.raises(ValueError, match="already exists"):
-        submit_script(run.path.parent, run.run_id, FAILING_SCRIPT, Slurm())
+def test_run_directory_is_never_overwritten(root: Path) -> None:
+    run = _run(root, "350m_")
+    launch = plan(get_preset("350m"), "tp1pp1", load_platform("ci-slurm"),
+                  Options(now=datetime.strptime(run.run_id.rsplit("_", 1)[1],
+                                                "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC), gpus=1))
+    assert launch.run_id == run.run_id
+    with pytest.raises(FileExistsError, match="already exists"):
+        submit_plan(launch, root)
 
 
-def test_system_check_reports_every_rank(finished_runs) -> None:
-    run = finished_runs["check"]
-    outcome = judge(run, Slurm())
-    assert (outcome.status, outcome.reason) == ("ok", None)
-    reports = gather(run.read_output() or "")
-    assert [r["rank"] for r in reports] == [0, 1, 2, 3]
-    assert {r["rank_source"] for r in reports} == {"SLURM_PROCID"}
+def test_system_check_reports_every_rank(root: Path) -> None:
+    out = (root / "check.stdout").read_text()
+    assert "all 4 ranks agree" in out, out
+    run = _run(root, "check_ci-slurm_1n_")
+    reports = [json.loads(line.split("bench-sysinfo ", 1)[1])
+               for line in (run.read_output() or "").splitlines() if "bench-sysinfo " in line]
+    assert sorted(r["rank"] for r in reports) == [0, 1, 2, 3]
+    assert {r["local_rank"] for r in reports} == {0, 1, 2, 3}
     assert {r["job_id"] for r in reports} == {run.job_id}
-    report = compare(reports, 4, {"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "lo"})
-    assert report.flags == ()
-    wrong = compare(reports, 5, {"NCCL_DEBUG": "WARN"})
-    assert any("missing ranks [4]" in f for f in wrong.flags)
-    assert any("NCCL_DEBUG: the platform sets 'WARN'" in f for f in wrong.flags)
+    assert all(r["communication"]["NCCL_SOCKET_IFNAME"] == "lo" for r in reports)
+    assert judge(run, Slurm()).status == "ok"
 
 
-def test_failing_job_is_failed(finished_runs) -> None:
-    outcome = judge(finished_runs["fails"], Slurm())
-    assert outcome.finished and outcome.status == "failed"
-    assert outcome.reason.startswith("FAILED: ")
-    assert outcome.exit_status == 1
-    assert "about to fail" in outcome.log_tail
+def test_wait_follows_the_job_to_its_end(root: Path) -> None:
+    out = (root / "run-wait.stdout").read_text()
+    run = _run(root, "1.3b_")
+    assert f"submitted {run.run_id} as job {run.job_id}" in out
+    assert f"job {run.job_id} " in out  # state lines from the scheduler
+    assert f"run {run.run_id}: failed (" in out  # no GPU, no engine here: it must fail
 
 
-def test_time_limit_is_timeout_even_though_the_script_says_0(finished_runs) -> None:
-    run = finished_runs["overtime"]
-    outcome = judge(run, Slurm())
-    assert outcome.status == "failed"
+def test_collect_records_failures_with_reasons(root: Path) -> None:
+    from bench.record import load_records
+
+    first = _kit(root, "collect")
+    assert first.returncode == 0, first.stderr
+    assert "4 new record(s)" in first.stdout, first.stdout
+    records, problems = load_records(root / "results" / "records")
+    assert problems == []
+    by_preset = {r.preset.name: r for r in records}
+    assert set(by_preset) == {"125m", "350m", "760m", "1.3b"}  # the check makes no record
+    assert all(r.status == "failed" and r.metrics is None for r in records)
+    assert by_preset["125m"].reason.startswith("TIMEOUT: ")
+    assert "DUE TO TIME LIMIT" in by_preset["125m"].reason
+    assert by_preset["350m"].reason.startswith("FAILED: ")
+    assert "deliberate failure" in by_preset["350m"].log_tail
+    assert "missing" in by_preset["760m"].reason
+    assert by_preset["350m"].platform.peak_tflops > 0
+    assert by_preset["350m"].notes["job_id"] == _run(root, "350m_").job_id
+
+    again = _kit(root, "collect")
+    assert "0 new record(s)" in again.stdout and "4 already recorded" in again.stdout
+
+
+def test_jobs_lists_every_run(root: Path) -> None:
+    listing = _kit(root, "jobs")
+    assert listing.returncode == 0, listing.stderr
+    for run in list_runs(root):
+        line = next(line for line in listing.stdout.splitlines() if line.startswith(run.run_id))
+        assert run.job_id in line
+    timeout_line = next(line for line in listing.stdout.splitlines() if line.startswith("125m_"))
+    assert "TIMEOUT" in timeout_line
+
+
+def test_time_limit_is_caught_though_the_job_never_printed_its_end(root: Path) -> None:
+    outcome = judge(_run(root, "125m_"), Slurm())
+    assert outcome.exit_status is None  # the script was killed before its BENCH_END line
     assert outcome.reason.startswith("TIMEOUT: ")
-    assert "DUE TO TIME LIMIT" in outcome.reason
-    # The EXIT trap saw srun's 0 after the kill: an exit code alone would call this a success.
-    assert outcome.exit_status == 0
 
 
-def test_missing_output_is_failed_even_when_completed(finished_runs) -> None:
-    run = finished_runs["no-output"]
-    outcome = judge(run, Slurm())
-    assert outcome.status == "failed"
-    assert "output file" in outcome.reason and "missing" in outcome.reason
-
-
-def test_forgotten_jobs_are_judged_from_saved_state_and_output(finished_runs) -> None:
+def test_forgotten_jobs_are_judged_from_saved_state_and_output(root: Path) -> None:
     # MinJobAge=4: the controller forgets a finished job within seconds; judge still knows.
-    run = finished_runs["overtime"]
+    run = _run(root, "350m_")
     deadline = time.monotonic() + 60
     while Slurm().query(run.job_id) is not None:
         assert time.monotonic() < deadline, "scontrol still knows the job after 60 s"
         time.sleep(0.5)
-    assert run.last_state().state == "TIMEOUT"
-    assert judge(run, Slurm()).reason.startswith("TIMEOUT: ")
+    assert judge(run, Slurm()).reason.startswith("FAILED: ")
+    # Without any saved state (the job may have ended unseen), from the output alone.
+    (run.path / "state.json").unlink(missing_ok=True)
+    outcome = judge(run, Slurm())
+    assert outcome.reason == "FAILED: the job script exited with status 3"
+    assert outcome.exit_status == 3
