@@ -48,3 +48,26 @@ def _megatron_venv(session: nox.Session) -> str:
     session.run(python, "-m", "pip", "install", "-q", "-r", "tests/megatron-requirements.txt",
                 external=True)
     return python
+
+
+@nox.session
+def jobs(session: nox.Session) -> None:
+    """List the kit's runs on this cluster: run id, job id, state, elapsed time, result."""
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "jobs", *session.posargs)
+
+
+@nox.session
+def collect(session: nox.Session) -> None:
+    """Write a record for every finished run (skips runs already recorded)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "collect", *session.posargs)
+
+
+@nox.session
+def check(session: nox.Session) -> None:
+    """System check job: every rank reports host, devices, container, versions, NCCL variables."""
+    if "--platform" not in " ".join(session.posargs):
+        session.error("Usage: nox -s check -- --platform NAME [--nodes N] [--dry-run]")
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "check", *session.posargs)

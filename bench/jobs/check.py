@@ -46,19 +46,20 @@ class CheckReport:
         return not self.flags
 
 
-def check_plan(platform: Platform, nodes: int, now: datetime) -> LaunchPlan:
+def check_plan(platform: Platform, nodes: int, now: datetime, **job: str | None) -> LaunchPlan:
     """A plan whose ranks run ``bench.jobs.sysinfo`` instead of training.
 
     It is the plan of the smallest preset, pure data parallel over ``nodes`` whole nodes, so the
     check goes through exactly the benchmark's launch path (directives, modules, environment,
     container, launcher); only the command each rank runs differs. Its run id is
-    ``check_{platform}_{nodes}n_{UTC timestamp}``.
+    ``check_{platform}_{nodes}n_{UTC timestamp}``. ``job`` overrides the platform's account,
+    partition or queue (``None``: the platform's, or ``$BENCH_<KEY>``).
     """
     smallest = min(load_presets().values(), key=lambda p: p.layers * p.hidden ** 2)
     gpus = nodes * platform.gpus_per_node
     launch = plan(smallest, "tp1pp1", platform,
                   Options(now=now, nodes=nodes, mbs=1, gbs=gpus, iters=1, engine="megatron",
-                          walltime=CHECK_WALLTIME))
+                          walltime=CHECK_WALLTIME, **job))
     report_env = tuple(arg for name, _ in launch.env for arg in ("--env", name))
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     return replace(launch, run_id=f"check_{platform.name}_{nodes}n_{stamp}",

@@ -18,7 +18,7 @@ from bench.jobs.follow import POLL_S, describe, follow
 from bench.jobs.outcome import judge
 from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import SchedulerError, scheduler_for
-from bench.jobs.submit import submit_plan
+from bench.jobs.submit import RENDERERS, submit_plan
 from bench.plan import LaunchPlan
 from bench.platforms import load_platform
 
@@ -120,7 +120,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     platform = load_platform(args.platform)
-    launch = check_plan(platform, args.nodes, datetime.now(UTC))
+    launch = check_plan(platform, args.nodes, datetime.now(UTC), account=args.account,
+                        partition=args.partition, queue=args.queue)
+    if args.dry_run:
+        print(RENDERERS[platform.scheduler](launch), end="")
+        return 0
     try:
         run = submit_plan(launch, args.root, kind="check")
     except SchedulerError as err:
@@ -152,6 +156,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                            "container, versions, NCCL/RCCL variables; disagreements are flagged")
     check.add_argument("--platform", required=True, help="platform file name in platforms/")
     check.add_argument("--nodes", type=int, default=1, help="nodes to check (default 1)")
+    check.add_argument("--dry-run", action="store_true",
+                       help="print the check's job script and exit; writes nothing")
+    for key in ("account", "partition", "queue"):
+        check.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
+                           f"$BENCH_{key.upper()})")
     check.add_argument("--no-wait", action="store_true",
                        help="submit and return; `python -m bench jobs` shows it later")
     check.add_argument("--poll", type=float, default=POLL_S,

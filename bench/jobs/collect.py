@@ -41,9 +41,7 @@ def _metrics(outcome: Outcome) -> dict | None:
 
 
 def record_exists(records_dir: Path, run_id: str) -> bool:
-    from bench.record import record_path  # the results helper's module, merged into main later
-
-    return record_path(records_dir, run_id).exists()
+    return (records_dir / f"{run_id}.json").exists()  # the contract's record file name
 
 
 def build_run_record(run: RunDir, outcome: Outcome) -> object:

@@ -17,8 +17,7 @@ POLL_S = 5.0
 MEGATRON_ITERATION_LINE = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\|")
 # Lines worth showing live besides progress: kit markers, scheduler kills, errors.
 NOTEWORTHY_LINE = re.compile(
-    r"bench-job:|\*\*\*|Traceback|Error|error:|CUDA out of memory|OutOfMemory|\bnan\b|"
-    r"sysinfo|exceeded limit")
+    r"BENCH_END|\*\*\*|Traceback|Error|error:|CUDA out of memory|\bnan\b|exceeded limit")
 
 
 def describe(state: JobState) -> str:

@@ -89,8 +89,24 @@ def output_verdict(text: str) -> tuple[str | None, str | None]:
         return "FAILED", (f"the job script never reached its end (no '{END_MARKER}' line): "
                           f"killed by the scheduler or the node")
     if int(end.group("status")) != 0:
-        return "FAILED", f"the job script exited with status {end.group('status')}"
+        error = _last_error(text)
+        return "FAILED", f"the job script exited with status {end.group('status')}" + (
+            f"; last error: {error}" if error else "")
     return None, None
+
+
+# A line naming a Python exception ("RuntimeError: ...", "... (ModuleNotFoundError: ...)"), not
+# the launcher's own "srun: error: ..." lines.
+PYTHON_ERROR_LINE = re.compile(r"^(?!srun|slurmstepd).*\b[\w.]*(?:Error|Exception)\b.*$",
+                               re.MULTILINE)
+ERROR_LINE_CHARS = 300
+"""A failure reason quotes at most this many characters of the error line. The default is 300."""
+
+
+def _last_error(text: str) -> str | None:
+    """The last line of the output naming a Python exception (shortened), if any."""
+    found = PYTHON_ERROR_LINE.findall(text)
+    return found[-1].strip()[:ERROR_LINE_CHARS] if found else None
 
 
 def _utc_from_scheduler(text: str | None) -> str | None:

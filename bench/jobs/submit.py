@@ -18,7 +18,7 @@ from bench.plan import LaunchPlan
 from bench.render import pbs, slurm
 from bench.rundir import create_run_dir
 
-_RENDERERS = {"slurm": slurm.render, "pbs": pbs.render}
+RENDERERS = {"slurm": slurm.render, "pbs": pbs.render}
 
 
 def utc_now() -> str:
@@ -53,7 +53,7 @@ def submit_plan(launch: LaunchPlan, root: Path, *, kind: str = "bench") -> RunDi
     ``submit_error`` file, and :class:`~bench.jobs.scheduler.SchedulerError` is raised.
     """
     scheduler = check_submittable(launch)
-    script = _RENDERERS[scheduler.name](launch)
+    script = RENDERERS[scheduler.name](launch)
     run = RunDir(create_run_dir(root, launch, {scheduler.script_name: script}).resolve())
     try:
         job_id, argv, output = scheduler.submit(run.path / scheduler.script_name, run.path,
