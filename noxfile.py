@@ -51,20 +51,68 @@ def _megatron_venv(session: nox.Session) -> str:
 
 
 @nox.session
+def results(session: nox.Session) -> None:
+    """Regenerate results/README.md and plots from results/records (-- --check: ranges only)."""
+    session.install("-e", ".[results]")
+    session.run("python", "-m", "bench", "results", *session.posargs)
+
+
+IMAGE_OPTIONS = "[--base IMAGE] [--ca-cert PATH] [--upstream NAME=PATH] [--option msamp=1] [--force]"
+
+
+@nox.session(name="build-cuda", default=False)
+def build_cuda(session: nox.Session) -> None:
+    """Build the NVIDIA image: NGC PyTorch + pinned Megatron + patches + the kit."""
+    session.install("-e", ".[images]")
+    session.run("python", "-m", "bench", "images", "build", "cuda", *session.posargs)
+
+
+@nox.session(name="build-rocm", default=False)
+def build_rocm(session: nox.Session) -> None:
+    """Build the LUMI image and its Singularity definition (and .sif where Apptainer exists)."""
+    session.install("-e", ".[images]")
+    session.run("python", "-m", "bench", "images", "build", "rocm", *session.posargs)
+
+
+@nox.session(name="build-polaris", default=False)
+def build_polaris(session: nox.Session) -> None:
+    """Render the Polaris conda + venv recipe; run it where `module` exists (Polaris)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "images", "polaris", *session.posargs)
+
+
+@nox.session(default=False)
+def pull(session: nox.Session) -> None:
+    """Pull a prebuilt image: docker pull, enroot import or singularity pull."""
+    if not session.posargs or session.posargs[0].startswith("-"):
+        session.error("Usage: nox -s pull -- <cuda|rocm> [--runtime docker|enroot|singularity] "
+                      "[--tag TAG]")
+    session.install("-e", ".[images]")
+    session.run("python", "-m", "bench", "images", "pull", *session.posargs)
+
+
+@nox.session(default=False)
+def patches(session: nox.Session) -> None:
+    """Check that every patch series applies cleanly to its pinned upstream."""
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "images", "patches", *session.posargs)
+
+
+@nox.session(default=False)
 def jobs(session: nox.Session) -> None:
     """List the kit's runs on this cluster: run id, job id, state, elapsed time, result."""
     session.install("-e", ".")
     session.run("python", "-m", "bench", "jobs", *session.posargs)
 
 
-@nox.session
+@nox.session(default=False)
 def collect(session: nox.Session) -> None:
     """Write a record for every finished run (skips runs already recorded)."""
     session.install("-e", ".")
     session.run("python", "-m", "bench", "collect", *session.posargs)
 
 
-@nox.session
+@nox.session(default=False)
 def check(session: nox.Session) -> None:
     """System check job: every rank reports host, devices, container, versions, NCCL variables."""
     if "--platform" not in " ".join(session.posargs):

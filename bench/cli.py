@@ -8,17 +8,24 @@ commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import datetime, timezone
+from pathlib import Path
 
 from bench.hardware import detect_gpus
+from bench.images import cli as images_cli
 from bench.jobs.cli import add_commands as add_job_commands
 from bench.jobs.cli import add_wait_options, submit_and_maybe_follow
 from bench.plan import LaunchPlan, Options, plan
-from bench.platforms import ENGINES, PRECISIONS, Platform, load_platform, platform_files
+from bench.platforms import (ENGINES, PRECISIONS, Platform, load_platform, match_accelerator,
+                             platform_files)
 from bench.presets import get_preset, load_presets
 from bench.render import pbs, slurm, torchrun
+from bench.results import cli as results_cli
+from bench.runner import run_local, summary
+from bench.sweep import SWEEP_ITERS, sweep_plans
 
 EXIT_USAGE = 2
 
@@ -34,7 +41,8 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nodes", type=int, help="nodes (cluster platforms)")
     parser.add_argument("--mbs", type=int, help="micro batch, sequences (default: the preset's)")
     parser.add_argument("--gbs", type=int, help="global batch, sequences (default: the preset's)")
-    parser.add_argument("--iters", type=int, default=30, help="training iterations (default 30)")
+    parser.add_argument("--iters", type=int, help="training iterations (default 30; a sweep: "
+                        f"{SWEEP_ITERS} per layout)")
     parser.add_argument("--engine", choices=ENGINES, help="default: the platform's")
     parser.add_argument("--precision", choices=PRECISIONS, help="default: the platform's")
     parser.add_argument("--image", help="container image or venv (default: the platform's)")
@@ -46,13 +54,21 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                             f"$BENCH_{key.upper()})")
 
 
-def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str) -> Options:
+def transformer_engine_here() -> bool:
+    """Whether this Python can import Transformer Engine (the local platform runs here)."""
+    return importlib.util.find_spec("transformer_engine") is not None
+
+
+def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
+                 transformer_engine: bool | None = None) -> Options:
     return Options(
-        now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
-        gbs=args.gbs, iters=args.iters, engine=args.engine, precision=args.precision,
+        now=datetime.now(timezone.utc), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
+        gbs=args.gbs, iters=args.iters or (SWEEP_ITERS if getattr(args, "sweep", False) else 30),
+        engine=args.engine, precision=args.precision,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
-        queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name)
+        queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
+        transformer_engine=transformer_engine)
 
 
 def render_script(launch: LaunchPlan) -> tuple[str, str]:
@@ -68,8 +84,11 @@ def render_script(launch: LaunchPlan) -> tuple[str, str]:
 def make_plan(args: argparse.Namespace, layout: str) -> tuple[LaunchPlan, Platform]:
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
-    gpus = detect_gpus() if platform.scheduler == "none" else None
-    options = options_from(args, gpus.count if gpus else 0, gpus.name if gpus else "")
+    if platform.scheduler == "none":
+        gpus = detect_gpus()
+        options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
+    else:
+        options = options_from(args, 0, "")
     return plan(preset, layout, platform, options), platform
 
 
@@ -88,24 +107,69 @@ def print_plan(launch: LaunchPlan) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
+NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no record was written. "
+          "Above is the exact command the kit would run; use --platform NAME --dry-run for a "
+          "cluster's job script.")
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.sweep:
+        return cmd_sweep(args)
     if not args.layout:
-        raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b tp2pp8)")
+        raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b tp2pp8),"
+                         " or --sweep")
     launch, platform = make_plan(args, args.layout)
     if args.dry_run:
         print_plan(launch)
         return 0
     if platform.scheduler != "none":
         return submit_and_maybe_follow(launch, args.wait, args.poll)
-    print_plan(launch)
     if not detect_gpus().count:
-        print("error: no NVIDIA GPU on this machine, so nothing was run and no record was "
-              "written. Above is the exact command the kit would run; use --platform NAME "
-              "--dry-run for a cluster's job script.", file=sys.stderr)
+        print_plan(launch)
+        print(NO_GPU, file=sys.stderr)
         return 1
-    print("error: the training engine is not available in this version of the kit; nothing "
-          "was run", file=sys.stderr)
-    return 1
+    record = run_local(launch, Path.cwd(), Path(args.records_dir), args.timeout, args.hang_timeout,
+                       verbose=args.verbose)
+    print(summary([record]))
+    print(f"record: {Path(args.records_dir) / (record.run_id + '.json')}")
+    return 0 if record.ok else 1
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run every layout that fits, briefly; report the best."""
+    preset = get_preset(args.preset)
+    platform = load_platform(args.platform)
+    if platform.scheduler != "none":
+        raise ValueError("--sweep runs on the GPUs of this machine (--platform local); on a "
+                         "cluster, submit one run per layout")
+    gpus = detect_gpus()
+    options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
+    device_gb = match_accelerator(gpus.name).memory_gb if match_accelerator(gpus.name) else 0.0
+    plans, skipped = sweep_plans(preset, platform, options, device_gb or 1e9)
+    for lay, gb in skipped:
+        print(f"skip {lay.name}: estimated {gb:.0f} GB per GPU does not fit {device_gb:.0f} GB",
+              file=sys.stderr)
+    print(f"sweep of {preset.name}: {', '.join(p.layout.name for p in plans)}", file=sys.stderr)
+    if args.dry_run or not gpus.count:
+        for launch in plans:
+            print_plan(launch)
+        if not gpus.count:
+            print(NO_GPU, file=sys.stderr)
+            return 1
+        return 0
+    sweep_id = plans[0].run_id.replace(plans[0].layout.name, "sweep")
+    records = [run_local(launch, Path.cwd(), Path(args.records_dir), args.timeout,
+                         args.hang_timeout, notes={"sweep": sweep_id}, verbose=args.verbose)
+               for launch in plans]
+    print(summary(records))
+    ok = [r for r in records if r.metrics is not None]
+    if not ok:
+        print("no layout finished; see the failed records above", file=sys.stderr)
+        return 1
+    best = max(ok, key=lambda r: r.metrics.tflops_per_gpu)
+    print(f"best: {best.layout.name} at {best.metrics.tflops_per_gpu:.1f} TFLOP/s/GPU "
+          f"({100 * best.metrics.mfu:.1f}% MFU, causal) — record {best.run_id}.json")
+    return 0
 
 
 def cmd_presets(_: argparse.Namespace) -> int:
@@ -132,8 +196,19 @@ def build_parser() -> argparse.ArgumentParser:
     add_plan_options(run)
     run.add_argument("--dry-run", action="store_true",
                      help="print the job script or command and exit; writes nothing")
+    run.add_argument("--sweep", action="store_true",
+                     help="run every valid layout that fits the GPUs present; report the best")
+    run.add_argument("--records-dir", default="results/records",
+                     help="where run records go (default results/records)")
+    run.add_argument("--timeout", type=float, default=3600.0,
+                     help="wall-clock limit per run, seconds (default 3600)")
+    run.add_argument("--hang-timeout", type=float, default=600.0,
+                     help="stop a run that prints nothing for this long, seconds (default 600)")
+    run.add_argument("--verbose", action="store_true", help="stream the training log")
     add_wait_options(run)
     run.set_defaults(func=cmd_run)
+    results_cli.add_parser(sub)
+    images_cli.register(sub)
     sub.add_parser("presets", help="list model presets").set_defaults(func=cmd_presets)
     sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)
     add_job_commands(sub)

@@ -51,6 +51,8 @@ class Options:
     extra_args: tuple[str, ...] = ()
     gpus_present: int = 0
     gpu_name: str = ""
+    transformer_engine: bool | None = None  # importable where the run happens (local); None: ask
+    # the platform file
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,13 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     ds_config = None
     if engine == "megatron":
         entry = ENTRY
-        args = megatron_args(preset, layout, precision, options.iters, options.data_path or "")
+        te = (platform.transformer_engine if options.transformer_engine is None
+              else options.transformer_engine)
+        if precision == "fp8" and not te:
+            raise ValueError("fp8 needs Transformer Engine, which this environment lacks: use "
+                             "--precision bf16, or an image with Transformer Engine")
+        args = megatron_args(preset, layout, precision, options.iters, te,
+                             options.data_path or "")
     else:
         data = replace(platform.data, **{k: v for k, v in (
             ("path", options.data_path), ("vocab_file", options.vocab_file),

@@ -94,6 +94,7 @@ class Platform:
     cpus_per_task: int = 0  # 0 = leave to the scheduler
     # Where pretrain_gpt.py of Megatron-DeepSpeed is, as the job sees it (the kit's images use /opt).
     megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
+    transformer_engine: bool = False  # the platform's image or venv has Transformer Engine
     source: str = ""  # the file it came from
 
 
@@ -165,7 +166,7 @@ def _data(table: dict[str, Any], where: str) -> Data:
 _PLATFORM_KEYS = ["description", "scheduler", "launcher", "container_runtime", "gpus_per_node",
                   "accelerator", "default_engine", "default_precision", "image", "env", "modules",
                   "setup", "binds", "job", "data", "cpus_per_task",
-                  "megatron_deepspeed_dir"]
+                  "megatron_deepspeed_dir", "transformer_engine"]
 
 
 def load_platform_file(path: Path) -> Platform:
@@ -192,6 +193,7 @@ def load_platform_file(path: Path) -> Platform:
         cpus_per_task=take(raw, "cpus_per_task", int, where, 0),
         megatron_deepspeed_dir=take(raw, "megatron_deepspeed_dir", str, where,
                                     "/opt/Megatron-DeepSpeed"),
+        transformer_engine=take(raw, "transformer_engine", bool, where, False),
         source=str(path),
     )
     no_leftovers(raw, where, _PLATFORM_KEYS)

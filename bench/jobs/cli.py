@@ -21,6 +21,7 @@ from bench.jobs.scheduler import SchedulerError, scheduler_for
 from bench.jobs.submit import RENDERERS, submit_plan
 from bench.plan import LaunchPlan
 from bench.platforms import load_platform
+from bench.record import record_path
 
 EXIT_FAILED = 1
 
@@ -63,7 +64,7 @@ def _result(run: RunDir, root: Path, records_dir: Path) -> tuple[str, str, int |
     """(state, result, elapsed seconds) of one run for the jobs table."""
     last = run.last_state()
     if record_exists(records_dir, run.run_id):
-        data = json.loads((records_dir / f"{run.run_id}.json").read_text())
+        data = json.loads(record_path(records_dir, run.run_id).read_text())
         result = data["status"] + (f": {data['reason']}" if data["reason"] else "")
         return (last.state if last else "-"), f"recorded {result}", last and last.elapsed_s
     try:

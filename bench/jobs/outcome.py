@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.jobs.rundir import RunDir
 from bench.jobs.scheduler import FAILED_STATES, JobState, Scheduler
+from bench.logparse import ParseResult, parse_log
 from bench.render.common import END_MARKER
 
 LOG_TAIL_LINES = 40
@@ -56,7 +57,7 @@ class Outcome:
     started_at: str | None = None
     finished_at: str | None = None
     log_tail: tuple[str, ...] = ()
-    parsed: object | None = None
+    parsed: ParseResult | None = None
 
 
 def current_state(run: RunDir, scheduler: Scheduler) -> tuple[JobState | None, bool]:
@@ -125,11 +126,9 @@ def _utc_mtime(path: Path) -> str:
     return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_benchmark_log(text: str) -> object:
-    """The benchmark log parser's result (``.status``, metrics); the one call into it."""
-    from bench.logparse import parse_megatron_log  # the lead's typed, windowed parser
-
-    return parse_megatron_log(text)
+def parse_benchmark_log(text: str, exit_status: int | None) -> ParseResult:
+    """The benchmark log parser's verdict on a job that ended cleanly; the one call into it."""
+    return parse_log(text, timed_out=False, exit_code=exit_status)
 
 
 def judge(run: RunDir, scheduler: Scheduler) -> Outcome:
@@ -166,8 +165,5 @@ def judge(run: RunDir, scheduler: Scheduler) -> Outcome:
     if run.kind != "bench":
         return Outcome(run.run_id, True, "ok", None, **common)
 
-    parsed = parse_benchmark_log(text)
-    status = getattr(parsed.status, "value", parsed.status)  # type: ignore[attr-defined]
-    reason = None if status == "ok" else (
-        getattr(parsed, "reason", None) or f"log parser: {status}")
-    return Outcome(run.run_id, True, str(status), reason, parsed=parsed, **common)
+    parsed = parse_benchmark_log(text, exit_status)
+    return Outcome(run.run_id, True, parsed.status.value, parsed.reason, parsed=parsed, **common)

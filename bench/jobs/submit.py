@@ -9,12 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 from bench.jobs.rundir import RunDir
 from bench.jobs.scheduler import Scheduler, scheduler_for
 from bench.plan import LaunchPlan
+from bench.provenance import kit_commit
 from bench.render import pbs, slurm
 from bench.rundir import create_run_dir
 
@@ -23,13 +23,6 @@ RENDERERS = {"slurm": slurm.render, "pbs": pbs.render}
 
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def kit_commit() -> str | None:
-    """The kit's git commit (``None`` outside a git checkout)."""
-    done = subprocess.run(["git", "rev-parse", "HEAD"], check=False, capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parent)
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def check_submittable(launch: LaunchPlan) -> Scheduler:

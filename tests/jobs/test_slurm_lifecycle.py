@@ -27,6 +27,7 @@ from bench.jobs.submit import submit_plan
 from bench.plan import Options, plan
 from bench.platforms import load_platform
 from bench.presets import get_preset
+from bench.record import load_records
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PLATFORM = Path(__file__).resolve().parent / "platforms" / "ci-slurm.toml"
@@ -36,8 +37,9 @@ MAX_WAIT_S = 240
 # Per-rank commands that replace training (run as `python <entry>` by srun in the job).
 FAILS = ("-c", "import sys; print('deliberate failure', flush=True); sys.exit(3)")
 SLEEPS = ("-c", "import time; time.sleep(600)")
-DELETES_OWN_OUTPUT = ("-c", "import os; os.remove(os.path.join('runs', os.environ['SLURM_JOB_NAME'],"
-                            " 'slurm-' + os.environ['SLURM_JOB_ID'] + '.out'))")
+DELETES_OWN_OUTPUT = ("-c", ("import os; os.remove(os.path.join('runs', "
+                             "os.environ['SLURM_JOB_NAME'], "
+                             "'slurm-' + os.environ['SLURM_JOB_ID'] + '.out'))"))
 
 
 def _kit(root: Path, *args: str, timeout: float = MAX_WAIT_S) -> subprocess.CompletedProcess[str]:
@@ -132,8 +134,6 @@ def test_wait_follows_the_job_to_its_end(root: Path) -> None:
 
 
 def test_collect_records_failures_with_reasons(root: Path) -> None:
-    load_records = pytest.importorskip("bench.record").load_records  # results helper's module
-
     first = _kit(root, "collect")
     assert first.returncode == 0, first.stderr
     assert "4 new record(s)" in first.stdout, first.stdout

@@ -1,0 +1,182 @@
+"""Assemble an image's build context and derive its tag from a content hash of the inputs.
+
+The context holds exactly what the Dockerfile copies: the Dockerfile, pins.toml, the patch series
+of the target's upstreams, GitHub upstream trees, the CA certificates to trust, the rendered
+requirement lists, and the kit's own sources. The tag is ``<image>:<first 16 hex of sha256>`` over
+every file's path and bytes plus the build args, so unchanged inputs give the same tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import subprocess
+import tarfile
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.images.pins import REPO_ROOT, Pins, Target, Upstream
+
+DEFAULT_CACHE = Path.home() / ".cache" / "megatron-bench" / "upstream"
+KIT_FILES = ("pyproject.toml",)
+KIT_DIRS = ("bench",)
+CA_README = "Extra CA certificates trusted by the image (--ca-cert); *.crt files only.\n"
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """A ready build context: its directory, tag, build args and OCI labels."""
+
+    target: str
+    directory: Path
+    tag: str
+    content_hash: str
+    buildargs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def dockerfile(self) -> Path:
+        return self.directory / "Dockerfile"
+
+
+def tree_hash(directory: Path) -> str:
+    """sha256 over the relative path and bytes of every file under ``directory``, in path order."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def kit_commit(root: Path = REPO_ROOT) -> str:
+    """The kit's git commit, with ``-dirty`` when the work tree has changes; ``unknown`` outside git."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("-dirty" if dirty else "")
+
+
+def fetch_github_upstream(upstream: Upstream, cache: Path = DEFAULT_CACHE) -> Path:
+    """Download (once) and unpack the source archive of a pinned GitHub commit; return its tree."""
+    tree = cache / f"{upstream.name}-{upstream.commit}"
+    if tree.is_dir():
+        return tree
+    cache.mkdir(parents=True, exist_ok=True)
+    print(f"fetching {upstream.archive_url}")
+    try:
+        with urllib.request.urlopen(upstream.archive_url, timeout=120) as response:
+            data = response.read()
+    except OSError as error:
+        raise ValueError(
+            f"cannot fetch {upstream.pin} ({error}); pass --upstream {upstream.name}=PATH "
+            f"with a checkout of that commit"
+        ) from error
+    partial = cache / f".{tree.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+        archive.extractall(partial, filter="data")
+    (top,) = partial.iterdir()  # GitHub archives hold one top directory
+    top.rename(tree)
+    shutil.rmtree(partial)
+    return tree
+
+
+def _copy_tree(source: Path, destination: Path) -> None:
+    shutil.copytree(source, destination, ignore=shutil.ignore_patterns(
+        "__pycache__", "*.pyc", ".git", "*.egg-info", "*.rej", "*.orig"))
+
+
+def assemble(
+    pins: Pins,
+    target: Target,
+    out_dir: Path,
+    *,
+    base: str | None = None,
+    ca_certs: tuple[Path, ...] = (),
+    upstream_dirs: dict[str, Path] | None = None,
+    options: dict[str, str] | None = None,
+    root: Path = REPO_ROOT,
+) -> BuildContext:
+    """Write the build context of ``target`` to ``out_dir`` (replaced) and return it.
+
+    ``base`` replaces the pinned base image (stand-ins, mirrors). ``upstream_dirs`` maps an
+    upstream name to a local tree used instead of fetching its pinned commit. ``options`` are
+    target build options (``msamp=1``). The default for each is the pinned choice.
+    """
+    upstream_dirs = upstream_dirs or {}
+    options = dict(options or {})
+    unknown = set(options) - {"msamp"}
+    if unknown:
+        raise ValueError(f"unknown build option(s) {sorted(unknown)}; the only option is msamp=0|1")
+    for cert in ca_certs:
+        if not cert.is_file():
+            raise ValueError(f"--ca-cert {cert}: no such file")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+
+    shutil.copy(root / target.dockerfile, out_dir / "Dockerfile")
+    shutil.copy(root / "images" / "pins.toml", out_dir / "pins.toml")
+    shutil.copy(root / "images" / "common" / "install-ca.sh", out_dir / "install-ca.sh")
+    shutil.copy(root / "bench" / "images" / "series.py", out_dir / "series.py")
+    (out_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in target.requirements))
+    (out_dir / "packages.txt").write_text("".join(f"{p}\n" for p in target.packages))
+
+    ca_dir = out_dir / "ca"
+    ca_dir.mkdir()
+    (ca_dir / "README").write_text(CA_README)
+    for number, cert in enumerate(ca_certs):
+        shutil.copy(cert, ca_dir / f"extra-{number}.crt")
+
+    (out_dir / "patches").mkdir()
+    (out_dir / "upstream").mkdir()
+    for name in target.upstreams:
+        upstream = pins.upstreams[name]
+        if upstream.series:
+            series_dir = (root / upstream.series).parent
+            _copy_tree(series_dir, out_dir / "patches" / series_dir.name)
+        if upstream.kind == "github":
+            tree = upstream_dirs.get(name) or fetch_github_upstream(upstream)
+            if not tree.is_dir():
+                raise ValueError(f"--upstream {name}={tree}: not a directory")
+            _copy_tree(tree, out_dir / "upstream" / name)
+
+    kit = out_dir / "kit"
+    kit.mkdir()
+    for name in KIT_FILES:
+        shutil.copy(root / name, kit / name)
+    for name in KIT_DIRS:
+        _copy_tree(root / name, kit / name)
+
+    pins_text = " ".join(
+        [*target.packages, *(pins.upstreams[u].pin for u in target.upstreams)])
+    buildargs = {
+        "BASE_IMAGE": base or target.base,
+        "PINS": pins_text,
+        "PATCHES_SHA256": tree_hash(out_dir / "patches"),
+    }
+    if "msamp" in options:
+        if options["msamp"] not in ("0", "1"):
+            raise ValueError(f"msamp={options['msamp']}: use msamp=0 or msamp=1")
+        if "ms-amp" not in target.optional_upstreams:
+            raise ValueError(f"target {target.name} has no MS-AMP option; it exists for cuda")
+        buildargs["WITH_MSAMP"] = options["msamp"]
+        buildargs["MSAMP_COMMIT"] = pins.upstreams["ms-amp"].commit
+    digest = hashlib.sha256(tree_hash(out_dir).encode())
+    for key in sorted(buildargs):
+        digest.update(f"{key}={buildargs[key]}\0".encode())
+    content_hash = digest.hexdigest()
+    # The kit commit is provenance, not an input: the kit's files are hashed already.
+    buildargs["KIT_COMMIT"] = kit_commit(root)
+    return BuildContext(
+        target=target.name,
+        directory=out_dir,
+        tag=f"{target.image}:{content_hash[:16]}",
+        content_hash=content_hash,
+        buildargs=buildargs,
+    )

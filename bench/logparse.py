@@ -1,0 +1,133 @@
+"""Typed parsing of training logs: Megatron-LM / the kit's entry, and Megatron-DeepSpeed.
+
+Both engines print one line per logged iteration, descended from Megatron-LM's ``training_log``:
+
+    [2026-11-21 20:41:07.123456] iteration       12/      30 | consumed samples: ... |
+        elapsed time per iteration (ms): 5412.3 | throughput per GPU (TFLOP/s/GPU): 478.1 |
+        ... | lm loss: 9.871234E+00 | loss scale: 1.0 | grad norm: 3.210 | ... |
+        number of skipped iterations:   0 | number of nan iterations:   0 |
+
+Megatron-DeepSpeed adds ``samples per second`` and ``TFLOPs``. Every regex below is named for the
+exact phrase it reads. A log that cannot be read gives a status, never an exception or a zero.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from bench.record import Status
+
+ITERATION = re.compile(r"\biteration\s+(?P<i>\d+)\s*/\s*(?P<n>\d+)\s*\|")
+ELAPSED_TIME_PER_ITERATION_MS = re.compile(r"elapsed time per iteration \(ms\):\s*(?P<v>[\d.]+)")
+THROUGHPUT_PER_GPU = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*(?P<v>[\d.]+)")
+LM_LOSS = re.compile(r"\blm loss:\s*(?P<v>[-+]?(?:[\d.]+(?:E[-+]?\d+)?|nan|inf))", re.IGNORECASE)
+GLOBAL_BATCH_SIZE = re.compile(r"global batch size:\s*(?P<v>\d+)")
+NUMBER_OF_NAN_ITERATIONS = re.compile(r"number of nan iterations:\s*(?P<v>\d+)")
+NUMBER_OF_SKIPPED_ITERATIONS = re.compile(r"number of skipped iterations:\s*(?P<v>\d+)")
+SAMPLES_PER_SECOND = re.compile(r"samples per second:\s*(?P<v>[\d.]+)")  # Megatron-DeepSpeed
+DS_TFLOPS = re.compile(r"\bTFLOPs:\s*(?P<v>[\d.]+)")  # Megatron-DeepSpeed
+MAX_ALLOCATED_MB = re.compile(r"max allocated:\s*(?P<v>[\d.]+)")  # Megatron's memory report
+OUT_OF_MEMORY = re.compile(r"CUDA out of memory|OutOfMemoryError|HIP out of memory|"
+                           r"out of memory|CUBLAS_STATUS_ALLOC_FAILED")
+NCCL_WATCHDOG_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|"
+                                   r"ProcessGroupNCCL.*[Tt]imeout")
+# "ERROR:logger:message" or "SomethingError: message"; Megatron's argument dump ("name ..... value")
+# is excluded by the dots.
+FIRST_ERROR = re.compile(r"^(?!.*\.\.\.\.)(?:.*\bERROR:|\s*\w*Error: |.*\berror: )")
+TRACEBACK = re.compile(r"Traceback \(most recent call last\)|ChildFailedError|"
+                       r"Segmentation fault|core dumped|RuntimeError:|AssertionError")
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """One logged iteration; fields an engine does not print are None."""
+
+    index: int
+    total: int
+    elapsed_ms: float
+    tflops_per_gpu: float | None  # as the engine itself counted it
+    lm_loss: float | None
+    global_batch: int | None
+    nan_iterations: int
+    skipped_iterations: int
+    samples_per_s: float | None
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """What a log says: the status, a reason when not ok, every iteration, peak memory."""
+
+    status: Status
+    reason: str | None
+    iterations: tuple[Iteration, ...]
+    train_iters: int | None
+    peak_mem_mb: float | None
+
+    @property
+    def losses(self) -> list[float]:
+        return [it.lm_loss for it in self.iterations if it.lm_loss is not None]
+
+
+def _number(pattern: re.Pattern[str], line: str) -> float | None:
+    match = pattern.search(line)
+    return float(match.group("v")) if match else None
+
+
+def parse_iteration(line: str) -> Iteration | None:
+    """The iteration a log line reports, or None when it is not an iteration line."""
+    head = ITERATION.search(line)
+    elapsed = _number(ELAPSED_TIME_PER_ITERATION_MS, line)
+    if head is None or elapsed is None:
+        return None
+    nan = _number(NUMBER_OF_NAN_ITERATIONS, line)
+    skipped = _number(NUMBER_OF_SKIPPED_ITERATIONS, line)
+    batch = _number(GLOBAL_BATCH_SIZE, line)
+    return Iteration(
+        index=int(head.group("i")), total=int(head.group("n")), elapsed_ms=elapsed,
+        tflops_per_gpu=_number(THROUGHPUT_PER_GPU, line) or _number(DS_TFLOPS, line),
+        lm_loss=_number(LM_LOSS, line), global_batch=int(batch) if batch is not None else None,
+        nan_iterations=int(nan or 0), skipped_iterations=int(skipped or 0),
+        samples_per_s=_number(SAMPLES_PER_SECOND, line))
+
+
+def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
+    return next((line.strip() for line in lines if pattern.search(line)), None)
+
+
+def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0) -> ParseResult:
+    """Parse a whole log. ``timed_out``/``exit_code`` are what the runner saw of the process."""
+    lines = text.splitlines()
+    iterations = tuple(it for it in map(parse_iteration, lines) if it is not None)
+    total = iterations[-1].total if iterations else None
+    peaks = [v for v in (_number(MAX_ALLOCATED_MB, line) for line in lines) if v is not None]
+    peak = max(peaks) if peaks else None
+
+    def result(status: Status, reason: str | None) -> ParseResult:
+        return ParseResult(status, reason, iterations, total, peak)
+
+    oom = _first(OUT_OF_MEMORY, lines)
+    if oom:
+        return result(Status.OOM, f"out of memory: {oom[:300]}")
+    bad = next((it for it in iterations if it.nan_iterations > 0 or (
+        it.lm_loss is not None and not math.isfinite(it.lm_loss))), None)
+    if bad:
+        return result(Status.NAN, f"loss is not finite at iteration {bad.index} "
+                      f"(lm loss {bad.lm_loss}, nan iterations {bad.nan_iterations})")
+    if timed_out:
+        return result(Status.TIMEOUT, "the run exceeded its time limit and was killed "
+                      f"after {len(iterations)} logged iterations")
+    watchdog = _first(NCCL_WATCHDOG_TIMEOUT, lines)
+    if watchdog:
+        return result(Status.TIMEOUT, f"NCCL collective timed out: {watchdog[:300]}")
+    finished = bool(iterations) and iterations[-1].index == iterations[-1].total
+    if exit_code not in (0, None) or (_first(TRACEBACK, lines) and not finished):
+        error = _first(FIRST_ERROR, lines) or _first(TRACEBACK, list(reversed(lines)))
+        return result(Status.CRASHED, f"exit code {exit_code}" + (f": {error[:300]}" if error
+                                                                  else ""))
+    if not finished:
+        seen = f"{iterations[-1].index}/{iterations[-1].total}" if iterations else "none"
+        return result(Status.INCOMPLETE, f"the log ends before the last iteration "
+                      f"(logged iterations: {seen})")
+    return result(Status.OK, None)

@@ -1,0 +1,11 @@
+"""Comparable results: tables and plots generated from run records, published figures and ranges.
+
+Vocabulary: a *measured row* is one configuration (platform, engine, precision, preset, layout,
+batches, notes) aggregated over its ok records: it shows the median run by TFLOP/s/GPU and links
+that run's record. A *published row* comes from ``results/published.toml`` with its source link.
+A *reference range* (``results/reference_ranges.toml``) is an expected TFLOP/s/GPU with a relative
+tolerance; measured rows outside their range are flagged and fail ``--check``.
+
+Modules: ``data`` (the TOML files), ``aggregate`` (records -> rows), ``markdown`` (tables),
+``plots`` (PNG), ``cli`` (``python -m bench results``), ``perf`` (10,000-record timing).
+"""

@@ -1,0 +1,257 @@
+"""Records + published figures + reference ranges -> one report of rows grouped by model.
+
+Ok records of the same configuration (platform, engine, precision, preset shape, layout, batches,
+nodes, GPUs and the non-bookkeeping notes) become one measured row: the median run by TFLOP/s/GPU
+(the lower median for an even count, ties broken by run id), so every figure in a row comes from
+one record and the row links it. Failed runs (any status but ok) never enter a throughput table.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from bench.record import Problem, Record
+from bench.results.data import Published, PublishedRow, ReferenceRange
+
+# Notes that label a run but do not change what was run; they do not split configurations.
+BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "comment"})
+
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
+_SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+class Verdict(enum.StrEnum):
+    """How a row compares with its reference range."""
+
+    IN_RANGE = "in range"
+    BELOW = "below range"
+    ABOVE = "above range"
+    NO_RANGE = "no range"
+    PUBLISHED = "published"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One table row, measured or published; None renders as a dash.
+
+    ``link`` is a record file name (measured) or a source address (published, None if it has
+    none); ``label`` is the link text. ``percent_of_peak`` is 0-100 in ``flops_convention``.
+    """
+
+    published: bool
+    model: str
+    platform: str
+    engine: str
+    precision: str
+    nodes: int | None
+    gpus: int | None
+    layout: str | None
+    tp: int | None
+    pp: int | None
+    dp: int | None
+    vp: int | None
+    cp: int | None
+    sp: bool | None
+    zero: int | None
+    micro_batch: int | None
+    global_batch: int | None
+    samples_per_s: float | None
+    tokens_per_s_per_gpu: float | None
+    tflops_per_gpu: float | None
+    percent_of_peak: float | None
+    flops_convention: str
+    peak_mem_gb: float | None
+    date: str | None
+    runs: int | None
+    label: str
+    link: str | None
+    variant: str
+    reference: ReferenceRange | None
+    verdict: Verdict
+
+    @property
+    def flagged(self) -> bool:
+        return self.verdict in (Verdict.BELOW, Verdict.ABOVE)
+
+
+@dataclass(frozen=True)
+class ModelTable:
+    """All rows of one model size; ``shapes`` describes the measured presets of that name."""
+
+    model: str
+    shapes: tuple[str, ...]
+    rows: tuple[Row, ...]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the markdown, the plots and the check need, in a stable order."""
+
+    tables: tuple[ModelTable, ...]
+    failed: tuple[Record, ...]
+    problems: tuple[Problem, ...]
+    ok_runs: int
+
+    @property
+    def measured_rows(self) -> list[Row]:
+        return [row for table in self.tables for row in table.rows if not row.published]
+
+    @property
+    def flagged_rows(self) -> list[Row]:
+        return [row for row in self.measured_rows if row.flagged]
+
+
+def model_sort_key(name: str) -> tuple[float, str]:
+    """Order model names by parameter count ("125m" < "1.3b" < "13b"); others last by name."""
+    match = _SIZE.match(name.lower())
+    size = float(match[1]) * _SIZE_FACTOR[match[2]] if match else math.inf
+    return size, name
+
+
+def display_name(model: str) -> str:
+    """``13b`` -> ``13B``, ``125m`` -> ``125M``; other names unchanged."""
+    return model[:-1] + model[-1].upper() if _SIZE.match(model) else model
+
+
+def _variant(notes: Iterable[tuple[str, object]]) -> str:
+    parts = []
+    for key, value in sorted(notes):
+        if key in BOOKKEEPING_NOTE_KEYS:
+            continue
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        parts.append(f"{key}={text}")
+    return ", ".join(parts)
+
+
+def _configuration(record: Record) -> tuple:
+    p, lay = record.preset, record.layout
+    return (
+        p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
+        record.platform.name, record.engine, record.precision, record.nodes, record.gpus,
+        lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
+        lay.micro_batch, lay.global_batch, _variant(record.notes.items()),
+    )  # fmt: skip
+
+
+def _shape(record: Record) -> str:
+    p = record.preset
+    return (f"{p.layers} layers, hidden {p.hidden}, {p.heads} heads, "
+            f"sequence {p.seq_length}, vocabulary {p.vocab_size}")
+
+
+def find_range(ranges: Sequence[ReferenceRange], record: Record) -> ReferenceRange | None:
+    """The first reference range that matches the record's configuration, or None."""
+    for entry in ranges:
+        wanted = (
+            (entry.platform, record.platform.name),
+            (entry.model, record.preset.name),
+            (entry.layout, record.layout.name),
+            (entry.precision, record.precision),
+            (entry.engine, record.engine),
+            (entry.micro_batch, record.layout.micro_batch),
+            (entry.global_batch, record.layout.global_batch),
+            (entry.gpus, record.gpus),
+        )
+        if any(want is not None and want != have for want, have in wanted):
+            continue
+        if entry.notes and any(record.notes.get(k) != v for k, v in entry.notes.items()):
+            continue
+        return entry
+    return None
+
+
+def _verdict(entry: ReferenceRange | None, value: float) -> Verdict:
+    if entry is None:
+        return Verdict.NO_RANGE
+    if value < entry.low:
+        return Verdict.BELOW
+    if value > entry.high:
+        return Verdict.ABOVE
+    return Verdict.IN_RANGE
+
+
+def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
+    runs.sort(key=lambda r: (r.metrics.tflops_per_gpu, r.run_id))  # type: ignore[union-attr]
+    median = runs[(len(runs) - 1) // 2]
+    m, lay = median.metrics, median.layout
+    assert m is not None  # only ok records are grouped, and ok records have metrics
+    entry = find_range(ranges, median)
+    return Row(
+        published=False, model=median.preset.name.lower(), platform=median.platform.name,
+        engine=median.engine, precision=median.precision, nodes=median.nodes, gpus=median.gpus,
+        layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,
+        zero=lay.zero, micro_batch=lay.micro_batch, global_batch=lay.global_batch,
+        samples_per_s=m.samples_per_s, tokens_per_s_per_gpu=m.tokens_per_s_per_gpu,
+        tflops_per_gpu=m.tflops_per_gpu, percent_of_peak=m.mfu * 100,
+        flops_convention=m.flops_convention, peak_mem_gb=m.peak_mem_gb,
+        date=median.started_at[:10], runs=len(runs), label=median.run_id,
+        link=f"{median.run_id}.json", variant=_variant(median.notes.items()), reference=entry,
+        verdict=_verdict(entry, m.tflops_per_gpu),
+    )  # fmt: skip
+
+
+def _published_row(row: PublishedRow, published: Published) -> Row:
+    source = published.sources[row.source]
+    tokens = row.tokens_per_s_per_gpu
+    if tokens is None and None not in (row.samples_per_s, row.seq_length, row.gpus):
+        tokens = row.samples_per_s * row.seq_length / row.gpus  # type: ignore[operator]
+    return Row(
+        published=True, model=row.model.lower(), platform=row.platform, engine=row.engine,
+        precision=row.precision, nodes=row.nodes, gpus=row.gpus, layout=None, tp=row.tp,
+        pp=row.pp, dp=row.dp, vp=row.vp, cp=row.cp, sp=row.sp, zero=row.zero,
+        micro_batch=row.micro_batch, global_batch=row.global_batch,
+        samples_per_s=row.samples_per_s, tokens_per_s_per_gpu=tokens,
+        tflops_per_gpu=row.tflops_per_gpu, percent_of_peak=row.percent_of_peak,
+        flops_convention=row.flops_convention, peak_mem_gb=row.peak_mem_gb, date=source.date,
+        runs=None, label=source.title, link=source.link, variant=row.note or "",
+        reference=None, verdict=Verdict.PUBLISHED,
+    )  # fmt: skip
+
+
+def _measured_order(row: Row) -> tuple:
+    return (row.platform, row.engine, row.precision, row.gpus, row.tp, row.pp, row.dp, row.cp,
+            row.vp or 0, -1 if row.zero is None else row.zero, row.sp, row.micro_batch,
+            row.global_batch, row.variant, row.label)
+
+
+def build_report(
+    records: Sequence[Record],
+    problems: Sequence[Problem],
+    published: Published,
+    ranges: Sequence[ReferenceRange],
+) -> Report:
+    """Group, select and order everything; the result does not depend on the input order."""
+    groups: dict[tuple, list[Record]] = defaultdict(list)
+    shapes: dict[str, set[str]] = defaultdict(set)
+    failed = []
+    for record in records:
+        if record.ok:
+            groups[_configuration(record)].append(record)
+            shapes[record.preset.name.lower()].add(_shape(record))
+        else:
+            failed.append(record)
+    by_model: dict[str, list[Row]] = defaultdict(list)
+    for runs in groups.values():
+        row = _measured_row(runs, ranges)
+        by_model[row.model].append(row)
+    for rows in by_model.values():
+        rows.sort(key=_measured_order)
+    for published_row in published.rows:  # file order: the order the sources print them
+        row = _published_row(published_row, published)
+        by_model[row.model].append(row)
+    tables = tuple(
+        ModelTable(model, tuple(sorted(shapes.get(model, ()))), tuple(by_model[model]))
+        for model in sorted(by_model, key=model_sort_key)
+    )
+    failed.sort(key=lambda r: (r.started_at, r.run_id))
+    return Report(
+        tables=tables,
+        failed=tuple(failed),
+        problems=tuple(sorted(problems, key=lambda p: p.file)),
+        ok_runs=sum(len(runs) for runs in groups.values()),
+    )

@@ -1,0 +1,81 @@
+"""Regenerate ``README.md`` and ``plots/*.png`` in an output directory from the inputs.
+
+Defaults are relative to the repository root: records in ``results/records``, output in
+``results``, published figures and ranges in ``results/published.toml`` and
+``results/reference_ranges.toml``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.record import load_records
+from bench.results import markdown, plots
+from bench.results.aggregate import Report, build_report
+from bench.results.data import load_published, load_ranges
+
+RESULTS_DIR = Path("results")
+RECORDS_DIR = RESULTS_DIR / "records"
+PUBLISHED_FILE = RESULTS_DIR / "published.toml"
+RANGES_FILE = RESULTS_DIR / "reference_ranges.toml"
+PAGE = "README.md"
+PLOTS_DIR = "plots"
+
+
+@dataclass(frozen=True)
+class Generated:
+    """The report and the files to write, keyed by path relative to the output directory."""
+
+    report: Report
+    files: Mapping[str, bytes]
+
+
+def generate(
+    records_dir: Path = RECORDS_DIR,
+    out_dir: Path = RESULTS_DIR,
+    published_file: Path = PUBLISHED_FILE,
+    ranges_file: Path = RANGES_FILE,
+    draw_plots: bool = True,
+) -> Generated:
+    """Load everything and render the page (and, with ``draw_plots``, the PNGs) in memory.
+
+    Bad records are skipped and listed in the report; a bad TOML file raises ValueError.
+    """
+    published = load_published(published_file)
+    ranges = load_ranges(ranges_file)
+    records, problems = load_records(records_dir)
+    report = build_report(records, problems, published, ranges)
+    specs = plots.plan_plots(report)
+    records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
+    files = {PAGE: markdown.render(report, specs, records_link).encode()}
+    if draw_plots:
+        for spec, png in zip(specs, plots.render_pngs(specs), strict=True):
+            files[f"{PLOTS_DIR}/{spec.filename}"] = png
+    return Generated(report, files)
+
+
+def write_outputs(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
+    """Write files whose bytes changed and delete PNGs in ``plots/`` no longer generated.
+
+    Returns the paths written or deleted; an unchanged file keeps its modification time.
+    """
+    changed = []
+    for name, data in sorted(files.items()):
+        path = out_dir / name
+        if path.is_file() and path.read_bytes() == data:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.tmp")
+        temp.write_bytes(data)
+        temp.replace(path)
+        changed.append(path)
+    plots_dir = out_dir / PLOTS_DIR
+    if plots_dir.is_dir():
+        for stale in sorted(plots_dir.glob("*.png")):
+            if f"{PLOTS_DIR}/{stale.name}" not in files:
+                stale.unlink()
+                changed.append(stale)
+    return changed

@@ -1,0 +1,207 @@
+"""Markdown for ``results/README.md``: one table per model size, failed runs, skipped files.
+
+Every number column is right-aligned with a fixed number of decimals (samples/s 2, tokens/s 0,
+TFLOP/s 1, % 1, GB 1); units are in the headers; a dash means "not used" for measured rows and
+"not published" for published ones. No timestamps: the page depends only on its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench.record import Record
+from bench.results.aggregate import ModelTable, Report, Row, display_name
+from bench.results.data import CONVENTION_LABELS
+from bench.results.plots import PlotSpec
+
+DASH = "–"
+
+# (header, right-aligned) in table order.
+COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("platform", False),
+    ("engine", False),
+    ("precision", False),
+    ("nodes", True),
+    ("GPUs", True),
+    ("TP", True),
+    ("PP", True),
+    ("DP", True),
+    ("VP/CP/SP", True),
+    ("ZeRO", True),
+    ("micro/global batch", True),
+    ("samples/s", True),
+    ("tokens/s/GPU", True),
+    ("TFLOP/s/GPU", True),
+    ("% of peak", True),
+    ("FLOPs count", False),
+    ("peak mem (GB)", True),
+    ("notes", False),
+    ("runs", True),
+    ("date", False),
+    ("record / source", False),
+    ("reference TFLOP/s/GPU", True),
+    ("check", False),
+)
+
+
+def _number(value: float | None, decimals: int) -> str:
+    return DASH if value is None else f"{value:.{decimals}f}"
+
+
+def _integer(value: int | None) -> str:
+    return DASH if value is None else str(value)
+
+
+def _text(value: str | None) -> str:
+    if not value:
+        return DASH
+    return " ".join(value.replace("|", "\\|").split())
+
+
+def _link(text: str, target: str | None) -> str:
+    label = _text(text).replace("[", "\\[").replace("]", "\\]")
+    return label if target is None else f"[{label}]({target.replace(' ', '%20')})"
+
+
+def _sp(value: bool | None) -> str:
+    return DASH if value is None else ("on" if value else "off")
+
+
+def _check(row: Row) -> str:
+    return f"**{row.verdict}**" if row.flagged else str(row.verdict)
+
+
+def _row_cells(row: Row, records_link: str) -> list[str]:
+    batch = f"{_integer(row.micro_batch)}/{_integer(row.global_batch)}"
+    if row.micro_batch is None and row.global_batch is None:
+        batch = DASH
+    reference = DASH
+    if row.reference is not None:
+        reference = f"{row.reference.tflops_per_gpu:.0f} ± {row.reference.tolerance * 100:.0f} %"
+    link = row.link if row.published else f"{records_link}/{row.link}"
+    return [
+        f"published: {_text(row.platform)}" if row.published else _text(row.platform),
+        _text(row.engine),
+        _text(row.precision),
+        _integer(row.nodes),
+        _integer(row.gpus),
+        _integer(row.tp),
+        _integer(row.pp),
+        _integer(row.dp),
+        f"{_integer(row.vp)}/{_integer(row.cp)}/{_sp(row.sp)}",
+        _integer(row.zero),
+        batch,
+        _number(row.samples_per_s, 2),
+        _number(row.tokens_per_s_per_gpu, 0),
+        _number(row.tflops_per_gpu, 1),
+        _number(row.percent_of_peak, 1),
+        CONVENTION_LABELS.get(row.flops_convention, row.flops_convention),
+        _number(row.peak_mem_gb, 1),
+        _text(row.variant),
+        _integer(row.runs),
+        _text(row.date),
+        _link(row.label, link),
+        reference,
+        _check(row),
+    ]
+
+
+def _table(header: Sequence[tuple[str, bool]], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(name for name, _ in header) + " |"]
+    lines.append("| " + " | ".join("---:" if right else "---" for _, right in header) + " |")
+    lines.extend("| " + " | ".join(cells) + " |" for cells in rows)
+    return lines
+
+
+def _model_section(table: ModelTable, records_link: str) -> list[str]:
+    lines = [f"## {display_name(table.model)}", ""]
+    for shape in table.shapes:
+        lines += [f"Measured preset: {shape}.", ""]
+    lines += _table(COLUMNS, [_row_cells(row, records_link) for row in table.rows])
+    return lines + [""]
+
+
+def _failed_section(failed: Sequence[Record], records_link: str) -> list[str]:
+    lines = ["## Failed runs", ""]
+    if not failed:
+        return lines + ["No failed runs.", ""]
+    header = (("record", False), ("status", False), ("reason", False), ("platform", False),
+              ("model", False), ("layout", False), ("GPUs", True), ("date", False))
+    rows = [
+        [_link(r.run_id, f"{records_link}/{r.run_id}.json"), r.status.value, _text(r.reason),
+         _text(r.platform.name), display_name(r.preset.name.lower()), _text(r.layout.name),
+         str(r.gpus), r.started_at[:10]]
+        for r in failed
+    ]
+    return lines + _table(header, rows) + [""]
+
+
+def _legend() -> list[str]:
+    return [
+        "## How to read the tables",
+        "",
+        ("- A measured row is one configuration; with several ok runs it shows the median run by "
+        "TFLOP/s/GPU (`runs` counts them) and links that run's record."),
+        ("- Rows whose platform starts with `published:` are copied from the linked source "
+        "(`results/published.toml`); tokens/s/GPU is derived from samples/s where the source "
+        "gives samples/s, sequence length and GPU count."),
+        ("- `% of peak` is TFLOP/s/GPU over the platform's dense peak for the precision used "
+        "(no sparsity), in the row's FLOPs count:"),
+        ("  `causal` = Megatron-Core >= 0.12, causal attention counted once (all measured rows); "
+        "`non-causal` = Megatron <= 0.11, NeMo, dgxc (about 11 % more at 345M, 1.4 % at 175B); "
+        "`recompute` = Narayanan et al. 2021, counts activation recompute (4/3 of non-causal); "
+        "`unstated` = the source does not say. Compare across counts with tokens/s/GPU."),
+        ("- `reference TFLOP/s/GPU` is the expected causal TFLOP/s/GPU and relative tolerance from "
+        "`results/reference_ranges.toml`; `check` flags measured rows outside it in bold, and "
+        "`nox -s results -- --check` fails on them."),
+        ("- `VP/CP/SP`: virtual pipeline chunks / context parallel / sequence parallel. "
+        f"`{DASH}`: not used (measured) or not published."),
+        "",
+    ]
+
+
+def _summary(report: Report, records_link: str) -> list[str]:
+    rows = report.measured_rows
+    if report.ok_runs == 0 and not report.failed:
+        lines = [(f"**No measured runs yet**: `{records_link}/` holds no run records. The tables "
+                 "below show published figures only.")]
+    else:
+        lines = [(f"Measured: {report.ok_runs + len(report.failed)} runs "
+                 f"({report.ok_runs} ok in {len(rows)} configurations, "
+                 f"{len(report.failed)} failed).")]
+    flagged = report.flagged_rows
+    if flagged:
+        lines.append(f"**{len(flagged)} measured row(s) outside their reference range** "
+                     "(bold in the `check` column).")
+    if report.problems:
+        lines.append(f"{len(report.problems)} file(s) in `{records_link}/` were skipped; "
+                     "see the end.")
+    return [" ".join(lines), ""]
+
+
+def render(report: Report, plots: Sequence[PlotSpec], records_link: str) -> str:
+    """The whole page; ``records_link`` is the records directory relative to the page."""
+    lines = [
+        "# Results",
+        "",
+        ("Generated by `nox -s results` (`python -m bench results`) from the run records in "
+        f"`{records_link}/`, `published.toml` and `reference_ranges.toml`. Do not edit: the page "
+        "and its plots are regenerated byte for byte from those files."),
+        "",
+        *_summary(report, records_link),
+        *_legend(),
+    ]
+    for table in report.tables:
+        lines += _model_section(table, records_link)
+    if plots:
+        lines += ["## Plots", ""]
+        for spec in plots:
+            lines += [f"![{spec.title}](plots/{spec.filename})", ""]
+    lines += _failed_section(report.failed, records_link)
+    lines += ["## Skipped files", ""]
+    if report.problems:
+        lines += [f"- `{p.file}`: {_text(p.message)}" for p in report.problems] + [""]
+    else:
+        lines += ["None.", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+

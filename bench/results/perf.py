@@ -1,0 +1,91 @@
+"""Time ``python -m bench results`` on synthetic records: ``python -m bench.results.perf [N]``.
+
+Writes N (default 10,000) valid records for 4 models x 3 platforms x 5 GPU counts x 2 layouts
+into a temporary directory (not timed), then times one full regeneration (load + validate,
+aggregate, markdown, plots, write) in this process and prints the phases in seconds. The target is
+under 2 s for 10,000 records on a 2-core machine. Synthetic records never go near results/.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.record import build_record, load_records, write_record
+from bench.results import markdown, plots
+from bench.results.aggregate import build_report
+from bench.results.data import load_published, load_ranges
+from bench.results.generate import PUBLISHED_FILE, RANGES_FILE, generate, write_outputs
+
+# name: (layers, hidden, heads, causal TFLOP per sample at s 2048, V 51200)
+MODELS = {"1.3b": (24, 2048, 16, 17.4), "2.7b": (32, 2560, 32, 34.6),
+          "6.7b": (32, 4096, 32, 85.0), "13b": (40, 5120, 40, 163.0)}
+PLATFORMS = ("h200", "h100", "lumi")
+GPU_COUNTS = (1, 2, 4, 8, 16)
+
+
+def synthetic_records(directory: Path, count: int) -> None:
+    """Write ``count`` valid ok records with varied configurations and throughputs."""
+    for i in range(count):
+        model = list(MODELS)[i % 4]
+        layers, hidden, heads, per_sample = MODELS[model]
+        platform = PLATFORMS[(i // 4) % 3]
+        gpus = GPU_COUNTS[(i // 12) % 5]
+        tp = 2 if (i // 60) % 2 and gpus > 1 else 1
+        dp = gpus // tp
+        samples = (0.5 + (i % 97) / 97) * 400 / per_sample * gpus
+        tflops = per_sample * samples / gpus
+        build = build_record(
+            run_id=f"{model}_tp{tp}dp{dp}_{platform}_{i:06d}", status="ok", reason=None,
+            started_at="2026-11-21T20:00:00Z", finished_at="2026-11-21T20:10:00Z",
+            engine="megatron", precision="bf16",
+            preset={"name": model, "layers": layers, "hidden": hidden, "heads": heads,
+                    "seq_length": 2048, "vocab_size": 51200},
+            layout={"name": f"tp{tp}dp{dp}", "tp": tp, "pp": 1, "dp": dp, "vp": None, "cp": 1,
+                    "sp": False, "zero": None, "micro_batch": 1, "global_batch": 64 * dp},
+            platform={"name": platform, "accelerator": "synthetic", "peak_tflops": 989.0,
+                      "peak_source": "synthetic"},
+            nodes=1 + (gpus - 1) // 8, gpus=gpus, argv=["python", "-m", "bench.train.pretrain_gpt"],
+            env={"NCCL_DEBUG": "WARN"}, provenance={},
+            metrics={"warmup_iters": 10, "window_iters": 20, "step_time_s_median": 1.0,
+                     "step_time_s_p10": 0.9, "step_time_s_p90": 1.1, "samples_per_s": samples,
+                     "tokens_per_s_per_gpu": samples * 2048 / gpus, "tflops_per_gpu": tflops,
+                     "mfu": tflops / 989.0, "flops_convention": "megatron-causal",
+                     "tflops_per_gpu_noncausal": None, "mfu_noncausal": None,
+                     "peak_mem_gb": 40.0},
+            notes={"sweep": f"s{i % 7}"},
+        )
+        write_record(directory, build)
+
+
+def main(argv: list[str]) -> int:
+    count = int(argv[0]) if argv else 10_000
+    with tempfile.TemporaryDirectory() as temp:
+        records_dir, out_dir = Path(temp) / "records", Path(temp) / "out"
+        synthetic_records(records_dir, count)
+        start = time.perf_counter()
+        generated = generate(records_dir, out_dir, PUBLISHED_FILE, RANGES_FILE)
+        write_outputs(out_dir, generated.files)
+        total = time.perf_counter() - start
+        # Phases, timed again separately (files are now in the page cache for both runs).
+        t0 = time.perf_counter()
+        records, problems = load_records(records_dir)
+        t1 = time.perf_counter()
+        report = build_report(records, problems, load_published(PUBLISHED_FILE),
+                              load_ranges(RANGES_FILE))
+        specs = plots.plan_plots(report)
+        markdown.render(report, specs, "records")
+        t2 = time.perf_counter()
+        plots.render_pngs(specs)
+        t3 = time.perf_counter()
+    print(f"{count} records -> {len(report.measured_rows)} measured rows, {len(specs)} plots")
+    print(f"full regeneration (first, incl. matplotlib import): {total:.2f} s")
+    print(f"  load + validate: {t1 - t0:.2f} s   aggregate + markdown: {t2 - t1:.2f} s   "
+          f"plots: {t3 - t2:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,212 @@
+"""Run a plan on this machine: torchrun under a watchdog, a live progress line, one record.
+
+The training processes run in their own process group, so a timeout (wall-clock limit, or no
+output for ``hang_s`` seconds: a hung rank) or Ctrl-C stops all of them. Whatever happens, the run
+ends as exactly one record, written atomically; a failed run is recorded as failed, with its reason
+and the last log lines, never with numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO
+
+from bench import provenance
+from bench.flops import flops_per_iteration
+from bench.logparse import ParseResult, parse_iteration, parse_log
+from bench.plan import LaunchPlan
+from bench.protocol import metrics
+from bench.record import Record, Status, build_record, write_record
+from bench.render import torchrun
+from bench.rundir import create_run_dir
+
+LOG_TAIL_LINES = 40
+KILL_GRACE_S = 15.0
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Progress:
+    """One status line per run: redrawn in place on a terminal, a line per iteration otherwise."""
+
+    def __init__(self, launch: LaunchPlan, stream: IO[str] = sys.stderr):
+        self.launch = launch
+        self.stream = stream
+        self.tty = stream.isatty()
+
+    def iteration(self, line: str) -> None:
+        it = parse_iteration(line)
+        if it is None:
+            return
+        lay = self.launch.layout
+        seconds = it.elapsed_ms / 1000.0
+        tflops = flops_per_iteration(self.launch.preset, lay.global_batch) / seconds / (
+            self.launch.world_size * 1e12)
+        loss = f" | loss {it.lm_loss:.3f}" if it.lm_loss is not None else ""
+        text = (f"{self.launch.preset.name} {lay.name}: iteration {it.index}/{it.total} | step "
+                f"{seconds:.2f} s | {tflops:.0f} TFLOP/s/GPU{loss}")
+        self.stream.write(f"\r\033[K{text}" if self.tty else text + "\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def _reader(pipe: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in pipe:
+        lines.put(line)
+    lines.put(None)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Stop the whole process group: SIGTERM, then SIGKILL after a grace period."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
+            hang_s: float, on_line: callable = lambda line: None) -> tuple[int | None, bool]:
+    """Run ``argv`` writing its output to ``log_path``; returns (exit code, timed out)."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1, start_new_session=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+    start = last_output = time.monotonic()
+    timed_out = False
+    try:
+        with log_path.open("a") as log:
+            while True:
+                try:
+                    line = lines.get(timeout=1.0)
+                except queue.Empty:
+                    line = ""
+                now = time.monotonic()
+                if line is None:
+                    break
+                if line:
+                    last_output = now
+                    log.write(line)
+                    log.flush()
+                    on_line(line)
+                if now - start > timeout_s or now - last_output > hang_s:
+                    timed_out = True
+                    reason = (f"wall-clock limit of {timeout_s:.0f} s" if now - start > timeout_s
+                              else f"no output for {hang_s:.0f} s (a hung rank?)")
+                    log.write(f"bench: stopping the run: {reason}\n")
+                    _stop(proc)
+                    break
+    except BaseException:
+        _stop(proc)  # Ctrl-C or any error here must not leave ranks running
+        raise
+    try:
+        return proc.wait(timeout=30), timed_out
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        return None, True
+
+
+def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
+                log_text: str, notes: dict[str, object] | None = None,
+                failure: tuple[Status, str] | None = None) -> Record:
+    """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C)."""
+    status, reason = failure or (result.status, result.reason)
+    run_metrics = None
+    peak_mem_gb = result.peak_mem_mb / 1000.0 if result.peak_mem_mb is not None else None
+    if status is Status.OK:
+        try:
+            run_metrics = metrics(result.iterations, launch.preset, launch.layout.global_batch,
+                                  launch.world_size, launch.peak_tflops or 0.0, peak_mem_gb)
+        except ValueError as exc:
+            status, reason = Status.INCOMPLETE, str(exc)
+    lay = launch.layout
+    acc = launch.accelerator
+    return build_record(
+        run_id=launch.run_id, status=status, reason=reason, started_at=_utc(started),
+        finished_at=_utc(finished), engine=launch.engine, precision=launch.precision,
+        preset={k: v for k, v in asdict(launch.preset).items()
+                if k in ("name", "layers", "hidden", "heads", "seq_length", "vocab_size")},
+        layout={"name": lay.name, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "vp": lay.vp,
+                "cp": lay.cp, "sp": lay.sp, "zero": lay.zero, "micro_batch": lay.micro_batch,
+                "global_batch": lay.global_batch},
+        platform={"name": launch.platform.name, "accelerator": acc.name if acc else "unknown",
+                  "peak_tflops": launch.peak_tflops or 0.0,
+                  "peak_source": acc.peak_source if acc else "unknown"},
+        nodes=launch.nodes, gpus=launch.world_size, argv=list(torchrun.command(launch)),
+        env=dict(launch.env), provenance=provenance.collect(), metrics=run_metrics,
+        log_tail=log_text.splitlines()[-LOG_TAIL_LINES:] if status is not Status.OK else [],
+        notes=dict(notes or {}))
+
+
+def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
+              hang_s: float, notes: dict[str, object] | None = None,
+              verbose: bool = False) -> Record:
+    """Run ``launch`` with torchrun here and write its record; returns the record."""
+    if launch.accelerator is None:
+        raise ValueError("the GPU model is unknown to the kit, so MFU cannot be computed: add "
+                         "its file to platforms/accelerators/ (dense peak and source)")
+    run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch)})
+    log_path = run_dir / "train.log"
+    env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1"}
+    progress = Progress(launch)
+
+    def on_line(line: str) -> None:
+        if verbose:
+            sys.stdout.write(line)
+        progress.iteration(line)
+
+    started = time.time()
+    failure = None
+    try:
+        code, timed_out = execute(torchrun.command(launch), env, log_path, timeout_s, hang_s,
+                                  on_line)
+    except KeyboardInterrupt:
+        code, timed_out = None, False
+        failure = (Status.FAILED, "interrupted by the user (Ctrl-C)")
+    finally:
+        progress.done()
+    log_text = log_path.read_text(errors="replace")
+    result = parse_log(log_text, timed_out=timed_out, exit_code=code)
+    record = make_record(launch, result, started, time.time(), log_text, notes, failure)
+    write_record(records_dir, record)
+    if failure:
+        raise KeyboardInterrupt
+    return record
+
+
+def summary(records: list[Record]) -> str:
+    """A fixed-width table of runs, for the end of a benchmark or sweep."""
+    head = (f"{'preset':>6} {'layout':<14} {'status':<10} {'step s':>7} {'samples/s':>9} "
+            f"{'tok/s/GPU':>9} {'TFLOP/s/GPU':>11} {'MFU %':>6} {'mem GB':>6}")
+    rows = [head, "-" * len(head)]
+    for r in records:
+        m = r.metrics
+        if m is None:
+            rows.append(f"{r.preset.name:>6} {r.layout.name:<14} {r.status.value:<10} "
+                        f"{(r.reason or '')[:60]}")
+            continue
+        mem = f"{m.peak_mem_gb:6.1f}" if m.peak_mem_gb is not None else f"{'-':>6}"
+        rows.append(f"{r.preset.name:>6} {r.layout.name:<14} {r.status.value:<10} "
+                    f"{m.step_time_s_median:7.3f} {m.samples_per_s:9.2f} "
+                    f"{m.tokens_per_s_per_gpu:9.0f} {m.tflops_per_gpu:11.1f} "
+                    f"{100 * m.mfu:6.1f} {mem}")
+    return "\n".join(rows)

@@ -1,0 +1,46 @@
+"""Sweep: every valid layout of a preset on the GPUs present, minus those that cannot fit.
+
+Each candidate runs briefly (``SWEEP_ITERS`` iterations: the warm-up plus a short window), every run
+is recorded with the sweep's id in its notes, and the best by TFLOP/s/GPU is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bench.layout import Layout, valid_layouts
+from bench.memory import estimate_bytes, fits, GB
+from bench.plan import LaunchPlan, Options, plan
+from bench.platforms import Platform
+from bench.presets import Preset
+from bench.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
+
+SWEEP_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS + 2
+
+
+def candidates(preset: Preset, gpus: int, mbs: int, gbs: int,
+               device_gb: float) -> tuple[list[Layout], list[tuple[Layout, float]]]:
+    """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``."""
+    keep, skipped = [], []
+    for lay in valid_layouts(preset, gpus, gpus, mbs, gbs):
+        if fits(preset, lay, device_gb):
+            keep.append(lay)
+        else:
+            skipped.append((lay, estimate_bytes(preset, lay) / GB))
+    return keep, skipped
+
+
+def sweep_plans(preset: Preset, platform: Platform, options: Options,
+                device_gb: float) -> tuple[list[LaunchPlan], list[tuple[Layout, float]]]:
+    """Plans for every candidate layout; iterations default to ``SWEEP_ITERS``."""
+    gpus = options.gpus or options.gpus_present
+    if not gpus:
+        raise ValueError("a sweep needs the GPUs present (none found) or --gpus")
+    mbs = options.mbs or preset.micro_batch
+    gbs = options.gbs or preset.global_batch
+    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb)
+    if not keep:
+        raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
+                         "the memory estimate; try a smaller --mbs or more GPUs")
+    opts = replace(options, gpus=gpus)
+    return [plan(preset, lay.name, platform, opts) for lay in keep], skipped

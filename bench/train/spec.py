@@ -1,0 +1,179 @@
+"""Which transformer layer spec and core attention the training entry builds, and what it refuses.
+
+Vocabulary: the *attention choice* is one of
+
+- ``te``: Megatron's Transformer Engine layer spec unchanged (``TEDotProductAttention``; fp8 possible);
+- ``sdpa``: Megatron's layer spec for ``--transformer-impl`` with its core attention replaced by
+  :class:`bench.train.attention.SDPACoreAttention` (torch fused attention);
+- ``local``: Megatron's local layer spec unchanged (unfused ``DotProductAttention``, s×s scores).
+
+``--kit-attention auto`` (the default) picks ``te`` under ``--transformer-impl transformer_engine`` and
+``sdpa`` under ``--transformer-impl local``. The entry never rewrites Megatron's own flags: what the
+planner emitted is what ran, so a missing flag is an error that names it.
+"""
+
+from __future__ import annotations
+
+from argparse import Namespace
+from dataclasses import dataclass
+
+ATTENTION_CHOICES = ("auto", "sdpa", "local", "te")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Optional CUDA extensions importable in this environment (facts read from megatron.core)."""
+
+    transformer_engine: bool  # transformer_engine.pytorch imports
+    apex_layer_norm: bool  # apex FusedLayerNorm (else torch LayerNorm, no sequence parallel)
+    fused_wgrad: bool  # fused_weight_gradient_mlp_cuda (apex / TE), for gradient accumulation fusion
+    fused_softmax: bool  # scaled_upper_triang_masked_softmax_cuda, for the local attention's fusion
+
+
+def detect_capabilities() -> Capabilities:
+    """Read the availability flags megatron.core itself computed at import time."""
+    import importlib.util
+
+    from megatron.core.extensions.transformer_engine import HAVE_TE
+    from megatron.core.models.gpt.gpt_layer_specs import HAVE_APEX
+    from megatron.core.tensor_parallel.layers import _grad_accum_fusion_available
+
+    return Capabilities(
+        transformer_engine=bool(HAVE_TE),
+        apex_layer_norm=bool(HAVE_APEX),
+        fused_wgrad=bool(_grad_accum_fusion_available),
+        fused_softmax=importlib.util.find_spec("scaled_upper_triang_masked_softmax_cuda") is not None,
+    )
+
+
+def environment_flags(caps: Capabilities) -> list[str]:
+    """Megatron flags this environment needs: each turns off a default that wants a missing extension."""
+    flags: list[str] = []
+    if not caps.transformer_engine:
+        flags += ["--transformer-impl", "local"]
+        flags.append("--no-rope-fusion")  # TE's fused RoPE (read only with rope embeddings)
+    if not caps.fused_wgrad:
+        flags.append("--no-gradient-accumulation-fusion")  # apex fused_weight_gradient_mlp_cuda
+    if not caps.transformer_engine and not caps.apex_layer_norm:
+        flags.append("--no-persist-layer-norm")  # torch LayerNorm has no persistent kernel
+    if not caps.fused_softmax:
+        flags.append("--no-masked-softmax-fusion")  # only the local attention reads it
+    return flags
+
+
+# What an image without Transformer Engine and apex (the lent GPUs) needs; planners emit these.
+NO_TE_NO_APEX_FLAGS = tuple(environment_flags(Capabilities(False, False, False, False)))
+
+
+def resolve_attention(requested: str, transformer_impl: str) -> str:
+    """Turn ``--kit-attention`` into ``te``, ``sdpa`` or ``local`` for a ``--transformer-impl``."""
+    if requested not in ATTENTION_CHOICES:
+        raise ValueError(f"--kit-attention {requested!r}: choose one of {', '.join(ATTENTION_CHOICES)}.")
+    if transformer_impl not in ("local", "transformer_engine"):
+        raise ValueError(
+            f"--transformer-impl {transformer_impl!r} is not for training; use local or transformer_engine."
+        )
+    if requested == "auto":
+        return "te" if transformer_impl == "transformer_engine" else "sdpa"
+    if requested == "te" and transformer_impl != "transformer_engine":
+        raise ValueError("--kit-attention te needs --transformer-impl transformer_engine.")
+    if requested == "local" and transformer_impl != "local":
+        raise ValueError("--kit-attention local needs --transformer-impl local.")
+    return requested
+
+
+def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]:
+    """Every problem with Megatron's parsed ``args`` for this environment, each naming its fix.
+
+    An empty list means the entry can build and train the model. Checked before any process group
+    or file exists, so a bad plan costs seconds, not a GPU allocation.
+    """
+    problems: list[str] = []
+    if args.transformer_impl == "transformer_engine" and not caps.transformer_engine:
+        problems.append(
+            "Transformer Engine is not importable here: pass --transformer-impl local "
+            "(the kit then uses SDPA attention)."
+        )
+    if args.gradient_accumulation_fusion and not caps.fused_wgrad:
+        problems.append(
+            "gradient accumulation fusion needs apex or Transformer Engine's fused_weight_gradient_mlp_cuda, "
+            "which is missing: pass --no-gradient-accumulation-fusion."
+        )
+    if args.transformer_impl == "local" and not caps.apex_layer_norm:
+        if not args.no_persist_layer_norm:
+            problems.append(
+                "without apex the local spec uses torch LayerNorm, which has no persistent kernel: "
+                "pass --no-persist-layer-norm."
+            )
+        if args.sequence_parallel:
+            problems.append(
+                "--sequence-parallel needs Transformer Engine or apex layer norm; torch LayerNorm "
+                "does not support it: drop --sequence-parallel or use an image with Transformer Engine."
+            )
+    if attention == "local" and args.masked_softmax_fusion and not caps.fused_softmax:
+        problems.append(
+            "the local attention's fused softmax kernel (scaled_upper_triang_masked_softmax_cuda) is "
+            "missing: pass --no-masked-softmax-fusion."
+        )
+    if (
+        args.position_embedding_type == "rope"
+        and args.apply_rope_fusion
+        and not caps.transformer_engine
+    ):
+        problems.append("RoPE fusion needs Transformer Engine: pass --no-rope-fusion.")
+    if args.spec is not None:
+        problems.append("--spec is not used: the kit chooses the layer spec (see --kit-attention).")
+    backend = getattr(args.attention_backend, "name", args.attention_backend)
+    if attention != "te" and backend != "auto":
+        problems.append(
+            f"--attention-backend {backend} selects Transformer Engine backends; "
+            "leave it at auto and choose with --kit-attention."
+        )
+    if attention == "sdpa" and args.reset_attention_mask:
+        problems.append(
+            "--reset-attention-mask is ignored by causal SDPA attention: drop it or use --kit-attention local."
+        )
+    unsupported = {
+        "sft": "--sft",
+        "dataloader_inter_document_masking": "--dataloader-inter-document-masking",
+        "hybrid_context_parallel": "--hybrid-context-parallel",
+        "mtp_num_layers": "--mtp-num-layers",
+        "sequence_packing_scheduler": "--sequence-packing-scheduler",
+    }
+    for name, flag in unsupported.items():
+        if getattr(args, name, None):
+            problems.append(f"{flag} is not supported by the kit's GPT pretraining entry: drop it.")
+    return problems
+
+
+def layer_spec_provider(attention: str):
+    """Return a ``transformer_layer_spec`` callable for ``GPTModelConfig`` (None keeps Megatron's).
+
+    The callable builds Megatron's default spec for the config (TE or local, as
+    ``--transformer-impl`` says) and, for ``sdpa``, swaps in :class:`SDPACoreAttention`.
+    """
+    if attention in ("te", "local"):
+        return None
+
+    def sdpa_layer_spec(config, vp_stage=None):
+        from megatron.training.models.gpt import default_layer_spec
+
+        from bench.train.attention import SDPACoreAttention
+
+        spec = default_layer_spec(config, vp_stage)
+        return with_core_attention(spec, SDPACoreAttention)
+
+    return sdpa_layer_spec
+
+
+def with_core_attention(spec, core_attention):
+    """Set ``core_attention`` in a layer spec's self-attention (the spec objects are fresh per call)."""
+    submodules = getattr(spec, "submodules", None)
+    attention = getattr(submodules, "self_attention", None)
+    if attention is None or not hasattr(getattr(attention, "submodules", None), "core_attention"):
+        raise ValueError(
+            f"layer spec {getattr(spec, 'module', spec)!r} has no self_attention.core_attention to replace; "
+            "use --kit-attention te or local for this model."
+        )
+    attention.submodules.core_attention = core_attention
+    return spec

@@ -1,0 +1,124 @@
+"""Results page: golden markdown, identical regeneration, skipped records, data files, check."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.results.data import load_published, load_ranges
+from bench.results.generate import generate, write_outputs
+
+HERE = Path(__file__).parent
+FIXTURES = HERE / "fixtures" / "results"
+GOLDEN = FIXTURES / "golden" / "README.md"
+REPO = HERE.parent
+
+
+def _fixture_args(records: Path, out: Path) -> list[str]:
+    return ["results", "--records", str(records), "--out", str(out),
+            "--published", str(FIXTURES / "published.toml"),
+            "--ranges", str(FIXTURES / "reference_ranges.toml")]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A copy of the fixture records at <tmp>/results/records, output at <tmp>/results."""
+    shutil.copytree(FIXTURES / "records", tmp_path / "results" / "records")
+    return tmp_path / "results"
+
+
+def test_golden_markdown(workdir: Path) -> None:
+    # Update deliberately: python -m bench results ... then copy README.md over the golden file.
+    assert main(_fixture_args(workdir / "records", workdir)) == 0
+    assert (workdir / "README.md").read_text() == GOLDEN.read_text()
+
+
+def test_regeneration_is_byte_identical(workdir: Path, tmp_path: Path) -> None:
+    assert main(_fixture_args(workdir / "records", workdir)) == 0
+    first = {p.relative_to(workdir): p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
+    plots = sorted(str(p) for p in first if p.suffix == ".png")
+    assert plots == ["plots/platform-h200.png", "plots/scaling-1.3b.png"]
+    # A second process, other record order on disk: same bytes; unchanged files are not rewritten.
+    again = tmp_path / "again"
+    shutil.copytree(workdir / "records", again / "records")
+    assert main(_fixture_args(again / "records", again)) == 0
+    second = {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()}
+    assert first == second
+    assert write_outputs(workdir, generate(
+        workdir / "records", workdir, FIXTURES / "published.toml",
+        FIXTURES / "reference_ranges.toml").files) == []
+
+
+def test_bad_records_are_reported_by_name_and_skipped(workdir: Path, capsys) -> None:
+    assert main(_fixture_args(workdir / "records", workdir)) == 0
+    err = capsys.readouterr().err
+    assert "skipped broken.json: not valid JSON" in err
+    assert "skipped future.json: schema 'bench.record/2' is not supported" in err
+    page = (workdir / "README.md").read_text()
+    assert "- `future.json`: schema 'bench.record/2'" in page
+    assert "future" not in page.split("## Skipped files")[0]
+
+
+def test_failed_runs_stay_out_of_throughput_tables(workdir: Path) -> None:
+    assert main(_fixture_args(workdir / "records", workdir)) == 0
+    tables, failed = (workdir / "README.md").read_text().split("## Failed runs")
+    assert "13b_dp4_h200_20261121T203500Z" not in tables
+    assert "| oom | CUDA out of memory \\| micro batch 2 |" in failed
+
+
+def test_check_fails_on_a_row_outside_its_range(workdir: Path, capsys) -> None:
+    assert main([*_fixture_args(workdir / "records", workdir), "--check"]) == 1
+    out = capsys.readouterr().out
+    assert "OUT OF RANGE 13b tp2pp2 on h200" in out
+    assert "4 measured rows: 2 in range, 1 out of range, 1 without a reference range" in out
+    assert not (workdir / "README.md").exists()  # --check writes nothing
+    (workdir / "records" / "13b_tp2pp2_h200_20261121T203000Z.json").unlink()
+    assert main([*_fixture_args(workdir / "records", workdir), "--check"]) == 0
+
+
+def test_stale_plots_are_removed(workdir: Path) -> None:
+    assert main(_fixture_args(workdir / "records", workdir)) == 0
+    (workdir / "records" / "1.3b_dp2_h200_20261121T204500Z.json").unlink()
+    assert main(_fixture_args(workdir / "records", workdir)) == 0
+    assert sorted(p.name for p in (workdir / "plots").iterdir()) == ["platform-h200.png"]
+
+
+def test_zero_records_give_an_honest_page_with_published_figures(tmp_path: Path) -> None:
+    assert main(["results", "--records", str(tmp_path / "records"), "--out", str(tmp_path)]) == 0
+    page = (tmp_path / "README.md").read_text()
+    assert "**No measured runs yet**" in page
+    assert "published: LUMI" in page and "## Plots" not in page
+    assert main(["results", "--records", str(tmp_path / "records"), "--check"]) == 0
+
+
+def test_repository_results_page_is_current() -> None:
+    """results/README.md is generated from results/records/ only (real runs)."""
+    generated = generate(REPO / "results" / "records", REPO / "results",
+                         REPO / "results" / "published.toml",
+                         REPO / "results" / "reference_ranges.toml")
+    for name, data in generated.files.items():
+        assert (REPO / "results" / name).read_bytes() == data, f"run nox -s results ({name})"
+
+
+def test_repository_data_files_load() -> None:
+    published = load_published(REPO / "results" / "published.toml")
+    assert {row.source for row in published.rows} == set(published.sources)
+    assert load_ranges(REPO / "results" / "reference_ranges.toml")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (('[[range]]\nplatform = "h200"\nmodel = "13b"\ntflops_per_gpu = 400\ntolerance = 10\n'
+     'source = "x"\n'), "0 < tolerance < 1"),
+    (('[[range]]\nplatform = "h200"\nmodel = "13b"\ntflops_per_gpu = "400"\ntolerance = 0.1\n'
+     'source = "x"\n'), "key 'tflops_per_gpu' must be"),
+    ('[[range]]\nplatform = "h200"\ntflops_per_gpu = 400\ntolerance = 0.1\nsource = "x"\n',
+     "missing key 'model'"),
+])
+def test_bad_ranges_name_file_entry_and_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "ranges.toml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"ranges.toml: \\[\\[range\\]\\] #1: .*{message}"):
+        load_ranges(path)

@@ -1,0 +1,55 @@
+"""Fixtures for the training entry's tests: the Python that has torch + megatron-core 0.19.2.
+
+``BENCH_MEGATRON_PYTHON`` names it (``nox -s tests`` makes one). Unset, these tests skip locally
+and fail in CI (``CI=true``), where the environment must provide it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+IN_CI = os.environ.get("CI") == "true"
+
+
+@pytest.fixture(scope="session")
+def megatron_python() -> str:
+    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
+    if not python or not Path(python).exists():
+        reason = ("BENCH_MEGATRON_PYTHON must name a Python 3.12 with torch and megatron-core 0.19.2 "
+                  f"(got {python!r})")
+        if IN_CI:
+            pytest.fail(f"CI must provide this: {reason}")
+        pytest.skip(reason)
+    return python
+
+
+@pytest.fixture(scope="session")
+def run_megatron(megatron_python: str):
+    """``run(args, timeout_s=300, env=None)``: ``args`` under the Megatron Python (see run_python)."""
+    return lambda args, **kw: run_python(megatron_python, args, **kw)
+
+
+@pytest.fixture(scope="session")
+def run_host():
+    """``run(args, ...)``: ``args`` under the interpreter running pytest (see run_python)."""
+    return lambda args, **kw: run_python(sys.executable, args, **kw)
+
+
+def run_python(python: str, args: list[str], timeout_s: int = 300,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run ``python args`` from the repository root with the kit importable and no GPU visible."""
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    return subprocess.run([python, *args], cwd=REPO_ROOT, env=full_env, capture_output=True,
+                          text=True, timeout=timeout_s, check=False)

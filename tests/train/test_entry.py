@@ -1,0 +1,65 @@
+"""``python -m bench.train.pretrain_gpt`` run for real on this GPU-less machine.
+
+A good argv goes through Megatron's parser, the kit's checks and the config container into
+``megatron.training.pretrain``, which stops at its CUDA assertion: everything up to the hardware
+boundary ran. A bad argv is refused before that, with exit status 2 and a message naming the fix. (Tensor or
+context parallel argv makes Megatron's validator ask the GPU for its architecture, so the
+sequence-parallel refusal is checked in megatron_checks.py with that one query answered.)
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.smoke import smoke_train_argv
+from bench.train.spec import NO_TE_NO_APEX_FLAGS
+
+ENTRY = ["-m", "bench.train.pretrain_gpt"]
+GOOD_ARGV = smoke_train_argv(1, list(NO_TE_NO_APEX_FLAGS))
+CUDA_BOUNDARY = "Megatron requires CUDA"
+
+
+def without(argv: list[str], *flags: str) -> list[str]:
+    return [arg for arg in argv if arg not in flags]
+
+
+def with_value(argv: list[str], flag: str, value: str) -> list[str]:
+    index = argv.index(flag)
+    return [*argv[:index + 1], value, *argv[index + 2:]]
+
+
+def test_good_argv_reaches_megatron_pretrain(run_megatron) -> None:
+    result = run_megatron([*ENTRY, *GOOD_ARGV])
+    assert "> bench kit: attention sdpa, transformer_impl local" in result.stdout, result.stderr[-3000:]
+    assert CUDA_BOUNDARY in result.stderr, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (without(GOOD_ARGV, "--no-persist-layer-norm"), {}, "--no-persist-layer-norm"),
+        (without(GOOD_ARGV, "--no-gradient-accumulation-fusion"), {}, "--no-gradient-accumulation-fusion"),
+        (with_value(GOOD_ARGV, "--transformer-impl", "transformer_engine"), {},
+         "Transformer Engine is not importable here: pass --transformer-impl local"),
+        ([*GOOD_ARGV, "--kit-no-such-flag"], {}, None),
+        ([*without(GOOD_ARGV, "--no-masked-softmax-fusion"), "--kit-attention", "local"], {},
+         "--no-masked-softmax-fusion"),
+        ([*GOOD_ARGV, "--kit-attention", "te"], {}, "--kit-attention te needs --transformer-impl transformer_engine"),
+        ([*GOOD_ARGV, "--reset-attention-mask"], {}, "--reset-attention-mask is ignored by causal SDPA"),
+    ],
+    ids=["persist-layer-norm", "grad-accum-fusion", "te-missing",
+         "unknown-flag", "local-softmax-fusion", "te-attention-on-local", "reset-attention-mask"],
+)
+def test_bad_argv_is_refused_before_training(run_megatron, argv, env, message) -> None:
+    result = run_megatron([*ENTRY, *argv], env=env)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert CUDA_BOUNDARY not in result.stderr
+    if message is None:  # Megatron's own parser rejects a flag it does not know
+        assert "unrecognized arguments" in result.stderr
+    else:
+        assert message in result.stderr, result.stderr[-3000:]
+
+
+def test_kit_attention_choices_are_enforced_by_megatrons_parser(run_megatron) -> None:
+    result = run_megatron([*ENTRY, *GOOD_ARGV, "--kit-attention", "flash"])
+    assert result.returncode == 2 and "invalid choice: 'flash'" in result.stderr
