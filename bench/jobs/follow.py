@@ -8,10 +8,12 @@ from collections.abc import Callable
 
 from bench.jobs.outcome import Outcome, judge
 from bench.jobs.rundir import RunDir
-from bench.jobs.scheduler import JobState, Scheduler
+from bench.jobs.scheduler import JobState, Scheduler, SchedulerError
 
 POLL_S = 5.0
 """Seconds between scheduler queries while following. The default is 5."""
+QUERY_RETRIES = 5
+"""Failed scheduler queries in a row tolerated while following (a busy controller). Default 5."""
 
 # Megatron's training log line: " [..] iteration       10/     100 | consumed samples: ... |".
 MEGATRON_ITERATION_LINE = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\|")
@@ -72,8 +74,18 @@ def follow(
     deadline = None if max_wait_s is None else time.monotonic() + max_wait_s
     tail = _OutputTail(run)
     last_seen: str | None = None
+    failures = 0
     while True:
-        live = scheduler.query(run.job_id)
+        try:
+            live = scheduler.query(run.job_id)
+            failures = 0
+        except SchedulerError as err:
+            failures += 1
+            if failures > QUERY_RETRIES:
+                raise
+            echo(f"warning: {err}; asking again in {poll_s} s")
+            time.sleep(poll_s)
+            continue
         if live is not None:
             run.save_state(live)
             summary = f"{live.state} {live.reason}"

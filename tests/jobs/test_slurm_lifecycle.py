@@ -37,6 +37,7 @@ MAX_WAIT_S = 240
 # Per-rank commands that replace training (run as `python <entry>` by srun in the job).
 FAILS = ("-c", "import sys; print('deliberate failure', flush=True); sys.exit(3)")
 SLEEPS = ("-c", "import time; time.sleep(600)")
+TRAINS_NOTHING = ("-c", "print('exits 0 without a single iteration')")
 DELETES_OWN_OUTPUT = ("-c", ("import os; os.remove(os.path.join('runs', "
                              "os.environ['SLURM_JOB_NAME'], "
                              "'slurm-' + os.environ['SLURM_JOB_ID'] + '.out'))"))
@@ -74,7 +75,8 @@ def root(kit_env, tmp_path_factory) -> Path:
     started = time.monotonic()
     runs = [_submit(root, "125m", SLEEPS, walltime="00:01:00"),
             _submit(root, "350m", FAILS),
-            _submit(root, "760m", DELETES_OWN_OUTPUT)]
+            _submit(root, "760m", DELETES_OWN_OUTPUT),
+            _submit(root, "2.7b", TRAINS_NOTHING)]
     check = _kit(root, "check", "--platform", "ci-slurm", "--nodes", "1", "--poll", "0.5")
     (root / "check.stdout").write_text(check.stdout + check.stderr)
     waited = _kit(root, "run", "1.3b", "tp1pp1", "--platform", "ci-slurm", "--gpus", "1",
@@ -136,12 +138,16 @@ def test_wait_follows_the_job_to_its_end(root: Path) -> None:
 def test_collect_records_failures_with_reasons(root: Path) -> None:
     first = _kit(root, "collect")
     assert first.returncode == 0, first.stderr
-    assert "4 new record(s)" in first.stdout, first.stdout
+    assert "5 new record(s)" in first.stdout, first.stdout
     records, problems = load_records(root / "results" / "records")
     assert problems == []
     by_preset = {r.preset.name: r for r in records}
-    assert set(by_preset) == {"125m", "350m", "760m", "1.3b"}  # the check makes no record
-    assert all(r.status == "failed" and r.metrics is None for r in records)
+    assert set(by_preset) == {"125m", "350m", "760m", "1.3b", "2.7b"}  # the check: no record
+    assert all(r.metrics is None for r in records)
+    assert {r.status for name, r in by_preset.items() if name != "2.7b"} == {"failed"}
+    # A clean end goes to the benchmark log parser: no iteration logged is "incomplete".
+    assert by_preset["2.7b"].status == "incomplete"
+    assert "logged iterations: none" in by_preset["2.7b"].reason
     assert by_preset["125m"].reason.startswith("TIMEOUT: ")
     assert "DUE TO TIME LIMIT" in by_preset["125m"].reason
     assert by_preset["350m"].reason.startswith("FAILED: ")
@@ -151,7 +157,7 @@ def test_collect_records_failures_with_reasons(root: Path) -> None:
     assert by_preset["350m"].notes["job_id"] == _run(root, "350m_").job_id
 
     again = _kit(root, "collect")
-    assert "0 new record(s)" in again.stdout and "4 already recorded" in again.stdout
+    assert "0 new record(s)" in again.stdout and "5 already recorded" in again.stdout
 
 
 def test_jobs_lists_every_run(root: Path) -> None:
