@@ -7,21 +7,20 @@ where ``run`` writes its run directories) and ``results/records/``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.jobs.check import check_plan, compare, format_report, gather
 from bench.jobs.collect import RECORDS_DIR, collect, record_exists
-from bench.jobs.follow import POLL_S, describe, follow
+from bench.jobs.follow import POLL_S, follow
 from bench.jobs.outcome import judge
 from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import SchedulerError, scheduler_for
 from bench.jobs.submit import RENDERERS, submit_plan
 from bench.plan import LaunchPlan
 from bench.platforms import load_platform
-from bench.record import record_path
+from bench.record import load_record, record_path
 
 EXIT_FAILED = 1
 
@@ -60,23 +59,25 @@ def _elapsed(seconds: int | None) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def _result(run: RunDir, root: Path, records_dir: Path) -> tuple[str, str, int | None]:
+def _result(run: RunDir, records_dir: Path) -> tuple[str, str, int | None]:
     """(state, result, elapsed seconds) of one run for the jobs table."""
     last = run.last_state()
     if record_exists(records_dir, run.run_id):
-        data = json.loads(record_path(records_dir, run.run_id).read_text())
-        result = data["status"] + (f": {data['reason']}" if data["reason"] else "")
-        return (last.state if last else "-"), f"recorded {result}", last and last.elapsed_s
+        record = load_record(record_path(records_dir, run.run_id))
+        result = f"recorded {record.status.value}" + (f": {record.reason}" if record.reason else "")
+        return (last.state if last else "-"), result, last and last.elapsed_s
     try:
         outcome = judge(run, scheduler_for(run.submission["scheduler"]))
     except SchedulerError as err:  # e.g. not on the cluster's login node
         return (last.state if last else "?"), f"unknown ({err})", last and last.elapsed_s
     state = outcome.state
     if not outcome.finished:
-        return (describe(state).split(" ", 2)[2] if state else "?"), "-", state and state.elapsed_s
+        shown = f"{state.state} ({state.reason})" if state and state.reason else state.state
+        return shown, "-", state.elapsed_s
     if run.kind == "check":
-        report = gather(run.read_output() or "")
-        result = f"check {outcome.status}, {len(report)} rank reports"
+        report = compare(gather(run.read_output() or ""), run.plan["world_size"], run.plan["env"])
+        result = f"check {outcome.status}, " + (
+            f"all {len(report.ranks)} ranks agree" if report.ok else f"{len(report.flags)} flags")
     else:
         result = f"{outcome.status} (not collected)"
     if outcome.reason:
@@ -91,7 +92,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         return 0
     rows = [("run id", "job id", "state", "elapsed", "result")]
     for run in runs:
-        state, result, elapsed = _result(run, args.root, args.root / RECORDS_DIR)
+        state, result, elapsed = _result(run, args.root / RECORDS_DIR)
         rows.append((run.run_id, run.job_id, state, _elapsed(elapsed), result))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:

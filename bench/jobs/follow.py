@@ -9,14 +9,13 @@ from collections.abc import Callable
 from bench.jobs.outcome import Outcome, judge
 from bench.jobs.rundir import RunDir
 from bench.jobs.scheduler import JobState, Scheduler, SchedulerError
+from bench.logparse import parse_iteration
 
 POLL_S = 5.0
 """Seconds between scheduler queries while following. The default is 5."""
 QUERY_RETRIES = 5
 """Failed scheduler queries in a row tolerated while following (a busy controller). Default 5."""
 
-# Megatron's training log line: " [..] iteration       10/     100 | consumed samples: ... |".
-MEGATRON_ITERATION_LINE = re.compile(r"\biteration\s+\d+\s*/\s*\d+\s*\|")
 # Lines worth showing live besides progress: kit markers, scheduler kills, errors.
 NOTEWORTHY_LINE = re.compile(
     r"BENCH_END|\*\*\*|Traceback|Error|error:|CUDA out of memory|\bnan\b|exceeded limit")
@@ -33,6 +32,20 @@ def describe(state: JobState) -> str:
         parts.append(f"{state.elapsed_s // 3600}:{state.elapsed_s // 60 % 60:02d}:"
                      f"{state.elapsed_s % 60:02d} elapsed")
     return " ".join(parts)
+
+
+def progress(line: str) -> str | None:
+    """A short line for a training log's iteration line, e.g.
+    ``iteration 12/30: 5412 ms, 478.1 TFLOP/s/GPU (engine's count), loss 9.871``; else None."""
+    it = parse_iteration(line)
+    if it is None:
+        return None
+    parts = [f"{it.elapsed_ms:.0f} ms"]
+    if it.tflops_per_gpu is not None:
+        parts.append(f"{it.tflops_per_gpu:.1f} TFLOP/s/GPU (engine's count)")
+    if it.lm_loss is not None:
+        parts.append(f"loss {it.lm_loss:.3f}")
+    return f"iteration {it.index}/{it.total}: " + ", ".join(parts)
 
 
 class _OutputTail:
@@ -93,8 +106,10 @@ def follow(
                 echo(describe(live))
                 last_seen = summary
         for line in tail.new_lines():
-            if show_all_output or MEGATRON_ITERATION_LINE.search(line) or \
-                    NOTEWORTHY_LINE.search(line):
+            step = None if show_all_output else progress(line)
+            if step:
+                echo(f"  {step}")
+            elif show_all_output or NOTEWORTHY_LINE.search(line):
                 echo(f"  | {line}")
         if live is None or live.terminal:
             break
