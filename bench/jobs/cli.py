@@ -69,7 +69,8 @@ def _result(run: RunDir, records_dir: Path) -> tuple[str, str, int | None]:
     try:
         outcome = judge(run, scheduler_for(run.submission["scheduler"]))
     except SchedulerError as err:  # e.g. not on the cluster's login node
-        return (last.state if last else "?"), f"unknown ({err})", last and last.elapsed_s
+        reason = str(err).splitlines()[-1]
+        return (last.state if last else "?"), f"unknown ({reason})", last and last.elapsed_s
     state = outcome.state
     if not outcome.finished:
         shown = f"{state.state} ({state.reason})" if state and state.reason else state.state

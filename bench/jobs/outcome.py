@@ -61,13 +61,18 @@ class Outcome:
 
 
 def current_state(run: RunDir, scheduler: Scheduler) -> tuple[JobState | None, bool]:
-    """The job's state and whether the scheduler still knows it.
+    """The job's state and whether it is the scheduler's live answer.
 
-    A live answer is saved in ``state.json``; a job the scheduler forgot gets the last saved state.
+    A saved terminal state is final and needs no query (so finished runs can be judged away from
+    the cluster); a live answer is saved in ``state.json``; a job the scheduler forgot gets the
+    last saved state.
     """
+    saved = run.last_state()
+    if saved is not None and saved.terminal:
+        return saved, False
     live = scheduler.query(run.job_id)
     if live is None:
-        return run.last_state(), False
+        return saved, False
     run.save_state(live)
     return live, True
 
