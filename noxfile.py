@@ -96,3 +96,26 @@ def patches(session: nox.Session) -> None:
     """Check that every patch series applies cleanly to its pinned upstream."""
     session.install("-e", ".")
     session.run("python", "-m", "bench", "images", "patches", *session.posargs)
+
+
+@nox.session(default=False)
+def jobs(session: nox.Session) -> None:
+    """List the kit's runs on this cluster: run id, job id, state, elapsed time, result."""
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "jobs", *session.posargs)
+
+
+@nox.session(default=False)
+def collect(session: nox.Session) -> None:
+    """Write a record for every finished run (skips runs already recorded)."""
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "collect", *session.posargs)
+
+
+@nox.session(default=False)
+def check(session: nox.Session) -> None:
+    """System check job: every rank reports host, devices, container, versions, NCCL variables."""
+    if "--platform" not in " ".join(session.posargs):
+        session.error("Usage: nox -s check -- --platform NAME [--nodes N] [--dry-run]")
+    session.install("-e", ".")
+    session.run("python", "-m", "bench", "check", *session.posargs)

@@ -1,7 +1,8 @@
 """Command line: ``python -m bench <command>``; the nox sessions call this, so it also works on a
 cluster login node where only Python exists.
 
-Commands: ``run`` (plan, print or submit/run a benchmark), ``presets``, ``platforms``.
+Commands: ``run`` (plan, print or submit/run a benchmark), ``presets``, ``platforms``, and the job
+commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
 """
 
 from __future__ import annotations
@@ -9,21 +10,20 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
+from bench.jobs.cli import add_commands as add_job_commands
+from bench.jobs.cli import add_wait_options, submit_and_maybe_follow
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import (ENGINES, PRECISIONS, Platform, load_platform, match_accelerator,
                              platform_files)
 from bench.presets import get_preset, load_presets
 from bench.render import pbs, slurm, torchrun
 from bench.results import cli as results_cli
-from bench.rundir import create_run_dir
 from bench.runner import run_local, summary
 from bench.sweep import SWEEP_ITERS, sweep_plans
 
@@ -107,31 +107,6 @@ def print_plan(launch: LaunchPlan) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
-def submit(launch: LaunchPlan) -> int:
-    """Write the run directory and hand the script to the scheduler; print the job id."""
-    tool = {"slurm": "sbatch", "pbs": "qsub"}[launch.platform.scheduler]
-    if not shutil.which(tool):
-        raise ValueError(f"'{tool}' is not on PATH: submit from a login node of "
-                         f"{launch.platform.name}, or add --dry-run to print the script")
-    job = launch.platform.job
-    if job.account_required and not job.account:
-        raise ValueError(f"{launch.platform.name} needs an account: pass --account or set "
-                         "BENCH_ACCOUNT")
-    name, text = render_script(launch)
-    run_dir = create_run_dir(Path.cwd(), launch, {name: text})
-    cmd = [tool, "--parsable", name] if tool == "sbatch" else [tool, name]
-    result = subprocess.run(cmd, cwd=Path.cwd(), capture_output=True, text=True)
-    if result.returncode:
-        (run_dir / "submit.err").write_text(result.stderr)
-        print(f"{tool} refused the job ({result.returncode}): {result.stderr.strip()}",
-              file=sys.stderr)
-        return result.returncode
-    job_id = result.stdout.strip().split(";")[0]
-    (run_dir / "job_id").write_text(job_id + "\n")
-    print(f"submitted {launch.run_id} as job {job_id}; script and plan in {run_dir}")
-    return 0
-
-
 NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no record was written. "
           "Above is the exact command the kit would run; use --platform NAME --dry-run for a "
           "cluster's job script.")
@@ -148,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_plan(launch)
         return 0
     if platform.scheduler != "none":
-        return submit(launch)
+        return submit_and_maybe_follow(launch, args.wait, args.poll)
     if not detect_gpus().count:
         print_plan(launch)
         print(NO_GPU, file=sys.stderr)
@@ -230,11 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--hang-timeout", type=float, default=600.0,
                      help="stop a run that prints nothing for this long, seconds (default 600)")
     run.add_argument("--verbose", action="store_true", help="stream the training log")
+    add_wait_options(run)
     run.set_defaults(func=cmd_run)
     results_cli.add_parser(sub)
     images_cli.register(sub)
     sub.add_parser("presets", help="list model presets").set_defaults(func=cmd_presets)
     sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)
+    add_job_commands(sub)
     return parser
 
 

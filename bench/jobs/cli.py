@@ -1,0 +1,172 @@
+"""The job commands of ``python -m bench``: ``jobs``, ``collect``, ``check``, and ``run --wait``.
+
+All of them work in the *root*: the directory holding ``runs/`` (default: the current directory,
+where ``run`` writes its run directories) and ``results/records/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.jobs.check import check_plan, compare, format_report, gather
+from bench.jobs.collect import RECORDS_DIR, collect, record_exists
+from bench.jobs.follow import POLL_S, follow
+from bench.jobs.outcome import judge
+from bench.jobs.rundir import RunDir, list_runs
+from bench.jobs.scheduler import SchedulerError, scheduler_for
+from bench.jobs.submit import RENDERERS, submit_plan
+from bench.plan import LaunchPlan
+from bench.platforms import load_platform
+from bench.record import load_record, record_path
+
+EXIT_FAILED = 1
+
+
+def _root_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, default=Path.cwd(),
+                        help="directory holding runs/ and results/records/ (default: current)")
+
+
+def add_wait_options(parser: argparse.ArgumentParser) -> None:
+    """``--wait`` for ``run``: follow the submitted job to its end."""
+    parser.add_argument("--wait", action="store_true",
+                        help="after submitting, follow the job: queue state, then training "
+                             "progress from its output, until it ends")
+    parser.add_argument("--poll", type=float, default=POLL_S,
+                        help=f"seconds between scheduler queries while waiting (default {POLL_S})")
+
+
+def submit_and_maybe_follow(launch: LaunchPlan, wait: bool, poll_s: float = POLL_S) -> int:
+    """``run`` on a cluster: submit, print the job id; with ``wait`` follow it to the end."""
+    try:
+        run = submit_plan(launch, Path.cwd())
+    except SchedulerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"submitted {run.run_id} as job {run.job_id}; script, plan and output in {run.path}")
+    if not wait:
+        return 0
+    outcome = follow(run, scheduler_for(run.submission["scheduler"]), poll_s=poll_s)
+    return 0 if outcome.status == "ok" else EXIT_FAILED
+
+
+def _elapsed(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _result(run: RunDir, records_dir: Path) -> tuple[str, str, int | None]:
+    """(state, result, elapsed seconds) of one run for the jobs table."""
+    last = run.last_state()
+    if record_exists(records_dir, run.run_id):
+        record = load_record(record_path(records_dir, run.run_id))
+        result = f"recorded {record.status.value}" + (f": {record.reason}" if record.reason else "")
+        return (last.state if last else "-"), result, last and last.elapsed_s
+    try:
+        outcome = judge(run, scheduler_for(run.submission["scheduler"]))
+    except SchedulerError as err:  # e.g. not on the cluster's login node
+        reason = str(err).splitlines()[-1]
+        return (last.state if last else "?"), f"unknown ({reason})", last and last.elapsed_s
+    state = outcome.state
+    if not outcome.finished:
+        shown = f"{state.state} ({state.reason})" if state and state.reason else state.state
+        return shown, "-", state.elapsed_s
+    if run.kind == "check":
+        report = compare(gather(run.read_output() or ""), run.plan["world_size"], run.plan["env"])
+        result = f"check {outcome.status}, " + (
+            f"all {len(report.ranks)} ranks agree" if report.ok else f"{len(report.flags)} flags")
+    else:
+        result = f"{outcome.status} (not collected)"
+    if outcome.reason:
+        result += f": {outcome.reason}"
+    return (state.state if state else "ENDED"), result, state and state.elapsed_s
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    runs = list_runs(args.root)
+    if not runs:
+        print(f"no submitted runs under {args.root / 'runs'}")
+        return 0
+    rows = [("run id", "job id", "state", "elapsed", "result")]
+    for run in runs:
+        state, result, elapsed = _result(run, args.root / RECORDS_DIR)
+        rows.append((run.run_id, run.job_id, state, _elapsed(elapsed), result))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[4]]).rstrip())
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    records_dir = args.records or args.root / RECORDS_DIR
+    try:
+        done = collect(args.root, records_dir)
+    except SchedulerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    for item in done:
+        if item.action == "recorded":
+            print(f"{item.run_id}: recorded {item.status}"
+                  + (f" ({item.reason})" if item.reason else ""))
+        elif item.action == "running":
+            print(f"{item.run_id}: not finished ({item.reason}), collect again later")
+    recorded = sum(item.action == "recorded" for item in done)
+    print(f"{recorded} new record(s) in {records_dir}; "
+          f"{sum(item.action == 'exists' for item in done)} already recorded, "
+          f"{sum(item.action == 'running' for item in done)} not finished")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    platform = load_platform(args.platform)
+    launch = check_plan(platform, args.nodes, datetime.now(UTC), account=args.account,
+                        partition=args.partition, queue=args.queue)
+    if args.dry_run:
+        print(RENDERERS[platform.scheduler](launch), end="")
+        return 0
+    try:
+        run = submit_plan(launch, args.root, kind="check")
+    except SchedulerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"submitted system check {run.run_id} as job {run.job_id} "
+          f"({launch.nodes} node(s) x {launch.gpus_per_node} rank(s)); output in {run.path}")
+    if args.no_wait:
+        return 0
+    outcome = follow(run, scheduler_for(platform.scheduler), poll_s=args.poll)
+    report = compare(gather(run.read_output() or ""), launch.world_size, dict(launch.env))
+    print(format_report(report))
+    return 0 if outcome.status == "ok" and report.ok else EXIT_FAILED
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``jobs``, ``collect`` and ``check`` on the kit's command line."""
+    jobs = sub.add_parser("jobs", help="list the kit's submitted runs: job id, state, result")
+    _root_option(jobs)
+    jobs.set_defaults(func=cmd_jobs)
+
+    coll = sub.add_parser("collect", help="write a record for every finished run (idempotent)")
+    _root_option(coll)
+    coll.add_argument("--records", type=Path,
+                      help=f"records folder (default: <root>/{RECORDS_DIR})")
+    coll.set_defaults(func=cmd_collect)
+
+    check = sub.add_parser("check", help="system check: every rank reports host, devices, "
+                           "container, versions, NCCL/RCCL variables; disagreements are flagged")
+    check.add_argument("--platform", required=True, help="platform file name in platforms/")
+    check.add_argument("--nodes", type=int, default=1, help="nodes to check (default 1)")
+    check.add_argument("--dry-run", action="store_true",
+                       help="print the check's job script and exit; writes nothing")
+    for key in ("account", "partition", "queue"):
+        check.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
+                           f"$BENCH_{key.upper()})")
+    check.add_argument("--no-wait", action="store_true",
+                       help="submit and return; `python -m bench jobs` shows it later")
+    check.add_argument("--poll", type=float, default=POLL_S,
+                       help=f"seconds between scheduler queries (default {POLL_S})")
+    _root_option(check)
+    check.set_defaults(func=cmd_check)
