@@ -33,6 +33,14 @@ LOG_TAIL_LINES = 40
 KILL_GRACE_S = 15.0
 
 
+class Terminated(Exception):
+    """The runner itself got SIGTERM (a batch system's time limit, ``timeout``, ``kill``)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def _utc(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -177,20 +185,27 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
 
     started = time.time()
     failure = None
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         code, timed_out = execute(torchrun.command(launch), env, log_path, timeout_s, hang_s,
                                   on_line)
     except KeyboardInterrupt:
         code, timed_out = None, False
         failure = (Status.FAILED, "interrupted by the user (Ctrl-C)")
+        stop: BaseException = KeyboardInterrupt()
+    except Terminated:
+        code, timed_out = None, False
+        failure = (Status.FAILED, "the benchmark was terminated (SIGTERM) before the run ended")
+        stop = SystemExit(128 + signal.SIGTERM)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         progress.done()
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=timed_out, exit_code=code)
     record = make_record(launch, result, started, time.time(), log_text, notes, failure)
     write_record(records_dir, record)
     if failure:
-        raise KeyboardInterrupt
+        raise stop  # the user asked to stop: after the record, not before
     return record
 
 

@@ -53,12 +53,14 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],
 
 
 def test_cluster_submit_without_scheduler_is_refused(tmp_path: Path) -> None:
-    if shutil.which("sbatch"):
-        pytest.skip("sbatch is installed here; the Slurm tests cover real submission")
+    empty_path = tmp_path / "bin"
+    empty_path.mkdir()  # a PATH without sbatch: a laptop, not a login node
+    work = tmp_path / "work"
+    work.mkdir()
     result = run_cli("run", "13b", "tp2pp8", "--platform", "lumi", "--account", "project_1",
-                     cwd=tmp_path)
+                     cwd=work, env={"PATH": str(empty_path)})
     assert result.returncode == 2 and "'sbatch' is not on PATH" in result.stderr
-    assert not list(tmp_path.iterdir())
+    assert not list(work.iterdir())
 
 
 def test_local_without_gpu_prints_plan_and_fails_honestly(tmp_path: Path) -> None:

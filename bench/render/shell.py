@@ -51,9 +51,11 @@ def directive_value(value: str) -> str:
     """A value for an ``#SBATCH``/``#PBS`` line.
 
     Schedulers read these lines themselves, not through a shell, and a ``#`` starts a comment
-    there: values with anything beyond plain characters are double-quoted. Newlines and double
-    quotes cannot be expressed and are refused.
+    there: values with anything beyond plain characters are double-quoted. Newlines, double
+    quotes and backslashes (sbatch reads one as an escape even inside quotes) cannot be expressed
+    and are refused.
     """
-    if "\n" in value or '"' in value:
-        raise ValueError(f"scheduler option value {value!r} contains a newline or a double quote")
+    if "\n" in value or '"' in value or "\\" in value:
+        raise ValueError(f"scheduler option value {value!r} contains a newline, a double quote or "
+                         "a backslash, which job-script directives cannot carry")
     return value if _SAFE_DIRECTIVE.match(value) else f'"{value}"'
