@@ -84,9 +84,10 @@ def parse_iteration(line: str) -> Iteration | None:
     nan = _number(NUMBER_OF_NAN_ITERATIONS, line)
     skipped = _number(NUMBER_OF_SKIPPED_ITERATIONS, line)
     batch = _number(GLOBAL_BATCH_SIZE, line)
+    tflops = _number(THROUGHPUT_PER_GPU, line)
     return Iteration(
         index=int(head.group("i")), total=int(head.group("n")), elapsed_ms=elapsed,
-        tflops_per_gpu=_number(THROUGHPUT_PER_GPU, line) or _number(DS_TFLOPS, line),
+        tflops_per_gpu=tflops if tflops is not None else _number(DS_TFLOPS, line),
         lm_loss=_number(LM_LOSS, line), global_batch=int(batch) if batch is not None else None,
         nan_iterations=int(nan or 0), skipped_iterations=int(skipped or 0),
         samples_per_s=_number(SAMPLES_PER_SECOND, line))

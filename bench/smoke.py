@@ -22,7 +22,6 @@ import argparse
 import json
 import math
 import os
-import re
 import signal
 import socket
 import statistics
@@ -31,6 +30,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from bench.logparse import Iteration, parse_log
 
 from bench.train import NCCL_SAFE_ENV
 
@@ -48,28 +49,10 @@ EXIT_FAILED = 1
 EXIT_NO_GPU = 3
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# Megatron's training_log phrases (megatron/training/training.py), one regex per phrase.
-ITERATION = re.compile(r"\biteration\s+(\d+)/\s*(\d+)\s*\|")
-ELAPSED_MS = re.compile(r"elapsed time per iteration \(ms\):\s*([0-9.]+)")
-THROUGHPUT = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*([0-9.]+)")
-LM_LOSS = re.compile(r"\blm loss:\s*(\S+)\s*\|")
-NAN_ITERATIONS = re.compile(r"number of nan iterations:\s*(\d+)")
 
 
 class NoGPUError(RuntimeError):
     """Nothing to measure here: no torch, or no CUDA GPU visible."""
-
-
-@dataclass(frozen=True)
-class IterationLine:
-    """One ``iteration N/ M`` log line of Megatron's training loop."""
-
-    iteration: int
-    train_iters: int
-    elapsed_ms: float | None
-    tflops_per_gpu: float | None
-    lm_loss: float | None
-    nan_iterations: int | None
 
 
 @dataclass
@@ -83,33 +66,9 @@ class CheckResult:
     error: str | None = None
 
 
-def parse_iteration_lines(text: str) -> list[IterationLine]:
-    """Every training-iteration line in a Megatron log, in order (fields missing from a line: None)."""
-    lines = []
-    for line in text.splitlines():
-        match = ITERATION.search(line)
-        if match is None:
-            continue
-        loss = LM_LOSS.search(line)
-        elapsed = ELAPSED_MS.search(line)
-        throughput = THROUGHPUT.search(line)
-        nans = NAN_ITERATIONS.search(line)
-        lines.append(
-            IterationLine(
-                iteration=int(match.group(1)),
-                train_iters=int(match.group(2)),
-                elapsed_ms=float(elapsed.group(1)) if elapsed else None,
-                tflops_per_gpu=float(throughput.group(1)) if throughput else None,
-                lm_loss=float(loss.group(1)) if loss else None,
-                nan_iterations=int(nans.group(1)) if nans else None,
-            )
-        )
-    return lines
-
-
-def judge_training(lines: list[IterationLine], train_iters: int) -> str | None:
+def judge_training(lines: tuple[Iteration, ...], train_iters: int) -> str | None:
     """None when the log shows ``train_iters`` iterations of finite, falling lm loss; else why not."""
-    seen = [line.iteration for line in lines]
+    seen = [line.index for line in lines]
     if seen != list(range(1, train_iters + 1)):
         return f"expected iterations 1..{train_iters} in the log, found {seen}"
     losses = [line.lm_loss for line in lines]
@@ -273,7 +232,7 @@ def check_train(gpus: int, workdir: Path, environment_flags: list[str]) -> Check
     megatron_argv = smoke_train_argv(gpus, environment_flags)
     argv = [*torchrun(gpus), "-m", "bench.train.pretrain_gpt", *megatron_argv]
     rc = run_logged(argv, log_path, TRAIN_TIMEOUT_S)
-    lines = parse_iteration_lines(log_path.read_text(errors="replace"))
+    lines = parse_log(log_path.read_text(errors="replace"), exit_code=rc).iterations
     detail = {
         "argv": ["python", "-m", "bench.train.pretrain_gpt", *megatron_argv],
         "log": str(log_path),

@@ -6,10 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.smoke import EXIT_NO_GPU, TRAIN_ITERS, judge_training, parse_iteration_lines
+from bench.logparse import parse_log
+from bench.smoke import EXIT_NO_GPU, TRAIN_ITERS, judge_training
 
-# Megatron-core 0.19.2's training_log lines (format of megatron/training/training.py, bf16, mock data).
-LOG = Path(__file__).with_name("data") / "megatron_0.19_train.log"
+# The smoke check's own 2-layer training on a lent H200 (megatron-core 0.19.2, bf16, mock data).
+LOG = Path(__file__).parent.parent / "fixtures" / "logs" / "megatron_smoke_2layer_h200.log"
+
+
+def parse_iteration_lines(text: str):
+    return parse_log(text).iterations
 
 
 def test_smoke_refuses_without_gpu_in_megatron_python(run_megatron, tmp_path: Path) -> None:
@@ -30,10 +35,10 @@ def test_smoke_refuses_without_torch_or_gpu_in_host_python(run_host, tmp_path: P
 
 def test_log_lines_are_read_field_by_field() -> None:
     lines = parse_iteration_lines(LOG.read_text())
-    assert [line.iteration for line in lines] == list(range(1, 11))
+    assert [line.index for line in lines] == list(range(1, 11))
     first, last = lines[0], lines[-1]
-    assert (first.train_iters, first.elapsed_ms, first.tflops_per_gpu) == (10, 4021.7, 0.4)
-    assert first.lm_loss == pytest.approx(9.045873) and last.lm_loss == pytest.approx(5.124571)
+    assert (first.total, first.elapsed_ms, first.tflops_per_gpu) == (10, 3692.3, 0.0)
+    assert first.lm_loss == pytest.approx(9.087224) and last.lm_loss == pytest.approx(7.420660)
     assert last.nan_iterations == 0
     assert judge_training(lines, TRAIN_ITERS) is None
 
@@ -41,7 +46,7 @@ def test_log_lines_are_read_field_by_field() -> None:
 def test_training_judgement_names_the_problem() -> None:
     lines = parse_iteration_lines(LOG.read_text())
     assert "expected iterations 1..10" in judge_training(lines[:7], TRAIN_ITERS)
-    flat = LOG.read_text().replace("lm loss: 5.124571E+00", "lm loss: 9.900000E+00")
+    flat = LOG.read_text().replace("lm loss: 7.420660E+00", "lm loss: 9.900000E+00")
     assert "did not fall" in judge_training(parse_iteration_lines(flat), TRAIN_ITERS)
-    nan = LOG.read_text().replace("lm loss: 6.012345E+00", "lm loss: nan")
+    nan = LOG.read_text().replace("lm loss: 8.141500E+00", "lm loss: nan")
     assert "not finite" in judge_training(parse_iteration_lines(nan), TRAIN_ITERS)
