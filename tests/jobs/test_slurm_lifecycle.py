@@ -38,6 +38,11 @@ MAX_WAIT_S = 240
 FAILS = ("-c", "import sys; print('deliberate failure', flush=True); sys.exit(3)")
 SLEEPS = ("-c", "import time; time.sleep(600)")
 TRAINS_NOTHING = ("-c", "print('exits 0 without a single iteration')")
+# A real log of ours (6.7b, tp1pp1dp4, mbs 2 / gbs 64 on four H200s), printed by rank 0 as
+# Megatron prints: collect must turn it into an ok record with the protocol's metrics.
+REAL_LOG = REPO / "tests" / "fixtures" / "logs" / "megatron_ok_6.7b_dp4_h200x4.log"
+REPLAYS_REAL_LOG = ("-c", "import os, sys; os.environ['RANK'] == '0' and "
+                          f"sys.stdout.write(open({str(REAL_LOG)!r}).read())")
 DELETES_OWN_OUTPUT = ("-c", ("import os; os.remove(os.path.join('runs', "
                              "os.environ['SLURM_JOB_NAME'], "
                              "'slurm-' + os.environ['SLURM_JOB_ID'] + '.out'))"))
@@ -62,9 +67,10 @@ def kit_env(slurm_cluster, tmp_path_factory):
         yield
 
 
-def _submit(root: Path, preset: str, entry: tuple[str, ...], walltime: str = "00:05:00") -> RunDir:
+def _submit(root: Path, preset: str, entry: tuple[str, ...], walltime: str = "00:05:00",
+            gpus: int = 1) -> RunDir:
     launch = plan(get_preset(preset), "tp1pp1", load_platform("ci-slurm"),
-                  Options(now=datetime.now(UTC), gpus=1, walltime=walltime))
+                  Options(now=datetime.now(UTC), gpus=gpus, walltime=walltime))
     return submit_plan(replace(launch, entry=entry, train_args=()), root)
 
 
@@ -76,7 +82,8 @@ def root(kit_env, tmp_path_factory) -> Path:
     runs = [_submit(root, "125m", SLEEPS, walltime="00:01:00"),
             _submit(root, "350m", FAILS),
             _submit(root, "760m", DELETES_OWN_OUTPUT),
-            _submit(root, "2.7b", TRAINS_NOTHING)]
+            _submit(root, "2.7b", TRAINS_NOTHING),
+            _submit(root, "6.7b", REPLAYS_REAL_LOG, gpus=4)]
     check = _kit(root, "check", "--platform", "ci-slurm", "--nodes", "1", "--poll", "0.5")
     (root / "check.stdout").write_text(check.stdout + check.stderr)
     waited = _kit(root, "run", "1.3b", "tp1pp1", "--platform", "ci-slurm", "--gpus", "1",
@@ -138,12 +145,16 @@ def test_wait_follows_the_job_to_its_end(root: Path) -> None:
 def test_collect_records_failures_with_reasons(root: Path) -> None:
     first = _kit(root, "collect")
     assert first.returncode == 0, first.stderr
-    assert "5 new record(s)" in first.stdout, first.stdout
+    assert "6 new record(s)" in first.stdout, first.stdout
     records, problems = load_records(root / "results" / "records")
     assert problems == []
     by_preset = {r.preset.name: r for r in records}
-    assert set(by_preset) == {"125m", "350m", "760m", "1.3b", "2.7b"}  # the check: no record
-    assert all(r.metrics is None for r in records)
+    assert set(by_preset) == {"125m", "350m", "760m", "1.3b", "2.7b", "6.7b"}  # check: no record
+    finished = by_preset.pop("6.7b")
+    assert finished.status == "ok" and finished.metrics is not None
+    assert finished.metrics.window_iters == 7 and finished.gpus == 4
+    assert finished.metrics.tflops_per_gpu == pytest.approx(512.7, rel=0.01)  # as on the H200s
+    assert all(r.metrics is None for r in by_preset.values())
     assert {r.status for name, r in by_preset.items() if name != "2.7b"} == {"failed"}
     # A clean end goes to the benchmark log parser: no iteration logged is "incomplete".
     assert by_preset["2.7b"].status == "incomplete"
@@ -157,7 +168,7 @@ def test_collect_records_failures_with_reasons(root: Path) -> None:
     assert by_preset["350m"].notes["job_id"] == _run(root, "350m_").job_id
 
     again = _kit(root, "collect")
-    assert "0 new record(s)" in again.stdout and "5 already recorded" in again.stdout
+    assert "0 new record(s)" in again.stdout and "6 already recorded" in again.stdout
 
 
 def test_jobs_lists_every_run(root: Path) -> None:
