@@ -60,7 +60,7 @@ def test_patches_check_reports_every_series():
     assert ok
     text = "\n".join(lines)
     assert "megatron-deepspeed" in text and "1 patch(es) apply cleanly" in text
-    assert "megatron-core (megatron-core==0.19.2): series is empty" in text
+    assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply cleanly" in text
 
 
 def _rocm_definition(tmp_path: Path) -> str:
