@@ -11,7 +11,7 @@ import argparse
 import importlib.util
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.hardware import detect_gpus
@@ -19,8 +19,14 @@ from bench.images import cli as images_cli
 from bench.jobs.cli import add_commands as add_job_commands
 from bench.jobs.cli import add_wait_options, submit_and_maybe_follow
 from bench.plan import LaunchPlan, Options, plan
-from bench.platforms import (ENGINES, PRECISIONS, Platform, load_platform, match_accelerator,
-                             platform_files)
+from bench.platforms import (
+    ENGINES,
+    PRECISIONS,
+    Platform,
+    load_platform,
+    match_accelerator,
+    platform_files,
+)
 from bench.presets import get_preset, load_presets
 from bench.render import pbs, slurm, torchrun
 from bench.results import cli as results_cli
@@ -62,7 +68,7 @@ def transformer_engine_here() -> bool:
 def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                  transformer_engine: bool | None = None) -> Options:
     return Options(
-        now=datetime.now(timezone.utc), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
+        now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
         gbs=args.gbs, iters=args.iters or (SWEEP_ITERS if getattr(args, "sweep", False) else 30),
         engine=args.engine, precision=args.precision,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,

@@ -37,12 +37,13 @@ def flops_per_iteration(preset: Preset, global_batch: int, causal: bool = True) 
     ``causal=True`` is Megatron-Core >= 0.12's convention; ``False`` the older non-causal one.
     The MLP term uses the preset's ffn_hidden (4h for GPT-3), which the 72-form assumes.
     """
-    b, s, l, h, v = global_batch, preset.seq_length, preset.layers, preset.hidden, preset.vocab_size
+    b, s, h, v = global_batch, preset.seq_length, preset.hidden, preset.vocab_size
+    layers = preset.layers
     attention_scores = (2 if causal else 4) * s * h  # per token per layer, forward
     projections = 8 * h * h
     mlp = 4 * h * preset.ffn_hidden
     logits = 2 * h * v
-    forward_per_token = l * (projections + mlp + attention_scores) + logits
+    forward_per_token = layers * (projections + mlp + attention_scores) + logits
     return 3.0 * b * s * forward_per_token
 
 

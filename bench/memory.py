@@ -24,9 +24,9 @@ _CONTEXT_BYTES = 2 * GB
 
 def params_per_gpu(preset: Preset, layout: Layout) -> float:
     """Parameters held by the most loaded GPU (a first pipeline stage, with the embeddings)."""
-    h, l, s, v = preset.hidden, preset.layers, preset.seq_length, preset.vocab_size
+    h, s, v = preset.hidden, preset.seq_length, preset.vocab_size
     per_layer = 4 * h * h + 2 * h * preset.ffn_hidden + 13 * h  # QKV, proj, MLP, biases, norms
-    return l * per_layer / (layout.tp * layout.pp) + (v * h + s * h) / layout.tp
+    return preset.layers * per_layer / (layout.tp * layout.pp) + (v * h + s * h) / layout.tp
 
 
 def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2) -> float:

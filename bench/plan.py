@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
 from bench.engines.megatron import ENTRY, megatron_args
 from bench.layout import Layout, build_layout, parse_layout_name
-from bench.platforms import (PRECISIONS, Accelerator, Data, Platform, load_accelerator,
-                             match_accelerator, with_job_overrides)
+from bench.platforms import (
+    PRECISIONS,
+    Accelerator,
+    Platform,
+    load_accelerator,
+    match_accelerator,
+    with_job_overrides,
+)
 from bench.presets import Preset
 
 MASTER_PORT = 29500
@@ -96,7 +102,7 @@ class LaunchPlan:
 
 def run_id(preset: str, layout: str, platform: str, now: datetime) -> str:
     """``{preset}_{layout}_{platform}_{UTC timestamp}``, e.g. ``13b_tp2pp8dp1_lumi_20261121T201500Z``."""
-    stamp = now.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     return f"{preset}_{layout}_{platform}_{stamp}"
 
 

@@ -32,7 +32,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.logparse import Iteration, parse_log
-
 from bench.train import NCCL_SAFE_ENV
 
 SCHEMA = "bench.smoke/1"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.layout import Layout, valid_layouts
-from bench.memory import estimate_bytes, fits, GB
+from bench.memory import GB, estimate_bytes, fits
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import Platform
 from bench.presets import Preset

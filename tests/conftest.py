@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from bench.plan import Options
 
-FIXED_NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=timezone.utc)
+FIXED_NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 IN_CI = os.environ.get("CI") == "true"
 
 

@@ -12,9 +12,8 @@ import json
 import os
 import sys
 
-import torch
-
 import megatron.training.arguments as megatron_args
+import torch
 
 megatron_args.get_device_arch_version = lambda: 9
 torch.cuda.get_device_capability = lambda *a, **k: (9, 0)

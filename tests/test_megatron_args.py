@@ -46,7 +46,7 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     out = subprocess.run([python, str(CHECKER)], input=json.dumps(payload), capture_output=True,
                          text=True, timeout=600, check=True)
     results = json.loads(out.stdout.strip().splitlines()[-1])
-    failures = [f"{p.run_id}: {r['error']}" for p, r in zip(plans, results) if not r["ok"]]
+    failures = [f"{p.run_id}: {r['error']}" for p, r in zip(plans, results, strict=True) if not r["ok"]]
     assert not failures, "\n".join(failures)
     # Megatron derives the same data-parallel size as the kit's layout.
     assert [r["dp"] for r in results] == [p.layout.dp for p in plans]

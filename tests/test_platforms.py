@@ -7,8 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.platforms import (REPO_PLATFORMS_DIR, load_accelerator_file, load_platform,
-                             load_platform_file, match_accelerator, with_job_overrides)
+from bench.platforms import (
+    REPO_PLATFORMS_DIR,
+    load_accelerator_file,
+    load_platform,
+    load_platform_file,
+    match_accelerator,
+    with_job_overrides,
+)
 from bench.tomlfile import DataError
 
 

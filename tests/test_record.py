@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.record_factory import failed_fields, make_record, record_fields
 
 from bench import record as rec
 from bench.record import (
@@ -21,6 +20,7 @@ from bench.record import (
     validate_record,
     write_record,
 )
+from tests.record_factory import failed_fields, make_record, record_fields
 
 
 def test_ok_record_round_trips_through_json(tmp_path: Path) -> None:

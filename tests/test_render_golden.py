@@ -20,18 +20,24 @@ from tests.conftest import options
 
 GOLDEN = Path(__file__).with_name("golden")
 
+AZURE_DATA = {"data_path": "/shared/data/slimpajama_text_document",
+              "vocab_file": "/shared/data/gpt2-vocab.json",
+              "merge_file": "/shared/data/gpt2-merges.txt"}
+
 # (platform, engine, preset, layout, extra options)
 CASES = [
     ("lumi", "megatron-deepspeed", "13b", "tp2pp8", {}),
     ("lumi", "megatron", "13b", "tp2pp8", {}),
     ("azure-h100", "megatron", "175b", "tp8pp16", {}),
-    ("azure-h100", "megatron-deepspeed", "13b", "tp2pp1", {"nodes": 2, "data_path": "/shared/data/slimpajama_text_document", "vocab_file": "/shared/data/gpt2-vocab.json", "merge_file": "/shared/data/gpt2-merges.txt"}),
+    ("azure-h100", "megatron-deepspeed", "13b", "tp2pp1", {"nodes": 2, **AZURE_DATA}),
     ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1}),
-    ("azure-h200", "megatron-deepspeed", "13b", "tp1pp1zero2", {"nodes": 2, "data_path": "/shared/data/slimpajama_text_document", "vocab_file": "/shared/data/gpt2-vocab.json", "merge_file": "/shared/data/gpt2-merges.txt"}),
+    ("azure-h200", "megatron-deepspeed", "13b", "tp1pp1zero2", {"nodes": 2, **AZURE_DATA}),
     ("polaris", "megatron-deepspeed", "6.7b", "tp2pp1", {}),
     ("polaris", "megatron", "13b", "tp4pp2", {"nodes": 4, "account": "datascience"}),
     ("local", "megatron", "1.3b", "tp1pp1", {"gpus_present": 1, "gpu_name": "NVIDIA H200"}),
-    ("local", "megatron-deepspeed", "345m", "tp4pp1", {"gpus_present": 4, "gpu_name": "NVIDIA H200", "data_path": "data/meg-gpt2_text_document", "vocab_file": "data/gpt2-vocab.json", "merge_file": "data/gpt2-merges.txt"}),
+    ("local", "megatron-deepspeed", "345m", "tp4pp1",
+     {"gpus_present": 4, "gpu_name": "NVIDIA H200", "data_path": "data/meg-gpt2_text_document",
+      "vocab_file": "data/gpt2-vocab.json", "merge_file": "data/gpt2-merges.txt"}),
 ]
 
 

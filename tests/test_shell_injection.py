@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.platforms import REPO_PLATFORMS_DIR, load_platform
 from bench.plan import plan
+from bench.platforms import REPO_PLATFORMS_DIR, load_platform
 from bench.presets import get_preset
 from bench.render import slurm
 from bench.render.shell import directive_value

@@ -8,8 +8,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bench.engines.common import (OPTIMIZER_FLAGS, batch_flags, model_flags, parallel_flags,
-                                  precision_flags)
+from bench.engines.common import (
+    OPTIMIZER_FLAGS,
+    batch_flags,
+    model_flags,
+    parallel_flags,
+    precision_flags,
+)
 from bench.layout import Layout
 from bench.platforms import Data
 from bench.presets import Preset

@@ -6,8 +6,13 @@ argv the planner makes through that parser.
 
 from __future__ import annotations
 
-from bench.engines.common import (OPTIMIZER_FLAGS, batch_flags, model_flags, parallel_flags,
-                                  precision_flags)
+from bench.engines.common import (
+    OPTIMIZER_FLAGS,
+    batch_flags,
+    model_flags,
+    parallel_flags,
+    precision_flags,
+)
 from bench.layout import Layout
 from bench.presets import Preset
 

@@ -11,8 +11,8 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from bench.images.context import BuildContext
 

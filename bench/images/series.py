@@ -81,7 +81,7 @@ def distribution_root(name: str) -> Path:
     try:
         return Path(importlib.metadata.distribution(name).locate_file(""))
     except importlib.metadata.PackageNotFoundError:
-        raise SeriesError(f"distribution {name} is not installed; install it before patching")
+        raise SeriesError(f"distribution {name} is not installed; install it before patching") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,7 +155,7 @@ def format_report(report: CheckReport) -> str:
         for r in report.ranks
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in rows]
     if report.ok:
         lines.append(f"all {len(report.ranks)} ranks agree")
     else:

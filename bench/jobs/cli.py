@@ -97,7 +97,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         rows.append((run.run_id, run.job_id, state, _elapsed(elapsed), result))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
-        print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[4]]).rstrip())
+        print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[4]]).rstrip())
     return 0
 
 

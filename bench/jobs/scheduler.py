@@ -102,7 +102,7 @@ def parse_scontrol_line(line: str) -> dict[str, str]:
     """Fields of one ``scontrol show job -o`` line."""
     keys = list(_SCONTROL_KEY.finditer(line))
     fields: dict[str, str] = {}
-    for here, after in zip(keys, keys[1:] + [None]):
+    for here, after in zip(keys, keys[1:] + [None], strict=True):
         end = after.start() if after else len(line)
         fields[here.group(1)] = line[here.end():end].strip()
     return fields

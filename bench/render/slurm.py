@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from bench.plan import LaunchPlan
-from bench.render.common import (ds_config_line, environment, finish, header, rankenv,
-                                 torchrun_tokens)
+from bench.render.common import (
+    ds_config_line,
+    environment,
+    finish,
+    header,
+    rankenv,
+    torchrun_tokens,
+)
 from bench.render.shell import Raw, Token, directive_value, wrap
 
 _MASTER_ADDR = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"'
