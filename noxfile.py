@@ -50,9 +50,11 @@ def lint(session: nox.Session) -> None:
 def _megatron_venv(session: nox.Session) -> str:
     """A Python 3.12 venv with torch + the pinned megatron-core, for checks against Megatron itself.
 
-    megatron-core >= 0.17 needs Python >= 3.12; the host's default Python may be older.
+    megatron-core >= 0.17 needs Python >= 3.12; the host's default Python may be older. It lives
+    outside the checkout (and is reused): inside a git work tree megatron-core appends that tree's
+    commit to its own version string.
     """
-    venv = os.path.join(".nox", "megatron312")
+    venv = os.path.expanduser("~/.cache/megatron-bench/venv-py312-megatron")
     python = os.path.join(venv, "bin", "python")
     if not os.path.exists(python):
         session.run("python3.12", "-m", "venv", venv, external=True)
