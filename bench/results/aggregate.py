@@ -15,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bench.record import Problem, Record
+from bench.layout import LayoutSpec
+from bench.record import LayoutInfo, Problem, Record
 from bench.results.data import Published, PublishedRow, ReferenceRange
 
 # Notes that label a run but do not change what was run; they do not split configurations.
@@ -144,13 +145,22 @@ def _shape(record: Record) -> str:
             f"sequence {p.seq_length}, vocabulary {p.vocab_size}")
 
 
+def layout_matches(spec: LayoutSpec, layout: LayoutInfo) -> bool:
+    """Whether a record's layout has the degrees a layout name asks for (DP only when named)."""
+    return (
+        (spec.tp, spec.pp, spec.cp, spec.vp, spec.sp, spec.zero)
+        == (layout.tp, layout.pp, layout.cp, layout.vp or 1, layout.sp, layout.zero)
+        and spec.dp in (None, layout.dp)
+    )
+
+
 def find_range(ranges: Sequence[ReferenceRange], record: Record) -> ReferenceRange | None:
     """The first reference range that matches the record's configuration, or None."""
     for entry in ranges:
         wanted = (
             (entry.platform, record.platform.name),
+            (entry.accelerator, record.platform.accelerator),
             (entry.model, record.preset.name),
-            (entry.layout, record.layout.name),
             (entry.precision, record.precision),
             (entry.engine, record.engine),
             (entry.micro_batch, record.layout.micro_batch),
@@ -158,6 +168,9 @@ def find_range(ranges: Sequence[ReferenceRange], record: Record) -> ReferenceRan
             (entry.gpus, record.gpus),
         )
         if any(want is not None and want != have for want, have in wanted):
+            continue
+        spec = entry.layout_spec
+        if spec is not None and not layout_matches(spec, record.layout):
             continue
         if entry.notes and any(record.notes.get(k) != v for k, v in entry.notes.items()):
             continue
