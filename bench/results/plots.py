@@ -174,7 +174,8 @@ def reuse_or_render(specs: Sequence[PlotSpec], existing: Mapping[str, bytes]) ->
         for spec, key in zip(specs, keys, strict=True)
         if png_text(existing.get(spec.filename, b"")).get(KEY_CHUNK) == key
     }
-    todo = [(spec, key) for spec, key in zip(specs, keys, strict=True) if spec.filename not in reused]
+    todo = [(spec, key) for spec, key in zip(specs, keys, strict=True)
+            if spec.filename not in reused]
     drawn = dict(zip((spec.filename for spec, _ in todo), render_pngs(todo), strict=True))
     return [reused.get(spec.filename) or drawn[spec.filename] for spec in specs]
 

@@ -86,7 +86,9 @@ def _default_workers(count: int) -> int:
     return max(1, min(cores or 1, count // (PARALLEL_MIN_FILES // 2)))
 
 
-def load_runs(records_dir: Path | str, workers: int | None = None) -> tuple[list[Run], list[Problem]]:
+def load_runs(
+    records_dir: Path | str, workers: int | None = None
+) -> tuple[list[Run], list[Problem]]:
     """Every valid record in ``records_dir`` (file-name order) and every skipped file.
 
     Same rules as :func:`bench.record.load_records`: a missing directory holds no records;
