@@ -8,8 +8,13 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.record import load_records, write_record
+from bench.results import plots
+from bench.results.aggregate import find_range
 from bench.results.data import load_published, load_ranges
 from bench.results.generate import generate, write_outputs
+from bench.results.runs import Run, load_runs
+from tests.record_factory import make_record
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "results"
@@ -40,7 +45,7 @@ def test_regeneration_is_byte_identical(workdir: Path, tmp_path: Path) -> None:
     assert main(_fixture_args(workdir / "records", workdir)) == 0
     first = {p.relative_to(workdir): p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
     plots = sorted(str(p) for p in first if p.suffix == ".png")
-    assert plots == ["plots/platform-h200.png", "plots/scaling-1.3b.png"]
+    assert plots == ["plots/platform-h200.png"]
     # A second process, other record order on disk: same bytes; unchanged files are not rewritten.
     again = tmp_path / "again"
     shutil.copytree(workdir / "records", again / "records")
@@ -80,12 +85,64 @@ def test_check_fails_on_a_row_outside_its_range(workdir: Path, capsys) -> None:
 
 
 def test_stale_plots_are_removed(workdir: Path) -> None:
+    # A second platform gets its own plot; without its record the plot goes again.
+    other = make_record(run_id="13b_dp4_h100x4_20261122T100000Z",
+                        platform={"name": "h100x4", "accelerator": "H100 SXM",
+                                  "peak_tflops": 989.0, "peak_source": "NVIDIA datasheet"})
+    path = write_record(workdir / "records", other)
     assert main(_fixture_args(workdir / "records", workdir)) == 0
-    (workdir / "records" / "1.3b_dp2_h200_20261121T204500Z.json").unlink()
+    assert sorted(p.name for p in (workdir / "plots").iterdir()) == [
+        "platform-h100x4.png", "platform-h200.png"]
+    path.unlink()
     assert main(_fixture_args(workdir / "records", workdir)) == 0
     assert sorted(p.name for p in (workdir / "plots").iterdir()) == ["platform-h200.png"]
 
 
+def test_unchanged_plots_are_reused_and_changed_ones_redrawn(workdir: Path) -> None:
+    args = (workdir / "records", workdir, FIXTURES / "published.toml",
+            FIXTURES / "reference_ranges.toml")
+    drawn = generate(*args).files["plots/platform-h200.png"]
+    key = plots.png_text(drawn)[plots.KEY_CHUNK]
+    assert len(key) == 64
+    # A PNG whose key matches is taken as it is (here with bytes appended after its end).
+    marked = drawn + b"appended"
+    (workdir / "plots").mkdir()
+    (workdir / "plots" / "platform-h200.png").write_bytes(marked)
+    assert generate(*args).files["plots/platform-h200.png"] == marked
+    # A damaged PNG (bad chunk CRC) or one drawn from other data is drawn again.
+    damaged = drawn[:60] + bytes([drawn[60] ^ 1]) + drawn[61:]
+    (workdir / "plots" / "platform-h200.png").write_bytes(damaged)
+    assert generate(*args).files["plots/platform-h200.png"] == drawn
+    (workdir / "records" / "1.3b_dp2_h200_20261121T204500Z.json").unlink()
+    redrawn = generate(*args).files["plots/platform-h200.png"]
+    assert plots.png_text(redrawn)[plots.KEY_CHUNK] != key
+
+
+def test_parallel_loading_equals_loading_one_by_one(workdir: Path) -> None:
+    (workdir / "records" / ".x.json.tmp").write_text("{")
+    serial = load_runs(workdir / "records", workers=1)
+    assert load_runs(workdir / "records", workers=2) == serial
+    records, problems = load_records(workdir / "records")
+    assert serial == ([Run.of(r) for r in records], problems)
+
+
+def test_ranges_match_accelerator_and_layout_degrees(tmp_path: Path) -> None:
+    path = tmp_path / "ranges.toml"
+    path.write_text(
+        '[[range]]\nplatform = "h200x4"\nmodel = "13b"\naccelerator = "H100 SXM"\n'
+        'tflops_per_gpu = 1\ntolerance = 0.1\nsource = "other accelerator"\n'
+        '[[range]]\nplatform = "h200x4"\nmodel = "13b"\nlayout = "tp1pp1dp2"\n'
+        'tflops_per_gpu = 1\ntolerance = 0.1\nsource = "other dp"\n'
+        '[[range]]\nplatform = "h200x4"\nmodel = "13b"\nlayout = "tp1pp1"\n'
+        'accelerator = "H200 SXM"\ntflops_per_gpu = 379\ntolerance = 0.1\nsource = "any dp"\n'
+        '[[range]]\nplatform = "h200x4"\nmodel = "13b"\nlayout = "dp4"\n'
+        'tflops_per_gpu = 379\ntolerance = 0.1\nsource = "dp4"\n')
+    ranges = load_ranges(path)
+    run = Run.of(make_record())  # 13b, layout named "dp4" = tp1pp1dp4, accelerator "H200 SXM"
+    entry = find_range(ranges, run)
+    assert entry is not None and entry.source == "any dp"
+    assert find_range(ranges[3:], Run.of(make_record(layout={**make_record().layout.__dict__,
+                                                              "name": "tp1pp1dp4"}))) == ranges[3]
 def test_zero_records_give_an_honest_page_with_published_figures(tmp_path: Path) -> None:
     assert main(["results", "--records", str(tmp_path / "records"), "--out", str(tmp_path)]) == 0
     page = (tmp_path / "README.md").read_text()
@@ -116,6 +173,8 @@ def test_repository_data_files_load() -> None:
      'source = "x"\n'), "key 'tflops_per_gpu' must be"),
     ('[[range]]\nplatform = "h200"\ntflops_per_gpu = 400\ntolerance = 0.1\nsource = "x"\n',
      "missing key 'model'"),
+    (('[[range]]\nplatform = "h200"\nmodel = "13b"\nlayout = "tp2x"\ntflops_per_gpu = 400\n'
+      'tolerance = 0.1\nsource = "x"\n'), "key 'layout': layout 'tp2x': cannot read 'x'"),
 ])
 def test_bad_ranges_name_file_entry_and_key(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "ranges.toml"

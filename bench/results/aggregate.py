@@ -1,9 +1,9 @@
-"""Records + published figures + reference ranges -> one report of rows grouped by model.
+"""Runs + published figures + reference ranges -> one report of rows grouped by model.
 
-Ok records of the same configuration (platform, engine, precision, preset shape, layout, batches,
+Ok runs of the same configuration (platform, engine, precision, preset shape, layout, batches,
 nodes, GPUs and the non-bookkeeping notes) become one measured row: the median run by TFLOP/s/GPU
 (the lower median for an even count, ties broken by run id), so every figure in a row comes from
-one record and the row links it. Failed runs (any status but ok) never enter a throughput table.
+one run and the row links it. Failed runs (any status but ok) never enter a throughput table.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bench.record import Problem, Record
+from bench.layout import LayoutSpec
+from bench.record import LayoutInfo, Problem
 from bench.results.data import Published, PublishedRow, ReferenceRange
+from bench.results.runs import Run
 
 # Notes that label a run but do not change what was run; they do not split configurations.
 BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "comment"})
@@ -41,6 +43,7 @@ class Row:
 
     ``link`` is a record file name (measured) or a source address (published, None if it has
     none); ``label`` is the link text. ``percent_of_peak`` is 0-100 in ``flops_convention``.
+    ``sweep`` is the sweep id in the shown run's notes (``sweep`` or ``sweep_id``), else None.
     """
 
     published: bool
@@ -71,6 +74,7 @@ class Row:
     label: str
     link: str | None
     variant: str
+    sweep: str | None
     reference: ReferenceRange | None
     verdict: Verdict
 
@@ -93,7 +97,7 @@ class Report:
     """Everything the markdown, the plots and the check need, in a stable order."""
 
     tables: tuple[ModelTable, ...]
-    failed: tuple[Record, ...]
+    failed: tuple[Run, ...]
     problems: tuple[Problem, ...]
     ok_runs: int
 
@@ -128,38 +132,55 @@ def _variant(notes: Iterable[tuple[str, object]]) -> str:
     return ", ".join(parts)
 
 
-def _configuration(record: Record) -> tuple:
-    p, lay = record.preset, record.layout
+def _sweep(run: Run) -> str | None:
+    sweep = run.notes.get("sweep", run.notes.get("sweep_id"))
+    return None if sweep is None else str(sweep)
+
+
+def _configuration(run: Run) -> tuple:
+    p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
-        record.platform.name, record.engine, record.precision, record.nodes, record.gpus,
+        run.platform.name, run.engine, run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
-        lay.micro_batch, lay.global_batch, _variant(record.notes.items()),
+        lay.micro_batch, lay.global_batch, _variant(run.notes.items()),
     )  # fmt: skip
 
 
-def _shape(record: Record) -> str:
-    p = record.preset
+def _shape(run: Run) -> str:
+    p = run.preset
     return (f"{p.layers} layers, hidden {p.hidden}, {p.heads} heads, "
             f"sequence {p.seq_length}, vocabulary {p.vocab_size}")
 
 
-def find_range(ranges: Sequence[ReferenceRange], record: Record) -> ReferenceRange | None:
-    """The first reference range that matches the record's configuration, or None."""
+def layout_matches(spec: LayoutSpec, layout: LayoutInfo) -> bool:
+    """Whether a run's layout has the degrees a layout name asks for (DP only when named)."""
+    return (
+        (spec.tp, spec.pp, spec.cp, spec.vp, spec.sp, spec.zero)
+        == (layout.tp, layout.pp, layout.cp, layout.vp or 1, layout.sp, layout.zero)
+        and spec.dp in (None, layout.dp)
+    )
+
+
+def find_range(ranges: Sequence[ReferenceRange], run: Run) -> ReferenceRange | None:
+    """The first reference range that matches the run's configuration, or None."""
     for entry in ranges:
         wanted = (
-            (entry.platform, record.platform.name),
-            (entry.model, record.preset.name),
-            (entry.layout, record.layout.name),
-            (entry.precision, record.precision),
-            (entry.engine, record.engine),
-            (entry.micro_batch, record.layout.micro_batch),
-            (entry.global_batch, record.layout.global_batch),
-            (entry.gpus, record.gpus),
+            (entry.platform, run.platform.name),
+            (entry.accelerator, run.platform.accelerator),
+            (entry.model, run.preset.name),
+            (entry.precision, run.precision),
+            (entry.engine, run.engine),
+            (entry.micro_batch, run.layout.micro_batch),
+            (entry.global_batch, run.layout.global_batch),
+            (entry.gpus, run.gpus),
         )
         if any(want is not None and want != have for want, have in wanted):
             continue
-        if entry.notes and any(record.notes.get(k) != v for k, v in entry.notes.items()):
+        spec = entry.layout_spec
+        if spec is not None and not layout_matches(spec, run.layout):
+            continue
+        if entry.notes and any(run.notes.get(k) != v for k, v in entry.notes.items()):
             continue
         return entry
     return None
@@ -175,11 +196,11 @@ def _verdict(entry: ReferenceRange | None, value: float) -> Verdict:
     return Verdict.IN_RANGE
 
 
-def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
+def _measured_row(runs: list[Run], ranges: Sequence[ReferenceRange]) -> Row:
     runs.sort(key=lambda r: (r.metrics.tflops_per_gpu, r.run_id))  # type: ignore[union-attr]
     median = runs[(len(runs) - 1) // 2]
     m, lay = median.metrics, median.layout
-    assert m is not None  # only ok records are grouped, and ok records have metrics
+    assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
     return Row(
         published=False, model=median.preset.name.lower(), platform=median.platform.name,
@@ -190,7 +211,8 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
         tflops_per_gpu=m.tflops_per_gpu, percent_of_peak=m.mfu * 100,
         flops_convention=m.flops_convention, peak_mem_gb=m.peak_mem_gb,
         date=median.started_at[:10], runs=len(runs), label=median.run_id,
-        link=f"{median.run_id}.json", variant=_variant(median.notes.items()), reference=entry,
+        link=f"{median.run_id}.json", variant=_variant(median.notes.items()),
+        sweep=_sweep(median), reference=entry,
         verdict=_verdict(entry, m.tflops_per_gpu),
     )  # fmt: skip
 
@@ -208,7 +230,7 @@ def _published_row(row: PublishedRow, published: Published) -> Row:
         samples_per_s=row.samples_per_s, tokens_per_s_per_gpu=tokens,
         tflops_per_gpu=row.tflops_per_gpu, percent_of_peak=row.percent_of_peak,
         flops_convention=row.flops_convention, peak_mem_gb=row.peak_mem_gb, date=source.date,
-        runs=None, label=source.title, link=source.link, variant=row.note or "",
+        runs=None, label=source.title, link=source.link, variant=row.note or "", sweep=None,
         reference=None, verdict=Verdict.PUBLISHED,
     )  # fmt: skip
 
@@ -220,24 +242,24 @@ def _measured_order(row: Row) -> tuple:
 
 
 def build_report(
-    records: Sequence[Record],
+    runs: Sequence[Run],
     problems: Sequence[Problem],
     published: Published,
     ranges: Sequence[ReferenceRange],
 ) -> Report:
     """Group, select and order everything; the result does not depend on the input order."""
-    groups: dict[tuple, list[Record]] = defaultdict(list)
+    groups: dict[tuple, list[Run]] = defaultdict(list)
     shapes: dict[str, set[str]] = defaultdict(set)
     failed = []
-    for record in records:
-        if record.ok:
-            groups[_configuration(record)].append(record)
-            shapes[record.preset.name.lower()].add(_shape(record))
+    for run in runs:
+        if run.ok:
+            groups[_configuration(run)].append(run)
+            shapes[run.preset.name.lower()].add(_shape(run))
         else:
-            failed.append(record)
+            failed.append(run)
     by_model: dict[str, list[Row]] = defaultdict(list)
-    for runs in groups.values():
-        row = _measured_row(runs, ranges)
+    for group in groups.values():
+        row = _measured_row(group, ranges)
         by_model[row.model].append(row)
     for rows in by_model.values():
         rows.sort(key=_measured_order)
@@ -253,5 +275,5 @@ def build_report(
         tables=tables,
         failed=tuple(failed),
         problems=tuple(sorted(problems, key=lambda p: p.file)),
-        ok_runs=sum(len(runs) for runs in groups.values()),
+        ok_runs=sum(len(group) for group in groups.values()),
     )

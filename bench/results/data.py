@@ -18,8 +18,11 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from bench.layout import LayoutSpec, parse_layout_name
 
 FLOPS_CONVENTIONS = ("megatron-causal", "megatron-noncausal", "narayanan-recompute", "unstated")
 
@@ -90,10 +93,13 @@ class Published:
 class ReferenceRange:
     """Expected causal TFLOP/s/GPU for measured rows it matches, within ``tolerance`` (relative).
 
-    ``platform`` and ``model`` (preset name) must match; ``layout``, ``precision``, ``engine``,
-    ``micro_batch``, ``global_batch``, ``gpus`` and ``notes`` (a subset of the record's notes)
-    narrow the match when given. The first matching range in file order applies, so list specific
-    ranges before general ones.
+    ``platform`` and ``model`` (preset name) must match; ``accelerator`` (the record's
+    ``platform.accelerator``), ``layout``, ``precision``, ``engine``, ``micro_batch``,
+    ``global_batch``, ``gpus`` and ``notes`` (a subset of the record's notes) narrow the match when
+    given. ``layout`` is read like a layout name (``tp1pp1dp4``, ``dp4``, ``tp2pp2``) and compared
+    by its degrees with the record's layout, so ``dp4`` matches the canonical ``tp1pp1dp4``; a name
+    without ``dp`` matches any data-parallel degree. The first matching range in file order
+    applies, so list specific ranges before general ones.
     """
 
     platform: str
@@ -101,6 +107,7 @@ class ReferenceRange:
     tflops_per_gpu: float
     tolerance: float
     source: str
+    accelerator: str | None = None
     layout: str | None = None
     precision: str | None = None
     engine: str | None = None
@@ -108,6 +115,11 @@ class ReferenceRange:
     global_batch: int | None = None
     gpus: int | None = None
     notes: Mapping[str, Any] | None = None
+
+    @cached_property
+    def layout_spec(self) -> LayoutSpec | None:
+        """``layout`` parsed (checked when the file is loaded); None when the range has none."""
+        return None if self.layout is None else parse_layout_name(self.layout)
 
     @property
     def low(self) -> float:
@@ -201,5 +213,10 @@ def load_ranges(path: Path | str) -> tuple[ReferenceRange, ...]:
             raise ValueError(f"{where}: need tflops_per_gpu > 0 and 0 < tolerance < 1 "
                              "(a fraction, 0.1 = 10 %), "
                              f"got {entry.tflops_per_gpu}, {entry.tolerance}")
+        if entry.layout is not None:
+            try:
+                parse_layout_name(entry.layout)
+            except ValueError as error:
+                raise ValueError(f"{where}: key 'layout': {error}") from None
         ranges.append(entry)
     return tuple(ranges)

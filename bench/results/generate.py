@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.record import load_records
 from bench.results import markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
+from bench.results.runs import load_runs
 
 RESULTS_DIR = Path("results")
 RECORDS_DIR = RESULTS_DIR / "records"
@@ -42,17 +42,26 @@ def generate(
 ) -> Generated:
     """Load everything and render the page (and, with ``draw_plots``, the PNGs) in memory.
 
+    A PNG already in ``out_dir/plots`` whose inputs key matches is reused, not drawn again
+    (:func:`bench.results.plots.reuse_or_render`).
+
     Bad records are skipped and listed in the report; a bad TOML file raises ValueError.
     """
     published = load_published(published_file)
     ranges = load_ranges(ranges_file)
-    records, problems = load_records(records_dir)
-    report = build_report(records, problems, published, ranges)
+    runs, problems = load_runs(records_dir)
+    report = build_report(runs, problems, published, ranges)
     specs = plots.plan_plots(report)
     records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
     files = {PAGE: markdown.render(report, specs, records_link).encode()}
     if draw_plots:
-        for spec, png in zip(specs, plots.render_pngs(specs), strict=True):
+        plots_dir = out_dir / PLOTS_DIR
+        existing = {
+            spec.filename: (plots_dir / spec.filename).read_bytes()
+            for spec in specs
+            if (plots_dir / spec.filename).is_file()
+        }
+        for spec, png in zip(specs, plots.reuse_or_render(specs, existing), strict=True):
             files[f"{PLOTS_DIR}/{spec.filename}"] = png
     return Generated(report, files)
 

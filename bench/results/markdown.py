@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.record import Record
 from bench.results.aggregate import ModelTable, Report, Row, display_name
 from bench.results.data import CONVENTION_LABELS
 from bench.results.plots import PlotSpec
+from bench.results.runs import Run
 
 DASH = "–"
 
@@ -36,6 +36,7 @@ COLUMNS: tuple[tuple[str, bool], ...] = (
     ("FLOPs count", False),
     ("peak mem (GB)", True),
     ("notes", False),
+    ("sweep", False),
     ("runs", True),
     ("date", False),
     ("record / source", False),
@@ -98,6 +99,7 @@ def _row_cells(row: Row, records_link: str) -> list[str]:
         CONVENTION_LABELS.get(row.flops_convention, row.flops_convention),
         _number(row.peak_mem_gb, 1),
         _text(row.variant),
+        _text(row.sweep),
         _integer(row.runs),
         _text(row.date),
         _link(row.label, link),
@@ -121,7 +123,7 @@ def _model_section(table: ModelTable, records_link: str) -> list[str]:
     return lines + [""]
 
 
-def _failed_section(failed: Sequence[Record], records_link: str) -> list[str]:
+def _failed_section(failed: Sequence[Run], records_link: str) -> list[str]:
     lines = ["## Failed runs", ""]
     if not failed:
         return lines + ["No failed runs.", ""]
@@ -154,6 +156,8 @@ def _legend() -> list[str]:
         ("- `reference TFLOP/s/GPU` is the expected causal TFLOP/s/GPU and relative tolerance from "
         "`results/reference_ranges.toml`; `check` flags measured rows outside it in bold, and "
         "`nox -s results -- --check` fails on them."),
+        ("- `sweep`: the sweep id of the row's shown run (`notes.sweep` in its record), so rows "
+        "measured side by side in one sweep can be told apart; hatched bars in the plots."),
         ("- `VP/CP/SP`: virtual pipeline chunks / context parallel / sequence parallel. "
         f"`{DASH}`: not used (measured) or not published."),
         "",

@@ -1,58 +1,83 @@
-"""PNG plots of measured rows: per platform (TFLOP/s/GPU and % of peak per model and layout) and
-per model with several GPU counts (samples/s against GPUs, one line per platform).
+"""PNG plots of measured rows: one figure per platform.
 
-Plots are drawn from the aggregated rows, never from raw records, so their cost does not grow
-with the number of runs. Output is deterministic: Agg backend, matplotlib's default style plus
-fixed sizes, dpi and font, and no ``Software`` PNG text chunk (matplotlib writes no date into
-PNGs). The bytes can still differ between matplotlib or FreeType versions.
+Left panel: TFLOP/s per GPU of every measured configuration (one bar per table row, grouped and
+coloured by model), each bar labelled with its TFLOP/s and % of peak (MFU, causal count), its
+reference range drawn as a black line, and bars of runs from a sweep hatched. Right panel, when a
+model was measured on several GPU counts: tokens/s of all GPUs against GPUs for the best row per
+count, with dashed ideal linear scaling from the smallest count.
+
+Plots are drawn from the aggregated rows, never from raw records, so their cost does not grow with
+the number of runs. Drawing is the slow part of regeneration (matplotlib's import alone takes most
+of a second), so every PNG carries :func:`inputs_key` of what it shows and how it is drawn in a
+``bench-plot-inputs`` text chunk, and :func:`reuse_or_render` keeps an existing PNG whose key
+matches instead of drawing it again: the bytes are the ones drawing would give. Output is
+deterministic: Agg backend, matplotlib's default style plus fixed sizes, dpi and font, no
+``Software`` chunk and no date. The bytes can differ between matplotlib, FreeType or Pillow
+versions, which are part of the key.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
+import struct
+import zlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
 
-from bench.results.aggregate import Report, Row, display_name, model_sort_key
+from bench.results.aggregate import Report, Row, display_name
 
 DPI = 100
-WIDTH_IN = 10.0
-BAR_HEIGHT_IN = 0.28
+PANEL_WIDTH_IN = 6.5  # the bar panel, without its labels
+SCALING_WIDTH_IN = 4.2
+BAR_HEIGHT_IN = 0.24
+LABEL_CHAR_IN = 0.068  # average width of one 9 pt DejaVu Sans character
 FIXED_RC = {
     "font.family": "DejaVu Sans",
     "font.size": 9.0,
     "savefig.dpi": DPI,
     "figure.dpi": DPI,
     "path.simplify": False,
-    "svg.hashsalt": "bench",
+    "hatch.linewidth": 0.8,
 }
+KEY_CHUNK = "bench-plot-inputs"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 @dataclass(frozen=True)
 class Bar:
+    """One measured row: ``model`` picks the colour; ``low``/``high`` is its reference range."""
+
     label: str
+    model: str
     tflops_per_gpu: float
     percent_of_peak: float
+    sweep: bool
+    low: float | None
+    high: float | None
 
 
 @dataclass(frozen=True)
 class Series:
+    """Best tokens/s (all GPUs) per GPU count of one model."""
+
     label: str
     gpus: tuple[int, ...]
-    samples_per_s: tuple[float, ...]
+    tokens_per_s: tuple[float, ...]
 
 
 @dataclass(frozen=True)
 class PlotSpec:
-    """One PNG to draw: ``bars`` for a platform plot, ``series`` for a scaling plot."""
+    """One PNG to draw: the bars of a platform and, if any, its scaling series."""
 
     filename: str
     title: str
-    bars: tuple[Bar, ...] = ()
+    bars: tuple[Bar, ...]
     series: tuple[Series, ...] = ()
 
 
@@ -60,53 +85,103 @@ def _slug(name: str) -> str:
     return _UNSAFE.sub("-", name).strip("-") or "unnamed"
 
 
-def _bar_label(row: Row) -> str:
-    parts = [row.model, row.layout or "", row.precision, f"{row.micro_batch}/{row.global_batch}"]
+def _bar(row: Row, with_precision: bool) -> Bar:
+    parts = [display_name(row.model), row.layout or "", f"{row.micro_batch}/{row.global_batch}"]
+    if with_precision:
+        parts.append(row.precision)
     if row.variant:
         parts.append(row.variant)
-    return " ".join(parts)
+    ref = row.reference
+    return Bar(
+        label=" ".join(parts), model=row.model, tflops_per_gpu=row.tflops_per_gpu or 0.0,
+        percent_of_peak=row.percent_of_peak or 0.0, sweep=row.sweep is not None,
+        low=None if ref is None else ref.low, high=None if ref is None else ref.high,
+    )  # fmt: skip
+
+
+def _series(rows: Sequence[Row]) -> tuple[Series, ...]:
+    best: dict[str, dict[int, float]] = defaultdict(dict)
+    for row in rows:
+        if row.gpus is None or row.tokens_per_s_per_gpu is None:
+            continue
+        label = display_name(row.model)
+        if len({(r.engine, r.precision) for r in rows}) > 1:
+            label += f" {row.engine} {row.precision}"
+        line = best[label]
+        line[row.gpus] = max(line.get(row.gpus, 0.0), row.tokens_per_s_per_gpu * row.gpus)
+    return tuple(
+        Series(label, tuple(sorted(points)), tuple(points[g] for g in sorted(points)))
+        for label, points in best.items()  # rows come in model-size order
+        if len(points) > 1
+    )
 
 
 def plan_plots(report: Report) -> list[PlotSpec]:
-    """Which plots the report gets, in a stable order (platforms, then models by size)."""
+    """One plot per platform with measured rows, in platform order; bars in table order."""
     by_platform: dict[str, list[Row]] = defaultdict(list)
-    for table in report.tables:  # tables are already ordered by model size
-        for row in table.rows:
-            if not row.published:
-                by_platform[row.platform].append(row)
-    specs = [
-        PlotSpec(
-            filename=f"platform-{_slug(platform)}.png",
-            title=f"{platform}: TFLOP/s per GPU and % of peak (causal count) per model and layout",
-            bars=tuple(
-                Bar(_bar_label(r), r.tflops_per_gpu or 0.0, r.percent_of_peak or 0.0) for r in rows
-            ),
-        )
-        for platform, rows in sorted(by_platform.items())
-    ]
-    for table in sorted(report.tables, key=lambda t: model_sort_key(t.model)):
-        best: dict[str, dict[int, float]] = defaultdict(dict)
-        for row in table.rows:
-            if row.published or row.gpus is None or row.samples_per_s is None:
-                continue
-            line = best[f"{row.platform} {row.engine} {row.precision}"]
-            line[row.gpus] = max(line.get(row.gpus, 0.0), row.samples_per_s)
-        if len({gpus for line in best.values() for gpus in line}) < 2:
-            continue
-        series = tuple(
-            Series(label, tuple(sorted(points)), tuple(points[g] for g in sorted(points)))
-            for label, points in sorted(best.items())
-        )
+    for row in report.measured_rows:  # tables are ordered by model size
+        by_platform[row.platform].append(row)
+    specs = []
+    for platform, rows in sorted(by_platform.items()):
+        with_precision = len({row.precision for row in rows}) > 1
+        series = _series(rows)
+        title = f"{platform}: TFLOP/s per GPU and % of peak (causal count) per model and layout"
+        if series:
+            title += "; tokens/s against GPUs"
         specs.append(PlotSpec(
-            filename=f"scaling-{_slug(table.model)}.png",
-            title=f"{display_name(table.model)}: samples/s against GPUs (best layout per count)",
-            series=series,
-        ))
+            filename=f"platform-{_slug(platform)}.png", title=title,
+            bars=tuple(_bar(row, with_precision) for row in rows), series=series,
+        ))  # fmt: skip
     return specs
 
 
-def render_pngs(specs: Sequence[PlotSpec]) -> list[bytes]:
-    """Draw the plots (one style context for all: setting it up costs as much as a plot)."""
+def inputs_key(spec: PlotSpec) -> str:
+    """Hash of the spec, this module's code and the versions that shape the PNG bytes."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for package in ("matplotlib", "pillow"):
+        digest.update(f"{package} {metadata.version(package)}\n".encode())
+    digest.update(repr(spec).encode())
+    return digest.hexdigest()
+
+
+def png_text(data: bytes) -> dict[str, str]:
+    """The ``tEXt`` chunks of a PNG (keyword -> text); empty for anything that is not a PNG."""
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return {}
+    texts, pos = {}, 8
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        crc = data[pos + 8 + length : pos + 12 + length]
+        if len(body) != length or len(crc) != 4 or struct.unpack(">I", crc)[0] != zlib.crc32(
+            kind + body
+        ):
+            return {}  # truncated or damaged: draw it again
+        if kind == b"tEXt" and b"\0" in body:
+            keyword, text = body.split(b"\0", 1)
+            texts[keyword.decode("latin-1")] = text.decode("latin-1")
+        if kind in (b"IDAT", b"IEND"):
+            break  # matplotlib writes text chunks before the image data
+        pos += 12 + length
+    return texts
+
+
+def reuse_or_render(specs: Sequence[PlotSpec], existing: Mapping[str, bytes]) -> list[bytes]:
+    """PNG bytes per spec: ``existing[filename]`` when its key matches, else drawn anew."""
+    keys = [inputs_key(spec) for spec in specs]
+    reused = {
+        spec.filename: existing[spec.filename]
+        for spec, key in zip(specs, keys, strict=True)
+        if png_text(existing.get(spec.filename, b"")).get(KEY_CHUNK) == key
+    }
+    todo = [(spec, key) for spec, key in zip(specs, keys, strict=True)
+            if spec.filename not in reused]
+    drawn = dict(zip((spec.filename for spec, _ in todo), render_pngs(todo), strict=True))
+    return [reused.get(spec.filename) or drawn[spec.filename] for spec in specs]
+
+
+def render_pngs(specs: Sequence[tuple[PlotSpec, str]]) -> list[bytes]:
+    """Draw (spec, inputs key) pairs; matplotlib is imported only when something is drawn."""
     if not specs:
         return []
     import matplotlib
@@ -114,40 +189,99 @@ def render_pngs(specs: Sequence[PlotSpec]) -> list[bytes]:
     matplotlib.use("Agg")
     from matplotlib import style
 
+    # One style context for all: setting it up costs as much as a plot.
     with style.context("default"), matplotlib.rc_context(FIXED_RC):
-        return [_render(spec) for spec in specs]
+        return [_render(spec, key) for spec, key in specs]
 
 
-def _render(spec: PlotSpec) -> bytes:
+def _render(spec: PlotSpec, key: str) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    if spec.bars:
-        height = 1.2 + BAR_HEIGHT_IN * len(spec.bars)
-        figure = Figure(figsize=(WIDTH_IN, height), dpi=DPI, layout="constrained")
-        left, right = figure.subplots(1, 2, sharey=True)
-        positions = range(len(spec.bars))
-        left.barh(positions, [b.tflops_per_gpu for b in spec.bars], color="tab:blue")
-        right.barh(positions, [b.percent_of_peak for b in spec.bars], color="tab:orange")
-        left.set_yticks(list(positions), [b.label for b in spec.bars])
-        left.invert_yaxis()
-        left.set_xlabel("TFLOP/s per GPU")
-        right.set_xlabel("% of peak")
-    else:
-        figure = Figure(figsize=(WIDTH_IN * 0.7, 4.5), dpi=DPI, layout="constrained")
-        axes = figure.subplots()
-        for line in spec.series:
-            axes.plot(line.gpus, line.samples_per_s, marker="o", label=line.label)
-        axes.set_xscale("log", base=2)
-        ticks = sorted({g for line in spec.series for g in line.gpus})
-        axes.set_xticks(ticks, [str(g) for g in ticks])
-        axes.minorticks_off()
-        axes.set_xlabel("GPUs")
-        axes.set_ylabel("samples/s")
-        axes.legend()
-        axes.grid(True, alpha=0.3)
-    figure.suptitle(spec.title)
+    label_in = 0.25 + LABEL_CHAR_IN * max(len(bar.label) for bar in spec.bars)
+    scaling_in = SCALING_WIDTH_IN + 0.9 if spec.series else 0.0
+    width = label_in + PANEL_WIDTH_IN + 0.3 + scaling_in
+    height = max(3.2, 1.3 + BAR_HEIGHT_IN * len(spec.bars))
+    figure = Figure(figsize=(width, height), dpi=DPI)
+    # Fixed margins in inches instead of a layout engine, which would draw the figure twice.
+    bottom, top = 0.6 / height, 1 - 0.75 / height
+    bars = figure.add_axes((label_in / width, bottom, PANEL_WIDTH_IN / width, top - bottom))
+    _draw_bars(bars, spec.bars)
+    if spec.series:
+        left = (label_in + PANEL_WIDTH_IN + 0.3 + 0.75) / width
+        scaling = figure.add_axes((left, bottom, SCALING_WIDTH_IN / width, top - bottom))
+        _draw_scaling(scaling, spec.series)
+    figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None})
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None, KEY_CHUNK: key})
     return buffer.getvalue()
+
+
+def _draw_bars(axes, bars: Sequence[Bar]) -> None:
+    models = list(dict.fromkeys(bar.model for bar in bars))
+    colours = {model: f"C{i % 10}" for i, model in enumerate(models)}
+    positions = range(len(bars))
+    axes.barh(
+        positions, [bar.tflops_per_gpu for bar in bars], height=0.7,
+        color=[colours[bar.model] for bar in bars], edgecolor="white",
+        hatch=["///" if bar.sweep else "" for bar in bars],
+    )  # fmt: skip
+    ranged = [(i, bar) for i, bar in enumerate(bars) if bar.low is not None]
+    if ranged:
+        axes.hlines([i for i, _ in ranged], [b.low for _, b in ranged],
+                    [b.high for _, b in ranged], colors="black", linewidth=1.2,
+                    label="reference range (±tolerance)")
+    top = max(max(bar.tflops_per_gpu for bar in bars), max(b.high or 0.0 for b in bars))
+    axes.set_xlim(0, top * 1.22)  # room for the value labels
+    axes.set_ylim(len(bars) - 0.5, -0.5)  # first row on top, like the tables
+    axes.set_yticks([])
+    transform = axes.get_yaxis_transform()  # x in axes fraction, y in data
+    for i, bar in enumerate(bars):
+        axes.text(-0.01, i, bar.label, transform=transform, ha="right", va="center")
+        axes.text(max(bar.tflops_per_gpu, bar.high or 0.0) + top * 0.015, i,
+                  f"{bar.tflops_per_gpu:.0f} · {bar.percent_of_peak:.1f} %",
+                  va="center", fontsize=8)
+    axes.set_xlabel("TFLOP/s per GPU (labels: TFLOP/s · % of peak)")
+    axes.grid(True, axis="x", alpha=0.3)
+    axes.set_axisbelow(True)
+    handles = axes.get_legend_handles_labels()[0]
+    if any(bar.sweep for bar in bars):
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="///",
+                             label="run from a sweep"))
+    if handles:  # above the bars, where it hides none of them
+        axes.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1), ncols=2,
+                    fontsize=8, frameon=False, borderaxespad=0.2)
+
+
+def _thousands(value: float) -> str:
+    """``27100.0`` -> ``27.1k``; plain below 1000."""
+    return f"{value / 1000:.3g}k" if value >= 1000 else f"{value:.3g}"
+
+
+def _draw_scaling(axes, series: Sequence[Series]) -> None:
+    for line in series:
+        (drawn,) = axes.plot(line.gpus, line.tokens_per_s, marker="o", label=line.label)
+        ideal = [line.tokens_per_s[0] * g / line.gpus[0] for g in line.gpus]
+        axes.plot(line.gpus, ideal, linestyle="--", linewidth=1, color=drawn.get_color())
+        for gpus, tokens in zip(line.gpus, line.tokens_per_s, strict=True):
+            axes.annotate(_thousands(tokens), (gpus, tokens), textcoords="offset points",
+                          xytext=(6, -3), ha="left", va="top", fontsize=8)
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    axes.set_xscale("log", base=2)
+    axes.set_yscale("log")
+    ticks = sorted({g for line in series for g in line.gpus})
+    axes.set_xticks(ticks, [str(g) for g in ticks])
+    axes.set_xlim(ticks[0] / 1.4, ticks[-1] * 1.4)
+    axes.margins(y=0.12)
+    axes.minorticks_off()
+    axes.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axes.yaxis.set_major_formatter(FuncFormatter(lambda value, _: _thousands(value)))
+    axes.set_xlabel("GPUs")
+    axes.set_ylabel("tokens/s, all GPUs (best row per count)")
+    axes.set_title("dashed: linear scaling from the fewest GPUs", fontsize=8)
+    axes.legend(fontsize=8)
+    axes.grid(True, alpha=0.3)

@@ -1,0 +1,125 @@
+"""Load run records for the results page: validated by ``bench.record``, spread over CPU cores.
+
+Validation is the cost of regenerating the page (about 0.15 ms per record on one core), so with
+many records the files are split into contiguous chunks that forked workers load with
+:func:`bench.record.load_record` (the one schema check). Workers send back :class:`Run`, the part
+of a record the page shows, because a record's read-only mappings cannot be pickled. Chunks come
+back in file-name order, so the result is the same as loading them one by one.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.record import (
+    JsonScalar,
+    LayoutInfo,
+    Metrics,
+    PlatformInfo,
+    PresetInfo,
+    Problem,
+    Record,
+    RecordError,
+    Status,
+    load_record,
+)
+
+# Below this many files one process is faster than starting workers (about 30 ms).
+PARALLEL_MIN_FILES = 400
+_TEMP_SUFFIX = ".tmp"
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the results page uses of one record (no argv, env, provenance or log tail)."""
+
+    run_id: str
+    status: Status
+    reason: str | None
+    started_at: str
+    engine: str
+    precision: str
+    preset: PresetInfo
+    layout: LayoutInfo
+    platform: PlatformInfo
+    nodes: int
+    gpus: int
+    metrics: Metrics | None
+    notes: Mapping[str, JsonScalar]
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    @classmethod
+    def of(cls, record: Record) -> Run:
+        return cls(
+            run_id=record.run_id, status=record.status, reason=record.reason,
+            started_at=record.started_at, engine=record.engine, precision=record.precision,
+            preset=record.preset, layout=record.layout, platform=record.platform,
+            nodes=record.nodes, gpus=record.gpus, metrics=record.metrics,
+            notes=dict(record.notes),
+        )  # fmt: skip
+
+
+def _load_one(path: Path) -> Run | Problem:
+    try:
+        return Run.of(load_record(path))
+    except RecordError as error:
+        return Problem(path.name, "; ".join(error.problems))
+    except OSError as error:
+        return Problem(path.name, f"cannot read ({error.strerror or error})")
+
+
+def _load_chunk(paths: Sequence[Path]) -> list[Run | Problem]:
+    return [_load_one(path) for path in paths]
+
+
+def _default_workers(count: int) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if count < PARALLEL_MIN_FILES:
+        return 1
+    return max(1, min(cores or 1, count // (PARALLEL_MIN_FILES // 2)))
+
+
+def load_runs(
+    records_dir: Path | str, workers: int | None = None
+) -> tuple[list[Run], list[Problem]]:
+    """Every valid record in ``records_dir`` (file-name order) and every skipped file.
+
+    Same rules as :func:`bench.record.load_records`: a missing directory holds no records;
+    ``*.json`` files that do not validate and leftover temporary files of an interrupted write
+    are problems; other files are ignored. ``workers`` defaults to one process per core from
+    ``PARALLEL_MIN_FILES`` files on, else one; without ``fork`` it is always one (other start
+    methods import everything again, which costs more than they save).
+    """
+    directory = Path(records_dir)
+    if not directory.is_dir():
+        return [], []
+    problems: list[Problem] = []
+    paths = []
+    for path in sorted(directory.iterdir(), key=lambda p: p.name):
+        if path.name.startswith(".") and path.name.endswith(_TEMP_SUFFIX):
+            problems.append(
+                Problem(path.name, "leftover temporary file of an interrupted write; delete it")
+            )
+        elif path.suffix == ".json" and not path.name.startswith("."):
+            paths.append(path)
+    if workers is None:
+        workers = _default_workers(len(paths))
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        loaded = _load_chunk(paths)
+    else:
+        # A few chunks per worker, so one slow chunk does not leave a core idle at the end.
+        size = -(-len(paths) // (workers * 4))
+        chunks = [paths[i : i + size] for i in range(0, len(paths), size)]
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            loaded = [item for chunk in pool.map(_load_chunk, chunks) for item in chunk]
+    runs = [item for item in loaded if isinstance(item, Run)]
+    problems += [item for item in loaded if isinstance(item, Problem)]
+    problems.sort(key=lambda p: p.file)
+    return runs, problems
