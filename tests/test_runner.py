@@ -114,3 +114,15 @@ def test_run_directory_is_never_reused(monkeypatch, launch, tmp_path: Path) -> N
     _run_with(monkeypatch, [sys.executable, "-c", "print('x')"], launch, tmp_path)
     with pytest.raises(FileExistsError, match="never reuses a run directory"):
         _run_with(monkeypatch, [sys.executable, "-c", "print('x')"], launch, tmp_path)
+
+
+def test_ctrl_c_records_a_failed_run_and_stops(monkeypatch, launch, tmp_path: Path) -> None:
+    argv, pid_file = _hanging(tmp_path)
+    threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        _run_with(monkeypatch, argv, launch, tmp_path)
+    assert not _alive(int(pid_file.read_text()))
+    files = sorted(p.name for p in (tmp_path / "records").iterdir())
+    assert files == [f"{launch.run_id}.json"]
+    saved = json.loads((tmp_path / "records" / files[0]).read_text())
+    assert saved["status"] == "failed" and "Ctrl-C" in saved["reason"]
