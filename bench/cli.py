@@ -150,8 +150,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                          "cluster, submit one run per layout")
     gpus = detect_gpus()
     options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
-    device_gb = match_accelerator(gpus.name).memory_gb if match_accelerator(gpus.name) else 0.0
-    plans, skipped = sweep_plans(preset, platform, options, device_gb or 1e9)
+    accelerator = match_accelerator(gpus.name) if gpus.name else None
+    # An unknown GPU has no memory size in the data: keep every layout rather than guess.
+    device_gb = accelerator.memory_gb if accelerator else float("inf")
+    plans, skipped = sweep_plans(preset, platform, options, device_gb)
     for lay, gb in skipped:
         print(f"skip {lay.name}: estimated {gb:.0f} GB per GPU does not fit {device_gb:.0f} GB",
               file=sys.stderr)

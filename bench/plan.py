@@ -57,8 +57,8 @@ class Options:
     extra_args: tuple[str, ...] = ()
     gpus_present: int = 0
     gpu_name: str = ""
-    transformer_engine: bool | None = None  # importable where the run happens (local); None: ask
-    # the platform file
+    # Transformer Engine importable where the run happens (local); None: the platform file says.
+    transformer_engine: bool | None = None
 
 
 @dataclass(frozen=True)
