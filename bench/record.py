@@ -434,12 +434,161 @@ def _parse_metrics(c: _Checker, data: Any) -> Metrics | None:
     return Metrics(**values) if len(c.problems) == before else None
 
 
+# Fast path: plain dicts as json.loads returns them are checked with direct type tests, which
+# accept exactly what the detailed checker below accepts (nothing more, sometimes less: an int or
+# str subclass, a Mapping other than dict). Anything it does not accept goes to the checker, which
+# finds the same record invalid and says why, so the messages come from one place.
+
+_TOP_KEY_SET = frozenset(_TOP_KEYS)
+_PRESET_KEY_SET = frozenset(_PRESET_KEYS)
+_LAYOUT_KEY_SET = frozenset(_LAYOUT_KEYS)
+_PLATFORM_KEY_SET = frozenset(_PLATFORM_KEYS)
+_PROVENANCE_KEY_SET = frozenset(_PROVENANCE_KEYS)
+_METRICS_KEY_SET = frozenset(_METRICS_KEYS)
+_PROVENANCE_TEXT_KEYS = tuple(k for k in _PROVENANCE_KEYS if k != "gpu_count")
+_METRIC_NUMBER_KEYS = tuple(
+    k for k in _METRICS_KEYS if k not in ("warmup_iters", "window_iters", "flops_convention")
+)
+_STATUS_BY_VALUE = {status.value: status for status in Status}
+_SCALAR_TYPES = frozenset((str, int, float, bool))
+
+
+def _is_text(value: Any) -> bool:
+    """A non-empty string (``_Checker.string``)."""
+    return type(value) is str and value != ""
+
+
+def _is_count(value: Any, minimum: int) -> bool:
+    """An integer, not a bool, >= ``minimum`` (``_Checker.integer``)."""
+    return type(value) is int and value >= minimum
+
+
+def _is_positive(value: Any) -> bool:
+    """A finite number > 0, not a bool (``_Checker.number``); NaN fails the comparison."""
+    return (type(value) is float or type(value) is int) and 0 < value < math.inf
+
+
+def _built(cls: type, values: dict[str, Any]) -> Any:
+    """An instance of frozen dataclass ``cls`` from checked field values, in one dict update.
+
+    The generated ``__init__`` sets each field through ``object.__setattr__``, which is most of
+    the fast path's cost; ``values`` must hold exactly the fields. No ``__post_init__`` runs.
+    """
+    instance = object.__new__(cls)
+    instance.__dict__.update(values)
+    return instance
+
+
+def _fast_metrics(m: Any) -> Metrics | None:
+    if type(m) is not dict or m.keys() != _METRICS_KEY_SET:
+        return None
+    if not (
+        _is_count(m["warmup_iters"], 0)
+        and _is_count(m["window_iters"], 1)
+        and _is_text(m["flops_convention"])
+    ):
+        return None
+    values = dict(m)
+    for key in _METRIC_NUMBER_KEYS:
+        value = values[key]
+        if _is_positive(value):
+            values[key] = float(value)
+        elif value is not None or key not in _NULLABLE_METRICS:
+            return None
+    return _built(Metrics, values)
+
+
+def _fast_record(data: dict[str, Any]) -> Record | None:
+    """The record if ``data`` is right by type, None if the detailed checker must look at it.
+
+    Cross-field rules are not checked here: ``Record`` checks them when it is built, on both
+    paths, and raises :class:`RecordError`.
+    """
+    if data.keys() != _TOP_KEY_SET or data["schema"] != SCHEMA:
+        return None
+    preset, layout, platform = data["preset"], data["layout"], data["platform"]
+    provenance, metrics = data["provenance"], data["metrics"]
+    argv, env, log_tail, notes = data["argv"], data["env"], data["log_tail"], data["notes"]
+    reason, finished_at = data["reason"], data["finished_at"]
+    status = _STATUS_BY_VALUE.get(data["status"]) if type(data["status"]) is str else None
+    if not (
+        status is not None
+        and _is_text(data["run_id"])
+        and _is_text(data["started_at"])
+        and _is_text(data["engine"])
+        and _is_text(data["precision"])
+        and (reason is None or _is_text(reason))
+        and (finished_at is None or _is_text(finished_at))
+        and _is_count(data["nodes"], 1)
+        and _is_count(data["gpus"], 1)
+        and type(argv) is list
+        and all(type(v) is str for v in argv)
+        and type(log_tail) is list
+        and all(type(v) is str for v in log_tail)
+        and type(env) is dict
+        and all(type(k) is str and type(v) is str for k, v in env.items())
+        and type(notes) is dict
+        and all(type(k) is str and (v is None or type(v) in _SCALAR_TYPES)
+                for k, v in notes.items())
+        and type(preset) is dict
+        and preset.keys() == _PRESET_KEY_SET
+        and _is_text(preset["name"])
+        and all(_is_count(preset[k], 1) for k in _PRESET_KEYS[1:])
+        and type(layout) is dict
+        and layout.keys() == _LAYOUT_KEY_SET
+        and _is_text(layout["name"])
+        and all(_is_count(layout[k], 1)
+                for k in ("tp", "pp", "dp", "cp", "micro_batch", "global_batch"))
+        and (layout["vp"] is None or _is_count(layout["vp"], 1))
+        and (layout["zero"] is None or _is_count(layout["zero"], 0))
+        and type(layout["sp"]) is bool
+        and type(platform) is dict
+        and platform.keys() == _PLATFORM_KEY_SET
+        and _is_text(platform["name"])
+        and _is_text(platform["accelerator"])
+        and _is_positive(platform["peak_tflops"])
+        and _is_text(platform["peak_source"])
+        and type(provenance) is dict
+        and provenance.keys() == _PROVENANCE_KEY_SET
+        and all(provenance[k] is None or _is_text(provenance[k]) for k in _PROVENANCE_TEXT_KEYS)
+        and (provenance["gpu_count"] is None or _is_count(provenance["gpu_count"], 1))
+    ):
+        return None
+    typed_metrics = None if metrics is None else _fast_metrics(metrics)
+    if metrics is not None and typed_metrics is None:
+        return None
+    record = _built(Record, {
+        "run_id": data["run_id"], "status": status, "reason": reason,
+        "started_at": data["started_at"], "finished_at": finished_at, "engine": data["engine"],
+        "precision": data["precision"], "preset": _built(PresetInfo, preset),
+        "layout": _built(LayoutInfo, layout),
+        "platform": _built(PlatformInfo, {**platform, "peak_tflops": float(platform["peak_tflops"])}),
+        "nodes": data["nodes"], "gpus": data["gpus"], "argv": tuple(argv),
+        "env": MappingProxyType(dict(env)), "provenance": _built(Provenance, provenance),
+        "metrics": typed_metrics, "log_tail": tuple(log_tail),
+        "notes": MappingProxyType(dict(notes)), "schema": SCHEMA,
+    })  # fmt: skip
+    problems = _semantic_problems(record)  # what Record.__post_init__ checks
+    if problems:
+        raise RecordError(problems)
+    return record
+
+
 def record_from_dict(data: Any) -> Record:
     """Validate a decoded JSON record and return it typed.
 
     Raises :class:`RecordError` listing every problem (types, missing/unknown keys, cross-field
     rules); a schema other than ``bench.record/1`` is reported before anything else.
     """
+    if type(data) is dict:
+        record = _fast_record(data)
+        if record is not None:
+            return record
+    return _checked_record(data)
+
+
+def _checked_record(data: Any) -> Record:
+    """:func:`record_from_dict` by the detailed checker alone, which words every problem."""
     c = _Checker()
     if not isinstance(data, Mapping):
         raise RecordError([f"expected a JSON object, got {type(data).__name__}"])
@@ -603,7 +752,11 @@ def _timestamp(p: list[str], name: str, value: str) -> datetime | None:
     if not _UTC_TIMESTAMP.match(value):
         p.append(f"{name}: {value!r} must be UTC like 2026-11-21T20:15:00Z")
         return None
-    return datetime.fromisoformat(value)
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError as error:  # the right shape, but no such day or time (month 13)
+        p.append(f"{name}: {value!r} is not a date and time ({error})")
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -673,14 +826,17 @@ def _fsync_dir(directory: Path) -> None:
 
 def load_record(path: Path | str) -> Record:
     """Read and validate one record file; raises :class:`RecordError` or ``OSError``."""
-    path = Path(path)
+    path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
+    with open(path, "rb") as handle:
+        text = handle.read()
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise RecordError([f"not valid JSON ({error})"]) from None
     record = record_from_dict(data)
-    if record.run_id != path.stem:
-        raise RecordError([f"run_id {record.run_id!r} does not match the file name {path.name!r}"])
+    name = os.path.basename(path)
+    if record.run_id != os.path.splitext(name)[0]:
+        raise RecordError([f"run_id {record.run_id!r} does not match the file name {name!r}"])
     return record
 
 

@@ -182,3 +182,49 @@ def test_missing_directory_holds_no_records(tmp_path: Path) -> None:
 def test_write_takes_only_validated_records(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="takes a Record"):
         write_record(tmp_path, record_fields())  # type: ignore[arg-type]
+
+
+def _outcome(build, data):
+    try:
+        return build(data)
+    except RecordError as error:
+        return error.problems
+
+
+# Values of every JSON type, and the edge cases of each check (bool is not a count, 0 is not > 0).
+_ODD_VALUES = [None, True, False, 0, 1, -1, 3, 1.0, 0.5, -0.5, float("nan"), float("inf"), "",
+               "x", "bf16", [], ["a"], [1], {}, {"a": "b"}, {"a": 1}, {"a": [1]}]
+
+
+def _mutations():
+    ok = make_record().to_dict()
+    failed = build_record(**failed_fields()).to_dict()
+    yield ok
+    yield failed
+    for base in (ok, failed):
+        for key, value in base.items():
+            for odd in _ODD_VALUES:
+                yield {**base, key: odd}
+            if isinstance(value, dict):
+                for inner in value:
+                    for odd in _ODD_VALUES:
+                        yield {**base, key: {**value, inner: odd}}
+                yield {**base, key: {k: v for k, v in value.items() if k != next(iter(value))}}
+                yield {**base, key: {**value, "extra": 1}}
+        yield {k: v for k, v in base.items() if k != "notes"}
+        yield {**base, "extra": None}
+
+
+def test_fast_path_agrees_with_the_detailed_checker() -> None:
+    # Valid records come back equal; invalid ones raise the same problems, in the same order.
+    count = 0
+    for data in _mutations():
+        fast, checked = _outcome(record_from_dict, data), _outcome(rec._checked_record, data)
+        assert repr(fast) == repr(checked), data
+        count += 1
+    assert count > 1000
+
+
+def test_impossible_timestamp_is_a_record_problem(tmp_path: Path) -> None:
+    with pytest.raises(RecordError, match="started_at: '2026-13-21T20:15:00Z' is not a date"):
+        make_record(started_at="2026-13-21T20:15:00Z")

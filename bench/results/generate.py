@@ -7,6 +7,7 @@ Defaults are relative to the repository root: records in ``results/records``, ou
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from pathlib import Path
 from bench.results import markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
+from bench.results.drawing import Drawer
 from bench.results.runs import load_runs
 
 RESULTS_DIR = Path("results")
@@ -49,20 +51,22 @@ def generate(
     """
     published = load_published(published_file)
     ranges = load_ranges(ranges_file)
-    runs, problems = load_runs(records_dir)
-    report = build_report(runs, problems, published, ranges)
-    specs = plots.plan_plots(report)
-    records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
-    files = {PAGE: markdown.render(report, specs, records_link).encode()}
-    if draw_plots:
-        plots_dir = out_dir / PLOTS_DIR
-        existing = {
-            spec.filename: (plots_dir / spec.filename).read_bytes()
-            for spec in specs
-            if (plots_dir / spec.filename).is_file()
-        }
-        for spec, png in zip(specs, plots.reuse_or_render(specs, existing), strict=True):
-            files[f"{PLOTS_DIR}/{spec.filename}"] = png
+    # The drawing process imports matplotlib while this one loads the records.
+    with Drawer() if draw_plots else contextlib.nullcontext() as drawer:
+        runs, problems = load_runs(records_dir, workers=1 if draw_plots else None)
+        report = build_report(runs, problems, published, ranges)
+        specs = plots.plan_plots(report)
+        records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
+        files = {PAGE: markdown.render(report, specs, records_link).encode()}
+        if drawer is not None:
+            plots_dir = out_dir / PLOTS_DIR
+            existing = {
+                spec.filename: (plots_dir / spec.filename).read_bytes()
+                for spec in specs
+                if (plots_dir / spec.filename).is_file()
+            }
+            for spec, png in zip(specs, drawer.reuse_or_render(specs, existing), strict=True):
+                files[f"{PLOTS_DIR}/{spec.filename}"] = png
     return Generated(report, files)
 
 
