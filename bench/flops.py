@@ -28,7 +28,6 @@ from __future__ import annotations
 from bench.presets import Preset
 
 CAUSAL = "megatron-causal"
-NON_CAUSAL = "non-causal"
 
 
 def flops_per_iteration(preset: Preset, global_batch: int, causal: bool = True) -> float:
