@@ -66,6 +66,11 @@ class ParseResult:
     peak_mem_mb: float | None  # MiB, as Megatron prints it
 
     @property
+    def peak_mem_gb(self) -> float | None:
+        """Peak memory in GB (10^9 bytes), as records store it; Megatron prints MiB."""
+        return self.peak_mem_mb * 2**20 / 1e9 if self.peak_mem_mb is not None else None
+
+    @property
     def losses(self) -> list[float]:
         return [it.lm_loss for it in self.iterations if it.lm_loss is not None]
 

@@ -139,12 +139,10 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C)."""
     status, reason = failure or (result.status, result.reason)
     run_metrics = None
-    # Megatron reports MiB; records use GB (10^9 bytes).
-    peak_mem_gb = result.peak_mem_mb * 2**20 / 1e9 if result.peak_mem_mb is not None else None
     if status is Status.OK:
         try:
             run_metrics = metrics(result.iterations, launch.preset, launch.layout.global_batch,
-                                  launch.world_size, launch.peak_tflops or 0.0, peak_mem_gb)
+                                  launch.world_size, launch.peak_tflops or 0.0, result.peak_mem_gb)
         except ValueError as exc:
             status, reason = Status.INCOMPLETE, str(exc)
     lay = launch.layout

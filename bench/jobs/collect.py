@@ -42,11 +42,10 @@ def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float
     parsed = outcome.parsed
     if outcome.status != Status.OK or parsed is None:
         return outcome.status, outcome.reason, None
-    peak_mem_gb = parsed.peak_mem_mb / 1000.0 if parsed.peak_mem_mb is not None else None
     try:
         return outcome.status, None, metrics(
             parsed.iterations, Preset(**plan["preset"]), plan["layout"]["global_batch"],
-            plan["world_size"], peak_tflops, peak_mem_gb)
+            plan["world_size"], peak_tflops, parsed.peak_mem_gb)
     except ValueError as err:  # too few iterations for the measurement window
         return Status.INCOMPLETE.value, str(err), None
 
