@@ -32,6 +32,7 @@ from bench.render import pbs, slurm, torchrun
 from bench.results import cli as results_cli
 from bench.runner import run_local, summary
 from bench.sweep import SWEEP_ITERS, sweep_plans
+from bench.tuning import Tuning
 
 EXIT_USAGE = 2
 
@@ -58,6 +59,14 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     for key in ("account", "partition", "queue", "walltime"):
         parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
                             f"$BENCH_{key.upper()})")
+    tuning = parser.add_argument_group(
+        "A/B settings", "change a kit default; the run is recorded as a variant of its "
+        "configuration. More Megatron flags go after '--' (e.g. -- --cross-entropy-loss-fusion)")
+    tuning.add_argument("--no-overlap", action="store_true",
+                        help="do not overlap the data-parallel gradient reduce and parameter "
+                        "gather with compute")
+    tuning.add_argument("--grad-reduce", choices=("bf16", "fp32"), default="bf16",
+                        help="gradient accumulation and reduction type under bf16 (default bf16)")
 
 
 def transformer_engine_here() -> bool:
@@ -74,7 +83,9 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        transformer_engine=transformer_engine)
+        transformer_engine=transformer_engine,
+        tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
+                      extra_args=args.megatron_args))
 
 
 def render_script(launch: LaunchPlan) -> tuple[str, str]:
@@ -223,8 +234,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def split_megatron_args(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """(the kit's arguments, the Megatron flags after the first '--')."""
+    if "--" not in argv:
+        return argv, ()
+    cut = argv.index("--")
+    return argv[:cut], tuple(argv[cut + 1:])
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    own, extra = split_megatron_args(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(own)
+    if extra and args.func is not cmd_run:
+        print("error: Megatron flags after '--' are for 'run' only", file=sys.stderr)
+        return EXIT_USAGE
+    args.megatron_args = extra
     try:
         return args.func(args)
     except (ValueError, FileExistsError) as exc:

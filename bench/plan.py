@@ -23,6 +23,7 @@ from bench.platforms import (
     with_job_overrides,
 )
 from bench.presets import Preset
+from bench.tuning import DEFAULT_TUNING, Tuning, check_extra_args
 
 MASTER_PORT = 29500
 RUNS_DIR = "runs"
@@ -35,7 +36,8 @@ class Options:
     ``gpus``/``nodes``: run size; by default the GPUs present (local) or the fewest whole nodes
     that hold tp x pp x cp (clusters). ``iters``: training iterations (default 30).
     ``now``: the UTC time used in the run id. ``gpus_present``/``gpu_name``: what the local machine
-    has (0/"" when unknown).
+    has (0/"" when unknown). ``tuning``: performance settings away from the kit's defaults
+    (``bench.tuning``), for A/B runs.
     """
 
     now: datetime
@@ -54,7 +56,7 @@ class Options:
     partition: str | None = None
     queue: str | None = None
     walltime: str | None = None
-    extra_args: tuple[str, ...] = ()
+    tuning: Tuning = DEFAULT_TUNING
     gpus_present: int = 0
     gpu_name: str = ""
     # Transformer Engine importable where the run happens (local); None: the platform file says.
@@ -81,6 +83,8 @@ class LaunchPlan:
     env: tuple[tuple[str, str], ...]  # exported before launch, in this order
     ds_config: str | None = None  # DeepSpeed JSON text, written beside the job script
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
+    # Non-default performance settings (bench.tuning), recorded in the run's notes.
+    variant: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def world_size(self) -> int:
@@ -170,8 +174,11 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
             raise ValueError("fp8 needs Transformer Engine, which this environment lacks: use "
                              "--precision bf16, or an image with Transformer Engine")
         args = megatron_args(preset, layout, precision, options.iters, te,
-                             options.data_path or "")
+                             options.data_path or "", options.tuning)
     else:
+        if not (options.tuning.overlap and options.tuning.grad_reduce_bf16):
+            raise ValueError("--no-overlap and --grad-reduce are Megatron-engine settings; "
+                             "Megatron-DeepSpeed's come from its DeepSpeed config")
         data = replace(platform.data, **{k: v for k, v in (
             ("path", options.data_path), ("vocab_file", options.vocab_file),
             ("merge_file", options.merge_file)) if v})
@@ -179,6 +186,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         args = deepspeed_args(preset, layout, precision, options.iters, data,
                               f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}")
         ds_config = ds_config_json(layout, precision)
+    check_extra_args(options.tuning.extra_args, args)
     env = dict(platform.env)
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
@@ -193,5 +201,5 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
-        train_args=tuple(args) + options.extra_args, env=tuple(env.items()), ds_config=ds_config,
-        notes=tuple(notes))
+        train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
+        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant())

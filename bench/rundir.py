@@ -29,6 +29,7 @@ def plan_summary(plan: LaunchPlan) -> dict[str, object]:
         "image": plan.image,
         "train_argv": list(plan.train_argv),
         "env": dict(plan.env),
+        "variant": dict(plan.variant),
     }
 
 

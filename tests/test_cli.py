@@ -43,6 +43,10 @@ def test_dry_run_prints_the_job_script(tmp_path: Path, args: list[str], expect: 
     (["13b", "tp1pp1", "--platform", "lumi", "--gpus", "12"], "do not fill whole nodes of 8"),
     (["13b", "tp1pp1zero1", "--platform", "azure-h100", "--engine", "megatron"], "zero1 is a DeepSpeed stage"),
     (["13b", "tp2pp2", "--platform", "lumi", "--walltime", "2h"], "walltime '2h'"),
+    (["13b", "tp2pp2", "--platform", "lumi", "--", "--micro-batch-size", "2"],
+     "already sets --micro-batch-size"),
+    (["13b", "tp2pp2", "--platform", "lumi", "--engine", "megatron-deepspeed", "--no-overlap"],
+     "Megatron-engine settings"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],
                                               message: str) -> None:

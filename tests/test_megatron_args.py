@@ -14,6 +14,7 @@ from bench.layout import valid_layouts
 from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import load_presets
+from bench.tuning import Tuning
 from tests.conftest import options, require
 
 CHECKER = Path(__file__).with_name("megatron_argcheck.py")
@@ -39,6 +40,10 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     platform = load_platform("local")
     plans = [plan(load_presets()[p], lay, platform, options(gpus=gpus, gpus_present=gpus))
              for p, lay, gpus in _cases()]
+    # An A/B variant: every default turned off, plus an extra Megatron flag.
+    tuned = Tuning(overlap=False, grad_reduce_bf16=False, extra_args=("--cross-entropy-loss-fusion",))
+    plans.append(plan(load_presets()["6.7b"], "tp1pp1", platform,
+                      options(gpus=8, gpus_present=8, tuning=tuned)))
     for launch in plans:
         assert launch.entry == ENTRY
     payload = [{"argv": list(p.train_args), "env": dict(p.env), "world_size": p.world_size}

@@ -143,6 +143,23 @@ def test_ranges_match_accelerator_and_layout_degrees(tmp_path: Path) -> None:
     assert entry is not None and entry.source == "any dp"
     assert find_range(ranges[3:], Run.of(make_record(layout={**make_record().layout.__dict__,
                                                               "name": "tp1pp1dp4"}))) == ranges[3]
+
+
+def test_an_ab_variant_is_judged_only_by_a_range_that_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "ranges.toml"
+    path.write_text(
+        '[[range]]\nplatform = "h200x4"\nmodel = "13b"\ntflops_per_gpu = 379\ntolerance = 0.1\n'
+        'source = "defaults"\n'
+        '[[range]]\nplatform = "h200x4"\nmodel = "13b"\ntflops_per_gpu = 350\ntolerance = 0.1\n'
+        'source = "no overlap"\nnotes = { overlap = "off" }\n')
+    ranges = load_ranges(path)
+    default = make_record()
+    variant = make_record(notes={**default.notes, "overlap": "off", "sweep": "s1"})
+    assert find_range(ranges, Run.of(default)).source == "defaults"
+    assert find_range(ranges, Run.of(variant)).source == "no overlap"
+    assert find_range(ranges[:1], Run.of(variant)) is None
+
+
 def test_zero_records_give_an_honest_page_with_published_figures(tmp_path: Path) -> None:
     assert main(["results", "--records", str(tmp_path / "records"), "--out", str(tmp_path)]) == 0
     page = (tmp_path / "README.md").read_text()

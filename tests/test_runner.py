@@ -22,6 +22,7 @@ from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import get_preset
 from bench.record import Status, load_records
+from bench.tuning import Tuning
 from tests.conftest import options
 
 HANGING_RANK = """
@@ -126,3 +127,12 @@ def test_ctrl_c_records_a_failed_run_and_stops(monkeypatch, launch, tmp_path: Pa
     assert files == [f"{launch.run_id}.json"]
     saved = json.loads((tmp_path / "records" / files[0]).read_text())
     assert saved["status"] == "failed" and "Ctrl-C" in saved["reason"]
+
+
+def test_a_variant_is_named_in_the_record_notes(monkeypatch, tmp_path: Path) -> None:
+    tuned = plan(get_preset("125m"), "tp1pp1", load_platform("local"),
+                 options(gpus_present=1, gpu_name="NVIDIA H200", iters=10,
+                         tuning=Tuning(grad_reduce_bf16=False, extra_args=("--kit-torch-adam", "foreach"))))
+    argv = [sys.executable, "-c", "raise RuntimeError('CUDA error: out of memory')"]
+    record = _run_with(monkeypatch, argv, tuned, tmp_path)
+    assert dict(record.notes) == {"grad_reduce": "fp32", "megatron_args": "--kit-torch-adam foreach"}

@@ -15,6 +15,7 @@ from bench.engines.common import (
 )
 from bench.layout import Layout
 from bench.presets import Preset
+from bench.tuning import DEFAULT_TUNING, Tuning
 
 ENTRY = ("-m", "bench.train.pretrain_gpt")
 
@@ -28,12 +29,14 @@ WITHOUT_TE_FLAGS = ("--transformer-impl", "local", "--no-rope-fusion",
 
 
 def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
-                  transformer_engine: bool, data_path: str = "") -> list[str]:
+                  transformer_engine: bool, data_path: str = "",
+                  tuning: Tuning = DEFAULT_TUNING) -> list[str]:
     """Megatron flags for one benchmark run; mock data unless ``data_path`` is given.
 
-    Performance defaults (each measured on H200, see the README's results): the distributed
-    optimizer; gradients reduced in bf16 under bf16 (halves gradient memory and traffic); with data
-    parallelism, gradient reduce-scatter and parameter all-gather overlapped with compute.
+    Performance defaults (each measured on H200, see the README's results; ``tuning`` turns the
+    first two off for A/B runs): gradients reduced in bf16 under bf16 (halves gradient memory and
+    traffic); with data parallelism, gradient reduce-scatter and parameter all-gather overlapped
+    with compute; the distributed optimizer.
     """
     if layout.zero is not None:
         raise ValueError(f"zero{layout.zero} is a DeepSpeed stage: use --engine megatron-deepspeed,"
@@ -48,9 +51,9 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     flags += batch_flags(layout, iters)
     flags += precision_flags(precision)
     flags += list(OPTIMIZER_FLAGS)
-    if precision in ("bf16", "fp8"):
+    if precision in ("bf16", "fp8") and tuning.grad_reduce_bf16:
         flags.append("--grad-reduce-in-bf16")
-    if layout.dp > 1:
+    if layout.dp > 1 and tuning.overlap:
         flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
     flags += list(WITH_TE_FLAGS if transformer_engine else WITHOUT_TE_FLAGS)
     flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",

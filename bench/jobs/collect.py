@@ -62,6 +62,7 @@ def build_run_record(run: RunDir, outcome: Outcome) -> Record:
     status, reason, run_metrics = _status_and_metrics(plan, outcome, peak)
     state = outcome.state
     notes: dict[str, str | int | None] = {
+        **plan.get("variant", {}),
         "job_id": run.job_id,
         "scheduler": run.submission["scheduler"],
         "scheduler_state": state.state if state else None,

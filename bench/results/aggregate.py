@@ -19,9 +19,13 @@ from bench.layout import LayoutSpec
 from bench.record import LayoutInfo, Problem
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.runs import Run
+from bench.tuning import TUNING_NOTE_KEYS
 
 # Notes that label a run but do not change what was run; they do not split configurations.
-BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "comment"})
+# Notes that describe how a run was made or collected, not what ran; every other note (for example
+# an A/B setting from bench.tuning) makes the run a variant of its configuration.
+BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "comment", "job_id", "scheduler",
+                                   "scheduler_state", "exit_status"})
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -180,7 +184,11 @@ def find_range(ranges: Sequence[ReferenceRange], run: Run) -> ReferenceRange | N
         spec = entry.layout_spec
         if spec is not None and not layout_matches(spec, run.layout):
             continue
-        if entry.notes and any(run.notes.get(k) != v for k, v in entry.notes.items()):
+        notes = entry.notes or {}
+        if any(run.notes.get(k) != v for k, v in notes.items()):
+            continue
+        # An A/B setting away from the kit's defaults is judged only by a range that names it.
+        if any(run.notes.get(k) != notes.get(k) for k in TUNING_NOTE_KEYS):
             continue
         return entry
     return None

@@ -96,7 +96,8 @@ class ReferenceRange:
     ``platform`` and ``model`` (preset name) must match; ``accelerator`` (the record's
     ``platform.accelerator``), ``layout``, ``precision``, ``engine``, ``micro_batch``,
     ``global_batch``, ``gpus`` and ``notes`` (a subset of the record's notes) narrow the match when
-    given. ``layout`` is read like a layout name (``tp1pp1dp4``, ``dp4``, ``tp2pp2``) and compared
+    given; a run with an A/B setting (``bench.tuning``) matches only a range whose notes name it.
+    ``layout`` is read like a layout name (``tp1pp1dp4``, ``dp4``, ``tp2pp2``) and compared
     by its degrees with the record's layout, so ``dp4`` matches the canonical ``tp1pp1dp4``; a name
     without ``dp`` matches any data-parallel degree. The first matching range in file order
     applies, so list specific ranges before general ones.

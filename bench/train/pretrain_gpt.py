@@ -8,6 +8,8 @@ wheel, which ships ``megatron.training`` but not that script. The argv is Megatr
 - ``--kit-attention {auto,sdpa,local,te}``: core attention (see :mod:`bench.train.spec`). The default
   ``auto`` is Transformer Engine's under ``--transformer-impl transformer_engine`` and torch SDPA
   under ``--transformer-impl local``.
+- ``--kit-torch-adam {fused,foreach}``: the AdamW kernel when Megatron falls back to torch's
+  optimizers (no TE, no apex; see :mod:`bench.train.optimizer`). Default ``fused``.
 
 Training runs in ``megatron.training.pretrain``: its ``get_model``/builder wraps the model in
 ``Float16Module`` for ``--bf16``/``--fp16``, its ``train()`` sets the DDP no-sync / grad-sync /
@@ -34,6 +36,7 @@ for _name, _value in NCCL_SAFE_ENV.items():
 
 import torch
 
+from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
     ATTENTION_CHOICES,
     check_args,
@@ -55,6 +58,13 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         help="Core attention: te (Transformer Engine), sdpa (torch scaled_dot_product_attention), "
         "local (Megatron's unfused DotProductAttention). Default auto: te under "
         "--transformer-impl transformer_engine, sdpa under --transformer-impl local.",
+    )
+    group.add_argument(
+        "--kit-torch-adam",
+        choices=TORCH_ADAM_CHOICES,
+        default="fused",
+        help="AdamW kernel when Megatron falls back to torch optimizers (no TE/apex): fused (one "
+        "pass, like TE/apex FusedAdam) or foreach (torch's default). Default fused.",
     )
     return parser
 
@@ -262,9 +272,10 @@ def main() -> int:
     except ValueError as error:
         print(f"bench.train.pretrain_gpt: {error}", file=sys.stderr, flush=True)
         return 2
+    adam = select_torch_adam(args.kit_torch_adam)
     print_rank_0(
         f"> bench kit: attention {attention}, transformer_impl {args.transformer_impl}, "
-        f"megatron-core {_megatron_core_version()}, torch {torch.__version__}"
+        f"adam {adam}, megatron-core {_megatron_core_version()}, torch {torch.__version__}"
     )
     pretrain(
         config,

@@ -1,0 +1,62 @@
+"""Performance settings a user may move away from the kit's defaults, for A/B runs.
+
+The defaults are the kit's measured choice (see the README's results). A run that changes any of
+them is a *variant*: its non-default settings go into its record's ``notes`` and name its own row on
+the results page, so it is never averaged with runs of the default configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """``overlap``: overlap the data-parallel gradient reduce-scatter and parameter all-gather with
+    compute (Megatron engine, dp > 1). ``grad_reduce_bf16``: keep and reduce gradients in bf16 under
+    bf16/fp8 instead of fp32. ``extra_args``: more Megatron flags, appended after the kit's."""
+
+    overlap: bool = True
+    grad_reduce_bf16: bool = True
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def is_default(self) -> bool:
+        return self == DEFAULT_TUNING
+
+    def variant(self) -> tuple[tuple[str, str], ...]:
+        """The non-default settings as (note key, value) pairs, in a fixed order."""
+        pairs = []
+        if not self.overlap:
+            pairs.append(("overlap", "off"))
+        if not self.grad_reduce_bf16:
+            pairs.append(("grad_reduce", "fp32"))
+        if self.extra_args:
+            pairs.append(("megatron_args", " ".join(self.extra_args)))
+        return tuple(pairs)
+
+
+DEFAULT_TUNING = Tuning()
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "megatron_args")  # the keys variant() may use
+
+
+def flag_names(argv: Iterable[str]) -> set[str]:
+    """The ``--flag`` names in an argv (``--flag=value`` counts as ``--flag``)."""
+    return {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
+
+
+def check_extra_args(extra: tuple[str, ...], kit_args: Iterable[str]) -> None:
+    """Refuse extra Megatron flags that are not flags, or that the kit already sets.
+
+    A flag the kit sets (layout, batch, precision, data...) would silently override what the plan,
+    the FLOPs count and the record say ran; those change through the kit's own options.
+    """
+    if extra and not extra[0].startswith("--"):
+        raise ValueError(f"extra Megatron arguments must start with a flag, got '{extra[0]}' "
+                         "(write them after '--', e.g. -- --cross-entropy-loss-fusion)")
+    taken = sorted(flag_names(extra) & flag_names(kit_args))
+    if taken:
+        raise ValueError(f"the kit already sets {', '.join(taken)} from the preset, layout and "
+                         "options; change it with the kit's options (see python -m bench run "
+                         "--help), not as an extra Megatron flag")

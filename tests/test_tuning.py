@@ -1,0 +1,51 @@
+"""A/B settings: what each changes in the Megatron argv, how a variant is named, what is refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.plan import plan
+from bench.platforms import load_platform
+from bench.presets import get_preset
+from bench.rundir import plan_summary
+from bench.tuning import Tuning
+from tests.conftest import options
+
+OVERLAP = ("--overlap-grad-reduce", "--overlap-param-gather")
+
+
+def _plan(tuning: Tuning, layout: str = "tp1pp1", engine: str = "megatron"):
+    return plan(get_preset("6.7b"), layout, load_platform("azure-h100"),
+                options(gpus=8, tuning=tuning, engine=engine))
+
+
+def test_defaults_overlap_and_reduce_in_bf16_and_name_no_variant() -> None:
+    launch = _plan(Tuning())
+    assert set(OVERLAP) <= set(launch.train_args) and "--grad-reduce-in-bf16" in launch.train_args
+    assert launch.variant == () and plan_summary(launch)["variant"] == {}
+
+
+def test_each_setting_removes_its_flags_and_names_the_variant() -> None:
+    launch = _plan(Tuning(overlap=False, grad_reduce_bf16=False,
+                          extra_args=("--cross-entropy-loss-fusion", "--kit-torch-adam", "foreach")))
+    assert not set(OVERLAP) & set(launch.train_args)
+    assert "--grad-reduce-in-bf16" not in launch.train_args
+    assert launch.train_args[-3:] == ("--cross-entropy-loss-fusion", "--kit-torch-adam", "foreach")
+    assert dict(launch.variant) == {"overlap": "off", "grad_reduce": "fp32",
+                                    "megatron_args": "--cross-entropy-loss-fusion --kit-torch-adam foreach"}
+
+
+def test_overlap_is_only_set_with_data_parallelism() -> None:
+    assert not set(OVERLAP) & set(_plan(Tuning(), layout="tp8pp1").train_args)
+
+
+@pytest.mark.parametrize(("tuning", "engine", "message"), [
+    (Tuning(extra_args=("--global-batch-size", "64")), "megatron", "already sets --global-batch-size"),
+    (Tuning(extra_args=("--bf16",)), "megatron", "already sets --bf16"),
+    (Tuning(extra_args=("--seq-length=4096",)), "megatron", "already sets --seq-length"),
+    (Tuning(extra_args=("fused",)), "megatron", "must start with a flag"),
+    (Tuning(overlap=False), "megatron-deepspeed", "Megatron-engine settings"),
+])
+def test_refusals_name_the_problem(tuning: Tuning, engine: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _plan(tuning, engine=engine)
