@@ -2,7 +2,7 @@
 # A/B runs for issue 3's remaining work: what the fused AdamW, the fused cross entropy, a larger
 # global batch and the data-parallel overlap / bf16 gradient defaults buy. Run from the repo root
 # with megatron-core importable; OUT names the folder that receives records and logs.
-# Usage: h200-tuning.sh x1 (one H200) | x4 (four H200s)
+# Usage: h200-tuning.sh x1 | x1-ab (one H200) | x4 (four H200s)
 set -uo pipefail
 OUT=${OUT:?set OUT to an output folder}
 mkdir -p "$OUT/records" "$OUT/logs"
@@ -10,8 +10,9 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 run() {  # run <name> <bench run arguments...>; returns the run's exit status
   local name=$1; shift
-  timeout 300 python3 -m bench run "$@" --records-dir "$OUT/records" --timeout 280 \
-    --hang-timeout 120 > "$OUT/logs/$name.txt" 2>&1
+  # The kit's options go first: whatever follows '--' in "$@" is for Megatron.
+  timeout 300 python3 -m bench run --records-dir "$OUT/records" --timeout 280 \
+    --hang-timeout 120 "$@" > "$OUT/logs/$name.txt" 2>&1
   local code=$?
   echo "$* exit $code"; tail -n 3 "$OUT/logs/$name.txt"
   return $code
@@ -25,5 +26,9 @@ case ${1:?x1 or x4} in
     else
       run 2.7b-gbs128-foreach 2.7b tp1pp1 --mbs 8 --gbs 128 --iters 11 -- --kit-torch-adam foreach
     fi
+    ;;
+  x1-ab)  # the two A/B runs of x1 whose kit options a first version of run() put after '--'
+    run 2.7b-gbs64-foreach 2.7b tp1pp1 --mbs 8 --gbs 64 --iters 11 -- --kit-torch-adam foreach
+    run 2.7b-gbs64-ce 2.7b tp1pp1 --mbs 8 --gbs 64 --iters 11 -- --cross-entropy-loss-fusion
     ;;
 esac
