@@ -32,7 +32,7 @@ from bench.render import pbs, slurm, torchrun
 from bench.results import cli as results_cli
 from bench.runner import run_local, summary
 from bench.sweep import SWEEP_ITERS, sweep_plans
-from bench.tuning import Tuning
+from bench.tuning import Tuning, flag_names
 
 EXIT_USAGE = 2
 
@@ -67,6 +67,8 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                         "gather with compute")
     tuning.add_argument("--grad-reduce", choices=("bf16", "fp32"), default="bf16",
                         help="gradient accumulation and reduction type under bf16 (default bf16)")
+    tuning.add_argument("--no-fused-loss", action="store_true",
+                        help="Megatron's unfused cross-entropy loss instead of its fused one")
 
 
 def transformer_engine_here() -> bool:
@@ -85,7 +87,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
         transformer_engine=transformer_engine,
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
-                      extra_args=args.megatron_args))
+                      fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 
 
 def render_script(launch: LaunchPlan) -> tuple[str, str]:
@@ -208,23 +210,27 @@ def cmd_platforms(_: argparse.Namespace) -> int:
     return 0
 
 
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    add_plan_options(parser)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the job script or command and exit; writes nothing")
+    parser.add_argument("--sweep", action="store_true",
+                        help="run every valid layout that fits the GPUs present; report the best")
+    parser.add_argument("--records-dir", default="results/records",
+                        help="where run records go (default results/records)")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="wall-clock limit per run, seconds (default 3600)")
+    parser.add_argument("--hang-timeout", type=float, default=600.0,
+                        help="stop a run that prints nothing for this long, seconds (default 600)")
+    parser.add_argument("--verbose", action="store_true", help="stream the training log")
+    add_wait_options(parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="plan a benchmark and print, submit or run it")
-    add_plan_options(run)
-    run.add_argument("--dry-run", action="store_true",
-                     help="print the job script or command and exit; writes nothing")
-    run.add_argument("--sweep", action="store_true",
-                     help="run every valid layout that fits the GPUs present; report the best")
-    run.add_argument("--records-dir", default="results/records",
-                     help="where run records go (default results/records)")
-    run.add_argument("--timeout", type=float, default=3600.0,
-                     help="wall-clock limit per run, seconds (default 3600)")
-    run.add_argument("--hang-timeout", type=float, default=600.0,
-                     help="stop a run that prints nothing for this long, seconds (default 600)")
-    run.add_argument("--verbose", action="store_true", help="stream the training log")
-    add_wait_options(run)
+    add_run_options(run)
     run.set_defaults(func=cmd_run)
     results_cli.add_parser(sub)
     images_cli.register(sub)
@@ -232,6 +238,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)
     add_job_commands(sub)
     return parser
+
+
+def kit_run_flags() -> set[str]:
+    """Every option string of ``python -m bench run``."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_run_options(parser)
+    return {flag for action in parser._actions for flag in action.option_strings}
 
 
 def split_megatron_args(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
@@ -247,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(own)
     if extra and args.func is not cmd_run:
         print("error: Megatron flags after '--' are for 'run' only", file=sys.stderr)
+        return EXIT_USAGE
+    misplaced = sorted(flag_names(extra) & kit_run_flags())
+    if misplaced:
+        print(f"error: {', '.join(misplaced)} after '--' would go to Megatron, but it is an option "
+              "of 'python -m bench run': put it before '--'", file=sys.stderr)
         return EXIT_USAGE
     args.megatron_args = extra
     try:

@@ -176,9 +176,10 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         args = megatron_args(preset, layout, precision, options.iters, te,
                              options.data_path or "", options.tuning)
     else:
-        if not (options.tuning.overlap and options.tuning.grad_reduce_bf16):
-            raise ValueError("--no-overlap and --grad-reduce are Megatron-engine settings; "
-                             "Megatron-DeepSpeed's come from its DeepSpeed config")
+        if options.tuning.megatron_only:
+            raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
+                             "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
+                             "config (extra flags go after '--')")
         data = replace(platform.data, **{k: v for k, v in (
             ("path", options.data_path), ("vocab_file", options.vocab_file),
             ("merge_file", options.merge_file)) if v})

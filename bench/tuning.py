@@ -14,16 +14,19 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Tuning:
     """``overlap``: overlap the data-parallel gradient reduce-scatter and parameter all-gather with
-    compute (Megatron engine, dp > 1). ``grad_reduce_bf16``: keep and reduce gradients in bf16 under
-    bf16/fp8 instead of fp32. ``extra_args``: more Megatron flags, appended after the kit's."""
+    compute (dp > 1). ``grad_reduce_bf16``: keep and reduce gradients in bf16 under bf16/fp8
+    instead of fp32. ``fused_loss``: Megatron's fused cross-entropy loss. All three are Megatron
+    engine settings. ``extra_args``: more Megatron flags, appended after the kit's."""
 
     overlap: bool = True
     grad_reduce_bf16: bool = True
+    fused_loss: bool = True
     extra_args: tuple[str, ...] = ()
 
     @property
-    def is_default(self) -> bool:
-        return self == DEFAULT_TUNING
+    def megatron_only(self) -> bool:
+        """Whether a Megatron-engine setting is off its default."""
+        return not (self.overlap and self.grad_reduce_bf16 and self.fused_loss)
 
     def variant(self) -> tuple[tuple[str, str], ...]:
         """The non-default settings as (note key, value) pairs, in a fixed order."""
@@ -32,13 +35,15 @@ class Tuning:
             pairs.append(("overlap", "off"))
         if not self.grad_reduce_bf16:
             pairs.append(("grad_reduce", "fp32"))
+        if not self.fused_loss:
+            pairs.append(("fused_loss", "off"))
         if self.extra_args:
             pairs.append(("megatron_args", " ".join(self.extra_args)))
         return tuple(pairs)
 
 
 DEFAULT_TUNING = Tuning()
-TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "megatron_args")  # the keys variant() may use
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args")  # the keys variant() may use
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:

@@ -47,6 +47,8 @@ def test_dry_run_prints_the_job_script(tmp_path: Path, args: list[str], expect: 
      "already sets --micro-batch-size"),
     (["13b", "tp2pp2", "--platform", "lumi", "--engine", "megatron-deepspeed", "--no-overlap"],
      "Megatron-engine settings"),
+    (["13b", "tp2pp2", "--platform", "lumi", "--", "--manual-gc", "--records-dir", "r"],
+     "--records-dir after '--' would go to Megatron"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],
                                               message: str) -> None:

@@ -41,7 +41,7 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     plans = [plan(load_presets()[p], lay, platform, options(gpus=gpus, gpus_present=gpus))
              for p, lay, gpus in _cases()]
     # An A/B variant: every default turned off, plus an extra Megatron flag.
-    tuned = Tuning(overlap=False, grad_reduce_bf16=False, extra_args=("--cross-entropy-loss-fusion",))
+    tuned = Tuning(overlap=False, grad_reduce_bf16=False, fused_loss=False, extra_args=("--manual-gc",))
     plans.append(plan(load_presets()["6.7b"], "tp1pp1", platform,
                       options(gpus=8, gpus_present=8, tuning=tuned)))
     for launch in plans:

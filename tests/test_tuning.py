@@ -19,20 +19,22 @@ def _plan(tuning: Tuning, layout: str = "tp1pp1", engine: str = "megatron"):
                 options(gpus=8, tuning=tuning, engine=engine))
 
 
-def test_defaults_overlap_and_reduce_in_bf16_and_name_no_variant() -> None:
+def test_defaults_overlap_reduce_in_bf16_fuse_the_loss_and_name_no_variant() -> None:
     launch = _plan(Tuning())
     assert set(OVERLAP) <= set(launch.train_args) and "--grad-reduce-in-bf16" in launch.train_args
+    assert "--cross-entropy-loss-fusion" in launch.train_args
     assert launch.variant == () and plan_summary(launch)["variant"] == {}
 
 
 def test_each_setting_removes_its_flags_and_names_the_variant() -> None:
-    launch = _plan(Tuning(overlap=False, grad_reduce_bf16=False,
-                          extra_args=("--cross-entropy-loss-fusion", "--kit-torch-adam", "foreach")))
+    launch = _plan(Tuning(overlap=False, grad_reduce_bf16=False, fused_loss=False,
+                          extra_args=("--manual-gc", "--kit-torch-adam", "foreach")))
     assert not set(OVERLAP) & set(launch.train_args)
     assert "--grad-reduce-in-bf16" not in launch.train_args
-    assert launch.train_args[-3:] == ("--cross-entropy-loss-fusion", "--kit-torch-adam", "foreach")
-    assert dict(launch.variant) == {"overlap": "off", "grad_reduce": "fp32",
-                                    "megatron_args": "--cross-entropy-loss-fusion --kit-torch-adam foreach"}
+    assert "--cross-entropy-loss-fusion" not in launch.train_args
+    assert launch.train_args[-3:] == ("--manual-gc", "--kit-torch-adam", "foreach")
+    assert dict(launch.variant) == {"overlap": "off", "grad_reduce": "fp32", "fused_loss": "off",
+                                    "megatron_args": "--manual-gc --kit-torch-adam foreach"}
 
 
 def test_overlap_is_only_set_with_data_parallelism() -> None:
@@ -45,6 +47,7 @@ def test_overlap_is_only_set_with_data_parallelism() -> None:
     (Tuning(extra_args=("--seq-length=4096",)), "megatron", "already sets --seq-length"),
     (Tuning(extra_args=("fused",)), "megatron", "must start with a flag"),
     (Tuning(overlap=False), "megatron-deepspeed", "Megatron-engine settings"),
+    (Tuning(fused_loss=False), "megatron-deepspeed", "Megatron-engine settings"),
 ])
 def test_refusals_name_the_problem(tuning: Tuning, engine: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):

@@ -34,9 +34,10 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     """Megatron flags for one benchmark run; mock data unless ``data_path`` is given.
 
     Performance defaults (each measured on H200, see the README's results; ``tuning`` turns the
-    first two off for A/B runs): gradients reduced in bf16 under bf16 (halves gradient memory and
+    first three off for A/B runs): gradients reduced in bf16 under bf16 (halves gradient memory and
     traffic); with data parallelism, gradient reduce-scatter and parameter all-gather overlapped
-    with compute; the distributed optimizer.
+    with compute; the fused cross-entropy loss; the distributed optimizer. The entry adds the
+    fused AdamW on the no-TE path (``--kit-torch-adam``).
     """
     if layout.zero is not None:
         raise ValueError(f"zero{layout.zero} is a DeepSpeed stage: use --engine megatron-deepspeed,"
@@ -55,6 +56,9 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
         flags.append("--grad-reduce-in-bf16")
     if layout.dp > 1 and tuning.overlap:
         flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
+    if tuning.fused_loss:
+        # Megatron's own fused cross entropy (torch.compile'd), not TE's, which Megatron warns about.
+        flags += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "native"]
     flags += list(WITH_TE_FLAGS if transformer_engine else WITHOUT_TE_FLAGS)
     flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
               "--log-throughput", "--tokenizer-type", "NullTokenizer",
