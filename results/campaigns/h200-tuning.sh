@@ -41,6 +41,13 @@ case ${1:?x1 or x4} in
     run 6.7b-dp4-gbs128 6.7b tp1pp1 --mbs 4 --gbs 128 --iters 11
     run 2.7b-dp4-gbs128-unfused-loss 2.7b tp1pp1 --mbs 8 --gbs 128 --iters 11 --no-fused-loss
     ;;
+  x4-last)  # 2.7b on four GPUs without overlap at gbs 512; then the one-GPU 2.7b runs with the
+    # current defaults, two at once on GPUs 0 and 1
+    run 2.7b-dp4-gbs512-no-overlap 2.7b tp1pp1 --mbs 8 --gbs 512 --iters 11 --no-overlap
+    CUDA_VISIBLE_DEVICES=0 run 2.7b-gbs64 2.7b tp1pp1 --mbs 8 --gbs 64 --iters 11 &
+    CUDA_VISIBLE_DEVICES=1 run 2.7b-gbs128 2.7b tp1pp1 --mbs 8 --gbs 128 --iters 11
+    wait
+    ;;
   x1-ab)  # the two A/B runs of x1 whose kit options a first version of run() put after '--'
     run 2.7b-gbs64-foreach 2.7b tp1pp1 --mbs 8 --gbs 64 --iters 11 -- --kit-torch-adam foreach
     run 2.7b-gbs64-ce 2.7b tp1pp1 --mbs 8 --gbs 64 --iters 11 -- --cross-entropy-loss-fusion
