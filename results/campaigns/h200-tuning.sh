@@ -45,6 +45,7 @@ case ${1:?x1 or x4} in
     # current defaults, two at once on GPUs 0 and 1
     run 2.7b-dp4-gbs512-no-overlap 2.7b tp1pp1 --mbs 8 --gbs 512 --iters 11 --no-overlap
     CUDA_VISIBLE_DEVICES=0 run 2.7b-gbs64 2.7b tp1pp1 --mbs 8 --gbs 64 --iters 11 &
+    sleep 3  # run ids are made of the second a run starts in
     CUDA_VISIBLE_DEVICES=1 run 2.7b-gbs128 2.7b tp1pp1 --mbs 8 --gbs 128 --iters 11
     wait
     ;;
