@@ -2,7 +2,7 @@
 # A/B runs for issue 3's remaining work: what the fused AdamW, the fused cross entropy, a larger
 # global batch and the data-parallel overlap / bf16 gradient defaults buy. Run from the repo root
 # with megatron-core importable; OUT names the folder that receives records and logs.
-# Usage: h200-tuning.sh x1 | x1-ab (one H200) | x4 (four H200s)
+# Usage: h200-tuning.sh x1 | x1-ab | x1-last (one H200) | x4 | x4-rest | x4-last (four H200s)
 set -uo pipefail
 OUT=${OUT:?set OUT to an output folder}
 mkdir -p "$OUT/records" "$OUT/logs"
@@ -48,6 +48,10 @@ case ${1:?x1 or x4} in
     sleep 3  # run ids are made of the second a run starts in
     CUDA_VISIBLE_DEVICES=1 run 2.7b-gbs128 2.7b tp1pp1 --mbs 8 --gbs 128 --iters 11
     wait
+    ;;
+  x1-last)  # one H200 alone: 2.7b at 8/128 with the current defaults, and 1.3b at a larger batch
+    run 2.7b-gbs128 2.7b tp1pp1 --mbs 8 --gbs 128 --iters 11
+    run 1.3b-mbs8-gbs128 1.3b tp1pp1 --mbs 8 --gbs 128 --iters 11
     ;;
   x1-ab)  # the two A/B runs of x1 whose kit options a first version of run() put after '--'
     run 2.7b-gbs64-foreach 2.7b tp1pp1 --mbs 8 --gbs 64 --iters 11 -- --kit-torch-adam foreach
