@@ -61,7 +61,7 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                             f"$BENCH_{key.upper()})")
     tuning = parser.add_argument_group(
         "A/B settings", "change a kit default; the run is recorded as a variant of its "
-        "configuration. More Megatron flags go after '--' (e.g. -- --cross-entropy-loss-fusion)")
+        "configuration. More Megatron flags go after '--' (e.g. -- --manual-gc)")
     tuning.add_argument("--no-overlap", action="store_true",
                         help="do not overlap the data-parallel gradient reduce and parameter "
                         "gather with compute")

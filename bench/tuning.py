@@ -59,7 +59,7 @@ def check_extra_args(extra: tuple[str, ...], kit_args: Iterable[str]) -> None:
     """
     if extra and not extra[0].startswith("--"):
         raise ValueError(f"extra Megatron arguments must start with a flag, got '{extra[0]}' "
-                         "(write them after '--', e.g. -- --cross-entropy-loss-fusion)")
+                         "(write them after '--', e.g. -- --manual-gc)")
     taken = sorted(flag_names(extra) & flag_names(kit_args))
     if taken:
         raise ValueError(f"the kit already sets {', '.join(taken)} from the preset, layout and "
