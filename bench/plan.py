@@ -176,7 +176,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         args = megatron_args(preset, layout, precision, options.iters, te,
                              options.data_path or "", options.tuning)
     else:
-        if options.tuning.megatron_only:
+        if options.tuning.changes_megatron_defaults:
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
                              "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
                              "config (extra flags go after '--')")

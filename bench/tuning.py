@@ -24,7 +24,7 @@ class Tuning:
     extra_args: tuple[str, ...] = ()
 
     @property
-    def megatron_only(self) -> bool:
+    def changes_megatron_defaults(self) -> bool:
         """Whether a Megatron-engine setting is off its default."""
         return not (self.overlap and self.grad_reduce_bf16 and self.fused_loss)
 
