@@ -29,7 +29,11 @@ def test_ok_record_round_trips_through_json(tmp_path: Path) -> None:
     assert path == tmp_path / "records" / f"{record.run_id}.json"
     data = json.loads(path.read_text())
     assert data["schema"] == SCHEMA
-    assert list(data) == list(rec._TOP_KEYS)
+    assert list(data) == [
+        "schema", "run_id", "status", "reason", "started_at", "finished_at", "engine", "precision",
+        "preset", "layout", "platform", "nodes", "gpus", "argv", "env", "provenance", "metrics",
+        "log_tail", "notes", "log_head",
+    ]  # fmt: skip
     assert record_from_dict(data) == record
     assert record.ok
 
@@ -69,12 +73,13 @@ def test_validation_reports_every_problem_at_once() -> None:
     data["status"] = "exploded"
     data["extra"] = 1
     problems = validate_record(data)
-    assert any(p.startswith("record: unknown key(s) extra") for p in problems)
+    assert "extra: unknown key (not in bench.record/1); check its spelling" in problems
+    assert "gpus: Input should be a valid integer, got '4'" in problems
+    assert "layout.tp: Input should be greater than or equal to 1, got 0" in problems
+    assert any(p.startswith("status: Input should be 'ok', 'incomplete'") for p in problems)
     data.pop("extra")
-    problems = validate_record(data)
-    assert any(p.startswith("gpus: expected an integer") for p in problems)
-    assert any(p.startswith("layout.tp: expected an integer >= 1") for p in problems)
-    assert any(p.startswith("status: expected one of ok, incomplete") for p in problems)
+    data.pop("nodes")
+    assert "nodes: missing key" in validate_record(data)
 
 
 def test_cross_field_rules() -> None:
@@ -184,13 +189,6 @@ def test_write_takes_only_validated_records(tmp_path: Path) -> None:
         write_record(tmp_path, record_fields())  # type: ignore[arg-type]
 
 
-def _outcome(build, data):
-    try:
-        return build(data)
-    except RecordError as error:
-        return error.problems
-
-
 # Values of every JSON type, and the edge cases of each check (bool is not a count, 0 is not > 0).
 _ODD_VALUES = [None, True, False, 0, 1, -1, 3, 1.0, 0.5, -0.5, float("nan"), float("inf"), "",
                "x", "bf16", [], ["a"], [1], {}, {"a": "b"}, {"a": 1}, {"a": [1]}]
@@ -199,8 +197,6 @@ _ODD_VALUES = [None, True, False, 0, 1, -1, 3, 1.0, 0.5, -0.5, float("nan"), flo
 def _mutations():
     ok = make_record().to_dict()
     failed = build_record(**failed_fields()).to_dict()
-    yield ok
-    yield failed
     for base in (ok, failed):
         for key, value in base.items():
             for odd in _ODD_VALUES:
@@ -215,14 +211,30 @@ def _mutations():
         yield {**base, "extra": None}
 
 
-def test_fast_path_agrees_with_the_detailed_checker() -> None:
-    # Valid records come back equal; invalid ones raise the same problems, in the same order.
-    count = 0
+def test_every_malformed_record_is_refused_with_named_problems() -> None:
+    # A mutation either still makes a valid record (the value was allowed there) or is refused
+    # with problems that each start with the JSON path at fault or the schema; none crash.
+    count = refused = 0
     for data in _mutations():
-        fast, checked = _outcome(record_from_dict, data), _outcome(rec._checked_record, data)
-        assert repr(fast) == repr(checked), data
         count += 1
-    assert count > 1000
+        try:
+            record = record_from_dict(data)
+        except RecordError as error:
+            refused += 1
+            assert error.problems and all(":" in p or p.startswith("schema ") for p in error.problems), data
+            continue
+        assert record.to_dict() == {**data, "notes": data.get("notes", {})}
+    assert count > 1000 and refused > 900
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "results" / "records").glob(
+    "*.json")), ids=lambda p: p.stem)
+def test_every_kept_record_loads_unchanged(path: Path) -> None:
+    # Records written by earlier versions of the kit load, and write back to the same JSON (keys
+    # added since, with their empty defaults, aside).
+    record = rec.load_record(path)
+    data = json.loads(path.read_text())
+    assert {k: v for k, v in record.to_dict().items() if k in data or v} == data
 
 
 def test_impossible_timestamp_is_a_record_problem(tmp_path: Path) -> None:

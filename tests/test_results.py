@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.record import load_records, write_record
+from bench.record import write_record
 from bench.results import plots
 from bench.results.aggregate import find_range
 from bench.results.data import load_published, load_ranges
 from bench.results.generate import generate, write_outputs
-from bench.results.runs import Run, load_runs
 from tests.record_factory import make_record
 
 HERE = Path(__file__).parent
@@ -118,14 +117,6 @@ def test_unchanged_plots_are_reused_and_changed_ones_redrawn(workdir: Path) -> N
     assert plots.png_text(redrawn)[plots.KEY_CHUNK] != key
 
 
-def test_parallel_loading_equals_loading_one_by_one(workdir: Path) -> None:
-    (workdir / "records" / ".x.json.tmp").write_text("{")
-    serial = load_runs(workdir / "records", workers=1)
-    assert load_runs(workdir / "records", workers=2) == serial
-    records, problems = load_records(workdir / "records")
-    assert serial == ([Run.of(r) for r in records], problems)
-
-
 def test_ranges_match_accelerator_and_layout_degrees(tmp_path: Path) -> None:
     path = tmp_path / "ranges.toml"
     path.write_text(
@@ -138,11 +129,11 @@ def test_ranges_match_accelerator_and_layout_degrees(tmp_path: Path) -> None:
         '[[range]]\nplatform = "h200x4"\nmodel = "13b"\nlayout = "dp4"\n'
         'tflops_per_gpu = 379\ntolerance = 0.1\nsource = "dp4"\n')
     ranges = load_ranges(path)
-    run = Run.of(make_record())  # 13b, layout named "dp4" = tp1pp1dp4, accelerator "H200 SXM"
+    run = make_record()  # 13b, layout named "dp4" = tp1pp1dp4, accelerator "H200 SXM"
     entry = find_range(ranges, run)
     assert entry is not None and entry.source == "any dp"
-    assert find_range(ranges[3:], Run.of(make_record(layout={**make_record().layout.__dict__,
-                                                              "name": "tp1pp1dp4"}))) == ranges[3]
+    assert find_range(ranges[3:], make_record(layout={**make_record().layout.model_dump(),
+                                                              "name": "tp1pp1dp4"})) == ranges[3]
 
 
 def test_an_ab_variant_is_judged_only_by_a_range_that_names_it(tmp_path: Path) -> None:
@@ -155,9 +146,9 @@ def test_an_ab_variant_is_judged_only_by_a_range_that_names_it(tmp_path: Path) -
     ranges = load_ranges(path)
     default = make_record()
     variant = make_record(notes={**default.notes, "overlap": "off", "sweep": "s1"})
-    assert find_range(ranges, Run.of(default)).source == "defaults"
-    assert find_range(ranges, Run.of(variant)).source == "no overlap"
-    assert find_range(ranges[:1], Run.of(variant)) is None
+    assert find_range(ranges, default).source == "defaults"
+    assert find_range(ranges, variant).source == "no overlap"
+    assert find_range(ranges[:1], variant) is None
 
 
 def test_zero_records_give_an_honest_page_with_published_figures(tmp_path: Path) -> None:

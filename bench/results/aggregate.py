@@ -16,9 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bench.layout import LayoutSpec
-from bench.record import LayoutInfo, Problem
+from bench.record import LayoutInfo, Problem, Record
 from bench.results.data import Published, PublishedRow, ReferenceRange
-from bench.results.runs import Run
 from bench.tuning import TUNING_NOTE_KEYS
 
 # Notes that label a run but do not change what was run; they do not split configurations.
@@ -101,7 +100,7 @@ class Report:
     """Everything the markdown, the plots and the check need, in a stable order."""
 
     tables: tuple[ModelTable, ...]
-    failed: tuple[Run, ...]
+    failed: tuple[Record, ...]
     problems: tuple[Problem, ...]
     ok_runs: int
 
@@ -136,12 +135,12 @@ def _variant(notes: Iterable[tuple[str, object]]) -> str:
     return ", ".join(parts)
 
 
-def _sweep(run: Run) -> str | None:
+def _sweep(run: Record) -> str | None:
     sweep = run.notes.get("sweep", run.notes.get("sweep_id"))
     return None if sweep is None else str(sweep)
 
 
-def _configuration(run: Run) -> tuple:
+def _configuration(run: Record) -> tuple:
     p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
@@ -151,7 +150,7 @@ def _configuration(run: Run) -> tuple:
     )  # fmt: skip
 
 
-def _shape(run: Run) -> str:
+def _shape(run: Record) -> str:
     p = run.preset
     return (f"{p.layers} layers, hidden {p.hidden}, {p.heads} heads, "
             f"sequence {p.seq_length}, vocabulary {p.vocab_size}")
@@ -166,7 +165,7 @@ def layout_matches(spec: LayoutSpec, layout: LayoutInfo) -> bool:
     )
 
 
-def find_range(ranges: Sequence[ReferenceRange], run: Run) -> ReferenceRange | None:
+def find_range(ranges: Sequence[ReferenceRange], run: Record) -> ReferenceRange | None:
     """The first reference range that matches the run's configuration, or None."""
     for entry in ranges:
         wanted = (
@@ -204,7 +203,7 @@ def _verdict(entry: ReferenceRange | None, value: float) -> Verdict:
     return Verdict.IN_RANGE
 
 
-def _measured_row(runs: list[Run], ranges: Sequence[ReferenceRange]) -> Row:
+def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
     runs.sort(key=lambda r: (r.metrics.tflops_per_gpu, r.run_id))  # type: ignore[union-attr]
     median = runs[(len(runs) - 1) // 2]
     m, lay = median.metrics, median.layout
@@ -250,13 +249,13 @@ def _measured_order(row: Row) -> tuple:
 
 
 def build_report(
-    runs: Sequence[Run],
+    runs: Sequence[Record],
     problems: Sequence[Problem],
     published: Published,
     ranges: Sequence[ReferenceRange],
 ) -> Report:
     """Group, select and order everything; the result does not depend on the input order."""
-    groups: dict[tuple, list[Run]] = defaultdict(list)
+    groups: dict[tuple, list[Record]] = defaultdict(list)
     shapes: dict[str, set[str]] = defaultdict(set)
     failed = []
     for run in runs:

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.record import load_records
 from bench.results import markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
-from bench.results.runs import load_runs
 
 RESULTS_DIR = Path("results")
 RECORDS_DIR = RESULTS_DIR / "records"
@@ -53,7 +53,7 @@ def generate(
     ranges = load_ranges(ranges_file)
     # The drawing process imports matplotlib while this one loads the records.
     with Drawer() if draw_plots else contextlib.nullcontext() as drawer:
-        runs, problems = load_runs(records_dir, workers=1 if draw_plots else None)
+        runs, problems = load_records(records_dir)
         report = build_report(runs, problems, published, ranges)
         specs = plots.plan_plots(report)
         records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()

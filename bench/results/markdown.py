@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench.record import Record
 from bench.results.aggregate import ModelTable, Report, Row, display_name
 from bench.results.data import CONVENTION_LABELS
 from bench.results.plots import PlotSpec
-from bench.results.runs import Run
 
 DASH = "–"
 
@@ -123,7 +123,7 @@ def _model_section(table: ModelTable, records_link: str) -> list[str]:
     return lines + [""]
 
 
-def _failed_section(failed: Sequence[Run], records_link: str) -> list[str]:
+def _failed_section(failed: Sequence[Record], records_link: str) -> list[str]:
     lines = ["## Failed runs", ""]
     if not failed:
         return lines + ["No failed runs.", ""]

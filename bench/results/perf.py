@@ -19,13 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.record import build_record, write_record
+from bench.record import build_record, load_records, write_record
 from bench.results import markdown, plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
 from bench.results.generate import PUBLISHED_FILE, RANGES_FILE, generate, write_outputs
-from bench.results.runs import load_runs
 
 # name: (layers, hidden, heads, causal TFLOP per sample at s 2048, V 51200)
 MODELS = {"1.3b": (24, 2048, 16, 17.4), "2.7b": (32, 2560, 32, 34.6),
@@ -85,7 +84,7 @@ def main(argv: list[str]) -> int:
         # Phases, timed again separately and one after the other (a regeneration overlaps the
         # matplotlib import with the loading); files are now in the page cache for both runs.
         t0 = time.perf_counter()
-        runs, problems = load_runs(records_dir, workers=1)
+        runs, problems = load_records(records_dir)
         t1 = time.perf_counter()
         report = build_report(runs, problems, load_published(PUBLISHED_FILE),
                               load_ranges(RANGES_FILE))
