@@ -8,7 +8,7 @@ in ``bench.render`` turn a plan into a Slurm script, a PBS script or a torchrun 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
@@ -180,7 +180,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
                              "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
                              "config (extra flags go after '--')")
-        data = replace(platform.data, **{k: v for k, v in (
+        data = platform.data.model_copy(update={k: v for k, v in (
             ("path", options.data_path), ("vocab_file", options.vocab_file),
             ("merge_file", options.merge_file)) if v})
         entry = (f"{platform.megatron_deepspeed_dir}/pretrain_gpt.py",)

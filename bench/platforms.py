@@ -6,39 +6,49 @@ default engine and precision, environment, module loads, image, bind mounts and 
 adds a cluster by copying a file; ``BENCH_PLATFORMS_DIR`` points the kit at another folder. Job
 defaults (account, partition, queue, walltime) are overridden by options or by the environment
 variables ``BENCH_ACCOUNT``, ``BENCH_PARTITION``, ``BENCH_QUEUE``, ``BENCH_WALLTIME``.
+
+The models are the schema of the files (``results/schema/platform.schema.json`` and
+``accelerator.schema.json`` are generated from them): strict types, unknown keys refused, and
+every error names the file and the key.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Literal, get_args
 
-from bench.tomlfile import DataError, no_leftovers, read_toml, take
+from pydantic import Field, field_validator, model_validator
+
+from bench.schema import Strict, load_toml
+from bench.tomlfile import DataError
 
 REPO_PLATFORMS_DIR = Path(__file__).resolve().parent.parent / "platforms"
 
-SCHEDULERS = ("slurm", "pbs", "none")
-LAUNCHERS = ("srun", "torchrun", "mpiexec")
-RUNTIMES = ("pyxis", "singularity", "docker", "venv", "none")
-ENGINES = ("megatron", "megatron-deepspeed")
-PRECISIONS = ("bf16", "fp16", "fp8")
+Precision = Literal["bf16", "fp16", "fp8"]
+Engine = Literal["megatron", "megatron-deepspeed"]
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+ENGINES: tuple[str, ...] = get_args(Engine)
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-@dataclass(frozen=True)
-class Accelerator:
+class AcceleratorFile(Strict):
     """One GPU (or GCD) model and its dense peak TFLOP/s per precision, with the source."""
 
-    name: str
     model: str
-    match: tuple[str, ...]  # substrings of the device name a driver reports (e.g. "H200")
-    memory_gb: float
-    peak_tflops: dict[str, float]
-    peak_source: str
+    # Substrings of the device name a driver reports (e.g. "H200").
+    match: tuple[str, ...] = ()
+    memory_gb: Annotated[float, Field(gt=0)]
+    peak_tflops: dict[Precision, Annotated[float, Field(gt=0)]]
+    peak_source: Annotated[str, Field(pattern=r"\S")]  # where the peak figures come from
+
+
+class Accelerator(AcceleratorFile):
+    """An accelerator file as loaded; ``name`` is its file name without ``.toml``."""
+
+    name: str
 
     def peak(self, precision: str) -> float:
         if precision not in self.peak_tflops:
@@ -47,8 +57,13 @@ class Accelerator:
         return self.peak_tflops[precision]
 
 
-@dataclass(frozen=True)
-class Job:
+def check_walltime(value: str, where: str) -> str:
+    if not _WALLTIME.match(value):
+        raise DataError(f"{where}: walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
+    return value
+
+
+class Job(Strict):
     """Scheduler defaults a user overrides by option or environment (empty = not set)."""
 
     account: str = ""
@@ -61,9 +76,15 @@ class Job:
     account_required: bool = False  # the site refuses jobs without an account (LUMI, ALCF)
     node_resources: str = ""  # PBS: appended to "select=<nodes>:", e.g. "system=polaris"
 
+    @field_validator("walltime")
+    @classmethod
+    def _walltime(cls, value: str) -> str:
+        if not _WALLTIME.match(value):
+            raise ValueError(f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
+        return value
 
-@dataclass(frozen=True)
-class Data:
+
+class Data(Strict):
     """Training data for engines without mock data (Megatron-DeepSpeed); paths as the job sees them."""
 
     path: str = ""
@@ -71,144 +92,72 @@ class Data:
     merge_file: str = ""
 
 
-@dataclass(frozen=True)
-class Platform:
-    """A machine or cluster, loaded from ``platforms/<name>.toml``."""
+class PlatformFile(Strict):
+    """A machine or cluster: the keys of ``platforms/<name>.toml``."""
 
-    name: str
     description: str
-    scheduler: str
-    launcher: str
-    container_runtime: str
-    gpus_per_node: int  # 0 = count the GPUs present (the local platform)
+    scheduler: Literal["slurm", "pbs", "none"]
+    launcher: Literal["srun", "torchrun", "mpiexec"]
+    container_runtime: Literal["pyxis", "singularity", "docker", "venv", "none"]
+    gpus_per_node: Annotated[int, Field(ge=0)]  # 0 = count the GPUs present (the local platform)
     accelerator: str  # a name in platforms/accelerators/, or "auto" to detect
-    default_engine: str
-    default_precision: str
-    image: str
-    env: dict[str, str] = field(default_factory=dict)
+    default_engine: Engine
+    default_precision: Precision
+    image: str = ""
+    # Exported before launch; numbers are written as strings. Site settings such as NCCL's live
+    # here, never in the kit's code (the training entry sets no environment of its own).
+    env: dict[str, str] = {}
     modules: tuple[str, ...] = ()
     setup: tuple[str, ...] = ()  # shell lines run before launching (e.g. activating a venv)
     binds: tuple[str, ...] = ()
     job: Job = Job()
     data: Data = Data()
-    cpus_per_task: int = 0  # 0 = leave to the scheduler
+    cpus_per_task: Annotated[int, Field(ge=0)] = 0  # 0 = leave to the scheduler
     # Where pretrain_gpt.py of Megatron-DeepSpeed is, as the job sees it (the kit's images use /opt).
     megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
     transformer_engine: bool = False  # the platform's image or venv has Transformer Engine
-    source: str = ""  # the file it came from
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, env: object) -> object:
+        if not isinstance(env, dict):
+            return env
+        for key, value in env.items():
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"'{key}' is not a valid environment variable name")
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise ValueError(f"'{key}' must be a string or number")
+        return {key: str(value) for key, value in env.items()}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlatformFile:
+        if self.scheduler != "none" and self.gpus_per_node == 0:
+            raise ValueError("a cluster platform must state gpus_per_node")
+        if self.container_runtime in ("pyxis", "singularity", "docker") and not self.image:
+            raise ValueError(f"container_runtime '{self.container_runtime}' needs 'image'")
+        return self
+
+
+class Platform(PlatformFile):
+    """A platform file as loaded: ``name`` is its file name without ``.toml``, ``source`` its path."""
+
+    name: str
+    source: str = ""
 
 
 def platforms_dir() -> Path:
     return Path(os.environ.get("BENCH_PLATFORMS_DIR") or REPO_PLATFORMS_DIR)
 
 
-def _choice(table: dict[str, Any], key: str, choices: tuple[str, ...], where: str) -> str:
-    value = take(table, key, str, where)
-    if value not in choices:
-        raise DataError(f"{where}: key '{key}' is '{value}', expected one of {', '.join(choices)}")
-    return value
-
-
-def _str_list(table: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
-    values = take(table, key, list, where, [])
-    if not all(isinstance(v, str) for v in values):
-        raise DataError(f"{where}: key '{key}' must be a list of strings")
-    return tuple(values)
-
-
-def _env(table: dict[str, Any], where: str) -> dict[str, str]:
-    env = take(table, "env", dict, where, {})
-    out = {}
-    for key, value in env.items():
-        if not _ENV_NAME.match(key):
-            raise DataError(f"{where} [env]: '{key}' is not a valid environment variable name")
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise DataError(f"{where} [env]: '{key}' must be a string or number")
-        out[key] = str(value)
-    return out
-
-
-def _job(table: dict[str, Any], where: str) -> Job:
-    raw = dict(take(table, "job", dict, where, {}))
-    where = f"{where} [job]"
-    job = Job(
-        account=take(raw, "account", str, where, ""),
-        partition=take(raw, "partition", str, where, ""),
-        queue=take(raw, "queue", str, where, ""),
-        walltime=take(raw, "walltime", str, where, "00:30:00"),
-        qos=take(raw, "qos", str, where, ""),
-        filesystems=take(raw, "filesystems", str, where, ""),
-        extra_directives=_str_list(raw, "extra_directives", where),
-        account_required=take(raw, "account_required", bool, where, False),
-        node_resources=take(raw, "node_resources", str, where, ""),
-    )
-    no_leftovers(raw, where, ["account", "partition", "queue", "walltime", "qos", "filesystems",
-                              "extra_directives", "account_required", "node_resources"])
-    check_walltime(job.walltime, where)
-    return job
-
-
-def check_walltime(value: str, where: str) -> None:
-    if not _WALLTIME.match(value):
-        raise DataError(f"{where}: walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
-
-
-def _data(table: dict[str, Any], where: str) -> Data:
-    raw = dict(take(table, "data", dict, where, {}))
-    where = f"{where} [data]"
-    data = Data(path=take(raw, "path", str, where, ""),
-                vocab_file=take(raw, "vocab_file", str, where, ""),
-                merge_file=take(raw, "merge_file", str, where, ""))
-    no_leftovers(raw, where, ["path", "vocab_file", "merge_file"])
-    return data
-
-
-_PLATFORM_KEYS = ["description", "scheduler", "launcher", "container_runtime", "gpus_per_node",
-                  "accelerator", "default_engine", "default_precision", "image", "env", "modules",
-                  "setup", "binds", "job", "data", "cpus_per_task",
-                  "megatron_deepspeed_dir", "transformer_engine"]
-
-
 def load_platform_file(path: Path) -> Platform:
     """Load and validate one platform file; errors name the file and the key."""
-    raw = read_toml(path)
-    where = str(path)
-    platform = Platform(
-        name=path.stem,
-        description=take(raw, "description", str, where),
-        scheduler=_choice(raw, "scheduler", SCHEDULERS, where),
-        launcher=_choice(raw, "launcher", LAUNCHERS, where),
-        container_runtime=_choice(raw, "container_runtime", RUNTIMES, where),
-        gpus_per_node=take(raw, "gpus_per_node", int, where),
-        accelerator=take(raw, "accelerator", str, where),
-        default_engine=_choice(raw, "default_engine", ENGINES, where),
-        default_precision=_choice(raw, "default_precision", PRECISIONS, where),
-        image=take(raw, "image", str, where, ""),
-        env=_env(raw, where),
-        modules=_str_list(raw, "modules", where),
-        setup=_str_list(raw, "setup", where),
-        binds=_str_list(raw, "binds", where),
-        job=_job(raw, where),
-        data=_data(raw, where),
-        cpus_per_task=take(raw, "cpus_per_task", int, where, 0),
-        megatron_deepspeed_dir=take(raw, "megatron_deepspeed_dir", str, where,
-                                    "/opt/Megatron-DeepSpeed"),
-        transformer_engine=take(raw, "transformer_engine", bool, where, False),
-        source=str(path),
-    )
-    no_leftovers(raw, where, _PLATFORM_KEYS)
-    if platform.gpus_per_node < 0:
-        raise DataError(f"{where}: gpus_per_node must be positive (0 = count the GPUs present)")
-    if platform.scheduler != "none" and platform.gpus_per_node == 0:
-        raise DataError(f"{where}: a cluster platform must state gpus_per_node")
-    if platform.container_runtime in ("pyxis", "singularity", "docker") and not platform.image:
-        raise DataError(f"{where}: container_runtime '{platform.container_runtime}' needs 'image'")
-    if platform.accelerator != "auto":
+    data = load_toml(path, PlatformFile)
+    if data.accelerator != "auto":
         try:
-            load_accelerator(platform.accelerator)
+            load_accelerator(data.accelerator)
         except DataError as exc:
-            raise DataError(f"{where}: key 'accelerator': {exc}") from None
-    return platform
+            raise DataError(f"{path}: key 'accelerator': {exc}") from None
+    return Platform.model_construct(**dict(data), name=path.stem, source=str(path))
 
 
 def platform_files() -> list[Path]:
@@ -234,7 +183,9 @@ def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
             changes[key] = value
     if "walltime" in changes:
         check_walltime(changes["walltime"], "--walltime")
-    return replace(platform, job=replace(platform.job, **changes)) if changes else platform
+    if not changes:
+        return platform
+    return platform.model_copy(update={"job": platform.job.model_copy(update=changes)})
 
 
 # --- accelerators -------------------------------------------------------------------------------
@@ -248,25 +199,7 @@ def accelerator_files() -> list[Path]:
 
 
 def load_accelerator_file(path: Path) -> Accelerator:
-    raw = read_toml(path)
-    where = str(path)
-    peaks = take(raw, "peak_tflops", dict, where)
-    for key, value in peaks.items():
-        if key not in PRECISIONS or isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise DataError(f"{where} [peak_tflops]: '{key}' must be one of {PRECISIONS} with a "
-                            "number of dense TFLOP/s")
-    acc = Accelerator(
-        name=path.stem,
-        model=take(raw, "model", str, where),
-        match=_str_list(raw, "match", where),
-        memory_gb=float(take(raw, "memory_gb", (int, float), where)),
-        peak_tflops={k: float(v) for k, v in peaks.items()},
-        peak_source=take(raw, "peak_source", str, where),
-    )
-    no_leftovers(raw, where, ["model", "match", "memory_gb", "peak_tflops", "peak_source"])
-    if not acc.peak_source.strip():
-        raise DataError(f"{where}: peak_source must say where the peak figures come from")
-    return acc
+    return Accelerator.model_construct(**dict(load_toml(path, AcceleratorFile)), name=path.stem)
 
 
 def load_accelerator(name: str) -> Accelerator:

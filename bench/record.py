@@ -24,7 +24,6 @@ from __future__ import annotations
 import enum
 import json
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bench.schema import PATTERN_HINTS, Strict, problems
 
 SCHEMA = "bench.record/1"
 SCHEMA_PREFIX = "bench.record/"
@@ -48,8 +49,7 @@ _PATTERNS = {
     "timestamp": (r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
                   "UTC like 2026-11-21T20:15:00Z"),
 }
-_HINTS = {regex: hint for regex, hint in _PATTERNS.values()}
-_KEYED = re.compile(r"^\w+: ")  # a validator's problem line that names its key
+PATTERN_HINTS.update(_PATTERNS.values())
 
 Text = Annotated[str, Field(min_length=1)]
 Count = Annotated[int, Field(ge=1)]
@@ -80,12 +80,6 @@ class RecordError(ValueError):
 
 class RecordExistsError(FileExistsError):
     """A record with this run id is already on disk; records are never overwritten."""
-
-
-class Strict(BaseModel):
-    """Base of every data model of the kit: strict types, unknown keys refused, immutable."""
-
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
 class PresetInfo(Strict):
@@ -296,31 +290,6 @@ class Problem:
         return f"{self.file}: {self.message}"
 
 
-def problems_of(error: ValidationError, schema: str = SCHEMA) -> list[str]:
-    """One line per problem, ``<json path>: <what is wrong>``, in the words of the kit."""
-    out = []
-    for e in error.errors(include_url=False):
-        where = ".".join(map(str, e["loc"]))
-        kind, message = e["type"], e["msg"]
-        if kind == "value_error":  # validators above: one problem per line, each with its path
-            for line in message.removeprefix("Value error, ").splitlines():
-                sep = "." if _KEYED.match(line) else ": "
-                out.append(f"{where}{sep}{line}" if where else line)
-            continue
-        if kind == "extra_forbidden":
-            message = f"unknown key (not in {schema}); check its spelling"
-        elif kind == "missing":
-            message = "missing key"
-        elif kind == "string_too_short":
-            message = "expected a non-empty string"
-        elif kind == "string_pattern_mismatch":
-            message = f"{e['input']!r} must be {_HINTS[e['ctx']['pattern']]}"
-        elif "input" in e and kind not in ("model_type", "dict_type"):
-            message += f", got {e['input']!r}"
-        out.append(f"{where or 'record'}: {message}")
-    return out
-
-
 def _schema_problem(data: Any) -> str | None:
     """A foreign or future schema, said before anything else is checked."""
     schema = data.get("schema") if isinstance(data, dict) else None
@@ -342,7 +311,7 @@ def record_from_json(text: str | bytes) -> Record:
         except (json.JSONDecodeError, UnicodeDecodeError) as bad:
             raise RecordError([f"not valid JSON ({bad})"]) from None
         problem = _schema_problem(data)
-        raise RecordError([problem] if problem else problems_of(error)) from None
+        raise RecordError([problem] if problem else problems(error, Record)) from None
 
 
 def record_from_dict(data: Any) -> Record:

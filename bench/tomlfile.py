@@ -1,4 +1,4 @@
-"""Reading TOML data files with errors that name the file and the key."""
+"""Reading TOML data files with errors that name the file and the key (models: ``bench.schema``)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,53 @@
-"""Load ``images/pins.toml`` (upstreams and image targets) and ``images/polaris/recipe.toml``."""
+"""Load ``images/pins.toml`` (upstreams and image targets) and ``images/polaris/recipe.toml``.
+
+The models are the files' schema (``results/schema/pins.schema.json``): unknown keys are refused and
+every error names the file and the table.
+"""
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from bench.schema import Strict, load_toml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO_ROOT / "images" / "pins.toml"
 POLARIS_RECIPE = REPO_ROOT / "images" / "polaris" / "recipe.toml"
-UPSTREAM_KINDS = ("pypi", "github")
 
 
-@dataclass(frozen=True)
-class Upstream:
+def _pinned(specs: tuple[str, ...]) -> tuple[str, ...]:
+    for spec in specs:
+        if "==" not in spec:
+            raise ValueError(f"{spec!r} is not pinned; write it as name==version")
+    return specs
+
+
+Pinned = Annotated[tuple[str, ...], AfterValidator(_pinned)]
+
+
+class Upstream(Strict):
     """A source that a patch series applies to: a PyPI wheel or a GitHub commit."""
 
-    name: str
-    kind: str
+    name: SkipJsonSchema[str] = Field("", exclude=True)  # the table's key, set when loaded
+    kind: Literal["pypi", "github"]
     series: str  # path of the series file relative to the repo root; "" for none
     package: str = ""  # pypi
     version: str = ""  # pypi
     repo: str = ""  # github owner/name
-    commit: str = ""  # github, 40 hex digits
+    commit: Annotated[str, Field(pattern=r"^([0-9a-f]{40})?$")] = ""  # github, a full commit
     install_dir: str = ""  # github: where the image keeps the patched tree
+
+    @model_validator(mode="after")
+    def _complete(self) -> Upstream:
+        needed = ("package", "version") if self.kind == "pypi" else ("repo", "commit")
+        missing = [key for key in needed if not getattr(self, key)]
+        if missing:
+            raise ValueError(f"a {self.kind} upstream needs {' and '.join(missing)}")
+        return self
 
     @property
     def pin(self) -> str:
@@ -36,25 +60,40 @@ class Upstream:
         return f"https://codeload.github.com/{self.repo}/tar.gz/{self.commit}"
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(Strict):
     """One image recipe: its Dockerfile, default base, pinned packages and upstreams."""
 
-    name: str
+    name: SkipJsonSchema[str] = Field("", exclude=True)  # the table's key, set when loaded
     dockerfile: str
     image: str
     registry: str
     base: str
-    packages: tuple[str, ...]
-    requirements: tuple[str, ...]
+    packages: Pinned
+    requirements: Pinned
     upstreams: tuple[str, ...]
     optional_upstreams: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Pins:
+class Pins(Strict):
+    """``images/pins.toml``: upstream sources and image targets, each pinned once."""
+
     upstreams: dict[str, Upstream]
     targets: dict[str, Target]
+
+    @model_validator(mode="after")
+    def _upstreams_defined(self) -> Pins:
+        for name, target in self.targets.items():
+            for used in (*target.upstreams, *target.optional_upstreams):
+                if used not in self.upstreams:
+                    raise ValueError(f"targets.{name}: upstream {used!r} is not defined under "
+                                     "[upstreams]")
+        for group in ("upstreams", "targets"):  # each table knows its key, which names it
+            tables = getattr(self, group)
+            if any(table.name for table in tables.values()):
+                raise ValueError(f"[{group}.*] unknown key(s) name: the table's key names it")
+            object.__setattr__(self, group, {key: table.model_copy(update={"name": key})
+                                             for key, table in tables.items()})
+        return self
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
@@ -62,79 +101,22 @@ class Pins:
         return self.targets[name]
 
 
-@dataclass(frozen=True)
-class PolarisRecipe:
+
+class PolarisRecipe(Strict):
     """The Polaris conda module + venv recipe (no container on Polaris)."""
 
     conda_module: str
     venv: str
-    packages: tuple[str, ...]
-    requirements: tuple[str, ...]
+    packages: Pinned
+    requirements: Pinned
     upstream: str
     checkout: str
 
 
-def _require(table: dict, key: str, where: str, kind: type = str):
-    if key not in table:
-        raise ValueError(f"{where}: missing key {key!r}; add it")
-    value = table[key]
-    if not isinstance(value, kind):
-        raise ValueError(f"{where}: key {key!r} must be a {kind.__name__}, got {value!r}")
-    return value
-
-
-def _pinned(specs: list, where: str) -> tuple[str, ...]:
-    for spec in specs:
-        if not isinstance(spec, str) or "==" not in spec:
-            raise ValueError(f"{where}: {spec!r} is not pinned; write it as name==version")
-    return tuple(specs)
-
-
 def load_pins(path: Path = PINS_FILE) -> Pins:
     """Parse and check the pins file; ValueError names the file and the key at fault."""
-    data = tomllib.loads(path.read_text())
-    upstreams = {}
-    for name, table in _require(data, "upstreams", str(path), dict).items():
-        where = f"{path} [upstreams.{name}]"
-        kind = _require(table, "kind", where)
-        if kind not in UPSTREAM_KINDS:
-            raise ValueError(f"{where}: kind {kind!r} is not one of {UPSTREAM_KINDS}")
-        fields = {k: _require(table, k, where) for k in table if k != "kind"}
-        needed = ("package", "version") if kind == "pypi" else ("repo", "commit")
-        for key in (*needed, "series"):
-            _require(table, key, where)
-        if kind == "github" and (len(table["commit"]) != 40 or not table["commit"].isalnum()):
-            raise ValueError(f"{where}: commit must be a full 40-hex-digit commit, not a branch")
-        upstreams[name] = Upstream(name=name, kind=kind, **fields)
-    targets = {}
-    for name, table in _require(data, "targets", str(path), dict).items():
-        where = f"{path} [targets.{name}]"
-        uses = _require(table, "upstreams", where, list) + _require(table, "optional_upstreams", where, list)
-        for used in uses:
-            if used not in upstreams:
-                raise ValueError(f"{where}: upstream {used!r} is not defined under [upstreams]")
-        targets[name] = Target(
-            name=name,
-            dockerfile=_require(table, "dockerfile", where),
-            image=_require(table, "image", where),
-            registry=_require(table, "registry", where),
-            base=_require(table, "base", where),
-            packages=_pinned(_require(table, "packages", where, list), where),
-            requirements=_pinned(_require(table, "requirements", where, list), where),
-            upstreams=tuple(table["upstreams"]),
-            optional_upstreams=tuple(table["optional_upstreams"]),
-        )
-    return Pins(upstreams=upstreams, targets=targets)
+    return load_toml(path, Pins)
 
 
 def load_polaris_recipe(path: Path = POLARIS_RECIPE) -> PolarisRecipe:
-    data = tomllib.loads(path.read_text())
-    where = str(path)
-    return PolarisRecipe(
-        conda_module=_require(data, "conda_module", where),
-        venv=_require(data, "venv", where),
-        packages=_pinned(_require(data, "packages", where, list), where),
-        requirements=_pinned(_require(data, "requirements", where, list), where),
-        upstream=_require(data, "upstream", where),
-        checkout=_require(data, "checkout", where),
-    )
+    return load_toml(path, PolarisRecipe)

@@ -102,3 +102,19 @@ def test_polaris_recipe_renders_the_seed_steps_and_is_a_dry_run_here(capsys):
     if not polaris.module_command_exists():
         assert polaris.run(script, execute=False) == 0
         assert "dry run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ('dockerfile = "images/cuda/Dockerfile"', 'dockerfil = "images/cuda/Dockerfile"',
+     "[targets.cuda] unknown key(s) dockerfil; allowed: dockerfile,"),
+    ('install_dir = "/opt/MS-AMP"', 'install_dirs = "/opt/MS-AMP"',
+     "[upstreams.ms-amp] unknown key(s) install_dirs; allowed: kind, series,"),
+    ('\nkind = "pypi"', '\nkind = 1', "key 'upstreams.megatron-core.kind' is 1, expected 'pypi' or"),
+])
+def test_a_typo_in_pins_is_refused_naming_the_file_and_table(tmp_path, old, new, message):
+    text = (REPO_ROOT / "images/pins.toml").read_text()
+    assert old in text
+    (tmp_path / "pins.toml").write_text(text.replace(old, new, 1))
+    with pytest.raises(ValueError, match="pins.toml: ") as error:
+        load_pins(tmp_path / "pins.toml")
+    assert message in str(error.value)
