@@ -120,9 +120,9 @@ class PlatformInfo(Strict):
 class Provenance(Strict):
     """Where the numbers came from; every key is present, null when it could not be determined.
 
-    Read where the training ran (the node of rank 0 on a cluster) for local and cluster runs
-    alike; ``hostname`` is that node. Records of cluster runs written before this held only
-    ``kit_commit``, ``image`` and in ``hostname`` the scheduler's node list.
+    ``hostname`` is one host the run ran on, or null. A cluster run's record (``bench jobs
+    collect``) knows only ``kit_commit`` and ``image``; the scheduler's node list is in its notes
+    (``nodelist``). Cluster records written before this held the node list in ``hostname``.
     """
 
     kit_commit: Text | None
@@ -179,8 +179,8 @@ class Record(Strict):
 
     ``argv`` is the command each rank runs (``python <entry> <flags>``), for local and cluster runs
     alike; the launcher (torchrun, srun, mpiexec) is the platform's. Records of local runs written
-    before this held the torchrun command line. ``log_head`` holds the first error lines of a failed
-    run's log (the cause often scrolls out of ``log_tail``); records written before it lack the key.
+    before this held the torchrun command line. ``log_errors`` holds the first error lines of a failed
+    run's log before ``log_tail`` (the cause often scrolls out of the tail); older records lack it.
     """
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
@@ -204,7 +204,7 @@ class Record(Strict):
     metrics: Metrics | None
     log_tail: tuple[str, ...] = ()
     notes: dict[str, JsonScalar] = {}
-    log_head: tuple[str, ...] = ()
+    log_errors: tuple[str, ...] = ()
 
     @field_validator("started_at", "finished_at")
     @classmethod
@@ -326,7 +326,7 @@ def record_from_dict(data: Any) -> Record:
 def build_record(**fields: Any) -> Record:
     """Build a validated record from plain values (nested parts as mappings or models).
 
-    Takes the record's keys except ``schema``; ``log_tail``, ``log_head`` and ``notes`` default
+    Takes the record's keys except ``schema``; ``log_tail``, ``log_errors`` and ``notes`` default
     to empty, ``provenance`` keys default to null. Raises :class:`RecordError`.
     """
     data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in fields.items()}

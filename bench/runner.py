@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -24,12 +23,11 @@ from bench import provenance
 from bench.flops import flops_per_iteration
 from bench.logparse import ParseResult, parse_iteration, parse_log
 from bench.plan import LaunchPlan
-from bench.protocol import metrics
-from bench.record import Record, Status, build_record, write_record
+from bench.record import Record, Status, write_record
 from bench.render import torchrun
+from bench.run_record import build_run_record, plan_summary
 from bench.rundir import create_run_dir
 
-LOG_TAIL_LINES = 40
 KILL_GRACE_S = 15.0
 
 
@@ -138,39 +136,15 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
                 failure: tuple[Status, str] | None = None) -> Record:
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C)."""
     status, reason = failure or (result.status, result.reason)
-    run_metrics = None
-    if status is Status.OK:
-        try:
-            run_metrics = metrics(result.iterations, launch.preset, launch.layout.global_batch,
-                                  launch.world_size, launch.peak_tflops or 0.0, result.peak_mem_gb)
-        except ValueError as exc:
-            status, reason = Status.INCOMPLETE, str(exc)
-    lay = launch.layout
-    acc = launch.accelerator
-    return build_record(
-        run_id=launch.run_id, status=status, reason=reason, started_at=_utc(started),
-        finished_at=_utc(finished), engine=launch.engine, precision=launch.precision,
-        preset={k: v for k, v in asdict(launch.preset).items()
-                if k in ("name", "layers", "hidden", "heads", "seq_length", "vocab_size")},
-        layout={"name": lay.name, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "vp": lay.vp,
-                "cp": lay.cp, "sp": lay.sp, "zero": lay.zero, "micro_batch": lay.micro_batch,
-                "global_batch": lay.global_batch},
-        platform={"name": launch.platform.name, "accelerator": acc.name if acc else "unknown",
-                  "peak_tflops": launch.peak_tflops or 0.0,
-                  "peak_source": acc.peak_source if acc else "unknown"},
-        nodes=launch.nodes, gpus=launch.world_size, argv=list(torchrun.command(launch)),
-        env=dict(launch.env), provenance=provenance.collect(), metrics=run_metrics,
-        log_tail=log_text.splitlines()[-LOG_TAIL_LINES:] if status is not Status.OK else [],
-        notes={**dict(launch.variant), **(notes or {})})
+    return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
+                            result, log_text, provenance.collect(), notes or {})
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
               hang_s: float, notes: dict[str, object] | None = None,
               verbose: bool = False) -> Record:
     """Run ``launch`` with torchrun here and write its record; returns the record."""
-    if launch.accelerator is None:
-        raise ValueError("the GPU model is unknown to the kit, so MFU cannot be computed: add "
-                         "its file to platforms/accelerators/ (dense peak and source)")
+    plan_summary(launch)  # refuses a plan whose peak is unknown, before anything runs
     run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch)})
     log_path = run_dir / "train.log"
     env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1"}

@@ -136,3 +136,17 @@ def test_a_variant_is_named_in_the_record_notes(monkeypatch, tmp_path: Path) -> 
     argv = [sys.executable, "-c", "raise RuntimeError('CUDA error: out of memory')"]
     record = _run_with(monkeypatch, argv, tuned, tmp_path)
     assert dict(record.notes) == {"grad_reduce": "fp32", "megatron_args": "--kit-torch-adam foreach"}
+
+
+def test_a_crash_keeps_the_first_error_lines_and_argv_is_the_ranks_command(
+        monkeypatch, launch, tmp_path: Path) -> None:
+    # The nvcc error that explains the crash scrolls out of the 40-line tail behind a traceback.
+    program = ("print(\"nvcc fatal   : Unsupported gpu architecture 'compute_100a'\")\n"
+               "for i in range(80): print(f'filler line {i}')\n"
+               "raise RuntimeError('extension build failed')")
+    record = _run_with(monkeypatch, [sys.executable, "-c", program], launch, tmp_path)
+    assert record.status is Status.CRASHED
+    assert not any("nvcc fatal" in line for line in record.log_tail)
+    assert record.log_errors == ("nvcc fatal   : Unsupported gpu architecture 'compute_100a'",)
+    assert record.argv == launch.train_argv and record.argv[:3] == ("python", "-m",
+                                                                    "bench.train.pretrain_gpt")

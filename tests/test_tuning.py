@@ -7,7 +7,7 @@ import pytest
 from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import get_preset
-from bench.rundir import plan_summary
+from bench.run_record import plan_summary
 from bench.tuning import Tuning
 from tests.conftest import options
 
@@ -23,7 +23,7 @@ def test_defaults_overlap_reduce_in_bf16_fuse_the_loss_and_name_no_variant() -> 
     launch = _plan(Tuning())
     assert set(OVERLAP) <= set(launch.train_args) and "--grad-reduce-in-bf16" in launch.train_args
     assert "--cross-entropy-loss-fusion" in launch.train_args
-    assert launch.variant == () and plan_summary(launch)["variant"] == {}
+    assert launch.variant == () and plan_summary(launch).variant == {}
 
 
 def test_each_setting_removes_its_flags_and_names_the_variant() -> None:

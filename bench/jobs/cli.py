@@ -76,7 +76,7 @@ def _result(run: RunDir, records_dir: Path) -> tuple[str, str, int | None]:
         shown = f"{state.state} ({state.reason})" if state and state.reason else state.state
         return shown, "-", state.elapsed_s
     if run.kind == "check":
-        report = compare(gather(run.read_output() or ""), run.plan["world_size"], run.plan["env"])
+        report = compare(gather(run.read_output() or ""), run.plan.world_size, run.plan.env)
         result = f"check {outcome.status}, " + (
             f"all {len(report.ranks)} ranks agree" if report.ok else f"{len(report.flags)} flags")
     else:

@@ -13,18 +13,11 @@ from pathlib import Path
 from bench.jobs.outcome import Outcome, judge
 from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import Scheduler, scheduler_for
-from bench.platforms import load_accelerator
-from bench.presets import Preset
-from bench.protocol import metrics
-from bench.record import Record, RecordExistsError, Status, build_record, record_path, write_record
+from bench.record import Record, RecordExistsError, record_path, write_record
+from bench.run_record import build_run_record
 
 RECORDS_DIR = Path("results") / "records"
 """Where records go, relative to the root. The default is ``results/records``."""
-
-_PRESET_KEYS = ("name", "layers", "hidden", "heads", "seq_length", "vocab_size")
-_LAYOUT_KEYS = ("name", "tp", "pp", "dp", "vp", "cp", "sp", "zero", "micro_batch",
-                "global_batch")
-
 
 @dataclass(frozen=True)
 class Collected:
@@ -36,61 +29,29 @@ class Collected:
     reason: str | None = None
 
 
-def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float
-                        ) -> tuple[str, str | None, dict | None]:
-    """Status, reason and the protocol's steady-state metrics (only ok runs have metrics)."""
-    parsed = outcome.parsed
-    if outcome.status != Status.OK or parsed is None:
-        return outcome.status, outcome.reason, None
-    try:
-        return outcome.status, None, metrics(
-            parsed.iterations, Preset(**plan["preset"]), plan["layout"]["global_batch"],
-            plan["world_size"], peak_tflops, parsed.peak_mem_gb)
-    except ValueError as err:  # too few iterations for the measurement window
-        return Status.INCOMPLETE.value, str(err), None
-
-
 def record_exists(records_dir: Path, run_id: str) -> bool:
     return record_path(records_dir, run_id).exists()
 
 
-def build_run_record(run: RunDir, outcome: Outcome) -> Record:
-    """The validated record of a finished run, from its plan.json, submission and outcome."""
-    plan = run.plan
-    accelerator = load_accelerator(plan["accelerator"])
-    peak = accelerator.peak(plan["precision"])
-    status, reason, run_metrics = _status_and_metrics(plan, outcome, peak)
+def record_of(run: RunDir, outcome: Outcome) -> Record:
+    """The validated record of a finished run, from its plan.json, submission and outcome.
+
+    Provenance is what the kit knows here: the kit commit that submitted the run and its image.
+    The scheduler's node list goes into the notes (``nodelist``), not into ``hostname``.
+    """
     state = outcome.state
     notes: dict[str, str | int | None] = {
-        **plan.get("variant", {}),
         "job_id": run.job_id,
         "scheduler": run.submission["scheduler"],
         "scheduler_state": state.state if state else None,
         "exit_status": outcome.exit_status,
+        "nodelist": state.nodes if state else None,
     }
-    return build_record(
-        run_id=run.run_id,
-        status=status,
-        reason=reason,
-        started_at=outcome.started_at,
-        finished_at=outcome.finished_at,
-        engine=plan["engine"],
-        precision=plan["precision"],
-        preset={key: plan["preset"][key] for key in _PRESET_KEYS},
-        layout={key: plan["layout"][key] for key in _LAYOUT_KEYS},
-        platform={"name": plan["platform"], "accelerator": accelerator.name,
-                  "peak_tflops": peak,
-                  "peak_source": accelerator.peak_source},
-        nodes=plan["nodes"],
-        gpus=plan["world_size"],
-        argv=plan["train_argv"],
-        env=plan["env"],
-        provenance={"kit_commit": run.submission["kit_commit"], "image": plan["image"] or None,
-                    "hostname": state.nodes if state else None},
-        metrics=run_metrics,
-        log_tail=list(outcome.log_tail) if status != Status.OK else [],
-        notes=notes,
-    )
+    plan = run.plan
+    provenance = {"kit_commit": run.submission["kit_commit"], "image": plan.image or None}
+    return build_run_record(plan, outcome.status, outcome.reason, outcome.started_at,
+                            outcome.finished_at, outcome.parsed, outcome.log_text, provenance,
+                            notes)
 
 
 def collect_run(run: RunDir, records_dir: Path, scheduler: Scheduler) -> Collected:
@@ -100,7 +61,7 @@ def collect_run(run: RunDir, records_dir: Path, scheduler: Scheduler) -> Collect
     if not outcome.finished:
         return Collected(run.run_id, "running", outcome.status, outcome.reason)
     try:
-        write_record(records_dir, build_run_record(run, outcome))
+        write_record(records_dir, record_of(run, outcome))
     except RecordExistsError:  # another collect got there first
         return Collected(run.run_id, "exists")
     return Collected(run.run_id, "recorded", outcome.status, outcome.reason)

@@ -19,9 +19,6 @@ from bench.jobs.scheduler import FAILED_STATES, JobState, Scheduler
 from bench.logparse import ParseResult, parse_log
 from bench.render.common import END_MARKER
 
-LOG_TAIL_LINES = 40
-"""How many last output lines a record keeps for a failed run. The default is 40."""
-
 # slurmstepd: "*** JOB 12 ON vm CANCELLED AT 2026-11-21T20:16:34 DUE TO TIME LIMIT ***"
 # (a plain `scancel` ends after the time stamp).
 SLURM_CANCELLED = re.compile(
@@ -56,7 +53,7 @@ class Outcome:
     exit_status: int | None = None
     started_at: str | None = None
     finished_at: str | None = None
-    log_tail: tuple[str, ...] = ()
+    log_text: str = ""  # the job's output
     parsed: ParseResult | None = None
 
 
@@ -158,7 +155,7 @@ def judge(run: RunDir, scheduler: Scheduler) -> Outcome:
     exit_status = int(end.group("status")) if end else None
     common = {"state": state, "exit_status": exit_status, "started_at": started_at,
               "finished_at": finished_at or _utc_mtime(run.output),
-              "log_tail": tuple(text.splitlines()[-LOG_TAIL_LINES:])}
+              "log_text": text}
 
     out_state, evidence = output_verdict(text)
     if scheduler_state in FAILED_STATES:

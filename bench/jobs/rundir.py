@@ -15,8 +15,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from bench.jobs.scheduler import JobState
 from bench.plan import RUNS_DIR
+from bench.run_record import PlanSummary
+from bench.schema import problems
+from bench.tomlfile import DataError
 
 
 @dataclass(frozen=True)
@@ -43,11 +48,15 @@ class RunDir:
         return data
 
     @property
-    def plan(self) -> dict:
-        data = self.read_json("plan.json")
-        if data is None:
+    def plan(self) -> PlanSummary:
+        path = self.path / "plan.json"
+        if not path.exists():
             raise ValueError(f"{self.path} has no plan.json: it was not written by the kit")
-        return data
+        try:
+            return PlanSummary.model_validate_json(path.read_bytes())
+        except ValidationError as error:
+            raise DataError(f"{path}: " + "; ".join(problems(error, PlanSummary)) + " (written by "
+                            "another version of the kit? collect it with that version)") from None
 
     @property
     def job_id(self) -> str:

@@ -24,7 +24,7 @@ from bench.tuning import TUNING_NOTE_KEYS
 # Notes that describe how a run was made or collected, not what ran; every other note (for example
 # an A/B setting from bench.tuning) makes the run a variant of its configuration.
 BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "comment", "job_id", "scheduler",
-                                   "scheduler_state", "exit_status"})
+                                   "scheduler_state", "exit_status", "nodelist"})
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}

@@ -105,7 +105,7 @@ def test_run_directory_keeps_script_plan_and_job_id(root: Path) -> None:
     script = (run.path / "job.sbatch").read_text()
     assert script.startswith(f"#!/bin/bash\n#SBATCH --job-name={run.run_id}\n")
     assert "#SBATCH --gpus-per-node=0" in script
-    assert run.plan["run_id"] == run.run_id
+    assert run.plan.run_id == run.run_id
     assert (run.path / "job_id").read_text() == run.job_id + "\n"
     assert run.submission["argv"][:2] == ["sbatch", "--parsable"]
     assert run.output == run.path / f"slurm-{run.job_id}.out"

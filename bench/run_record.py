@@ -1,0 +1,103 @@
+"""A run's record, built in one place from its plan summary and its outcome.
+
+The plan summary (:class:`PlanSummary`) is what a record needs of a plan, peak and its source
+included; it is saved as ``plan.json`` in the run directory when the run starts, so a record made
+later (``bench jobs collect``) does not depend on data files that may have changed since. The local
+runner and ``collect`` both call :func:`build_run_record`; the fields mean the same for both:
+``argv`` is the command each rank runs, ``provenance`` what could be read where it ran.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from bench.logparse import ParseResult
+from bench.plan import LaunchPlan
+from bench.presets import Preset
+from bench.protocol import metrics
+from bench.record import JsonScalar, LayoutInfo, PlatformInfo, PresetInfo, Record, Status, build_record
+from bench.schema import Strict
+
+LOG_TAIL_LINES = 40
+"""How many last log lines a failed run's record keeps (``log_tail``). The default is 40."""
+LOG_ERROR_LINES = 10
+"""How many first error lines before the tail a failed run's record keeps (``log_errors``).
+The default is 10: the first error often explains the crash (an nvcc or import error) and scrolls
+out of the tail behind the launcher's own traceback."""
+ERROR_LINE = re.compile(r"\b(error|exception|traceback|fatal|failed)\b", re.IGNORECASE)
+
+
+class PlanSummary(Strict):
+    """What a record needs of a plan: ``plan.json`` in the run directory."""
+
+    run_id: str
+    preset: Preset
+    layout: LayoutInfo
+    platform: PlatformInfo
+    engine: str
+    precision: str
+    nodes: int
+    gpus_per_node: int
+    world_size: int
+    iters: int
+    image: str
+    train_argv: tuple[str, ...]  # the command of each rank: python <entry> <flags>
+    env: dict[str, str]
+    variant: dict[str, str]  # non-default performance settings (bench.tuning)
+
+
+def plan_summary(plan: LaunchPlan) -> PlanSummary:
+    """The summary of a plan whose accelerator (hence peak) is known."""
+    acc = plan.accelerator
+    if acc is None:
+        raise ValueError("the GPU model is unknown to the kit, so MFU cannot be computed: add "
+                         "its file to platforms/accelerators/ (dense peak and source)")
+    lay = plan.layout
+    return PlanSummary(
+        run_id=plan.run_id, preset=plan.preset,
+        layout=LayoutInfo(name=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp,
+                          sp=lay.sp, zero=lay.zero, micro_batch=lay.micro_batch,
+                          global_batch=lay.global_batch),
+        platform=PlatformInfo(name=plan.platform.name, accelerator=acc.name,
+                              peak_tflops=acc.peak(plan.precision), peak_source=acc.peak_source),
+        engine=plan.engine, precision=plan.precision, nodes=plan.nodes,
+        gpus_per_node=plan.gpus_per_node, world_size=plan.world_size, iters=plan.iters,
+        image=plan.image, train_argv=plan.train_argv, env=dict(plan.env),
+        variant=dict(plan.variant))
+
+
+def first_errors(lines: list[str]) -> list[str]:
+    """The first ``LOG_ERROR_LINES`` lines that name an error."""
+    return [line for line in lines if ERROR_LINE.search(line)][:LOG_ERROR_LINES]
+
+
+def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None,
+                     started_at: str, finished_at: str | None, parsed: ParseResult | None,
+                     log_text: str, provenance: Mapping[str, object],
+                     notes: Mapping[str, JsonScalar]) -> Record:
+    """The validated record of a run; only an ok run with enough iterations gets metrics.
+
+    ``parsed`` is the log parser's result (None when the log was not parsed); a failed run keeps
+    the log's first error lines and its last lines.
+    """
+    status, run_metrics = Status(status), None
+    if status is Status.OK:
+        try:
+            if parsed is None:
+                raise ValueError("the run's log was not parsed")
+            run_metrics = metrics(parsed.iterations, plan.preset, plan.layout.global_batch,
+                                  plan.world_size, plan.platform.peak_tflops, parsed.peak_mem_gb)
+        except ValueError as exc:  # too few iterations for the measurement window
+            status, reason = Status.INCOMPLETE, str(exc)
+    lines = log_text.splitlines() if status is not Status.OK else []
+    p = plan.preset
+    return build_record(
+        run_id=plan.run_id, status=status, reason=reason, started_at=started_at,
+        finished_at=finished_at, engine=plan.engine, precision=plan.precision,
+        preset=PresetInfo(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads,
+                          seq_length=p.seq_length, vocab_size=p.vocab_size),
+        layout=plan.layout, platform=plan.platform, nodes=plan.nodes, gpus=plan.world_size,
+        argv=plan.train_argv, env=plan.env, provenance=provenance, metrics=run_metrics,
+        log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_errors(lines[:-LOG_TAIL_LINES]),
+        notes={**plan.variant, **notes})
