@@ -17,7 +17,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from bench.record import Status
+from bench.status import Status
 
 ITERATION = re.compile(r"\biteration\s+(?P<i>\d+)\s*/\s*(?P<n>\d+)\s*\|")
 ELAPSED_TIME_PER_ITERATION_MS = re.compile(r"elapsed time per iteration \(ms\):\s*(?P<v>[\d.]+)")

@@ -21,7 +21,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
-from bench.schema import Strict, load_toml
+from bench.schema import PATTERN_HINTS, Strict, load_toml
 from bench.tomlfile import DataError
 
 REPO_PLATFORMS_DIR = Path(__file__).resolve().parent.parent / "platforms"
@@ -31,6 +31,7 @@ Engine = Literal["megatron", "megatron-deepspeed"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 ENGINES: tuple[str, ...] = get_args(Engine)
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+PATTERN_HINTS[_WALLTIME.pattern] = "a walltime like HH:MM:SS or D-HH:MM:SS"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -69,19 +70,12 @@ class Job(Strict):
     account: str = ""
     partition: str = ""
     queue: str = ""
-    walltime: str = "00:30:00"
+    walltime: Annotated[str, Field(pattern=_WALLTIME.pattern)] = "00:30:00"
     qos: str = ""
     filesystems: str = ""  # PBS -l filesystems=... (ALCF)
     extra_directives: tuple[str, ...] = ()  # more scheduler options, e.g. "--exclusive"
     account_required: bool = False  # the site refuses jobs without an account (LUMI, ALCF)
     node_resources: str = ""  # PBS: appended to "select=<nodes>:", e.g. "system=polaris"
-
-    @field_validator("walltime")
-    @classmethod
-    def _walltime(cls, value: str) -> str:
-        if not _WALLTIME.match(value):
-            raise ValueError(f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
-        return value
 
 
 class Data(Strict):

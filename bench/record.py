@@ -21,7 +21,6 @@ GB (10^9 bytes). ``flops_convention`` names how ``tflops_per_gpu``/``mfu`` were 
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import tempfile
@@ -33,6 +32,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bench.schema import PATTERN_HINTS, Strict, problems
+from bench.status import Status
 
 SCHEMA = "bench.record/1"
 SCHEMA_PREFIX = "bench.record/"
@@ -56,18 +56,6 @@ Count = Annotated[int, Field(ge=1)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Timestamp = Annotated[str, Field(pattern=_PATTERNS["timestamp"][0])]
 JsonScalar = str | int | Annotated[float, Field(allow_inf_nan=False)] | bool | None
-
-
-class Status(enum.StrEnum):
-    """How a run ended. Only ``ok`` carries metrics; every other status needs a reason."""
-
-    OK = "ok"
-    INCOMPLETE = "incomplete"
-    OOM = "oom"
-    NAN = "nan"
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
-    FAILED = "failed"
 
 
 class RecordError(ValueError):

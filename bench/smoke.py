@@ -13,7 +13,8 @@ in order, on every visible GPU:
 
 Prints a compact report and, with ``--out``, writes it as JSON (schema ``bench.smoke/1``). Exit status:
 0 all checks passed, 1 a check failed, 3 no GPU or no torch here (nothing is measured or pretended).
-Spawned processes get ``NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1``.
+Spawned processes get the local platform's environment (``platforms/local.toml`` ``[env]``: on
+the shared hosts ``NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1``).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import statistics
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.logparse import Iteration, parse_log
-from bench.train import NCCL_SAFE_ENV
 
 SCHEMA = "bench.smoke/1"
 CHECKS = ("nccl", "gemm", "train")
@@ -47,6 +48,8 @@ TRAIN_TIMEOUT_S = 420  # both inside a 10-minute device call, with the GEMM chec
 EXIT_FAILED = 1
 EXIT_NO_GPU = 3
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The shared GPU hosts need NVLink multicast off; that is the local platform's data, read from here.
+LOCAL_PLATFORM = REPO_ROOT / "platforms" / "local.toml"
 
 
 
@@ -98,9 +101,15 @@ def smoke_train_argv(gpus: int, environment_flags: list[str], train_iters: int =
     ]
 
 
+def platform_env() -> dict[str, str]:
+    """The local platform's ``[env]`` table, read with the standard library (no kit schema here)."""
+    with LOCAL_PLATFORM.open("rb") as fh:
+        return {key: str(value) for key, value in tomllib.load(fh).get("env", {}).items()}
+
+
 def child_env() -> dict[str, str]:
-    """Environment for spawned ranks: NVLink multicast off, unbuffered output, the kit importable."""
-    env = dict(os.environ, **NCCL_SAFE_ENV, PYTHONUNBUFFERED="1")
+    """Environment for spawned ranks: the local platform's, unbuffered output, the kit importable."""
+    env = dict(os.environ, **platform_env(), PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     return env
 
@@ -343,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     except NoGPUError as error:
         print(f"bench.smoke: {error}", file=sys.stderr)
         return EXIT_NO_GPU
-    os.environ.update(NCCL_SAFE_ENV)
+    os.environ.update(platform_env())
     workdir = args.workdir or (args.out.parent if args.out else Path.cwd())
     workdir.mkdir(parents=True, exist_ok=True)
     environment, flags = environment_summary()
@@ -353,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "gpus": gpus,
         "gpu_model": gpu_model,
         "environment": environment,
-        "env": NCCL_SAFE_ENV,
+        "env": platform_env(),
         "complete": False,
         "ok": False,
         "checks": {},

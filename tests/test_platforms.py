@@ -67,7 +67,7 @@ def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
     (("scheduler = \"slurm\"", "scheduler = \"lsf\""), "key 'scheduler' is 'lsf'"),
     (("gpus_per_node = 8", "gpus_per_node = \"8\""), "key 'gpus_per_node' must be an integer"),
     (("accelerator = \"mi250x-gcd\"", "accelerator = \"mi300\""), "unknown accelerator 'mi300'"),
-    (("walltime = \"01:00:00\"", "walltime = \"1h\""), "walltime '1h'"),
+    (("walltime = \"01:00:00\"", "walltime = \"1h\""), "key 'job.walltime': '1h' must be a walltime like HH:MM:SS"),
     (("OMP_NUM_THREADS = \"7\"", "OMP-THREADS = \"7\""), "not a valid environment variable"),
     (("cpus_per_task = 56", "cpu_per_task = 56"), "unknown key(s) cpu_per_task"),
 ])

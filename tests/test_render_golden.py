@@ -75,3 +75,21 @@ def test_every_platform_has_a_golden() -> None:
 
 def test_no_golden_is_orphaned() -> None:
     assert {p.name for p in GOLDEN.glob("*.txt")} == {_golden_name(c) for c in CASES}
+
+
+NVLS_OFF = ("NCCL_NVLS_ENABLE=0", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "NVSHMEM_DISABLE_NVLS=1")
+
+
+def test_nvlink_multicast_is_off_only_where_the_platform_says() -> None:
+    # The shared local hosts need NVLS off (platforms/local.toml); an Azure job leaves NCCL's
+    # default (NVLS on, faster all-reduce on H100/H200), since the training entry sets nothing.
+    azure = dry_run_text(plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h200"),
+                              options(nodes=1)))
+    assert "NVLS" not in azure and "MULTICAST" not in azure
+    local = dry_run_text(plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+                              options(gpus_present=1, gpu_name="NVIDIA H200")))
+    assert all(setting in local for setting in NVLS_OFF)
+    from bench.smoke import child_env  # bench.smoke's ranks run on the shared hosts too
+    assert all(child_env()[s.split("=")[0]] == s.split("=")[1] for s in NVLS_OFF)
+    entry = (Path(__file__).parents[1] / "bench/train/pretrain_gpt.py").read_text()
+    assert "NCCL_NVLS_ENABLE" not in entry and "os.environ" not in entry

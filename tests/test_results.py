@@ -189,3 +189,13 @@ def test_bad_ranges_name_file_entry_and_key(tmp_path: Path, text: str, message: 
     path.write_text(text)
     with pytest.raises(ValueError, match=f"ranges.toml: \\[\\[range\\]\\] #1: .*{message}"):
         load_ranges(path)
+
+
+def test_missing_matplotlib_is_one_line_naming_the_extra(tmp_path: Path, monkeypatch,
+                                                          capsys) -> None:
+    # None in sys.modules is how Python marks a module that cannot be imported.
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    assert main(["results", "--records", str(tmp_path / "records"), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'megatron-bench-kit[results]'" in err
+    assert not (tmp_path / "README.md").exists()

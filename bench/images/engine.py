@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from bench.extras import require
 from bench.images.context import BuildContext
 
 STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3/17 : RUN ..."
@@ -35,10 +36,9 @@ class BuildResult:
 
 def client(base_url: str | None = None):
     """A docker SDK client for ``base_url`` (default: DOCKER_HOST or the default socket)."""
-    try:
-        import docker
-    except ImportError as error:
-        raise EngineError("the docker SDK is missing; pip install '.[images]'") from error
+    require("docker", "images", "building and pushing images")
+    import docker
+
     try:
         api = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
         api.ping()

@@ -23,6 +23,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from bench.extras import require
+
 ARG_LINE = re.compile(r"^ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(.*))?$")
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 LABEL_LINE = re.compile(r'^([^=\s]+)="?(.*?)"?\s*$')
@@ -71,6 +73,7 @@ def _fix_sections(definition: str) -> str:
 
 def render_definition(dockerfile: Path, buildargs: dict[str, str]) -> str:
     """The Singularity definition for ``dockerfile`` built with ``buildargs``."""
+    require("spython", "images", "writing a Singularity definition")
     from spython.main.parse.parsers import DockerParser
     from spython.main.parse.writers import SingularityWriter
 

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.extras import require
 from bench.results import generate as gen
 
 
@@ -38,6 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Regenerate or check; returns the exit status."""
     try:
+        if not args.check:
+            require("matplotlib", "results", "drawing the results plots")
         generated = gen.generate(args.records, args.out, args.published, args.ranges,
                                  draw_plots=not args.check)
     except ValueError as error:

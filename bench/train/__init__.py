@@ -7,12 +7,7 @@
 - :mod:`bench.train.attention`: core attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
 Nothing here is imported by the host-side package (``bench.cli`` etc.), which stays torch-free.
+The entry sets no environment of its own: NCCL and CUDA settings (NVLink multicast off on shared
+hosts, ``CUDA_DEVICE_MAX_CONNECTIONS``) are platform data, exported by the launcher from
+``platforms/<name>.toml``.
 """
-
-# NVLink SHARP / multicast stay off on the lent machines (shared/DEVICE.md): set wherever the kit
-# starts processes that may use NCCL, before NCCL initialises.
-NCCL_SAFE_ENV = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}

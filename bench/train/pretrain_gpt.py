@@ -24,15 +24,9 @@ import time
 
 _PROGRAM_START_TIME = time.time()  # before the heavy imports, as Megatron's startup timers expect
 
-import os
 import sys
 from argparse import ArgumentParser, Namespace
 from functools import partial
-
-from bench.train import NCCL_SAFE_ENV
-
-for _name, _value in NCCL_SAFE_ENV.items():
-    os.environ.setdefault(_name, _value)
 
 import torch
 
