@@ -36,6 +36,15 @@ NCCL_WATCHDOG_TIMEOUT = re.compile(r"Watchdog caught collective operation timeou
 # "ERROR:logger:message" or "SomethingError: message"; Megatron's argument dump ("name ..... value")
 # is excluded by the dots.
 FIRST_ERROR = re.compile(r"^(?!.*\.\.\.\.)(?:.*\bERROR:|\s*\w*Error: |.*\berror: )")
+# Any line that names an error, for a failed run's record (``log_errors``): broader than FIRST_ERROR,
+# so that "nvcc fatal : ..." or "make: *** ... Error 1" are kept too.
+ERROR_LINE = re.compile(r"\b(error|exception|traceback|fatal|failed)\b", re.IGNORECASE)
+LOG_TAIL_LINES = 40
+"""How many last log lines a failed run's record keeps (``log_tail``). The default is 40."""
+LOG_ERROR_LINES = 10
+"""How many first error lines before the tail a failed run's record keeps (``log_errors``). The
+default is 10: the first error often explains a crash and scrolls out of the tail behind the
+launcher's own traceback."""
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|ChildFailedError|"
                        r"Segmentation fault|core dumped|RuntimeError:|AssertionError")
 
@@ -137,3 +146,8 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0) -> 
         return result(Status.INCOMPLETE, f"the log ends before the last iteration "
                       f"(logged iterations: {seen})")
     return result(Status.OK, None)
+
+
+def first_error_lines(lines: list[str]) -> list[str]:
+    """The first ``LOG_ERROR_LINES`` of ``lines`` that name an error."""
+    return [line for line in lines if ERROR_LINE.search(line)][:LOG_ERROR_LINES]

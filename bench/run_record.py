@@ -9,23 +9,14 @@ runner and ``collect`` both call :func:`build_run_record`; the fields mean the s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
-from bench.logparse import ParseResult
+from bench.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines
 from bench.plan import LaunchPlan
 from bench.presets import Preset
 from bench.protocol import metrics
 from bench.record import JsonScalar, LayoutInfo, PlatformInfo, PresetInfo, Record, Status, build_record
 from bench.schema import Strict
-
-LOG_TAIL_LINES = 40
-"""How many last log lines a failed run's record keeps (``log_tail``). The default is 40."""
-LOG_ERROR_LINES = 10
-"""How many first error lines before the tail a failed run's record keeps (``log_errors``).
-The default is 10: the first error often explains the crash (an nvcc or import error) and scrolls
-out of the tail behind the launcher's own traceback."""
-ERROR_LINE = re.compile(r"\b(error|exception|traceback|fatal|failed)\b", re.IGNORECASE)
 
 
 class PlanSummary(Strict):
@@ -67,11 +58,6 @@ def plan_summary(plan: LaunchPlan) -> PlanSummary:
         variant=dict(plan.variant))
 
 
-def first_errors(lines: list[str]) -> list[str]:
-    """The first ``LOG_ERROR_LINES`` lines that name an error."""
-    return [line for line in lines if ERROR_LINE.search(line)][:LOG_ERROR_LINES]
-
-
 def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None,
                      started_at: str, finished_at: str | None, parsed: ParseResult | None,
                      log_text: str, provenance: Mapping[str, object],
@@ -99,5 +85,5 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
                           seq_length=p.seq_length, vocab_size=p.vocab_size),
         layout=plan.layout, platform=plan.platform, nodes=plan.nodes, gpus=plan.world_size,
         argv=plan.train_argv, env=plan.env, provenance=provenance, metrics=run_metrics,
-        log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_errors(lines[:-LOG_TAIL_LINES]),
+        log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_error_lines(lines[:-LOG_TAIL_LINES]),
         notes={**plan.variant, **notes})

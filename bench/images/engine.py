@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from bench.extras import require
 from bench.images.context import BuildContext
+from bench.logparse import LOG_TAIL_LINES
 
 STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3/17 : RUN ..."
-LOG_TAIL_LINES = 40
 
 
 class EngineError(RuntimeError):
