@@ -16,20 +16,31 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
+from bench.capabilities import Capabilities
 from bench.schema import PATTERN_HINTS, Strict, load_toml
 from bench.tomlfile import DataError
 
 REPO_PLATFORMS_DIR = Path(__file__).resolve().parent.parent / "platforms"
 
-Precision = Literal["bf16", "fp16", "fp8"]
-Engine = Literal["megatron", "megatron-deepspeed"]
+# fp8-delayed / fp8-current: Transformer Engine's delayed-scaling and current (per-tensor) scaling
+# recipes (bench.engines.common.precision_flags). "fp8" on the command line means fp8-delayed.
+Precision = Literal["bf16", "fp16", "fp8-delayed", "fp8-current"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
+PRECISION_SHORTHANDS = {"fp8": "fp8-delayed"}
+# Number formats an accelerator file gives dense peaks for; a precision is measured against its own.
+PeakFormat = Literal["bf16", "fp16", "fp8"]
+PEAK_FORMATS: tuple[str, ...] = get_args(PeakFormat)
+Engine = Literal["megatron", "megatron-deepspeed"]
 ENGINES: tuple[str, ...] = get_args(Engine)
+# The [capabilities] table of a platform file: Capabilities' fields, each true or false.
+CapabilitiesTable = create_model("CapabilitiesTable", __base__=Strict,
+                                 **{f.name: (bool, False) for f in fields(Capabilities)})
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
 PATTERN_HINTS[_WALLTIME.pattern] = "a walltime like HH:MM:SS or D-HH:MM:SS"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -42,7 +53,7 @@ class AcceleratorFile(Strict):
     # Substrings of the device name a driver reports (e.g. "H200").
     match: tuple[str, ...] = ()
     memory_gb: Annotated[float, Field(gt=0)]
-    peak_tflops: dict[Precision, Annotated[float, Field(gt=0)]]
+    peak_tflops: dict[PeakFormat, Annotated[float, Field(gt=0)]]
     peak_source: Annotated[str, Field(pattern=r"\S")]  # where the peak figures come from
 
 
@@ -52,10 +63,27 @@ class Accelerator(AcceleratorFile):
     name: str
 
     def peak(self, precision: str) -> float:
-        if precision not in self.peak_tflops:
-            raise ValueError(f"accelerator {self.name} has no {precision} peak in its data file; "
-                             f"known: {', '.join(self.peak_tflops)}")
-        return self.peak_tflops[precision]
+        """Dense peak for a precision's number format (fp8-* runs are measured against fp8)."""
+        fmt = peak_format(precision)
+        if fmt not in self.peak_tflops:
+            raise ValueError(f"{precision} cannot run on {self.model}: its data file "
+                             f"(platforms/accelerators/{self.name}.toml) has no dense {fmt} peak, "
+                             f"only {', '.join(self.peak_tflops)}; use --precision bf16")
+        return self.peak_tflops[fmt]
+
+
+def peak_format(precision: str) -> str:
+    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8."""
+    return precision.split("-", 1)[0]
+
+
+def resolve_precision(name: str) -> str:
+    """A precision name or shorthand to the kit's name; unknown names raise with the choices."""
+    name = PRECISION_SHORTHANDS.get(name, name)
+    if name not in PRECISIONS:
+        raise ValueError(f"precision '{name}' is not one of {', '.join(PRECISIONS)} "
+                         f"(fp8 = fp8-delayed)")
+    return name
 
 
 def check_walltime(value: str, where: str) -> str:
@@ -109,7 +137,8 @@ class PlatformFile(Strict):
     cpus_per_task: Annotated[int, Field(ge=0)] = 0  # 0 = leave to the scheduler
     # Where pretrain_gpt.py of Megatron-DeepSpeed is, as the job sees it (the kit's images use /opt).
     megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
-    transformer_engine: bool = False  # the platform's image or venv has Transformer Engine
+    # What the image or venv has (bench.capabilities); "auto": detected where the run trains.
+    capabilities: Literal["auto"] | CapabilitiesTable = CapabilitiesTable()  # type: ignore[valid-type]
 
     @field_validator("env", mode="before")
     @classmethod
@@ -133,10 +162,12 @@ class PlatformFile(Strict):
 
 
 class Platform(PlatformFile):
-    """A platform file as loaded: ``name`` is its file name without ``.toml``, ``source`` its path."""
+    """A platform file as loaded: ``name`` is its file name without ``.toml``, ``source`` its path;
+    ``capabilities`` is None where they are detected ("auto")."""
 
     name: str
     source: str = ""
+    capabilities: Capabilities | None = Capabilities()  # type: ignore[assignment]
 
 
 def platforms_dir() -> Path:
@@ -151,7 +182,9 @@ def load_platform_file(path: Path) -> Platform:
             load_accelerator(data.accelerator)
         except DataError as exc:
             raise DataError(f"{path}: key 'accelerator': {exc}") from None
-    return Platform.model_construct(**dict(data), name=path.stem, source=str(path))
+    caps = None if data.capabilities == "auto" else Capabilities(**dict(data.capabilities))
+    return Platform.model_construct(**{**dict(data), "capabilities": caps}, name=path.stem,
+                                    source=str(path))
 
 
 def platform_files() -> list[Path]:

@@ -130,7 +130,9 @@ class Metrics(Strict):
     """Steady-state metrics over ``window_iters`` iterations after ``warmup_iters``.
 
     ``mfu`` is a fraction (0..1] of ``PlatformInfo.peak_tflops``; ``peak_mem_gb`` is the largest
-    per-GPU allocation in GB, null when the platform cannot report it.
+    per-GPU allocation in GB, null when the platform cannot report it. ``mfu_bf16_peak`` is
+    ``tflops_per_gpu`` over the accelerator's dense bf16 peak, for runs measured against another
+    peak (fp8); null otherwise, and absent in records written before it existed.
     """
 
     warmup_iters: Annotated[int, Field(ge=0)]
@@ -146,6 +148,7 @@ class Metrics(Strict):
     tflops_per_gpu_noncausal: Positive | None
     mfu_noncausal: Positive | None
     peak_mem_gb: Positive | None
+    mfu_bf16_peak: Positive | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Metrics:

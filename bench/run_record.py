@@ -26,6 +26,8 @@ class PlanSummary(Strict):
     preset: Preset
     layout: LayoutInfo
     platform: PlatformInfo
+    # The dense bf16 peak for runs measured against another format's peak (fp8); else None.
+    bf16_peak_tflops: float | None
     engine: str
     precision: str
     nodes: int
@@ -52,6 +54,7 @@ def plan_summary(plan: LaunchPlan) -> PlanSummary:
                           global_batch=lay.global_batch),
         platform=PlatformInfo(name=plan.platform.name, accelerator=acc.name,
                               peak_tflops=acc.peak(plan.precision), peak_source=acc.peak_source),
+        bf16_peak_tflops=plan.bf16_peak_tflops,
         engine=plan.engine, precision=plan.precision, nodes=plan.nodes,
         gpus_per_node=plan.gpus_per_node, world_size=plan.world_size, iters=plan.iters,
         image=plan.image, train_argv=plan.train_argv, env=dict(plan.env),
@@ -73,7 +76,8 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
             if parsed is None:
                 raise ValueError("the run's log was not parsed")
             run_metrics = metrics(parsed.iterations, plan.preset, plan.layout.global_batch,
-                                  plan.world_size, plan.platform.peak_tflops, parsed.peak_mem_gb)
+                                  plan.world_size, plan.platform.peak_tflops, parsed.peak_mem_gb,
+                                  plan.bf16_peak_tflops)
         except ValueError as exc:  # too few iterations for the measurement window
             status, reason = Status.INCOMPLETE, str(exc)
     lines = log_text.splitlines() if status is not Status.OK else []

@@ -30,11 +30,11 @@ from functools import partial
 
 import torch
 
+from bench.capabilities import detect as detect_capabilities
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
     ATTENTION_CHOICES,
     check_args,
-    detect_capabilities,
     layer_spec_provider,
     resolve_attention,
 )
