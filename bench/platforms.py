@@ -140,6 +140,19 @@ class PlatformFile(Strict):
     # What the image or venv has (bench.capabilities); "auto": detected where the run trains.
     capabilities: Literal["auto"] | CapabilitiesTable = CapabilitiesTable()  # type: ignore[valid-type]
 
+    @field_validator("capabilities", mode="before")
+    @classmethod
+    def _capabilities(cls, value: object) -> object:
+        if value != "auto" and not isinstance(value, dict):
+            raise ValueError('must be "auto" (detect where the run trains) or a table of '
+                             "true/false, e.g. [capabilities] transformer_engine = true")
+        if isinstance(value, dict):
+            try:
+                Capabilities.from_dict(value, "capabilities")  # its words for a bad table
+            except ValueError as exc:
+                raise ValueError(str(exc).split(": ", 1)[1]) from None
+        return value
+
     @field_validator("env", mode="before")
     @classmethod
     def _env(cls, env: object) -> object:
