@@ -1,26 +1,21 @@
 """Run records: the versioned JSON schema ``bench.record/1``, atomic writes and tolerant loading.
 
-A *record* is one JSON file, ``results/records/<run_id>.json``, describing one *run*: the fully
-resolved preset, layout and platform, what the kit set (argv, environment), provenance, and either
-steady-state metrics (``status == "ok"``) or a failure status with a reason (``metrics`` is null).
-The pydantic models below are the schema: one parse path (JSON text, strict types, unknown keys
-refused, cross-field rules as validators) for records built by the kit and records read from disk;
-``results/schema/record.schema.json`` is generated from them (``python -m bench.schemas``).
+A *record*, ``results/records/<run_id>.json``, describes one *run*: the resolved preset, layout and
+platform, what the kit set (argv, environment), provenance, and either steady-state metrics
+(``status == "ok"``) or a failure status with a reason. The models below are the schema, with one
+parse path (JSON text: strict types, unknown keys refused, cross-field rules as validators) for
+records built by the kit and read from disk; ``results/schema/record.schema.json`` is generated
+from them. Records are append-only: :func:`write_record` never overwrites a file; :func:`load_records`
+skips a bad file (malformed, invalid, foreign or future schema) as a :class:`Problem` naming it.
 
-Records are append-only: :func:`write_record` never overwrites an existing file, and nothing in the
-kit rewrites or deletes one. :func:`load_records` never crashes on a bad file: malformed JSON, a
-record that fails validation and a foreign or future schema version are each returned as a
-:class:`Problem` naming the file, and skipped.
-
-Units: times in seconds, throughput in samples/s and tokens/s per GPU, FLOP rates in TFLOP/s
-(10^12 FLOP/s) per GPU, MFU as a fraction of the platform's dense peak (0.42 means 42 %), memory in
-GB (10^9 bytes). ``flops_convention`` names how ``tflops_per_gpu``/``mfu`` were counted;
-``*_noncausal`` are the same run counted with the older non-causal convention (see
-``bench/flops.py``).
+Units: seconds, samples/s, tokens/s and TFLOP/s (10^12 FLOP/s) per GPU, MFU as a fraction of the
+dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names how
+``tflops_per_gpu``/``mfu`` were counted; ``*_noncausal`` use the older convention (``bench/flops.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -41,27 +36,23 @@ SCHEMA_PREFIX = "bench.record/"
 # this relative tolerance; a mismatch means the metrics were computed from different inputs.
 CONSISTENCY_RTOL = 0.01
 _TEMP_SUFFIX = ".tmp"
-# What a pattern must look like, said in the error (pydantic's own message shows only the regex).
-_PATTERNS = {
-    "run_id": (r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
-               "letters, digits, '.', '_' or '-' (it is the file name)"),
-    "precision": (r"^[a-z0-9][a-z0-9_-]*$", "lower-case like bf16, fp16, fp8"),
-    "timestamp": (r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
-                  "UTC like 2026-11-21T20:15:00Z"),
-}
-PATTERN_HINTS.update(_PATTERNS.values())
+_RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+_PRECISION = r"^[a-z0-9][a-z0-9_-]*$"
+_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
+PATTERN_HINTS.update({_RUN_ID: "letters, digits, '.', '_' or '-' (it is the file name)",
+                      _PRECISION: "lower-case like bf16, fp16, fp8", _UTC: "UTC like 2026-11-21T20:15:00Z"})
 
 Text = Annotated[str, Field(min_length=1)]
 Count = Annotated[int, Field(ge=1)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Timestamp = Annotated[str, Field(pattern=_PATTERNS["timestamp"][0])]
+Timestamp = Annotated[str, Field(pattern=_UTC)]
 JsonScalar = str | int | Annotated[float, Field(allow_inf_nan=False)] | bool | None
 
 
 class RecordError(ValueError):
     """A record does not satisfy the schema; ``problems`` lists every violation found."""
 
-    def __init__(self, problems: list[str] | tuple[str, ...]):
+    def __init__(self, problems: list[str]):
         self.problems = tuple(problems)
         super().__init__("invalid run record: " + "; ".join(self.problems))
 
@@ -177,13 +168,13 @@ class Record(Strict):
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
 
     schema_: Literal["bench.record/1"] = Field(SCHEMA, alias="schema")
-    run_id: Annotated[str, Field(pattern=_PATTERNS["run_id"][0])]
+    run_id: Annotated[str, Field(pattern=_RUN_ID)]
     status: Status
     reason: Text | None
     started_at: Timestamp
     finished_at: Timestamp | None
     engine: Literal["megatron", "megatron-deepspeed"]
-    precision: Annotated[str, Field(pattern=_PATTERNS["precision"][0])]
+    precision: Annotated[str, Field(pattern=_PRECISION)]
     preset: PresetInfo
     layout: LayoutInfo
     platform: PlatformInfo
@@ -325,20 +316,6 @@ def build_record(**fields: Any) -> Record:
     return record_from_dict({"schema": SCHEMA, **data})
 
 
-def validate_record(data: Any) -> list[str]:
-    """Every problem with a decoded JSON record; an empty list means it is a valid record."""
-    try:
-        record_from_dict(data)
-    except RecordError as error:
-        return list(error.problems)
-    return []
-
-
-# ---------------------------------------------------------------------------------------------
-# Files
-# ---------------------------------------------------------------------------------------------
-
-
 def record_path(records_dir: Path | str, run_id: str) -> Path:
     """Where the record of ``run_id`` lives: ``<records_dir>/<run_id>.json``."""
     return Path(records_dir) / f"{run_id}.json"
@@ -347,56 +324,38 @@ def record_path(records_dir: Path | str, run_id: str) -> Path:
 def write_record(records_dir: Path | str, record: Record) -> Path:
     """Write ``record`` to ``<records_dir>/<run_id>.json`` atomically and return the path.
 
-    Creates ``records_dir``. The JSON goes to a temporary file in the same directory, is fsynced,
-    then hard-linked to the final name: ``os.link`` fails rather than replace an existing file, so
-    a record is never overwritten (:class:`RecordExistsError`) and a reader never sees half a
-    record. The temporary file is removed on every path, including KeyboardInterrupt.
+    The JSON goes to a fsynced temporary file in the same (created) directory, then is hard-linked
+    to the final name: ``os.link`` fails rather than replace a file, so a record is never
+    overwritten (:class:`RecordExistsError`) and never seen half-written. The temporary file is
+    removed on every path, KeyboardInterrupt included.
     """
     if not isinstance(record, Record):
-        raise TypeError(
-            f"write_record takes a Record (see build_record), got {type(record).__name__}"
-        )
-    directory = Path(records_dir)
-    final = record_path(directory, record.run_id)
-    text = record.to_json().encode()
-    directory.mkdir(parents=True, exist_ok=True)
+        raise TypeError(f"write_record takes a Record (see build_record), got {type(record).__name__}")
+    final = record_path(records_dir, record.run_id)
+    exists = RecordExistsError(f"{final} already exists; records are append-only, so a run id is "
+                               "written once (plan a new run for a new run id)")
+    final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
-        raise _exists(final)
-    fd, temp_name = tempfile.mkstemp(
-        dir=directory, prefix=f".{record.run_id}.", suffix=_TEMP_SUFFIX
-    )
+        raise exists
+    fd, temp = tempfile.mkstemp(dir=final.parent, prefix=f".{record.run_id}.", suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(text)
+            handle.write(record.to_json().encode())
             handle.flush()
             os.fsync(handle.fileno())
         try:
-            os.link(temp_name, final)
+            os.link(temp, final)
         except FileExistsError:
-            raise _exists(final) from None
+            raise exists from None
     finally:
-        os.unlink(temp_name)
-    _fsync_dir(directory)
+        os.unlink(temp)
+    with contextlib.suppress(OSError):  # the new directory entry made durable, where possible
+        dir_fd = os.open(final.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
     return final
-
-
-def _exists(path: Path) -> RecordExistsError:
-    return RecordExistsError(
-        f"{path} already exists; records are append-only, so a run id is written once "
-        "(plan a new run for a new run id)"
-    )
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the new directory entry durable; a no-op where directories cannot be opened.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load_record(path: Path | str) -> Record:
@@ -405,24 +364,21 @@ def load_record(path: Path | str) -> Record:
     with open(path, "rb") as handle:
         record = record_from_json(handle.read())
     name = os.path.basename(path)
-    if record.run_id != os.path.splitext(name)[0]:
+    if record.run_id != name.removesuffix(".json"):
         raise RecordError([f"run_id {record.run_id!r} does not match the file name {name!r}"])
     return record
 
 
 def load_records(records_dir: Path | str) -> tuple[list[Record], list[Problem]]:
-    """Every valid record in ``records_dir`` (sorted by file name) and every skipped file.
+    """Every valid record in ``records_dir`` (by file name) and every skipped file.
 
-    A missing directory holds no records. ``*.json`` files that are malformed, invalid or of a
-    foreign/future schema become :class:`Problem` entries, as do leftover temporary files of an
-    interrupted write; other files are not records and are ignored.
+    A missing directory holds no records. ``*.json`` files that do not load and leftover
+    temporary files of an interrupted write are problems; other files are ignored.
     """
     directory = os.fspath(records_dir)
-    if not os.path.isdir(directory):
-        return [], []
     records: list[Record] = []
     problems: list[Problem] = []
-    for name in sorted(os.listdir(directory)):
+    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
         if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
             problems.append(Problem(name, "leftover temporary file of an interrupted write; delete it"))
         elif name.endswith(".json") and not name.startswith("."):
