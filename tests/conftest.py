@@ -1,9 +1,17 @@
-"""Shared fixtures: a fixed clock for plans, and how tests treat missing system tools."""
+"""Shared fixtures: a fixed clock for plans, the markers, and the one gate for missing tools.
+
+Markers (``pyproject.toml``): ``slow`` (real dockerd, Slurm or Megatron: minutes), ``needs_root``
+(starts dockerd or slurmd), ``needs_megatron`` (the Python named by ``BENCH_MEGATRON_PYTHON``). A
+test gets them from the fixtures it uses (:data:`FIXTURE_MARKERS`) or says them itself;
+``pytest -m "not slow"`` is the quick run. What a marked test lacks goes through :func:`require`:
+skipped here, a failure in CI (``CI=true``), where everything must be present.
+"""
 
 from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +19,37 @@ from bench.plan import Options
 
 FIXED_NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 IN_CI = os.environ.get("CI") == "true"
+
+
+# Fixtures that start real engines or need the Megatron Python, and the markers they imply.
+FIXTURE_MARKERS = {
+    "run_megatron": ("slow", "needs_megatron"),
+    "slurm_cluster": ("slow", "needs_root"),
+    "engine": ("slow", "needs_root"),
+    "registry": ("slow", "needs_root"),
+}
+
+
+def megatron_python() -> str:
+    """``BENCH_MEGATRON_PYTHON`` (a Python 3.12 with torch and megatron-core 0.19.2), or ""."""
+    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
+    return python if python and Path(python).exists() else ""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, marks in FIXTURE_MARKERS.items():
+            if fixture in item.fixturenames:
+                for mark in marks:
+                    item.add_marker(mark)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("needs_megatron"):
+        require(bool(megatron_python()), "BENCH_MEGATRON_PYTHON must name a Python 3.12 with torch "
+                "and megatron-core 0.19.2 (nox -s tests makes one)")
+    if item.get_closest_marker("needs_root"):
+        require(os.geteuid() == 0, "needs root: it starts dockerd or slurmd")
 
 
 def require(condition: bool, reason: str) -> None:

@@ -10,13 +10,13 @@ import json
 import tomllib
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from bench.images.pins import PINS_FILE
 from bench.platforms import REPO_PLATFORMS_DIR
 from bench.schema import SCHEMA_DIR, json_schemas
 
-jsonschema = pytest.importorskip("jsonschema")
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-IN_CI = os.environ.get("CI") == "true"
+from tests.conftest import require
+
 # What the stand-in must hold so every step the kit adds really runs (pip installs with and without
 # build isolation, patch, CA update): what NGC/ROCm bases have except torch and numpy, whose wheels
 # are large and which no kit step needs (the pinned packages install with --no-deps). Like those
@@ -44,10 +45,7 @@ def need(tool: str) -> str:
     path = shutil.which(tool) or next(
         (p for p in (f"/usr/sbin/{tool}", f"/usr/bin/{tool}") if os.access(p, os.X_OK)), None)
     if path is None:
-        message = f"{tool} is not installed (apt-get install it; see .ci/apt-packages.txt)"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
+        require(False, f"{tool} is not installed (apt-get install it; see .ci/apt-packages.txt)")
     return path
 
 

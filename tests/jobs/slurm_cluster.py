@@ -23,6 +23,8 @@ from typing import IO
 
 import pytest
 
+from tests.conftest import require
+
 BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue", "sinfo", "scancel")
 START_TIMEOUT_S = 60
 # Virtual CPUs the node offers (SlurmdParameters=config_overrides lets it exceed the real count),
@@ -33,10 +35,8 @@ KILL_WAIT_S = 2
 
 
 def _missing(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI must have them: .ci/apt-packages.txt)")
-    pytest.skip(f"{reason}; install: apt-get update && apt-get install -y --no-install-recommends "
-                f"slurmctld slurmd slurm-client munge")
+    require(False, f"{reason}; install: apt-get update && apt-get install -y "
+            "--no-install-recommends slurmctld slurmd slurm-client munge (.ci/apt-packages.txt)")
 
 
 def _free_ports(count: int) -> list[int]:

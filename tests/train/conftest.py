@@ -1,7 +1,7 @@
 """Fixtures for the training entry's tests: the Python that has torch + megatron-core 0.19.2.
 
-``BENCH_MEGATRON_PYTHON`` names it (``nox -s tests`` makes one). Unset, these tests skip locally
-and fail in CI (``CI=true``), where the environment must provide it.
+``BENCH_MEGATRON_PYTHON`` names it (``nox -s tests`` makes one); tests using it are marked
+``needs_megatron`` and ``slow`` (``tests/conftest.py`` gates them).
 """
 
 from __future__ import annotations
@@ -13,26 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import megatron_python
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-IN_CI = os.environ.get("CI") == "true"
 
 
 @pytest.fixture(scope="session")
-def megatron_python() -> str:
-    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
-    if not python or not Path(python).exists():
-        reason = ("BENCH_MEGATRON_PYTHON must name a Python 3.12 with torch and megatron-core 0.19.2 "
-                  f"(got {python!r})")
-        if IN_CI:
-            pytest.fail(f"CI must provide this: {reason}")
-        pytest.skip(reason)
-    return python
-
-
-@pytest.fixture(scope="session")
-def run_megatron(megatron_python: str):
+def run_megatron():
     """``run(args, timeout_s=300, env=None)``: ``args`` under the Megatron Python (see run_python)."""
-    return lambda args, **kw: run_python(megatron_python, args, **kw)
+    return lambda args, **kw: run_python(megatron_python(), args, **kw)
 
 
 @pytest.fixture(scope="session")
