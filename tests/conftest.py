@@ -62,3 +62,19 @@ def require(condition: bool, reason: str) -> None:
 
 def options(**kw: object) -> Options:
     return Options(now=FIXED_NOW, **kw)  # type: ignore[arg-type]
+
+
+GOLDEN = Path(__file__).with_name("golden")
+"""The one home of golden files: job scripts, the Singularity definition, the results page."""
+
+
+def assert_golden(name: str, text: str) -> None:
+    """``text`` must equal ``tests/golden/<name>`` byte for byte.
+
+    Regenerating is deliberate: ``BENCH_UPDATE_GOLDEN=1 pytest ...`` writes the file; review the diff.
+    """
+    path = GOLDEN / name
+    if os.environ.get("BENCH_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.exists(), f"missing golden {name}: run with BENCH_UPDATE_GOLDEN=1 and review"
+    assert text == path.read_text(), f"{name} differs from its golden (BENCH_UPDATE_GOLDEN=1 to update)"

@@ -6,7 +6,6 @@ then review the diff.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -16,9 +15,7 @@ from bench.cli import dry_run_text
 from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import get_preset
-from tests.conftest import options
-
-GOLDEN = Path(__file__).with_name("golden")
+from tests.conftest import GOLDEN, assert_golden, options
 
 AZURE_DATA = {"data_path": "/shared/data/slimpajama_text_document",
               "vocab_file": "/shared/data/gpt2-vocab.json",
@@ -51,12 +48,7 @@ def test_golden_render(case: tuple) -> None:
     platform, engine, preset, layout, extra = case
     launch = plan(get_preset(preset), layout, load_platform(platform),
                   options(engine=engine, **extra))
-    text = dry_run_text(launch)
-    path = GOLDEN / _golden_name(case)
-    if os.environ.get("BENCH_UPDATE_GOLDEN") == "1":
-        path.write_text(text)
-    assert path.exists(), f"missing golden {path.name}: run with BENCH_UPDATE_GOLDEN=1 and review"
-    assert text == path.read_text()
+    assert_golden(_golden_name(case), dry_run_text(launch))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_golden_name)

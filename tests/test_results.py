@@ -13,11 +13,11 @@ from bench.results import plots
 from bench.results.aggregate import find_range
 from bench.results.data import load_published, load_ranges
 from bench.results.generate import generate, write_outputs
+from tests.conftest import assert_golden
 from tests.record_factory import make_record
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "results"
-GOLDEN = FIXTURES / "golden" / "README.md"
 REPO = HERE.parent
 
 
@@ -35,9 +35,8 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def test_golden_markdown(workdir: Path) -> None:
-    # Update deliberately: python -m bench results ... then copy README.md over the golden file.
     assert main(_fixture_args(workdir / "records", workdir)) == 0
-    assert (workdir / "README.md").read_text() == GOLDEN.read_text()
+    assert_golden("results-page.md", (workdir / "README.md").read_text())
 
 
 def test_regeneration_is_byte_identical(workdir: Path, tmp_path: Path) -> None:

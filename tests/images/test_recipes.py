@@ -3,7 +3,6 @@ tests, renders compared byte for byte, patches applied with the real GNU patch."
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -13,8 +12,8 @@ from bench.images import polaris, singularity, upstreams
 from bench.images.context import assemble
 from bench.images.pins import REPO_ROOT, load_pins, load_polaris_recipe
 from bench.images.series import SeriesError, read_series, run_series
+from tests.conftest import assert_golden
 
-GOLDEN_DEF = REPO_ROOT / "tests/golden/singularity-lumi.def"
 EXCERPT = REPO_ROOT / "tests/images/upstream/megatron-deepspeed"
 FIXED_COMMIT = "0" * 40  # the kit commit is provenance that changes with every commit
 
@@ -72,11 +71,7 @@ def _rocm_definition(tmp_path: Path) -> str:
 
 
 def test_lumi_singularity_definition_matches_golden(tmp_path):
-    definition = _rocm_definition(tmp_path)
-    if os.environ.get("BENCH_UPDATE_GOLDEN") == "1":
-        GOLDEN_DEF.write_text(definition)
-    assert GOLDEN_DEF.exists(), "missing golden: run with BENCH_UPDATE_GOLDEN=1 and review"
-    assert definition == GOLDEN_DEF.read_text()
+    assert_golden("singularity-lumi.def", _rocm_definition(tmp_path))
 
 
 def test_singularity_definition_has_spythons_faults_fixed(tmp_path):
