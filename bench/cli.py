@@ -24,6 +24,7 @@ from bench.platforms import (
     PRECISION_SHORTHANDS,
     PRECISIONS,
     Platform,
+    job_option_default,
     load_platform,
     match_accelerator,
     platform_files,
@@ -60,8 +61,9 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
     parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
     for key in ("account", "partition", "queue", "walltime"):
-        parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
-                            f"$BENCH_{key.upper()})")
+        parser.add_argument(f"--{key}", default=job_option_default(key),
+                            help=f"scheduler {key} (default: $BENCH_{key.upper()}, else the "
+                            "platform file)")
     tuning = parser.add_argument_group(
         "A/B settings", "change a kit default; the run is recorded as a variant of its "
         "configuration. More Megatron flags go after '--' (e.g. -- --manual-gc)")

@@ -55,6 +55,11 @@ class Layout:
     def grad_accumulation(self) -> int:
         return self.global_batch // (self.micro_batch * self.dp)
 
+    @property
+    def spec(self) -> LayoutSpec:
+        """The layout as asked for, DP included (planning it again needs no name round trip)."""
+        return LayoutSpec(self.tp, self.pp, self.dp, self.cp, self.vp, self.sp, self.zero)
+
 
 @dataclass(frozen=True)
 class LayoutSpec:
@@ -67,6 +72,11 @@ class LayoutSpec:
     vp: int = 1
     sp: bool = False
     zero: int | None = None
+
+    @property
+    def model_parallel_gpus(self) -> int:
+        """GPUs of one model replica, times DP when the name gives it: the size the name asks for."""
+        return self.tp * self.pp * self.cp * (self.dp or 1)
 
 
 def parse_layout_name(name: str) -> LayoutSpec:
@@ -165,18 +175,26 @@ def nearest_layouts(spec: LayoutSpec, preset: Preset, gpus: int, gpus_per_node: 
     return found[:count]
 
 
-def build_layout(name: str, preset: Preset, gpus: int, gpus_per_node: int,
-                 mbs: int | None = None, gbs: int | None = None) -> Layout:
-    """Check layout ``name`` for ``preset`` on ``gpus`` GPUs; DP fills the GPUs when absent.
-
-    ``mbs``/``gbs`` override the preset's micro and global batch (sequences). Raises ValueError
-    listing every broken rule with its numbers and the nearest valid layouts.
-    """
-    spec = parse_layout_name(name)
+def batch_sizes(preset: Preset, mbs: int | None, gbs: int | None) -> tuple[int, int]:
+    """(micro, global) batch in sequences: the options where given, else the preset's."""
     mbs = mbs or preset.micro_batch
     gbs = gbs or preset.global_batch
     if mbs < 1 or gbs < 1:
         raise ValueError(f"micro batch ({mbs}) and global batch ({gbs}) must be at least 1")
+    return mbs, gbs
+
+
+def build_layout(layout: str | LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int,
+                 mbs: int | None = None, gbs: int | None = None) -> Layout:
+    """Check a layout (its name or parsed spec) for ``preset`` on ``gpus`` GPUs; DP fills the GPUs
+    when absent.
+
+    ``mbs``/``gbs`` override the preset's micro and global batch (sequences). Raises ValueError
+    listing every broken rule with its numbers and the nearest valid layouts.
+    """
+    spec = parse_layout_name(layout) if isinstance(layout, str) else layout
+    label = f"layout '{layout}'" if isinstance(layout, str) else f"layout {layout}"
+    mbs, gbs = batch_sizes(preset, mbs, gbs)
     model_parallel = spec.tp * spec.pp * spec.cp
     dp = spec.dp if spec.dp is not None else max(1, gpus // model_parallel)
     problems = _problems(spec, dp, preset, gpus, gpus_per_node, mbs, gbs)
@@ -186,5 +204,5 @@ def build_layout(name: str, preset: Preset, gpus: int, gpus_per_node: int,
                 + ", ".join(lay.name for lay in near)) if near else (
                 f"no layout of {preset.name} fits {gpus} GPUs with mbs {mbs}, gbs {gbs}; "
                 "change --gpus/--nodes or --gbs")
-        raise ValueError(f"layout '{name}' is not possible: " + "; ".join(problems) + ". " + hint)
+        raise ValueError(f"{label} is not possible: " + "; ".join(problems) + ". " + hint)
     return Layout(spec.tp, spec.pp, dp, spec.cp, spec.vp, spec.sp, spec.zero, mbs, gbs)

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from bench.capabilities import Capabilities
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
 from bench.engines.megatron import ENTRY, megatron_args
-from bench.layout import Layout, build_layout, parse_layout_name
+from bench.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.platforms import (
     Accelerator,
     Platform,
@@ -64,6 +64,11 @@ class Options:
     # What the training Python has, detected on this machine (bench.capabilities.probe); None: not
     # probed, or it cannot import megatron-core. Used where the platform says capabilities = "auto".
     capabilities: Capabilities | None = None
+
+    @property
+    def local_gpus(self) -> int:
+        """GPUs of a run on this machine: ``--gpus``, else those present (0: none known)."""
+        return self.gpus or self.gpus_present
 
 
 @dataclass(frozen=True)
@@ -122,15 +127,12 @@ def run_id(preset: str, layout: str, platform: str, now: datetime) -> str:
     return f"{preset}_{layout}_{platform}_{stamp}"
 
 
-def _run_size(layout_name: str, platform: Platform, options: Options) -> tuple[int, int, int]:
+def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[int, int, int]:
     """(gpus, nodes, gpus_per_node) for the run, checked against the platform."""
     if platform.scheduler == "none":
         if options.nodes not in (None, 1):
             raise ValueError(f"platform {platform.name} is one machine: --nodes must be 1")
-        gpus = options.gpus or options.gpus_present
-        if not gpus:
-            spec = parse_layout_name(layout_name)
-            gpus = spec.tp * spec.pp * spec.cp * (spec.dp or 1)
+        gpus = options.local_gpus or spec.model_parallel_gpus
         if options.gpus_present and gpus > options.gpus_present:
             raise ValueError(f"--gpus {gpus} but this machine has {options.gpus_present} GPUs")
         return gpus, 1, gpus
@@ -140,11 +142,7 @@ def _run_size(layout_name: str, platform: Platform, options: Options) -> tuple[i
                          f"{platform.name} has {per_node} GPUs per node")
     if options.nodes:
         return options.nodes * per_node, options.nodes, per_node
-    if options.gpus:
-        gpus = options.gpus
-    else:
-        spec = parse_layout_name(layout_name)
-        gpus = spec.tp * spec.pp * spec.cp * (spec.dp or 1)
+    gpus = options.gpus or spec.model_parallel_gpus
     if gpus <= per_node:
         return gpus, 1, gpus
     if gpus % per_node:
@@ -179,7 +177,7 @@ def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
                          f"apex layer norm, which this environment lacks ({where}); drop 'sp'")
 
 
-def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
+def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
     if options.iters < 1:
         raise ValueError(f"--iters must be at least 1, got {options.iters}")
@@ -187,9 +185,11 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     precision = resolve_precision(options.precision or platform.default_precision)
     platform = with_job_overrides(platform, account=options.account, partition=options.partition,
                                   queue=options.queue, walltime=options.walltime)
-    gpus, nodes, per_node = _run_size(layout_name, platform, options)
+    # A name is parsed once here; a sweep passes the spec of a layout it has already built.
+    spec = parse_layout_name(layout) if isinstance(layout, str) else layout
+    gpus, nodes, per_node = _run_size(spec, platform, options)
     # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
-    layout = build_layout(layout_name, preset, gpus, per_node, options.mbs, options.gbs)
+    layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs)
     accelerator = _accelerator(platform, options)
     if accelerator is not None:
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs

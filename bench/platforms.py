@@ -214,13 +214,14 @@ def load_platform(name: str) -> Platform:
     return load_platform_file(path)
 
 
+def job_option_default(key: str) -> str | None:
+    """The default of the ``--<key>`` option: ``$BENCH_<KEY>`` (read by the command line only)."""
+    return os.environ.get(f"BENCH_{key.upper()}") or None
+
+
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
-    """Apply job overrides: explicit options first, then ``BENCH_<KEY>`` environment variables."""
-    changes = {}
-    for key in ("account", "partition", "queue", "walltime", "qos"):
-        value = overrides.get(key) or os.environ.get(f"BENCH_{key.upper()}")
-        if value:
-            changes[key] = value
+    """The platform with the job settings given (None or empty: the platform file's)."""
+    changes = {key: value for key, value in overrides.items() if value}
     if "walltime" in changes:
         check_walltime(changes["walltime"], "--walltime")
     if not changes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.layout import Layout, valid_layouts
+from bench.layout import Layout, batch_sizes, valid_layouts
 from bench.memory import GB, estimate_bytes, fits
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import Platform
@@ -33,14 +33,13 @@ def candidates(preset: Preset, gpus: int, mbs: int, gbs: int,
 def sweep_plans(preset: Preset, platform: Platform, options: Options,
                 device_gb: float) -> tuple[list[LaunchPlan], list[tuple[Layout, float]]]:
     """Plans for every candidate layout; iterations default to ``SWEEP_ITERS``."""
-    gpus = options.gpus or options.gpus_present
+    gpus = options.local_gpus
     if not gpus:
         raise ValueError("a sweep needs the GPUs present (none found) or --gpus")
-    mbs = options.mbs or preset.micro_batch
-    gbs = options.gbs or preset.global_batch
-    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb)
+    keep, skipped = candidates(preset, gpus, *batch_sizes(preset, options.mbs, options.gbs),
+                               device_gb)
     if not keep:
         raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
                          "the memory estimate; try a smaller --mbs or more GPUs")
     opts = replace(options, gpus=gpus)
-    return [plan(preset, lay.name, platform, opts) for lay in keep], skipped
+    return [plan(preset, lay.spec, platform, opts) for lay in keep], skipped

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.cli import build_parser
 from bench.platforms import (
     REPO_PLATFORMS_DIR,
     load_accelerator_file,
@@ -84,9 +85,14 @@ def test_bad_platform_file_names_file_and_key(tmp_path: Path, monkeypatch: pytes
 
 
 def test_job_overrides_option_beats_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command line reads $BENCH_<KEY> as the option's default; the planner reads no environment.
     monkeypatch.setenv("BENCH_ACCOUNT", "project_env")
     monkeypatch.setenv("BENCH_PARTITION", "dev-g")
-    p = with_job_overrides(load_platform("lumi"), account="project_opt")
+    args = build_parser().parse_args(["run", "13b", "tp2pp8", "--platform", "lumi",
+                                      "--account", "project_opt"])
+    p = with_job_overrides(load_platform("lumi"), account=args.account, partition=args.partition)
     assert (p.job.account, p.job.partition) == ("project_opt", "dev-g")
+    monkeypatch.delenv("BENCH_PARTITION")
+    assert with_job_overrides(load_platform("lumi"), partition=None).job.partition == "standard-g"
     with pytest.raises(DataError, match="walltime"):
         with_job_overrides(load_platform("lumi"), walltime="soon")

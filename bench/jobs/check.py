@@ -53,7 +53,7 @@ def check_plan(platform: Platform, nodes: int, now: datetime, **job: str | None)
     check goes through exactly the benchmark's launch path (directives, modules, environment,
     container, launcher); only the command each rank runs differs. Its run id is
     ``check_{platform}_{nodes}n_{UTC timestamp}``. ``job`` overrides the platform's account,
-    partition or queue (``None``: the platform's, or ``$BENCH_<KEY>``).
+    partition or queue (``None``: the platform's; the command line defaults them to ``$BENCH_<KEY>``).
     """
     smallest = min(load_presets().values(), key=lambda p: p.layers * p.hidden ** 2)
     gpus = nodes * platform.gpus_per_node

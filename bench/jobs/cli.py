@@ -19,7 +19,7 @@ from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import SchedulerError, scheduler_for
 from bench.jobs.submit import RENDERERS, submit_plan
 from bench.plan import LaunchPlan
-from bench.platforms import load_platform
+from bench.platforms import job_option_default, load_platform
 from bench.record import load_record, record_path
 
 EXIT_FAILED = 1
@@ -162,8 +162,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     check.add_argument("--dry-run", action="store_true",
                        help="print the check's job script and exit; writes nothing")
     for key in ("account", "partition", "queue"):
-        check.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
-                           f"$BENCH_{key.upper()})")
+        check.add_argument(f"--{key}", default=job_option_default(key),
+                           help=f"scheduler {key} (default: $BENCH_{key.upper()}, else the "
+                           "platform file)")
     check.add_argument("--no-wait", action="store_true",
                        help="submit and return; `python -m bench jobs` shows it later")
     check.add_argument("--poll", type=float, default=POLL_S,
