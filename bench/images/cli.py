@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench.images import engine, polaris, singularity, upstreams
+from bench.images import container_engine, polaris, singularity, upstreams
 from bench.images.context import BuildContext, assemble, fetch_github_upstream
 from bench.images.pins import REPO_ROOT, load_pins, load_polaris_recipe
 
@@ -38,7 +38,7 @@ def _context(args) -> BuildContext:
 
 def cmd_build(args) -> int:
     context = _context(args)
-    result = engine.build(context, force=args.force, network_mode=args.network)
+    result = container_engine.build(context, force=args.force, network_mode=args.network)
     print(f"image: {result.tag}")
     if args.target == "rocm":
         definition = singularity.render_definition(context.dockerfile, context.buildargs)
@@ -48,9 +48,9 @@ def cmd_build(args) -> int:
         for program in ("apptainer", "singularity"):
             sif = BUILD_DIR / args.target / "megatron-bench-rocm.sif"
             argv = [program, "build", "--fakeroot", str(sif), def_path.name]
-            if engine.shutil.which(program):
+            if container_engine.shutil.which(program):
                 print("$ (cd " + shlex.quote(str(context.directory)) + " && " + shlex.join(argv) + ")")
-                engine.subprocess_run(argv, cwd=context.directory)
+                container_engine.subprocess_run(argv, cwd=context.directory)
                 break
         else:
             print(f"not built: no apptainer/singularity here; on LUMI run in {context.directory}:\n"
@@ -61,7 +61,7 @@ def cmd_build(args) -> int:
 def cmd_push(args) -> int:
     context = _context(args)
     registry = args.registry or load_pins().target(args.target).registry
-    for reference in engine.push(context.tag, registry, extra_tags=tuple(args.also_tag)):
+    for reference in container_engine.push(context.tag, registry, extra_tags=tuple(args.also_tag)):
         print(f"pushed {reference}")
     return 0
 
@@ -71,11 +71,11 @@ def cmd_pull(args) -> int:
     registry = args.registry or target.registry
     reference = f"{registry}/{target.image}:{args.tag}"
     if args.runtime == "docker":
-        print(f"pulled {reference}: {engine.pull(reference)}")
+        print(f"pulled {reference}: {container_engine.pull(reference)}")
         return 0
     suffix = ".sqsh" if args.runtime == "enroot" else ".sif"
     output = f"{target.image.replace('/', '-')}_{args.tag}{suffix}"
-    engine.run_if_present(engine.runtime_pull_command(args.runtime, reference, output))
+    container_engine.run_if_present(container_engine.runtime_pull_command(args.runtime, reference, output))
     return 0
 
 
@@ -110,7 +110,7 @@ def _engine_errors(command):
     def guarded(args) -> int:
         try:
             return command(args)
-        except engine.EngineError as error:
+        except container_engine.EngineError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
     return guarded

@@ -12,6 +12,8 @@ Vocabulary (on top of the package's preset/layout/platform/plan/run/record):
 - *outcome*: what the kit concludes about a finished run from the job state, the job's own output
   (end marker, ``slurmstepd`` cancel lines) and the benchmark log parser; it becomes the record's
   ``status`` and ``reason``.
-- *system check*: a short job in which every rank prints one JSON line about itself
-  (``python -m bench.jobs.sysinfo``); the kit gathers them into a table and flags disagreements.
+- *system check* (``bench.jobs.system_check``): a short job in which every rank prints one JSON line
+  about itself (``python -m bench.jobs.sysinfo``); the kit gathers them into a table and flags
+  disagreements. Not to be confused with the *image check* run inside a built image
+  (``bench.images.check``) or the results' *range check* (``bench results --check``).
 """

@@ -11,16 +11,16 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.jobs.check import check_plan, compare, format_report, gather
 from bench.jobs.collect import RECORDS_DIR, collect, record_exists
 from bench.jobs.follow import POLL_S, follow
 from bench.jobs.outcome import judge
-from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import SchedulerError, scheduler_for
 from bench.jobs.submit import RENDERERS, submit_plan
+from bench.jobs.system_check import check_plan, compare, format_report, gather
 from bench.plan import LaunchPlan
 from bench.platforms import job_option_default, load_platform
 from bench.record import load_record, record_path
+from bench.rundir import RunDir, list_runs
 
 EXIT_FAILED = 1
 

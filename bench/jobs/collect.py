@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.jobs.outcome import Outcome, judge
-from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import Scheduler, scheduler_for
 from bench.record import Record, RecordExistsError, record_path, write_record
 from bench.run_record import build_run_record
+from bench.rundir import RunDir, list_runs
 
 RECORDS_DIR = Path("results") / "records"
 """Where records go, relative to the root. The default is ``results/records``."""

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 
 from bench.jobs.outcome import Outcome, judge
-from bench.jobs.rundir import RunDir
 from bench.jobs.scheduler import JobState, Scheduler, SchedulerError
 from bench.logparse import parse_iteration
+from bench.rundir import RunDir
 
 POLL_S = 5.0
 """Seconds between scheduler queries while following. The default is 5."""

@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.jobs.rundir import RunDir
 from bench.jobs.scheduler import FAILED_STATES, JobState, Scheduler
 from bench.logparse import ParseResult, parse_log
 from bench.render.common import END_MARKER
+from bench.rundir import RunDir
 
 # slurmstepd: "*** JOB 12 ON vm CANCELLED AT 2026-11-21T20:16:34 DUE TO TIME LIMIT ***"
 # (a plain `scancel` ends after the time stamp).

@@ -11,12 +11,11 @@ import json
 import shutil
 from pathlib import Path
 
-from bench.jobs.rundir import RunDir
 from bench.jobs.scheduler import Scheduler, scheduler_for
 from bench.plan import LaunchPlan
 from bench.provenance import kit_commit
 from bench.render import pbs, slurm
-from bench.rundir import create_run_dir
+from bench.rundir import RunDir, create_run_dir
 
 RENDERERS = {"slurm": slurm.render, "pbs": pbs.render}
 

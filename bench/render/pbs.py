@@ -26,7 +26,7 @@ def directives(plan: LaunchPlan) -> list[str]:
     return lines
 
 
-def launch(plan: LaunchPlan) -> list[Token]:
+def launcher_command(plan: LaunchPlan) -> list[Token]:
     command: list[Token] = ["mpiexec", "-n", str(plan.world_size), "--ppn",
                             str(plan.gpus_per_node)]
     if plan.platform.cpus_per_task:
@@ -40,5 +40,5 @@ def render(plan: LaunchPlan) -> str:
         raise ValueError(f"platform {plan.platform.name} uses {plan.platform.scheduler}, not PBS")
     lines = ["#!/bin/bash", *directives(plan), *header(plan), *ds_config_line(plan),
              'cd "$PBS_O_WORKDIR" || exit 1', *environment(plan, _MASTER_ADDR), "",
-             wrap(launch(plan)), *finish()]
+             wrap(launcher_command(plan)), *finish()]
     return "\n".join(lines) + "\n"

@@ -34,7 +34,7 @@ def directives(plan: LaunchPlan) -> list[str]:
     return lines
 
 
-def launch(plan: LaunchPlan) -> list[Token]:
+def launcher_command(plan: LaunchPlan) -> list[Token]:
     """The srun line: one task per GPU (srun) or one torchrun per node."""
     platform = plan.platform
     runtime: list[Token] = []
@@ -62,5 +62,5 @@ def render(plan: LaunchPlan) -> str:
         raise ValueError(f"platform {plan.platform.name} uses {plan.platform.scheduler}, not Slurm")
     lines = ["#!/bin/bash", *directives(plan), *header(plan), *ds_config_line(plan),
              "set -uo pipefail", *environment(plan, _MASTER_ADDR), "",
-             wrap(launch(plan)), *finish()]
+             wrap(launcher_command(plan)), *finish()]
     return "\n".join(lines) + "\n"

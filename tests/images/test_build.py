@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.images import engine as engine_api
+from bench.images import container_engine as engine_api
 from bench.images.context import assemble
 from bench.images.pins import REPO_ROOT, load_pins
 

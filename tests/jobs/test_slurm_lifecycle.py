@@ -21,13 +21,13 @@ import pytest
 
 from bench.jobs.follow import follow
 from bench.jobs.outcome import judge
-from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import Slurm
 from bench.jobs.submit import submit_plan
 from bench.plan import Options, plan
 from bench.platforms import load_platform
 from bench.presets import get_preset
 from bench.record import load_records
+from bench.rundir import RunDir, list_runs
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PLATFORM = Path(__file__).resolve().parent / "platforms" / "ci-slurm.toml"
