@@ -4,12 +4,9 @@ A platform file holds every site fact the kit needs: scheduler, launcher, contai
 node, the accelerator (whose peak TFLOP/s and its source live in ``platforms/accelerators/``),
 default engine and precision, environment, module loads, image, bind mounts and job defaults. A user
 adds a cluster by copying a file; ``BENCH_PLATFORMS_DIR`` points the kit at another folder. Job
-defaults (account, partition, queue, walltime) are overridden by options or by the environment
-variables ``BENCH_ACCOUNT``, ``BENCH_PARTITION``, ``BENCH_QUEUE``, ``BENCH_WALLTIME``.
-
-The models are the schema of the files (``results/schema/platform.schema.json`` and
-``accelerator.schema.json`` are generated from them): strict types, unknown keys refused, and
-every error names the file and the key.
+defaults (account, partition, queue, walltime) are overridden by command-line options, which default
+to ``$BENCH_ACCOUNT`` etc. The models are the files' schema (``results/schema/platform.schema.json``,
+``accelerator.schema.json``): strict types, unknown keys refused, errors naming file and key.
 """
 
 from __future__ import annotations
@@ -86,14 +83,8 @@ def resolve_precision(name: str) -> str:
     return name
 
 
-def check_walltime(value: str, where: str) -> str:
-    if not _WALLTIME.match(value):
-        raise DataError(f"{where}: walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
-    return value
-
-
 class Job(Strict):
-    """Scheduler defaults a user overrides by option or environment (empty = not set)."""
+    """Scheduler defaults a user overrides by option (empty = not set)."""
 
     account: str = ""
     partition: str = ""
@@ -222,8 +213,8 @@ def job_option_default(key: str) -> str | None:
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
     """The platform with the job settings given (None or empty: the platform file's)."""
     changes = {key: value for key, value in overrides.items() if value}
-    if "walltime" in changes:
-        check_walltime(changes["walltime"], "--walltime")
+    if not _WALLTIME.match(changes.get("walltime", "0:00:00")):
+        raise DataError(f"--walltime: '{changes['walltime']}' must be {PATTERN_HINTS[_WALLTIME.pattern]}")
     if not changes:
         return platform
     return platform.model_copy(update={"job": platform.job.model_copy(update=changes)})

@@ -273,17 +273,6 @@ class Problem:
         return f"{self.file}: {self.message}"
 
 
-def _schema_problem(data: Any) -> str | None:
-    """A foreign or future schema, said before anything else is checked."""
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if schema == SCHEMA or not isinstance(data, dict):
-        return None
-    if isinstance(schema, str) and schema.startswith(SCHEMA_PREFIX):
-        return (f"schema {schema!r} is not supported by this kit, which reads {SCHEMA!r}; "
-                "update the kit to read this record")
-    return f"schema {schema!r} is not a run record (expected {SCHEMA!r})"
-
-
 def record_from_json(text: str | bytes) -> Record:
     """Validate a record's JSON text (the one parse path); raises :class:`RecordError`."""
     try:
@@ -293,8 +282,13 @@ def record_from_json(text: str | bytes) -> Record:
             data = json.loads(text)
         except (json.JSONDecodeError, UnicodeDecodeError) as bad:
             raise RecordError([f"not valid JSON ({bad})"]) from None
-        problem = _schema_problem(data)
-        raise RecordError([problem] if problem else problems(error, Record)) from None
+        schema = data.get("schema") if isinstance(data, dict) else SCHEMA
+        if schema == SCHEMA:
+            raise RecordError(problems(error, Record)) from None
+        if isinstance(schema, str) and schema.startswith(SCHEMA_PREFIX):  # said before all else
+            raise RecordError([f"schema {schema!r} is not supported by this kit, which reads "
+                               f"{SCHEMA!r}; update the kit to read this record"]) from None
+        raise RecordError([f"schema {schema!r} is not a run record (expected {SCHEMA!r})"]) from None
 
 
 def record_from_dict(data: Any) -> Record:
