@@ -14,7 +14,7 @@ RUN_USAGE = "Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-r
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 # Training runs in the Python that has torch and megatron-core (an image, a venv, a GPU box), so
-# the GPU sessions use the current environment; the kit itself needs nothing beyond Python 3.11.
+# the GPU sessions use the current environment; the kit itself needs Python 3.11 and pydantic.
 IN_PLACE = {"PYTHONPATH": REPO}
 
 

@@ -82,3 +82,13 @@ def test_local_without_gpu_prints_plan_and_fails_honestly(tmp_path: Path) -> Non
 def test_lists(tmp_path: Path) -> None:
     assert "175b" in run_cli("presets", cwd=tmp_path).stdout
     assert "polaris" in run_cli("platforms", cwd=tmp_path).stdout
+
+
+def test_a_python_without_pydantic_gets_one_line_naming_it(tmp_path: Path) -> None:
+    # A fresh venv without site packages is a login node's bare Python: no pydantic there.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")}
+    result = subprocess.run([str(tmp_path / "bare" / "bin" / "python"), "-m", "bench", "presets"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "pip install 'pydantic>=2.11'" in result.stderr
