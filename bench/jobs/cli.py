@@ -114,11 +114,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
                   + (f" ({item.reason})" if item.reason else ""))
         elif item.action == "running":
             print(f"{item.run_id}: not finished ({item.reason}), collect again later")
+        elif item.action == "unreadable":
+            print(f"{item.run_id}: not recorded: {item.reason}", file=sys.stderr)
     recorded = sum(item.action == "recorded" for item in done)
     print(f"{recorded} new record(s) in {records_dir}; "
           f"{sum(item.action == 'exists' for item in done)} already recorded, "
           f"{sum(item.action == 'running' for item in done)} not finished")
-    return 0
+    return EXIT_FAILED if any(item.action == "unreadable" for item in done) else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:

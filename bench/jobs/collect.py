@@ -15,13 +15,15 @@ from bench.jobs.scheduler import Scheduler, scheduler_for
 from bench.record import Record, RecordExistsError, record_path, write_record
 from bench.run_record import build_run_record
 from bench.rundir import RunDir, list_runs
+from bench.tomlfile import DataError
 
 RECORDS_DIR = Path("results") / "records"
 """Where records go, relative to the root. The default is ``results/records``."""
 
 @dataclass(frozen=True)
 class Collected:
-    """What collect did with one run: ``action`` is ``recorded``, ``exists`` or ``running``."""
+    """What collect did with one run: ``action`` is ``recorded``, ``exists``, ``running`` or
+    ``unreadable`` (its ``plan.json`` does not validate; ``reason`` says why)."""
 
     run_id: str
     action: str
@@ -64,6 +66,8 @@ def collect_run(run: RunDir, records_dir: Path, scheduler: Scheduler) -> Collect
         write_record(records_dir, record_of(run, outcome))
     except RecordExistsError:  # another collect got there first
         return Collected(run.run_id, "exists")
+    except DataError as err:  # a plan.json this kit cannot read: said, and the others collected
+        return Collected(run.run_id, "unreadable", outcome.status, str(err))
     return Collected(run.run_id, "recorded", outcome.status, outcome.reason)
 
 
