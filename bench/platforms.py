@@ -214,7 +214,8 @@ def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
     """The platform with the job settings given (None or empty: the platform file's)."""
     changes = {key: value for key, value in overrides.items() if value}
     if not _WALLTIME.match(changes.get("walltime", "0:00:00")):
-        raise DataError(f"--walltime: '{changes['walltime']}' must be {PATTERN_HINTS[_WALLTIME.pattern]}")
+        raise DataError(f"--walltime: walltime '{changes['walltime']}' must look like HH:MM:SS or "
+                        "D-HH:MM:SS")
     if not changes:
         return platform
     return platform.model_copy(update={"job": platform.job.model_copy(update=changes)})
