@@ -22,6 +22,7 @@ from bench.platforms import (
     match_accelerator,
     with_job_overrides,
 )
+from bench.preflight import check_options
 from bench.presets import Preset
 from bench.tuning import DEFAULT_TUNING, Tuning, check_extra_args
 
@@ -150,9 +151,8 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
 
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
-    if options.iters < 1:
-        raise ValueError(f"--iters must be at least 1, got {options.iters}")
     engine = options.engine or platform.default_engine
+    check_options(options, platform, engine)
     precision = options.precision or platform.default_precision
     if precision not in PRECISIONS:
         raise ValueError(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}")

@@ -25,7 +25,9 @@ LAUNCHERS = ("srun", "torchrun", "mpiexec")
 RUNTIMES = ("pyxis", "singularity", "docker", "venv", "none")
 ENGINES = ("megatron", "megatron-deepspeed")
 PRECISIONS = ("bf16", "fp16", "fp8")
-_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+_WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
+# A platform or accelerator is named, never given as a path: the name picks a file in the folder.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -149,8 +151,17 @@ def _job(table: dict[str, Any], where: str) -> Job:
 
 
 def check_walltime(value: str, where: str) -> None:
-    if not _WALLTIME.match(value):
+    """A duration as Slurm and PBS read it: minutes and seconds below 60, hours below 24 after a
+    day count, more than zero."""
+    match = _WALLTIME.match(value)
+    if not match:
         raise DataError(f"{where}: walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
+    hours, minutes, seconds = (int(match[k]) for k in ("h", "m", "s"))
+    if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
+        raise DataError(f"{where}: walltime '{value}' is not a duration: minutes and seconds run "
+                        "to 59, and hours to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
+    if not (int(match["days"] or 0) or hours or minutes or seconds):
+        raise DataError(f"{where}: walltime '{value}' is zero; give the job some time")
 
 
 def _data(table: dict[str, Any], where: str) -> Data:
@@ -218,8 +229,12 @@ def platform_files() -> list[Path]:
 def load_platform(name: str) -> Platform:
     """The platform ``name`` from the platforms folder, or a ValueError listing the known ones."""
     path = platforms_dir() / f"{name}.toml"
+    known = ", ".join(p.stem for p in platform_files())
+    if not _NAME.match(name) or name.endswith(".toml"):
+        raise ValueError(f"--platform '{name}' is not a platform name; known: {known} (a "
+                         "platform is named, not given as a path: put its file in "
+                         f"{platforms_dir()}, or point BENCH_PLATFORMS_DIR at its folder)")
     if not path.exists():
-        known = ", ".join(p.stem for p in platform_files())
         raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying a file "
                          f"in {platforms_dir()})")
     return load_platform_file(path)
@@ -271,7 +286,7 @@ def load_accelerator_file(path: Path) -> Accelerator:
 
 def load_accelerator(name: str) -> Accelerator:
     path = accelerators_dir() / f"{name}.toml"
-    if not path.exists():
+    if not _NAME.match(name) or not path.exists():
         known = ", ".join(p.stem for p in accelerator_files())
         raise DataError(f"unknown accelerator '{name}'; known: {known}")
     return load_accelerator_file(path)
