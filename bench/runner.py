@@ -214,7 +214,12 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
                        stop_reason=stopped)
     record = make_record(launch, result, started, time.time(), log_text, notes, failure)
-    write_record(records_dir, record)
+    try:
+        write_record(records_dir, record)
+    except OSError as error:  # the directory went away or filled up during the run
+        kept = write_record(run_dir, record)
+        raise ValueError(f"the record could not be written to {records_dir} "
+                         f"({error.strerror or error}); it is in {kept}: move it there") from None
     if failure:
         raise stop  # the user asked to stop: after the record, not before
     return record

@@ -25,7 +25,7 @@ from bench.logparse import parse_log
 from bench.plan import plan
 from bench.platforms import REPO_PLATFORMS_DIR, load_platform
 from bench.presets import get_preset
-from bench.record import Status, build_record, load_records, write_record
+from bench.record import Status, build_record, load_record, load_records, write_record
 from tests.conftest import options
 from tests.record_factory import record_fields
 
@@ -241,6 +241,19 @@ def test_an_unusable_records_dir_is_refused_before_the_run(monkeypatch, launch, 
         runner.run_local(launch, tmp_path, records_dir, 60.0, 60.0)
     assert not started.exists(), "the training command ran although its record would be lost"
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_records_dir_lost_during_the_run_keeps_the_record_in_the_run_dir(monkeypatch, launch,
+                                                                         tmp_path: Path) -> None:
+    records_dir = tmp_path / "records"
+    monkeypatch.setattr(runner.torchrun, "command", lambda plan: [
+        sys.executable, "-c", f"import shutil; shutil.rmtree({str(records_dir)!r}); "
+        f"open({str(records_dir)!r}, 'w')"])
+    with pytest.raises(ValueError, match=f"could not be written to {re.escape(str(records_dir))}"
+                       r" .*it is in .*runs/.*\.json: move it there"):
+        runner.run_local(launch, tmp_path, records_dir, 60.0, 60.0)
+    kept = load_record(tmp_path / launch.run_dir / f"{launch.run_id}.json")
+    assert kept.status is Status.INCOMPLETE
 
 
 # --- bad input: refused by `python -m bench run` before anything is planned or written -------
