@@ -146,7 +146,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     if status is Status.OK:
         try:
             run_metrics = metrics(result.iterations, launch.preset, launch.layout.global_batch,
-                                  launch.world_size, launch.peak_tflops or 0.0, result.peak_mem_gb)
+                                  launch.world_size, launch.peak_tflops or 0.0, result.peak_mem_gb,
+                                  launch.bf16_peak_tflops)
         except ShortWindow as exc:
             status, reason = Status.INCOMPLETE, str(exc)
         except ValueError as exc:
@@ -155,7 +156,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     acc = launch.accelerator
     tail = log_text.splitlines()[-LOG_TAIL_LINES:]
     return build_finished_record(
-        failure_log_tail=tail, run_id=launch.run_id, status=status, reason=reason, started_at=_utc(started),
+        failure_log_tail=tail, run_id=launch.run_id, status=status, reason=reason,
+        started_at=_utc(started),
         finished_at=_utc(finished), engine=launch.engine, precision=launch.precision,
         preset={k: v for k, v in asdict(launch.preset).items()
                 if k in ("name", "layers", "hidden", "heads", "seq_length", "vocab_size")},
