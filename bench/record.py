@@ -815,7 +815,7 @@ def record_path(records_dir: Path | str, run_id: str) -> Path:
     return Path(records_dir) / f"{run_id}.json"
 
 
-def check_records_dir(records_dir: Path | str) -> Path:
+def check_records_dir(records_dir: Path | str) -> None:
     """Create ``records_dir`` and write and remove a test file in it, before a run starts.
 
     Raises ValueError naming the directory when it cannot hold records (a file is in the way, no
@@ -832,7 +832,6 @@ def check_records_dir(records_dir: Path | str) -> Path:
         raise ValueError(f"records directory {directory} cannot hold records "
                          f"({error.strerror or error}); give a writable directory with "
                          "--records-dir") from None
-    return directory
 
 
 def write_record(records_dir: Path | str, record: Record) -> Path:

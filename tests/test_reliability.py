@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,20 @@ def run_fake(monkeypatch: pytest.MonkeyPatch, launch, tmp_path: Path, log: Path,
     assert not problems and [r.run_id for r in records] == [launch.run_id], "exactly one record"
     assert records[0] == record
     return record
+
+
+def gone(pid: int, wait_s: float = 10.0) -> bool:
+    """Whether process ``pid`` ends (or is a zombie) within ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().split()[2] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def altered_log(tmp_path: Path, change) -> Path:
@@ -184,12 +199,14 @@ def test_other_mentions_of_memory_are_not_oom(line: str) -> None:
 def test_a_hang_is_recorded_as_silence(monkeypatch, tmp_path: Path) -> None:
     hung_plan = plan(get_preset("13b"), "tp4pp1", load_platform("local"),
                      options(gpus_present=4, gpu_name="NVIDIA H200"))
+    child = tmp_path / "child.pid"
     record = run_fake(monkeypatch, hung_plan, tmp_path,
                       LOGS / "megatron_killed_13b_tp4pp1_h200x4.log", "--then", "hang",
-                      hang_s=2.0)
+                      "--child-pid", str(child), hang_s=2.0)
     assert record.status is Status.TIMEOUT
     assert "no output came for 2 s" in record.reason and "time limit" not in record.reason
     assert "after 0 logged iterations" in record.reason
+    assert gone(int(child.read_text())), "a rank of the hung run outlived it"
 
 
 def test_a_wall_clock_stop_says_so(monkeypatch, launch, tmp_path: Path) -> None:
