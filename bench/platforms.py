@@ -211,6 +211,14 @@ def _capabilities(table: dict[str, Any], where: str) -> Capabilities | None:
         raise DataError(str(exc)) from None
 
 
+# [job] keys a scheduler's renderer does not use: set, they would be silently dropped.
+_JOB_KEYS_UNUSED = {
+    "slurm": ("queue", "filesystems", "node_resources"),
+    "pbs": ("partition", "qos"),
+    "none": ("account", "partition", "queue", "qos", "filesystems", "extra_directives",
+             "node_resources", "account_required"),
+}
+
 _PLATFORM_KEYS = ["description", "scheduler", "launcher", "container_runtime", "gpus_per_node",
                   "accelerator", "default_engine", "default_precision", "image", "env", "modules",
                   "setup", "binds", "job", "data", "cpus_per_task",
@@ -251,6 +259,10 @@ def load_platform_file(path: Path) -> Platform:
         raise DataError(f"{where}: a cluster platform must state gpus_per_node")
     if platform.container_runtime in ("pyxis", "singularity", "docker") and not platform.image:
         raise DataError(f"{where}: container_runtime '{platform.container_runtime}' needs 'image'")
+    for key in _JOB_KEYS_UNUSED[platform.scheduler]:
+        if getattr(platform.job, key):
+            raise DataError(f"{where} [job]: '{key}' does not apply to scheduler "
+                            f"'{platform.scheduler}', whose scripts would drop it; remove it")
     if platform.accelerator != "auto":
         try:
             load_accelerator(platform.accelerator)

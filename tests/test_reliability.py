@@ -354,6 +354,27 @@ def test_a_platform_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
         "BENCH_PLATFORMS_DIR": str(platforms)}).stderr
 
 
+# Case 7, in a platform file: a [job] key its scheduler's scripts would drop is refused by name.
+@pytest.mark.parametrize("platform,old,new,key", [
+    ("lumi", 'partition = "standard-g"', 'queue = "standard-g"', "'queue' does not apply to "
+     "scheduler 'slurm'"),
+    ("polaris", 'queue = "debug"', 'partition = "debug"', "'partition' does not apply to "
+     "scheduler 'pbs'"),
+])
+def test_a_platform_job_key_its_scheduler_ignores_is_refused(tmp_path: Path, platform: str,
+                                                             old: str, new: str, key: str) -> None:
+    platforms = tmp_path / "platforms"
+    shutil.copytree(REPO_PLATFORMS_DIR, platforms)
+    text = (platforms / f"{platform}.toml").read_text()
+    assert old in text
+    (platforms / f"{platform}.toml").write_text(text.replace(old, new))
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_cli("run", "1.3b", "tp1pp1", "--platform", platform, "--dry-run", cwd=work,
+                     env={"BENCH_PLATFORMS_DIR": str(platforms)})
+    refused(result, f"{platforms / platform}.toml [job]: {key}")
+
+
 # --- the results page survives any file in records/ ------------------------------------------
 
 def _results(records: Path, out: Path) -> subprocess.CompletedProcess:
