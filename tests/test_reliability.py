@@ -439,3 +439,25 @@ def test_file_names_and_contents_cannot_inject_markdown(tmp_path: Path) -> None:
     # On the terminal too, a file name cannot start a line of its own.
     assert "skipped 'a\\n## Injected heading\\n[click](x.md).json': " in result.stderr
     assert not any(line.startswith("## Injected") for line in result.stderr.splitlines())
+
+
+def test_a_hostile_record_does_not_stop_the_jobs_table(tmp_path: Path) -> None:
+    # Two submitted runs, recorded; one record file is hostile. The table lists both.
+    for run_id, record_text in (("good_run", None), ("bad_run", "[" * 100_000)):
+        run_dir = tmp_path / "runs" / run_id
+        run_dir.mkdir(parents=True)
+        (run_dir / "submit.json").write_text(json.dumps({
+            "kind": "bench", "scheduler": "slurm", "job_id": "7", "output": str(run_dir / "o"),
+            "submitted_at": "2026-11-21T12:00:00Z"}))
+        records = tmp_path / "results" / "records"
+        if record_text is None:
+            write_record(records, build_record(**record_fields(run_id=run_id)))
+        else:
+            (records / f"{run_id}.json").write_text(record_text)
+    result = run_cli("jobs", "--root", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("good_run") and "recorded ok" in line for line in lines)
+    assert any(line.startswith("bad_run") and "record unreadable: " in line
+               and "bad_run.json: not a record: JSON nested too deeply" in line for line in lines)
+
