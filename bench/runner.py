@@ -157,8 +157,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     tail = log_text.splitlines()[-LOG_TAIL_LINES:]
     return build_finished_record(
         failure_log_tail=tail, run_id=launch.run_id, status=status, reason=reason,
-        started_at=_utc(started),
-        finished_at=_utc(finished), engine=launch.engine, precision=launch.precision,
+        started_at=_utc(started), finished_at=_utc(finished), engine=launch.engine,
+        precision=launch.precision,
         preset={k: v for k, v in asdict(launch.preset).items()
                 if k in ("name", "layers", "hidden", "heads", "seq_length", "vocab_size")},
         layout={"name": lay.name, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "vp": lay.vp,
