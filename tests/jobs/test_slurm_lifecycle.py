@@ -93,7 +93,7 @@ def root(kit_env, tmp_path_factory) -> Path:
             _submit(root, "760m", DELETES_OWN_OUTPUT),
             _submit(root, "2.7b", TRAINS_NOTHING),
             _submit(root, "6.7b", REPLAYS_REAL_LOG, gpus=4),
-            _submit(root, "13b", REPLAYS_IMPLAUSIBLE_LOG, gpus=4)]
+            _submit(root, "345m", REPLAYS_IMPLAUSIBLE_LOG)]
     check = _kit(root, "check", "--platform", "ci-slurm", "--nodes", "1", "--poll", "0.5")
     (root / "check.stdout").write_text(check.stdout + check.stderr)
     waited = _kit(root, "run", "1.3b", "tp1pp1", "--platform", "ci-slurm", "--gpus", "1",
@@ -159,12 +159,12 @@ def test_collect_records_failures_with_reasons(root: Path) -> None:
     records, problems = load_records(root / "results" / "records")
     assert problems == []
     by_preset = {r.preset.name: r for r in records}
-    assert set(by_preset) == {"125m", "350m", "760m", "1.3b", "2.7b", "6.7b", "13b"}  # no check
-    implausible = by_preset.pop("13b")
+    assert set(by_preset) == {"125m", "345m", "350m", "760m", "1.3b", "2.7b", "6.7b"}  # no check
+    implausible = by_preset.pop("345m")
     assert implausible.status == "failed" and implausible.metrics is None
     assert "implausible" in implausible.reason and "metrics.mfu" in implausible.reason
     assert implausible.notes["metrics.mfu"] > 1 and implausible.notes["metrics.window_iters"] == 7
-    assert implausible.log_tail and implausible.notes["job_id"] == _run(root, "13b_").job_id
+    assert implausible.log_tail and implausible.notes["job_id"] == _run(root, "345m_").job_id
     finished = by_preset.pop("6.7b")
     assert finished.status == "ok" and finished.metrics is not None
     assert finished.metrics.window_iters == 7 and finished.gpus == 4
