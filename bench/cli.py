@@ -36,6 +36,9 @@ from bench.sweep import SWEEP_ITERS, sweep_plans
 from bench.tuning import Tuning, flag_names
 
 EXIT_USAGE = 2
+RECORDS_DIR = "results/records"
+TIMEOUT_S = 3600.0
+HANG_TIMEOUT_S = 600.0
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +81,8 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                  capabilities: Capabilities | None = None) -> Options:
     return Options(
         now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
-        gbs=args.gbs, iters=args.iters or (SWEEP_ITERS if getattr(args, "sweep", False) else 30),
+        gbs=args.gbs, iters=args.iters if args.iters is not None else (
+            SWEEP_ITERS if getattr(args, "sweep", False) else 30),
         engine=args.engine, precision=args.precision,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
@@ -116,6 +120,32 @@ def make_plan(args: argparse.Namespace, layout: str) -> tuple[LaunchPlan, Platfo
     return plan(preset, layout, platform, options), platform
 
 
+def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
+    """Refuse the options of the other kind of run: they would be silently ignored."""
+    if platform.scheduler == "none":
+        if args.wait:
+            raise ValueError(f"--wait applies to a job on a cluster; platform {platform.name} "
+                             "runs here, and a run here is always followed to its end")
+    else:
+        given = [flag for key, flag in (("records_dir", "--records-dir"), ("timeout", "--timeout"),
+                                        ("hang_timeout", "--hang-timeout"))
+                 if getattr(args, key) is not None] + (["--verbose"] if args.verbose else [])
+        if given:
+            raise ValueError(f"{', '.join(given)} apply to runs on this machine; platform "
+                             f"{platform.name} submits a job, limited by --walltime, whose record "
+                             "'python -m bench collect' makes (--records DIR there)")
+    for key, flag in (("timeout", "--timeout"), ("hang_timeout", "--hang-timeout")):
+        value = getattr(args, key)
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} must be more than 0 seconds, got {value}")
+
+
+def local_limits(args: argparse.Namespace) -> tuple[Path, float, float]:
+    """(records directory, wall-clock limit, hang limit) of a run here, defaults filled in."""
+    return (Path(args.records_dir or RECORDS_DIR), args.timeout or TIMEOUT_S,
+            args.hang_timeout or HANG_TIMEOUT_S)
+
+
 def dry_run_text(launch: LaunchPlan) -> str:
     """What ``--dry-run`` prints: the script or command, then the DeepSpeed config if any."""
     name, text = render_script(launch)
@@ -147,6 +177,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b tp2pp8),"
                          " or --sweep")
     launch, platform = make_plan(args, args.layout)
+    check_run_options(args, platform)
     if args.dry_run:
         print_plan(launch)
         return 0
@@ -156,10 +187,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_plan(launch)
         print(NO_GPU, file=sys.stderr)
         return 1
-    record = run_local(launch, Path.cwd(), Path(args.records_dir), args.timeout, args.hang_timeout,
-                       verbose=args.verbose)
+    records_dir, timeout_s, hang_s = local_limits(args)
+    record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s, verbose=args.verbose)
     print(summary([record]))
-    print(f"record: {Path(args.records_dir) / (record.run_id + '.json')}")
+    print(f"record: {records_dir / (record.run_id + '.json')}")
     return 0 if record.ok else 1
 
 
@@ -170,6 +201,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if platform.scheduler != "none":
         raise ValueError("--sweep runs on the GPUs of this machine (--platform local); on a "
                          "cluster, submit one run per layout")
+    check_run_options(args, platform)
     options = local_options(args, platform)
     gpus = detect_gpus()
     accelerator = match_accelerator(gpus.name) if gpus.name else None
@@ -188,8 +220,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             return 1
         return 0
     sweep_id = plans[0].run_id.replace(plans[0].layout.name, "sweep")
-    records = [run_local(launch, Path.cwd(), Path(args.records_dir), args.timeout,
-                         args.hang_timeout, notes={"sweep": sweep_id}, verbose=args.verbose)
+    records_dir, timeout_s, hang_s = local_limits(args)
+    records = [run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
+                         notes={"sweep": sweep_id}, verbose=args.verbose)
                for launch in plans]
     print(summary(records))
     ok = [r for r in records if r.metrics is not None]
@@ -225,13 +258,13 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="print the job script or command and exit; writes nothing")
     parser.add_argument("--sweep", action="store_true",
                         help="run every valid layout that fits the GPUs present; report the best")
-    parser.add_argument("--records-dir", default="results/records",
-                        help="where run records go (default results/records)")
-    parser.add_argument("--timeout", type=float, default=3600.0,
-                        help="wall-clock limit per run, seconds (default 3600)")
-    parser.add_argument("--hang-timeout", type=float, default=600.0,
-                        help="stop a run that prints nothing for this long, seconds (default 600)")
-    parser.add_argument("--verbose", action="store_true", help="stream the training log")
+    local = parser.add_argument_group("runs on this machine (--platform local)")
+    local.add_argument("--records-dir", help=f"where run records go (default {RECORDS_DIR})")
+    local.add_argument("--timeout", type=float,
+                       help=f"wall-clock limit per run, seconds (default {TIMEOUT_S:.0f})")
+    local.add_argument("--hang-timeout", type=float, help="stop a run that prints nothing for "
+                       f"this long, seconds (default {HANG_TIMEOUT_S:.0f})")
+    local.add_argument("--verbose", action="store_true", help="stream the training log")
     add_wait_options(parser)
 
 

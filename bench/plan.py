@@ -24,6 +24,7 @@ from bench.platforms import (
     resolve_precision,
     with_job_overrides,
 )
+from bench.preflight import check_options
 from bench.presets import Preset
 from bench.tuning import DEFAULT_TUNING, Tuning, check_extra_args
 
@@ -181,9 +182,8 @@ def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
 
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
-    if options.iters < 1:
-        raise ValueError(f"--iters must be at least 1, got {options.iters}")
     engine = options.engine or platform.default_engine
+    check_options(options, platform, engine)
     precision = resolve_precision(options.precision or platform.default_precision)
     platform = with_job_overrides(platform, account=options.account, partition=options.partition,
                                   queue=options.queue, walltime=options.walltime)

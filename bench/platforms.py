@@ -31,7 +31,9 @@ PRECISIONS = ("bf16", "fp16", "fp8-delayed", "fp8-current")
 PRECISION_SHORTHANDS = {"fp8": "fp8-delayed"}
 # Number formats an accelerator file gives dense peaks for; a precision is measured against its own.
 PEAK_FORMATS = ("bf16", "fp16", "fp8")
-_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+_WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
+# A platform or accelerator is named, never given as a path: the name picks a file in the folder.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -173,8 +175,17 @@ def _job(table: dict[str, Any], where: str) -> Job:
 
 
 def check_walltime(value: str, where: str) -> None:
-    if not _WALLTIME.match(value):
+    """A duration as Slurm and PBS read it: minutes and seconds below 60, hours below 24 after a
+    day count, more than zero."""
+    match = _WALLTIME.match(value)
+    if not match:
         raise DataError(f"{where}: walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
+    hours, minutes, seconds = (int(match[k]) for k in ("h", "m", "s"))
+    if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
+        raise DataError(f"{where}: walltime '{value}' is not a duration: minutes and seconds run "
+                        "to 59, and hours to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
+    if not (int(match["days"] or 0) or hours or minutes or seconds):
+        raise DataError(f"{where}: walltime '{value}' is zero; give the job some time")
 
 
 def _data(table: dict[str, Any], where: str) -> Data:
@@ -199,6 +210,14 @@ def _capabilities(table: dict[str, Any], where: str) -> Capabilities | None:
     except ValueError as exc:
         raise DataError(str(exc)) from None
 
+
+# [job] keys a scheduler's renderer does not use: set, they would be silently dropped.
+_JOB_KEYS_UNUSED = {
+    "slurm": ("queue", "filesystems", "node_resources"),
+    "pbs": ("partition", "qos"),
+    "none": ("account", "partition", "queue", "qos", "filesystems", "extra_directives",
+             "node_resources", "account_required"),
+}
 
 _PLATFORM_KEYS = ["description", "scheduler", "launcher", "container_runtime", "gpus_per_node",
                   "accelerator", "default_engine", "default_precision", "image", "env", "modules",
@@ -240,6 +259,10 @@ def load_platform_file(path: Path) -> Platform:
         raise DataError(f"{where}: a cluster platform must state gpus_per_node")
     if platform.container_runtime in ("pyxis", "singularity", "docker") and not platform.image:
         raise DataError(f"{where}: container_runtime '{platform.container_runtime}' needs 'image'")
+    for key in _JOB_KEYS_UNUSED[platform.scheduler]:
+        if getattr(platform.job, key):
+            raise DataError(f"{where} [job]: '{key}' does not apply to scheduler "
+                            f"'{platform.scheduler}', whose scripts would drop it; remove it")
     if platform.accelerator != "auto":
         try:
             load_accelerator(platform.accelerator)
@@ -255,8 +278,12 @@ def platform_files() -> list[Path]:
 def load_platform(name: str) -> Platform:
     """The platform ``name`` from the platforms folder, or a ValueError listing the known ones."""
     path = platforms_dir() / f"{name}.toml"
+    known = ", ".join(p.stem for p in platform_files())
+    if not _NAME.match(name) or name.endswith(".toml"):
+        raise ValueError(f"--platform '{name}' is not a platform name; known: {known} (a "
+                         "platform is named, not given as a path: put its file in "
+                         f"{platforms_dir()}, or point BENCH_PLATFORMS_DIR at its folder)")
     if not path.exists():
-        known = ", ".join(p.stem for p in platform_files())
         raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying a file "
                          f"in {platforms_dir()})")
     return load_platform_file(path)
@@ -308,7 +335,7 @@ def load_accelerator_file(path: Path) -> Accelerator:
 
 def load_accelerator(name: str) -> Accelerator:
     path = accelerators_dir() / f"{name}.toml"
-    if not path.exists():
+    if not _NAME.match(name) or not path.exists():
         known = ", ".join(p.stem for p in accelerator_files())
         raise DataError(f"unknown accelerator '{name}'; known: {known}")
     return load_accelerator_file(path)
