@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import load_presets
 from bench.tuning import Tuning
-from tests.conftest import options, require
+from tests.conftest import megatron_python, options
 
 CHECKER = Path(__file__).with_name("megatron_argcheck.py")
 
@@ -33,10 +32,7 @@ def _cases() -> list[tuple[str, str, int]]:
 
 
 def test_planner_argv_is_accepted_by_megatron() -> None:
-    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
-    require(bool(python) and Path(python).exists(),
-            "BENCH_MEGATRON_PYTHON: a Python 3.12 with torch and megatron-core 0.19.2 "
-            "(nox -s tests makes one)")
+    python = megatron_python()
     platform = load_platform("local")
     plans = [plan(load_presets()[p], lay, platform, options(gpus=gpus, gpus_present=gpus))
              for p, lay, gpus in _cases()]
@@ -60,8 +56,7 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
 @pytest.mark.parametrize("flag", ["--no-such-megatron-flag"])
 def test_checker_rejects_unknown_flags(flag: str) -> None:
     """The check has teeth: a flag Megatron does not know is reported."""
-    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
-    require(bool(python) and Path(python).exists(), "BENCH_MEGATRON_PYTHON not set")
+    python = megatron_python()
     launch = plan(load_presets()["125m"], "tp1pp1", load_platform("local"),
                   options(gpus=1, gpus_present=1))
     payload = [{"argv": [*launch.train_args, flag], "env": dict(launch.env), "world_size": 1}]
