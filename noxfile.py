@@ -5,11 +5,10 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import nox
-
-from bench.testenv import megatron_env
 
 nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
@@ -18,6 +17,9 @@ RUN_USAGE = "Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-r
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, REPO)  # nox imports this file from anywhere; bench.testenv needs only the stdlib
+from bench.testenv import megatron_env  # noqa: E402
+
 # Training runs in the Python that has torch and megatron-core (an image, a venv, a GPU box), so
 # the GPU sessions use the current environment; the kit itself needs nothing beyond Python 3.11.
 IN_PLACE = {"PYTHONPATH": REPO}
