@@ -109,6 +109,15 @@ def pull(session: nox.Session) -> None:
     session.run("python", "-m", "bench", "images", "pull", *session.posargs)
 
 
+@nox.session(default=False)
+def push(session: nox.Session) -> None:
+    """Push the image of the current inputs to a registry a cluster can pull from."""
+    if not session.posargs or session.posargs[0].startswith("-"):
+        session.error(f"Usage: nox -s push -- <cuda|rocm> --registry HOST/OWNER {IMAGE_OPTIONS}")
+    install(session, "-e", ".[images]")
+    session.run("python", "-m", "bench", "images", "push", *session.posargs)
+
+
 @nox.session(venv_backend="none", default=False)
 def patches(session: nox.Session) -> None:
     """Check that every patch series applies cleanly to its pinned upstream."""
