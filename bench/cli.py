@@ -22,10 +22,14 @@ from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import (
     ENGINES,
     PRECISIONS,
+    REPO_PLATFORMS_DIR,
     Platform,
+    accelerator_files,
     load_platform,
     match_accelerator,
+    origin,
     platform_files,
+    platforms_dirs,
 )
 from bench.presets import get_preset, load_presets
 from bench.render import pbs, slurm, torchrun
@@ -203,11 +207,21 @@ def cmd_presets(_: argparse.Namespace) -> int:
 
 
 def cmd_platforms(_: argparse.Namespace) -> int:
+    """Each platform and accelerator with where its file came from (the kit's, or the user's)."""
+    print(f"{'platform':<12} {'from':<5} {'sched':<6} {'launcher':<9} {'runtime':<12} description")
     for path in platform_files():
         p = load_platform(path.stem)
-        print(f"{p.name:<12} {p.scheduler:<6} {p.launcher:<9} {p.container_runtime:<12} "
-              f"{p.description}")
+        print(f"{p.name:<12} {_origin(path):<5} {p.scheduler:<6} {p.launcher:<9} "
+              f"{p.container_runtime:<12} {p.description}")
+    accelerators = ", ".join(f"{path.stem} ({_origin(path)})" for path in accelerator_files())
+    print(f"accelerators: {accelerators}")
+    print(f"kit: {REPO_PLATFORMS_DIR}" + "".join(
+        f"; user: {folder} (BENCH_PLATFORMS_DIR, wins over the kit)" for folder in platforms_dirs()[1:]))
     return 0
+
+
+def _origin(path: Path) -> str:
+    return "kit" if origin(path) == "kit" else "user"
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
