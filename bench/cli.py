@@ -60,6 +60,8 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
     parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
+    parser.add_argument("--force", action="store_true", help="plan it even when the memory "
+                        "estimate says it does not fit the GPU")
     for key in ("account", "partition", "queue", "walltime"):
         parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
                             f"$BENCH_{key.upper()})")
@@ -89,7 +91,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        transformer_engine=transformer_engine,
+        transformer_engine=transformer_engine, force=args.force,
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 

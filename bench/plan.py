@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
 from bench.engines.megatron import ENTRY, megatron_args
 from bench.layout import Layout, build_layout, parse_layout_name
+from bench.memory import GB, check_fits, estimate_bytes
 from bench.platforms import (
     PRECISIONS,
     Accelerator,
@@ -61,6 +62,7 @@ class Options:
     gpu_name: str = ""
     # Transformer Engine importable where the run happens (local); None: the platform file says.
     transformer_engine: bool | None = None
+    force: bool = False  # plan even when the memory estimate says it cannot fit
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class LaunchPlan:
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
     # Non-default performance settings (bench.tuning), recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
+    memory_gb: float = 0.0  # estimated peak per GPU (bench.memory)
 
     @property
     def world_size(self) -> int:
@@ -148,6 +151,24 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
     return match_accelerator(options.gpu_name) if options.gpu_name else None
 
 
+def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
+            accelerator: Accelerator | None, per_node: int, options: Options) -> tuple[float, str]:
+    """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
+    # Megatron keeps fp32 main gradients unless they are reduced in bf16; DeepSpeed keeps them in
+    # the training precision. Its ZeRO stage (default 1) shards like the distributed optimizer.
+    bf16_grads = precision in ("bf16", "fp8") and options.tuning.grad_reduce_bf16
+    grad_bytes = 2 if engine != "megatron" or bf16_grads else 4
+    zero_stage = layout.zero or 1
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage) / GB
+    if accelerator is None:
+        return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
+    if not options.force:
+        check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad_bytes,
+                   zero_stage)
+    return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
+                  + (" (--force)" if options.force else ""))
+
+
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
     if options.iters < 1:
@@ -188,6 +209,8 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
                               f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}")
         ds_config = ds_config_json(layout, precision)
     check_extra_args(options.tuning.extra_args, args)
+    memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
+                                     platform.gpus_per_node or per_node, options)
     env = dict(platform.env)
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
@@ -195,6 +218,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if platform.scheduler == "none" and not options.gpus_present:
         notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
                      "NVIDIA GPUs with a working driver to run")
+    notes.append(memory_note)
     if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
         notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
                      "not be computed; add one with its dense peak and source")
@@ -203,4 +227,5 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
         train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant())
+        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant(),
+        memory_gb=memory_gb)
