@@ -39,6 +39,10 @@ from bench.sweep import SWEEP_ITERS, sweep_plans
 from bench.tuning import Tuning, flag_names
 
 EXIT_USAGE = 2
+DESCRIPTION = ("Plan GPT-3-style Megatron throughput benchmarks and run them here (torchrun) or "
+               "submit them as Slurm/PBS jobs; follow and collect the jobs into run records; build, "
+               "push and pull the images; regenerate the results page. The nox sessions call this, "
+               "so it also works on a login node where only Python exists. Each command has --help.")
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -243,7 +247,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="plan a benchmark and print, submit or run it")
     add_run_options(run)
