@@ -132,6 +132,10 @@ def dry_run_text(launch: LaunchPlan) -> str:
 
 def print_plan(launch: LaunchPlan) -> None:
     print(dry_run_text(launch), end="")
+    print_notes(launch)
+
+
+def print_notes(launch: LaunchPlan) -> None:
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
 
@@ -152,11 +156,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_plan(launch)
         return 0
     if platform.scheduler != "none":
+        print_notes(launch)
         return submit_and_maybe_follow(launch, args.wait, args.poll)
     if not detect_gpus().count:
         print_plan(launch)
         print(NO_GPU, file=sys.stderr)
         return 1
+    print_notes(launch)
     record = run_local(launch, Path.cwd(), Path(args.records_dir), args.timeout, args.hang_timeout,
                        verbose=args.verbose)
     print(summary([record]))

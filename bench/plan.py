@@ -152,21 +152,22 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
 
 
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
-            accelerator: Accelerator | None, per_node: int, options: Options) -> tuple[float, str]:
+            accelerator: Accelerator | None, per_node: int, tuning: Tuning,
+            force: bool) -> tuple[float, str]:
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     # Megatron keeps fp32 main gradients unless they are reduced in bf16; DeepSpeed keeps them in
     # the training precision. Its ZeRO stage (default 1) shards like the distributed optimizer.
-    bf16_grads = precision in ("bf16", "fp8") and options.tuning.grad_reduce_bf16
+    bf16_grads = precision in ("bf16", "fp8") and tuning.grad_reduce_bf16
     grad_bytes = 2 if engine != "megatron" or bf16_grads else 4
     zero_stage = layout.zero or 1
     need = estimate_bytes(preset, layout, grad_bytes, zero_stage) / GB
     if accelerator is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
-    if not options.force:
+    if not force:
         check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad_bytes,
                    zero_stage)
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
-                  + (" (--force)" if options.force else ""))
+                  + (" (--force)" if force else ""))
 
 
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
@@ -186,6 +187,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if accelerator is not None:
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
     rid = run_id(preset.name, layout.name, platform.name, options.now)
+    tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     ds_config = None
     if engine == "megatron":
         entry = ENTRY
@@ -195,9 +197,9 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
             raise ValueError("fp8 needs Transformer Engine, which this environment lacks: use "
                              "--precision bf16, or an image with Transformer Engine")
         args = megatron_args(preset, layout, precision, options.iters, te,
-                             options.data_path or "", options.tuning)
+                             options.data_path or "", tuning)
     else:
-        if options.tuning.changes_megatron_defaults:
+        if tuning.changes_megatron_defaults:
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
                              "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
                              "config (extra flags go after '--')")
@@ -208,9 +210,9 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         args = deepspeed_args(preset, layout, precision, options.iters, data,
                               f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}")
         ds_config = ds_config_json(layout, precision)
-    check_extra_args(options.tuning.extra_args, args)
+    check_extra_args(tuning.extra_args, args)
     memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
-                                     platform.gpus_per_node or per_node, options)
+                                     platform.gpus_per_node or per_node, tuning, options.force)
     env = dict(platform.env)
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
@@ -218,7 +220,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if platform.scheduler == "none" and not options.gpus_present:
         notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
                      "NVIDIA GPUs with a working driver to run")
-    notes.append(memory_note)
+    notes += [*tuning_notes, memory_note]
     if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
         notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
                      "not be computed; add one with its dense peak and source")
@@ -226,6 +228,6 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
-        train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant(),
+        train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
+        ds_config=ds_config, notes=tuple(notes), variant=tuning.variant(),
         memory_gb=memory_gb)
