@@ -199,7 +199,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         args = megatron_args(preset, layout, precision, options.iters, te,
                              options.data_path or "", tuning)
     else:
-        if tuning.changes_megatron_defaults:
+        if options.tuning.changes_megatron_defaults:  # asked for, even where a no-op
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
                              "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
                              "config (extra flags go after '--')")
