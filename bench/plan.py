@@ -157,7 +157,7 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     # Megatron keeps fp32 main gradients unless they are reduced in bf16; DeepSpeed keeps them in
     # the training precision. Its ZeRO stage (default 1) shards like the distributed optimizer.
-    bf16_grads = precision in ("bf16", "fp8") and tuning.grad_reduce_bf16
+    bf16_grads = precision != "fp16" and tuning.grad_reduce_bf16
     grad_bytes = 2 if engine != "megatron" or bf16_grads else 4
     zero_stage = layout.zero or 1
     need = estimate_bytes(preset, layout, grad_bytes, zero_stage) / GB

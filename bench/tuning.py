@@ -36,7 +36,7 @@ class Tuning:
             tuning = replace(tuning, overlap=True)
             notes.append("--no-overlap changes nothing with DP 1 (there is no data-parallel "
                          "reduce to overlap): dropped, the run is the default configuration")
-        if not self.grad_reduce_bf16 and precision not in ("bf16", "fp8"):
+        if not self.grad_reduce_bf16 and precision == "fp16":
             tuning = replace(tuning, grad_reduce_bf16=True)
             notes.append(f"--grad-reduce fp32 changes nothing under {precision} (gradients are "
                          "reduced in fp32 already): dropped, the run is the default configuration")
