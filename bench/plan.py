@@ -11,16 +11,18 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from bench.capabilities import Capabilities
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
 from bench.engines.megatron import ENTRY, megatron_args
 from bench.layout import Layout, build_layout, parse_layout_name
 from bench.memory import GB, check_fits, estimate_bytes
 from bench.platforms import (
-    PRECISIONS,
     Accelerator,
     Platform,
     load_accelerator,
     match_accelerator,
+    peak_format,
+    resolve_precision,
     with_job_overrides,
 )
 from bench.presets import Preset
@@ -60,8 +62,9 @@ class Options:
     tuning: Tuning = DEFAULT_TUNING
     gpus_present: int = 0
     gpu_name: str = ""
-    # Transformer Engine importable where the run happens (local); None: the platform file says.
-    transformer_engine: bool | None = None
+    # What the training Python has, detected on this machine (bench.capabilities.probe); None: not
+    # probed, or it cannot import megatron-core. Used where the platform says capabilities = "auto".
+    capabilities: Capabilities | None = None
     force: bool = False  # plan even when the memory estimate says it cannot fit
 
 
@@ -84,6 +87,8 @@ class LaunchPlan:
     train_args: tuple[str, ...]  # engine flags after the entry
     env: tuple[tuple[str, str], ...]  # exported before launch, in this order
     ds_config: str | None = None  # DeepSpeed JSON text, written beside the job script
+    # What the plan assumed the training environment has (platform data, or detected locally).
+    capabilities: Capabilities = Capabilities()
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
     # Non-default performance settings (bench.tuning), recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
@@ -105,6 +110,13 @@ class LaunchPlan:
     @property
     def peak_tflops(self) -> float | None:
         return self.accelerator.peak(self.precision) if self.accelerator else None
+
+    @property
+    def bf16_peak_tflops(self) -> float | None:
+        """The bf16 dense peak, for precisions measured against another one (fp8); else None."""
+        if self.accelerator is None or peak_format(self.precision) == "bf16":
+            return None
+        return self.accelerator.peak_tflops.get("bf16")
 
 
 def run_id(preset: str, layout: str, platform: str, now: datetime) -> str:
@@ -170,14 +182,31 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
                   + (" (--force)" if force else ""))
 
 
+def _capabilities(platform: Platform, options: Options) -> Capabilities:
+    if platform.capabilities is not None:
+        return platform.capabilities
+    return options.capabilities or Capabilities()
+
+
+def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
+                        platform: Platform) -> None:
+    """What the Megatron engine cannot do without an extension, refused before anything runs."""
+    where = ("detected in this Python" if platform.capabilities is None
+             else f"declared by {platform.source or platform.name}")
+    if precision.startswith("fp8") and not caps.transformer_engine:
+        raise ValueError(f"{precision} needs Transformer Engine, which this environment lacks "
+                         f"({where}): use --precision bf16, or an image with Transformer Engine")
+    if layout.sp and not (caps.transformer_engine or caps.apex_layer_norm):
+        raise ValueError(f"layout {layout.name}: sequence parallelism needs Transformer Engine or "
+                         f"apex layer norm, which this environment lacks ({where}); drop 'sp'")
+
+
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
     if options.iters < 1:
         raise ValueError(f"--iters must be at least 1, got {options.iters}")
     engine = options.engine or platform.default_engine
-    precision = options.precision or platform.default_precision
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}")
+    precision = resolve_precision(options.precision or platform.default_precision)
     platform = with_job_overrides(platform, account=options.account, partition=options.partition,
                                   queue=options.queue, walltime=options.walltime)
     gpus, nodes, per_node = _run_size(layout_name, platform, options)
@@ -188,15 +217,12 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
     rid = run_id(preset.name, layout.name, platform.name, options.now)
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
+    caps = _capabilities(platform, options)
     ds_config = None
     if engine == "megatron":
         entry = ENTRY
-        te = (platform.transformer_engine if options.transformer_engine is None
-              else options.transformer_engine)
-        if precision == "fp8" and not te:
-            raise ValueError("fp8 needs Transformer Engine, which this environment lacks: use "
-                             "--precision bf16, or an image with Transformer Engine")
-        args = megatron_args(preset, layout, precision, options.iters, te,
+        _check_capabilities(caps, precision, layout, platform)
+        args = megatron_args(preset, layout, precision, options.iters, caps,
                              options.data_path or "", tuning)
     else:
         if options.tuning.changes_megatron_defaults:  # asked for, even where a no-op
@@ -220,6 +246,9 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if platform.scheduler == "none" and not options.gpus_present:
         notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
                      "NVIDIA GPUs with a working driver to run")
+    if engine == "megatron" and platform.capabilities is None and options.capabilities is None:
+        notes.append("megatron-core is not importable in this Python, so Transformer Engine and "
+                     "apex could not be detected: the plan assumes neither")
     notes += [*tuning_notes, memory_note]
     if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
         notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
@@ -229,5 +258,5 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
         train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, notes=tuple(notes), variant=tuning.variant(),
+        ds_config=ds_config, capabilities=caps, notes=tuple(notes), variant=tuning.variant(),
         memory_gb=memory_gb)

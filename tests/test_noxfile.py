@@ -13,9 +13,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _nox(envdir: Path, *args: str) -> str:
+    """nox's log of a session (whether ruff finds something in the checkout is not the point)."""
     out = subprocess.run(["nox", "-f", str(REPO / "noxfile.py"), "--envdir", str(envdir), *args],
                          capture_output=True, text=True, timeout=600, check=False)
-    assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout + out.stderr
 
 
@@ -26,4 +26,5 @@ def test_second_call_skips_pip_and_kit_only_sessions_have_no_venv(tmp_path: Path
     again = _nox(tmp_path, "-s", "lint")
     assert "pip install" not in again and "ruff check" in again
     jobs = _nox(tmp_path, "-s", "jobs", "--", "--help")
+    assert "Session jobs was successful" in jobs
     assert "pip install" not in jobs and not (tmp_path / "jobs").exists()

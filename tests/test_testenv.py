@@ -4,6 +4,7 @@ enable them — never a missing-interpreter failure. Real interpreters, real sub
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,7 +86,7 @@ def test_megatron_tests_skip_with_the_enabling_command() -> None:
                           "tests/test_megatron_args.py"], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "2 skipped" in out.stdout
+    assert re.search(r"^\d+ skipped in ", out.stdout.splitlines()[-1])  # all of them, none failed
     assert "BENCH_PYTHON312=/path/to/python3.12 nox -s tests" in out.stdout
 
 
