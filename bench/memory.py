@@ -52,6 +52,12 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     return states + activations + logits + _CONTEXT_BYTES
 
 
+def grad_bytes(engine: str, precision: str, grad_reduce_bf16: bool) -> int:
+    """Bytes per gradient: Megatron keeps fp32 main gradients unless they are reduced in bf16 (any
+    precision but fp16); DeepSpeed keeps them in the training precision."""
+    return 2 if engine != "megatron" or (precision != "fp16" and grad_reduce_bf16) else 4
+
+
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
          zero_stage: int = 1) -> bool:
     return estimate_bytes(preset, layout, grad_bytes, zero_stage) <= FIT_FRACTION * device_gb * GB

@@ -15,7 +15,7 @@ from bench.capabilities import Capabilities
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
 from bench.engines.megatron import ENTRY, megatron_args
 from bench.layout import Layout, build_layout, parse_layout_name
-from bench.memory import GB, check_fits, estimate_bytes
+from bench.memory import GB, check_fits, estimate_bytes, grad_bytes
 from bench.platforms import (
     Accelerator,
     Platform,
@@ -167,16 +167,13 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
             accelerator: Accelerator | None, per_node: int, tuning: Tuning,
             force: bool) -> tuple[float, str]:
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
-    # Megatron keeps fp32 main gradients unless they are reduced in bf16; DeepSpeed keeps them in
-    # the training precision. Its ZeRO stage (default 1) shards like the distributed optimizer.
-    bf16_grads = precision != "fp16" and tuning.grad_reduce_bf16
-    grad_bytes = 2 if engine != "megatron" or bf16_grads else 4
-    zero_stage = layout.zero or 1
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage) / GB
+    grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
+    zero_stage = layout.zero or 1  # DeepSpeed's default stage 1 shards like the distributed optimizer
+    need = estimate_bytes(preset, layout, grad, zero_stage) / GB
     if accelerator is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
-        check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad_bytes,
+        check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
                    zero_stage)
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
                   + (" (--force)" if force else ""))
