@@ -23,10 +23,14 @@ from bench.platforms import (
     ENGINES,
     PRECISION_SHORTHANDS,
     PRECISIONS,
+    REPO_PLATFORMS_DIR,
     Platform,
+    accelerator_files,
     load_platform,
     match_accelerator,
+    origin,
     platform_files,
+    platforms_dirs,
 )
 from bench.presets import get_preset, load_presets
 from bench.render import pbs, slurm, torchrun
@@ -39,6 +43,10 @@ EXIT_USAGE = 2
 RECORDS_DIR = "results/records"
 TIMEOUT_S = 3600.0
 HANG_TIMEOUT_S = 600.0
+DESCRIPTION = ("Plan GPT-3-style Megatron throughput benchmarks and run them here (torchrun) or "
+               "submit them as Slurm/PBS jobs; follow and collect the jobs into run records; build, "
+               "push and pull the images; regenerate the results page. The nox sessions call this, "
+               "so it also works on a login node where only Python exists. Each command has --help.")
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +70,8 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
     parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
+    parser.add_argument("--force", action="store_true", help="plan it even when the memory "
+                        "estimate says it does not fit the GPU")
     for key in ("account", "partition", "queue", "walltime"):
         parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
                             f"$BENCH_{key.upper()})")
@@ -87,7 +97,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        capabilities=capabilities,
+        capabilities=capabilities, force=args.force,
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 
@@ -157,9 +167,14 @@ def dry_run_text(launch: LaunchPlan) -> str:
 
 def print_plan(launch: LaunchPlan) -> None:
     print(dry_run_text(launch), end="")
-    source = ("detected in this Python" if launch.platform.capabilities is None
-              else f"from {launch.platform.name}'s platform file")
+    print_notes(launch)
+
+
+def print_notes(launch: LaunchPlan) -> None:
+    """What the plan assumed of the environment, and what the user should know (stderr)."""
     if launch.engine == "megatron":
+        source = ("detected in this Python" if launch.platform.capabilities is None
+                  else f"from {launch.platform.name}'s platform file")
         print(f"assumed ({source}): {launch.capabilities.describe()}", file=sys.stderr)
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -182,12 +197,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_plan(launch)
         return 0
     if platform.scheduler != "none":
+        print_notes(launch)
         return submit_and_maybe_follow(launch, args.wait, args.poll)
     if not detect_gpus().count:
         print_plan(launch)
         print(NO_GPU, file=sys.stderr)
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
+    print_notes(launch)
     record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s, verbose=args.verbose)
     print(summary([record]))
     print(f"record: {records_dir / (record.run_id + '.json')}")
@@ -245,11 +262,21 @@ def cmd_presets(_: argparse.Namespace) -> int:
 
 
 def cmd_platforms(_: argparse.Namespace) -> int:
+    """Each platform and accelerator with where its file came from (the kit's, or the user's)."""
+    print(f"{'platform':<12} {'from':<5} {'sched':<6} {'launcher':<9} {'runtime':<12} description")
     for path in platform_files():
         p = load_platform(path.stem)
-        print(f"{p.name:<12} {p.scheduler:<6} {p.launcher:<9} {p.container_runtime:<12} "
-              f"{p.description}")
+        print(f"{p.name:<12} {_origin(path):<5} {p.scheduler:<6} {p.launcher:<9} "
+              f"{p.container_runtime:<12} {p.description}")
+    accelerators = ", ".join(f"{path.stem} ({_origin(path)})" for path in accelerator_files())
+    print(f"accelerators: {accelerators}")
+    print(f"kit: {REPO_PLATFORMS_DIR}" + "".join(
+        f"; user: {folder} (BENCH_PLATFORMS_DIR, wins over the kit)" for folder in platforms_dirs()[1:]))
     return 0
+
+
+def _origin(path: Path) -> str:
+    return "kit" if origin(path) == "kit" else "user"
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -269,7 +296,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="plan a benchmark and print, submit or run it")
     add_run_options(run)

@@ -15,6 +15,7 @@ from bench.capabilities import Capabilities
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
 from bench.engines.megatron import ENTRY, megatron_args
 from bench.layout import Layout, build_layout, parse_layout_name
+from bench.memory import GB, check_fits, estimate_bytes, grad_bytes
 from bench.platforms import (
     Accelerator,
     Platform,
@@ -65,6 +66,7 @@ class Options:
     # What the training Python has, detected on this machine (bench.capabilities.probe); None: not
     # probed, or it cannot import megatron-core. Used where the platform says capabilities = "auto".
     capabilities: Capabilities | None = None
+    force: bool = False  # plan even when the memory estimate says it cannot fit
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class LaunchPlan:
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
     # Non-default performance settings (bench.tuning), recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
+    memory_gb: float = 0.0  # estimated peak per GPU (bench.memory)
 
     @property
     def world_size(self) -> int:
@@ -161,6 +164,22 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
     return match_accelerator(options.gpu_name) if options.gpu_name else None
 
 
+def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
+            accelerator: Accelerator | None, per_node: int, tuning: Tuning,
+            force: bool) -> tuple[float, str]:
+    """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
+    grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
+    zero_stage = layout.zero or 1  # DeepSpeed's default stage 1 shards like the distributed optimizer
+    need = estimate_bytes(preset, layout, grad, zero_stage) / GB
+    if accelerator is None:
+        return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
+    if not force:
+        check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
+                   zero_stage)
+    return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
+                  + (" (--force)" if force else ""))
+
+
 def _capabilities(platform: Platform, options: Options) -> Capabilities:
     if platform.capabilities is not None:
         return platform.capabilities
@@ -194,15 +213,16 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if accelerator is not None:
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
     rid = run_id(preset.name, layout.name, platform.name, options.now)
+    tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     caps = _capabilities(platform, options)
     ds_config = None
     if engine == "megatron":
         entry = ENTRY
         _check_capabilities(caps, precision, layout, platform)
         args = megatron_args(preset, layout, precision, options.iters, caps,
-                             options.data_path or "", options.tuning)
+                             options.data_path or "", tuning)
     else:
-        if options.tuning.changes_megatron_defaults:
+        if options.tuning.changes_megatron_defaults:  # asked for, even where a no-op
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
                              "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
                              "config (extra flags go after '--')")
@@ -213,7 +233,9 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         args = deepspeed_args(preset, layout, precision, options.iters, data,
                               f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}")
         ds_config = ds_config_json(layout, precision)
-    check_extra_args(options.tuning.extra_args, args)
+    check_extra_args(tuning.extra_args, args)
+    memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
+                                     platform.gpus_per_node or per_node, tuning, options.force)
     env = dict(platform.env)
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
@@ -224,6 +246,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if engine == "megatron" and platform.capabilities is None and options.capabilities is None:
         notes.append("megatron-core is not importable in this Python, so Transformer Engine and "
                      "apex could not be detected: the plan assumes neither")
+    notes += [*tuning_notes, memory_note]
     if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
         notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
                      "not be computed; add one with its dense peak and source")
@@ -231,6 +254,6 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
-        train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, capabilities=caps, notes=tuple(notes),
-        variant=options.tuning.variant())
+        train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
+        ds_config=ds_config, capabilities=caps, notes=tuple(notes), variant=tuning.variant(),
+        memory_gb=memory_gb)

@@ -3,7 +3,8 @@
 A platform file holds every site fact the kit needs: scheduler, launcher, container runtime, GPUs per
 node, the accelerator (whose peak TFLOP/s and its source live in ``platforms/accelerators/``),
 default engine and precision, environment, module loads, image, bind mounts and job defaults. A user
-adds a cluster by copying a file; ``BENCH_PLATFORMS_DIR`` points the kit at another folder. Job
+adds a cluster by copying a file into a folder of their own named by ``BENCH_PLATFORMS_DIR``: its
+platforms and ``accelerators/`` add to the kit's, and a file of the same name replaces the kit's. Job
 defaults (account, partition, queue, walltime) are overridden by options or by the environment
 variables ``BENCH_ACCOUNT``, ``BENCH_PARTITION``, ``BENCH_QUEUE``, ``BENCH_WALLTIME``.
 """
@@ -124,8 +125,29 @@ class Platform:
     source: str = ""  # the file it came from
 
 
-def platforms_dir() -> Path:
-    return Path(os.environ.get("BENCH_PLATFORMS_DIR") or REPO_PLATFORMS_DIR)
+def platforms_dirs() -> list[Path]:
+    """The kit's platforms folder, then the user's ``BENCH_PLATFORMS_DIR`` (later ones win)."""
+    user = os.environ.get("BENCH_PLATFORMS_DIR")
+    if not user:
+        return [REPO_PLATFORMS_DIR]
+    if not Path(user).is_dir():
+        raise DataError(f"BENCH_PLATFORMS_DIR={user} is not a folder; point it at the folder that "
+                        "holds your platform files (<name>.toml, accelerators/<name>.toml)")
+    return [REPO_PLATFORMS_DIR] + ([Path(user)] if Path(user).resolve() != REPO_PLATFORMS_DIR else [])
+
+
+def _data_files(subfolder: str) -> dict[str, Path]:
+    """name -> file over the platforms folders; a user's file of the same name wins."""
+    found: dict[str, Path] = {}
+    for folder in platforms_dirs():
+        found.update((path.stem, path) for path in (folder / subfolder).glob("*.toml"))
+    return dict(sorted(found.items()))
+
+
+def origin(path: Path) -> str:
+    """Where a data file came from: ``kit``, or ``BENCH_PLATFORMS_DIR`` (its folder)."""
+    kit = path.resolve().is_relative_to(REPO_PLATFORMS_DIR)
+    return "kit" if kit else f"BENCH_PLATFORMS_DIR ({path.parent})"
 
 
 def _choice(table: dict[str, Any], key: str, choices: tuple[str, ...], where: str) -> str:
@@ -272,21 +294,21 @@ def load_platform_file(path: Path) -> Platform:
 
 
 def platform_files() -> list[Path]:
-    return sorted(platforms_dir().glob("*.toml"))
+    return list(_data_files("").values())
 
 
 def load_platform(name: str) -> Platform:
-    """The platform ``name`` from the platforms folder, or a ValueError listing the known ones."""
-    path = platforms_dir() / f"{name}.toml"
-    known = ", ".join(p.stem for p in platform_files())
+    """The platform ``name`` from the platforms folders, or a ValueError listing the known ones."""
+    files = _data_files("")
+    known = ", ".join(files)
     if not _NAME.match(name) or name.endswith(".toml"):
         raise ValueError(f"--platform '{name}' is not a platform name; known: {known} (a "
-                         "platform is named, not given as a path: put its file in "
-                         f"{platforms_dir()}, or point BENCH_PLATFORMS_DIR at its folder)")
-    if not path.exists():
-        raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying a file "
-                         f"in {platforms_dir()})")
-    return load_platform_file(path)
+                         "platform is named, not given as a path: put its file in a folder named "
+                         "by BENCH_PLATFORMS_DIR)")
+    if name not in files:
+        raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying "
+                         f"a file of {REPO_PLATFORMS_DIR} into a folder named by BENCH_PLATFORMS_DIR)")
+    return load_platform_file(files[name])
 
 
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
@@ -303,12 +325,8 @@ def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
 
 # --- accelerators -------------------------------------------------------------------------------
 
-def accelerators_dir() -> Path:
-    return platforms_dir() / "accelerators"
-
-
 def accelerator_files() -> list[Path]:
-    return sorted(accelerators_dir().glob("*.toml"))
+    return list(_data_files("accelerators").values())
 
 
 def load_accelerator_file(path: Path) -> Accelerator:
@@ -334,11 +352,10 @@ def load_accelerator_file(path: Path) -> Accelerator:
 
 
 def load_accelerator(name: str) -> Accelerator:
-    path = accelerators_dir() / f"{name}.toml"
-    if not _NAME.match(name) or not path.exists():
-        known = ", ".join(p.stem for p in accelerator_files())
-        raise DataError(f"unknown accelerator '{name}'; known: {known}")
-    return load_accelerator_file(path)
+    files = _data_files("accelerators")
+    if not _NAME.match(name) or name not in files:
+        raise DataError(f"unknown accelerator '{name}'; known: {', '.join(files)}")
+    return load_accelerator_file(files[name])
 
 
 def match_accelerator(device_name: str) -> Accelerator | None:

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.cli import main
 from bench.platforms import (
     REPO_PLATFORMS_DIR,
+    load_accelerator,
     load_accelerator_file,
     load_platform,
     load_platform_file,
@@ -90,3 +92,31 @@ def test_job_overrides_option_beats_environment(monkeypatch: pytest.MonkeyPatch)
     assert (p.job.account, p.job.partition) == ("project_opt", "dev-g")
     with pytest.raises(DataError, match="walltime"):
         with_job_overrides(load_platform("lumi"), walltime="soon")
+
+
+def test_user_folder_adds_to_the_kit_and_its_files_win(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A folder holding just a copied file: the kit's platforms and accelerators stay known."""
+    mine = tmp_path / "mine"
+    (mine / "accelerators").mkdir(parents=True)
+    shutil.copy(REPO_PLATFORMS_DIR / "azure-h100.toml", mine / "mycluster.toml")
+    lumi = (REPO_PLATFORMS_DIR / "lumi.toml").read_text().replace("standard-g", "small-g")
+    (mine / "lumi.toml").write_text(lumi)
+    h100 = (REPO_PLATFORMS_DIR / "accelerators/h100-sxm.toml").read_text()
+    (mine / "accelerators/h100-sxm.toml").write_text(h100.replace("memory_gb = 80", "memory_gb = 94"))
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(mine))
+    assert load_platform("mycluster").accelerator == "h100-sxm"
+    assert load_platform("lumi").job.partition == "small-g"  # the user's file of the same name
+    assert load_platform("polaris").accelerator == "a100-sxm"  # the kit's, still there
+    assert load_accelerator("h100-sxm").memory_gb == 94
+    assert load_accelerator("mi250x-gcd").memory_gb == 64
+    assert main(["platforms"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if "  " in line}
+    assert rows["mycluster"] == rows["lumi"] == "user" and rows["polaris"] == rows["local"] == "kit"
+    assert "h100-sxm (user)" in out and "a100-sxm (kit)" in out and f"user: {mine}" in out
+
+
+def test_platforms_dir_that_is_not_a_folder_is_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "nowhere"))
+    assert main(["run", "1.3b", "tp1pp1", "--platform", "lumi", "--dry-run"]) == 2
+    assert f"BENCH_PLATFORMS_DIR={tmp_path / 'nowhere'} is not a folder" in capsys.readouterr().err

@@ -32,7 +32,7 @@ CASES = [
     ("azure-h100", "megatron-deepspeed", "13b", "tp2pp1", {"nodes": 2, **AZURE_DATA}),
     ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1}),
     ("azure-h200", "megatron-deepspeed", "13b", "tp1pp1zero2", {"nodes": 2, **AZURE_DATA}),
-    ("polaris", "megatron-deepspeed", "6.7b", "tp2pp1", {}),
+    ("polaris", "megatron-deepspeed", "6.7b", "tp4pp1", {"mbs": 1}),  # tp2pp1 needs ~68 GB of 40
     ("polaris", "megatron", "13b", "tp4pp2", {"nodes": 4, "account": "datascience"}),
     ("local", "megatron", "1.3b", "tp1pp1", {"gpus_present": 1, "gpu_name": "NVIDIA H200"}),
     ("local", "megatron-deepspeed", "345m", "tp4pp1",

@@ -148,7 +148,7 @@ def _failed_section(failed: Sequence[Run], records_link: str) -> list[str]:
               ("model", False), ("layout", False), ("GPUs", True), ("date", False))
     rows = [
         [_link(r.run_id, f"{records_link}/{r.run_id}.json"), r.status.value, _text(r.reason),
-         _text(r.platform.name), display_name(r.preset.name.lower()), _text(r.layout.name),
+         _text(r.platform_label), display_name(r.preset.name.lower()), _text(r.layout.name),
          str(r.gpus), r.started_at[:10]]
         for r in failed
     ]
