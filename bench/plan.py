@@ -11,7 +11,16 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
+from bench.engines.common import checkpoint_flags
+from bench.engines.deepspeed import (
+    DEFAULT_ZERO_SETTINGS,
+    DS_CONFIG_NAME,
+    ZeroSettings,
+    deepspeed_args,
+    ds_config_json,
+    zero_problems,
+    zero_stage,
+)
 from bench.engines.megatron import ENTRY, megatron_args
 from bench.layout import Layout, build_layout, parse_layout_name
 from bench.platforms import (
@@ -37,7 +46,11 @@ class Options:
     that hold tp x pp x cp (clusters). ``iters``: training iterations (default 30).
     ``now``: the UTC time used in the run id. ``gpus_present``/``gpu_name``: what the local machine
     has (0/"" when unknown). ``tuning``: performance settings away from the kit's defaults
-    (``bench.tuning``), for A/B runs.
+    (``bench.tuning``), for A/B runs. ``seq_length``: the preset's sequence length replaced (the
+    Polaris seed trains at 4096). ``save``: write checkpoints there ("": the platform's
+    ``<storage stage>/checkpoints/<run id>``; None: no checkpoints), every ``save_interval``
+    iterations (default: the platform's ``save_interval``, else once at the end). ``zero``:
+    DeepSpeed ZeRO settings beyond the stage (Megatron-DeepSpeed engine).
     """
 
     now: datetime
@@ -57,6 +70,10 @@ class Options:
     queue: str | None = None
     walltime: str | None = None
     tuning: Tuning = DEFAULT_TUNING
+    seq_length: int | None = None
+    save: str | None = None
+    save_interval: int | None = None
+    zero: ZeroSettings = DEFAULT_ZERO_SETTINGS
     gpus_present: int = 0
     gpu_name: str = ""
     # Transformer Engine importable where the run happens (local); None: the platform file says.
@@ -148,10 +165,46 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
     return match_accelerator(options.gpu_name) if options.gpu_name else None
 
 
+def _bound(path: str, binds: tuple[str, ...]) -> bool:
+    """Whether a path the job uses is inside its container: relative paths live in the bound
+    submit folder; absolute ones must lie under a bind's container side (``src[:dst[:opts]]``)."""
+    if not path.startswith("/"):
+        return True
+    inside = [(bind.split(":")[1] if ":" in bind else bind).rstrip("/") for bind in binds]
+    return any(path == d or path.startswith(d + "/") for d in inside)
+
+
+def _check_binds(platform: Platform, paths: dict[str, str]) -> None:
+    """Refuse data or checkpoint folders a container would not see (before anything is written)."""
+    if platform.container_runtime not in ("pyxis", "singularity"):
+        return
+    for flag, path in paths.items():
+        if path and not _bound(path, platform.binds):
+            raise ValueError(f"{flag} {path} is outside every folder bound into the container on "
+                             f"{platform.name} ({', '.join(platform.binds) or 'none'}): use a "
+                             "folder under one of them or relative to the submit folder, or add "
+                             f"its folder to binds in {platform.source or platform.name}")
+
+
+def _save_dir(platform: Platform, options: Options, rid: str) -> str:
+    if options.save is None or options.save:
+        return options.save or ""
+    if not platform.storage.stage:
+        raise ValueError(f"--save without a folder writes to the platform's storage stage, but "
+                         f"{platform.name} has no [storage] stage: give --save DIR")
+    return f"{platform.storage.stage}/checkpoints/{rid}"
+
+
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
     if options.iters < 1:
         raise ValueError(f"--iters must be at least 1, got {options.iters}")
+    if options.seq_length is not None:
+        if options.seq_length < 1:
+            raise ValueError(f"--seq-length must be at least 1, got {options.seq_length}")
+        preset = replace(preset, seq_length=options.seq_length)
+    if options.save_interval is not None and (options.save is None or options.save_interval < 1):
+        raise ValueError("--save-interval needs --save, and at least 1 iteration")
     engine = options.engine or platform.default_engine
     precision = options.precision or platform.default_precision
     if precision not in PRECISIONS:
@@ -166,6 +219,16 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
     rid = run_id(preset.name, layout.name, platform.name, options.now)
     ds_config = None
+    notes = []
+    if engine == "megatron" and options.zero != DEFAULT_ZERO_SETTINGS:
+        raise ValueError("--zero-offload, --overlap-comm, --contiguous-gradients and the bucket "
+                         "sizes are DeepSpeed settings: use --engine megatron-deepspeed")
+    data = replace(platform.data, **{k: v for k, v in (
+        ("path", options.data_path), ("vocab_file", options.vocab_file),
+        ("merge_file", options.merge_file)) if v})
+    save = _save_dir(platform, options, rid)
+    _check_binds(platform, {"--data-path": data.path, "--vocab-file": data.vocab_file,
+                            "--merge-file": data.merge_file, "--save": save})
     if engine == "megatron":
         entry = ENTRY
         te = (platform.transformer_engine if options.transformer_engine is None
@@ -173,25 +236,28 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         if precision == "fp8" and not te:
             raise ValueError("fp8 needs Transformer Engine, which this environment lacks: use "
                              "--precision bf16, or an image with Transformer Engine")
-        args = megatron_args(preset, layout, precision, options.iters, te,
-                             options.data_path or "", options.tuning)
+        args = megatron_args(preset, layout, precision, options.iters, te, data.path,
+                             options.tuning)
     else:
         if options.tuning.changes_megatron_defaults:
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
                              "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
                              "config (extra flags go after '--')")
-        data = replace(platform.data, **{k: v for k, v in (
-            ("path", options.data_path), ("vocab_file", options.vocab_file),
-            ("merge_file", options.merge_file)) if v})
+        problems, zero_notes = zero_problems(options.zero, zero_stage(layout))
+        if problems:
+            raise ValueError("DeepSpeed settings are not possible: " + "; ".join(problems))
+        notes += zero_notes
         entry = (f"{platform.megatron_deepspeed_dir}/pretrain_gpt.py",)
         args = deepspeed_args(preset, layout, precision, options.iters, data,
-                              f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}")
-        ds_config = ds_config_json(layout, precision)
+                              f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}", options.zero,
+                              platform.flash_attention)
+        ds_config = ds_config_json(layout, precision, options.zero)
+    if save:
+        args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval)
     check_extra_args(options.tuning.extra_args, args)
     env = dict(platform.env)
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
-    notes = []
     if platform.scheduler == "none" and not options.gpus_present:
         notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
                      "NVIDIA GPUs with a working driver to run")
@@ -201,6 +267,8 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
-        iters=options.iters, image=options.image or platform.image, entry=entry,
+        iters=options.iters,
+        image=options.image or platform.storage.squashed_image or platform.image, entry=entry,
         train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant())
+        ds_config=ds_config, notes=tuple(notes),
+        variant=options.tuning.variant() + options.zero.variant())
