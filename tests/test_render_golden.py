@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from bench.cli import dry_run_text
+from bench.engines.deepspeed import ZeroSettings
 from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import get_preset
-from bench.engines.deepspeed import ZeroSettings
 from tests.conftest import options
 
 GOLDEN = Path(__file__).with_name("golden")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from bench.plan import LaunchPlan
 from bench.render.common import (
     ds_config_line,
@@ -11,8 +13,6 @@ from bench.render.common import (
     rankenv,
     torchrun_tokens,
 )
-import shlex
-
 from bench.render.shell import Raw, Token, directive_value, wrap
 
 _MASTER_ADDR = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"'
