@@ -2,7 +2,8 @@
 
 A platform file holds every site fact the kit needs: scheduler, launcher, container runtime, GPUs per
 node, the accelerator (whose peak TFLOP/s and its source live in ``platforms/accelerators/``),
-default engine and precision, environment, module loads, image, bind mounts and job defaults. A user
+default engine and precision, environment, module loads, image, bind mounts, library folders (a
+NCCL/RCCL network plugin), CPU binding, shared storage and job defaults. A user
 adds a cluster by copying a file; ``BENCH_PLATFORMS_DIR`` points the kit at another folder. Job
 defaults (account, partition, queue, walltime) are overridden by options or by the environment
 variables ``BENCH_ACCOUNT``, ``BENCH_PARTITION``, ``BENCH_QUEUE``, ``BENCH_WALLTIME``.

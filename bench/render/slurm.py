@@ -1,4 +1,5 @@
-"""Slurm batch scripts: srun per rank (pyxis containers) or torchrun per node (Singularity)."""
+"""Slurm batch scripts: srun per rank (pyxis or Singularity containers, optionally CPU-bound per
+GPU) or torchrun per node."""
 
 from __future__ import annotations
 
