@@ -8,12 +8,12 @@ commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.capabilities import Capabilities, probe
 from bench.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
@@ -22,6 +22,7 @@ from bench.jobs.cli import add_wait_options, submit_and_maybe_follow
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import (
     ENGINES,
+    PRECISION_SHORTHANDS,
     PRECISIONS,
     Platform,
     load_platform,
@@ -52,7 +53,9 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iters", type=int, help="training iterations (default 30; a sweep: "
                         f"{SWEEP_ITERS} per layout)")
     parser.add_argument("--engine", choices=ENGINES, help="default: the platform's")
-    parser.add_argument("--precision", choices=PRECISIONS, help="default: the platform's")
+    parser.add_argument("--precision", choices=(*PRECISIONS, *PRECISION_SHORTHANDS),
+                        help="default: the platform's. fp8-delayed / fp8-current: Transformer "
+                        "Engine fp8 with delayed or current (per-tensor) scaling; fp8 = fp8-delayed")
     parser.add_argument("--image", help="container image or venv (default: the platform's)")
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
@@ -102,13 +105,8 @@ def _elements(text: str) -> int:
     return int(value)
 
 
-def transformer_engine_here() -> bool:
-    """Whether this Python can import Transformer Engine (the local platform runs here)."""
-    return importlib.util.find_spec("transformer_engine") is not None
-
-
 def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
-                 transformer_engine: bool | None = None) -> Options:
+                 capabilities: Capabilities | None = None) -> Options:
     return Options(
         now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
         gbs=args.gbs, iters=args.iters or (SWEEP_ITERS if getattr(args, "sweep", False) else 30),
@@ -116,7 +114,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        transformer_engine=transformer_engine, seq_length=args.seq_length, save=args.save,
+        capabilities=capabilities, seq_length=args.seq_length, save=args.save,
         save_interval=args.save_interval,
         zero=ZeroSettings(offload=args.zero_offload, overlap_comm=args.overlap_comm,
                           contiguous_gradients=args.contiguous_gradients,
@@ -136,12 +134,19 @@ def render_script(launch: LaunchPlan) -> tuple[str, str]:
     return "command.sh", torchrun.render(launch)
 
 
+def local_options(args: argparse.Namespace, platform: Platform) -> Options:
+    """Options with what this machine has: its GPUs, and (where the platform says "auto") the
+    capabilities of this Python, which is the one torchrun starts."""
+    gpus = detect_gpus()
+    caps = probe() if platform.capabilities is None else None
+    return options_from(args, gpus.count, gpus.name, caps)
+
+
 def make_plan(args: argparse.Namespace, layout: str) -> tuple[LaunchPlan, Platform]:
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
     if platform.scheduler == "none":
-        gpus = detect_gpus()
-        options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
+        options = local_options(args, platform)
     else:
         options = options_from(args, 0, "")
     return plan(preset, layout, platform, options), platform
@@ -158,6 +163,10 @@ def dry_run_text(launch: LaunchPlan) -> str:
 
 def print_plan(launch: LaunchPlan) -> None:
     print(dry_run_text(launch), end="")
+    source = ("detected in this Python" if launch.platform.capabilities is None
+              else f"from {launch.platform.name}'s platform file")
+    if launch.engine == "megatron":
+        print(f"assumed ({source}): {launch.capabilities.describe()}", file=sys.stderr)
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
 
@@ -197,8 +206,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if platform.scheduler != "none":
         raise ValueError("--sweep runs on the GPUs of this machine (--platform local); on a "
                          "cluster, submit one run per layout")
+    options = local_options(args, platform)
     gpus = detect_gpus()
-    options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
     accelerator = match_accelerator(gpus.name) if gpus.name else None
     # An unknown GPU has no memory size in the data: keep every layout rather than guess.
     device_gb = accelerator.memory_gb if accelerator else float("inf")
