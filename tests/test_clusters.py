@@ -211,7 +211,7 @@ def test_azure_175b_saves_checkpoints_on_amlfs_with_real_data() -> None:
     assert args[args.index("--data-path") + 1].startswith(f"{stage}/slimpajama/preprocessed/")
     assert "--mock-data" not in args
     assert launch.layout.global_batch == 512  # the seed's GLOBAL_BATCH_SIZE
-    assert launch.image == f"{stage}/megatron-bench-cuda.sqsh"  # the squashed image on AMLFS
+    assert launch.image == f"{stage}/striped_directory/megatron-bench-kit-cuda_latest.sqsh"
     custom = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"),
                   options(save="/data/ck", save_interval=7, image="other.sqsh"))
     assert custom.train_args[-4:] == ("--save", "/data/ck", "--save-interval", "7")

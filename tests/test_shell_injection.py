@@ -41,7 +41,8 @@ def evil_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str,
     text = text.replace('NCCL_DEBUG = "WARN"', f"NCCL_DEBUG = \"WARN\"\nEVIL = {json.dumps(payload)}")
     text = text.replace('image = "ghcr.io#megatron-bench-kit/cuda:latest"',
                         f"image = {json.dumps('img' + payload)}")
-    text = text.replace('squashed_image = "/data/megatron-bench/megatron-bench-cuda.sqsh"',
+    squashed = "/data/megatron-bench/striped_directory/megatron-bench-kit-cuda_latest.sqsh"
+    text = text.replace(f'squashed_image = "{squashed}"',
                         f"squashed_image = {json.dumps('/img' + payload)}")
     text = text.replace(
         'binds = ["/shared:/shared", "/opt/microsoft:/opt/microsoft", "/data:/data"]',
