@@ -93,7 +93,8 @@ class Job:
 
 @dataclass(frozen=True)
 class Data:
-    """Training data for engines without mock data (Megatron-DeepSpeed); paths as the job sees them."""
+    """Default training data for both engines (Megatron-DeepSpeed has no mock data; Megatron uses
+    mock data when none is set); paths as the job sees them, relative ones to the submit folder."""
 
     path: str = ""
     vocab_file: str = ""
