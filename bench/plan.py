@@ -105,7 +105,8 @@ class LaunchPlan:
     # What the plan assumed the training environment has (platform data, or detected locally).
     capabilities: Capabilities = Capabilities()
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
-    # Non-default performance settings (bench.tuning), recorded in the run's notes.
+    # Settings away from the kit's defaults (bench.tuning, ZeRO settings, sequence length),
+    # recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
 
     @property
@@ -230,10 +231,12 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
     if options.iters < 1:
         raise ValueError(f"--iters must be at least 1, got {options.iters}")
-    if options.seq_length is not None:
+    variant = options.tuning.variant() + options.zero.variant()
+    if options.seq_length is not None and options.seq_length != preset.seq_length:
         if options.seq_length < 1:
             raise ValueError(f"--seq-length must be at least 1, got {options.seq_length}")
         preset = replace(preset, seq_length=options.seq_length)
+        variant += (("seq_length", str(options.seq_length)),)
     if options.save_interval is not None and (options.save is None or options.save_interval < 1):
         raise ValueError("--save-interval needs --save, and at least 1 iteration")
     engine = options.engine or platform.default_engine
@@ -300,4 +303,4 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         image=options.image or platform.storage.squashed_image or platform.image, entry=entry,
         train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
         ds_config=ds_config, capabilities=caps, notes=tuple(notes),
-        variant=options.tuning.variant() + options.zero.variant())
+        variant=variant)

@@ -193,6 +193,9 @@ def test_polaris_seed_run_is_preset_layout_and_options() -> None:
     assert "--sequence-parallel" in flags and "--zero-stage 1" in flags
     assert "--use-flash-attn-v2" in flags  # the platform's module has flash-attention 2
     assert launch.layout.grad_accumulation == 1  # the seed's GAS=1
+    # A run at another sequence length is a variant: only a range that names it judges it.
+    assert dict(launch.variant)["seq_length"] == "4096"
+    assert launch.preset.seq_length == 4096
     # Flash attention only where the image or venv has it.
     local = plan(get_preset("345m"), "tp1pp1", load_platform("local"),
                  options(engine="megatron-deepspeed", gpus_present=1, data_path="d",
