@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.capabilities import Capabilities, probe
+from bench.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
 from bench.jobs.cli import add_commands as add_job_commands
@@ -72,9 +73,28 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
     parser.add_argument("--force", action="store_true", help="plan it even when the memory "
                         "estimate says it does not fit the GPU")
+    parser.add_argument("--seq-length", type=int, help="sequence length (default: the preset's)")
+    parser.add_argument("--save", nargs="?", const="", metavar="DIR",
+                        help="save checkpoints to DIR (alone: the platform's storage stage "
+                        "checkpoints/<run id>); default: no checkpoints")
+    parser.add_argument("--save-interval", type=int, help="iterations between checkpoints "
+                        "(default: the platform's, else once at the end)")
     for key in ("account", "partition", "queue", "walltime"):
         parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
                             f"$BENCH_{key.upper()})")
+    deepspeed = parser.add_argument_group(
+        "DeepSpeed ZeRO settings", "Megatron-DeepSpeed engine; the stage is part of the layout "
+        "(e.g. tp4pp1zero3)")
+    deepspeed.add_argument("--zero-offload", choices=OFFLOADS, default="none",
+                           help="where the optimizer state and step live (cpu: ZeRO-Offload)")
+    deepspeed.add_argument("--overlap-comm", action="store_true",
+                           help="overlap gradient reduction with the backward pass")
+    deepspeed.add_argument("--contiguous-gradients", action="store_true",
+                           help="copy gradients into one contiguous buffer as they are produced")
+    deepspeed.add_argument("--reduce-bucket", type=_elements, metavar="N",
+                           help="reduce bucket size in elements, e.g. 2e8")
+    deepspeed.add_argument("--allgather-bucket", type=_elements, metavar="N",
+                           help="allgather bucket size in elements, e.g. 2e8")
     tuning = parser.add_argument_group(
         "A/B settings", "change a kit default; the run is recorded as a variant of its "
         "configuration. More Megatron flags go after '--' (e.g. -- --manual-gc)")
@@ -87,6 +107,17 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                         help="Megatron's unfused cross-entropy loss instead of its fused one")
 
 
+def _elements(text: str) -> int:
+    """A count of elements written as 200000000 or 2e8."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of elements (e.g. 2e8)") from None
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"'{text}' must be a whole number of elements, at least 1")
+    return int(value)
+
+
 def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                  capabilities: Capabilities | None = None) -> Options:
     return Options(
@@ -97,7 +128,12 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        capabilities=capabilities, force=args.force,
+        capabilities=capabilities, force=args.force, seq_length=args.seq_length, save=args.save,
+        save_interval=args.save_interval,
+        zero=ZeroSettings(offload=args.zero_offload, overlap_comm=args.overlap_comm,
+                          contiguous_gradients=args.contiguous_gradients,
+                          reduce_bucket_size=args.reduce_bucket,
+                          allgather_bucket_size=args.allgather_bucket),
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 

@@ -2,9 +2,10 @@
 
 A platform file holds every site fact the kit needs: scheduler, launcher, container runtime, GPUs per
 node, the accelerator (whose peak TFLOP/s and its source live in ``platforms/accelerators/``),
-default engine and precision, environment, module loads, image, bind mounts and job defaults. A user
-adds a cluster by copying a file into a folder of their own named by ``BENCH_PLATFORMS_DIR``: its
-platforms and ``accelerators/`` add to the kit's, and a file of the same name replaces the kit's. Job
+default engine and precision, environment, module loads, image, bind mounts, library folders (a
+NCCL/RCCL network plugin), CPU binding, shared storage and job defaults. A user adds a cluster by
+copying a file into a folder of their own named by ``BENCH_PLATFORMS_DIR``: its platforms and
+``accelerators/`` add to the kit's, and a file of the same name replaces the kit's. Job
 defaults (account, partition, queue, walltime) are overridden by options or by the environment
 variables ``BENCH_ACCOUNT``, ``BENCH_PARTITION``, ``BENCH_QUEUE``, ``BENCH_WALLTIME``.
 """
@@ -36,6 +37,11 @@ _WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\
 # A platform or accelerator is named, never given as a path: the name picks a file in the folder.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``).
+LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/-]*)$")
+# Slurm's --cpu-bind: a keyword, or map_cpu/mask_cpu with a comma-separated list.
+_CPU_BIND = re.compile(r"^(?:v,)?(?:none|cores|threads|sockets|ldoms|rank|"
+                       r"(?:map_cpu|mask_cpu)[:=][0-9a-fA-Fx,]+)$")
 
 
 @dataclass(frozen=True)
@@ -90,11 +96,29 @@ class Job:
 
 @dataclass(frozen=True)
 class Data:
-    """Training data for engines without mock data (Megatron-DeepSpeed); paths as the job sees them."""
+    """Default training data for both engines (Megatron-DeepSpeed has no mock data; Megatron uses
+    mock data when none is set); paths as the job sees them, relative ones to the submit folder."""
 
     path: str = ""
     vocab_file: str = ""
     merge_file: str = ""
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The cluster's shared parallel filesystem, where data, checkpoints and images live.
+
+    ``stage``: the folder on it that holds the kit's data, checkpoints (``--save`` without a folder
+    writes to ``<stage>/checkpoints/<run id>``) and images, as the job sees it. ``filesystem``: what
+    it is, for people. ``squashed_image``: an image already squashed onto that filesystem (pyxis
+    starts from the file instead of pulling ``image``). ``save_interval``: iterations between
+    checkpoints when ``--save`` is given without ``--save-interval``.
+    """
+
+    filesystem: str = ""
+    stage: str = ""
+    squashed_image: str = ""
+    save_interval: int = 0  # 0: save once, at the end of the run
 
 
 @dataclass(frozen=True)
@@ -122,6 +146,14 @@ class Platform:
     megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
     # What the image or venv has (bench.capabilities); None: detected where the run trains.
     capabilities: Capabilities | None = Capabilities()
+    # The image or venv has flash-attention 2 (Megatron-DeepSpeed's --use-flash-attn-v2).
+    flash_attention: bool = False
+    module_paths: tuple[str, ...] = ()  # `module use` folders, before `module load`
+    # Folders put first on the library path the training processes see: LD_LIBRARY_PATH, or
+    # SINGULARITYENV_LD_LIBRARY_PATH inside Singularity (e.g. a NCCL/RCCL network plugin).
+    library_path: tuple[str, ...] = ()
+    cpu_bind: str = ""  # Slurm --cpu-bind for per-GPU srun tasks, e.g. LUMI's mask per GCD
+    storage: Storage = Storage()
     source: str = ""  # the file it came from
 
 
@@ -220,6 +252,41 @@ def _data(table: dict[str, Any], where: str) -> Data:
     return data
 
 
+def _storage(table: dict[str, Any], where: str) -> Storage:
+    raw = dict(take(table, "storage", dict, where, {}))
+    where = f"{where} [storage]"
+    storage = Storage(filesystem=take(raw, "filesystem", str, where, ""),
+                      stage=take(raw, "stage", str, where, ""),
+                      squashed_image=take(raw, "squashed_image", str, where, ""),
+                      save_interval=take(raw, "save_interval", int, where, 0))
+    no_leftovers(raw, where, ["filesystem", "stage", "squashed_image", "save_interval"])
+    for key in ("stage", "squashed_image"):
+        value = getattr(storage, key)
+        if value and not value.startswith("/"):
+            raise DataError(f"{where}: '{key}' must be an absolute path as the job sees it, "
+                            f"got '{value}'")
+    if storage.save_interval < 0:
+        raise DataError(f"{where}: save_interval must be 0 (at the end) or more iterations")
+    return storage
+
+
+def _library_path(table: dict[str, Any], where: str) -> tuple[str, ...]:
+    dirs = _str_list(table, "library_path", where)
+    for entry in dirs:
+        if not LIBRARY_DIR.match(entry):
+            raise DataError(f"{where}: library_path entry '{entry}' must be an absolute folder, "
+                            "or one under a variable written ${NAME}/..., e.g. ${EBROOTX}/lib")
+    return dirs
+
+
+def _cpu_bind(table: dict[str, Any], where: str) -> str:
+    value = take(table, "cpu_bind", str, where, "")
+    if value and not _CPU_BIND.match(value):
+        raise DataError(f"{where}: cpu_bind '{value}' is not a Slurm --cpu-bind value such as "
+                        "'cores' or 'mask_cpu:0xfe,0xfe00'")
+    return value
+
+
 def _capabilities(table: dict[str, Any], where: str) -> Capabilities | None:
     raw = table.pop("capabilities", {})
     if raw == "auto":
@@ -244,7 +311,8 @@ _JOB_KEYS_UNUSED = {
 _PLATFORM_KEYS = ["description", "scheduler", "launcher", "container_runtime", "gpus_per_node",
                   "accelerator", "default_engine", "default_precision", "image", "env", "modules",
                   "setup", "binds", "job", "data", "cpus_per_task",
-                  "megatron_deepspeed_dir", "capabilities"]
+                  "megatron_deepspeed_dir", "capabilities", "flash_attention",
+                  "module_paths", "library_path", "cpu_bind", "storage"]
 
 
 def load_platform_file(path: Path) -> Platform:
@@ -272,6 +340,11 @@ def load_platform_file(path: Path) -> Platform:
         megatron_deepspeed_dir=take(raw, "megatron_deepspeed_dir", str, where,
                                     "/opt/Megatron-DeepSpeed"),
         capabilities=_capabilities(raw, where),
+        flash_attention=take(raw, "flash_attention", bool, where, False),
+        module_paths=_str_list(raw, "module_paths", where),
+        library_path=_library_path(raw, where),
+        cpu_bind=_cpu_bind(raw, where),
+        storage=_storage(raw, where),
         source=str(path),
     )
     no_leftovers(raw, where, _PLATFORM_KEYS)
@@ -279,6 +352,9 @@ def load_platform_file(path: Path) -> Platform:
         raise DataError(f"{where}: gpus_per_node must be positive (0 = count the GPUs present)")
     if platform.scheduler != "none" and platform.gpus_per_node == 0:
         raise DataError(f"{where}: a cluster platform must state gpus_per_node")
+    if platform.cpu_bind and (platform.scheduler != "slurm" or platform.launcher != "srun"):
+        raise DataError(f"{where}: cpu_bind binds srun's per-GPU tasks: it needs scheduler "
+                        "'slurm' and launcher 'srun'")
     if platform.container_runtime in ("pyxis", "singularity", "docker") and not platform.image:
         raise DataError(f"{where}: container_runtime '{platform.container_runtime}' needs 'image'")
     for key in _JOB_KEYS_UNUSED[platform.scheduler]:

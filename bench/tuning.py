@@ -57,7 +57,11 @@ class Tuning:
 
 
 DEFAULT_TUNING = Tuning()
-TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args")  # the keys variant() may use
+# The note keys a plan's variant may use: these settings, then the DeepSpeed ZeRO settings
+# (bench.engines.deepspeed.ZeroSettings.variant) and a sequence length away from the preset's.
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args", "zero_offload",
+                    "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
+                    "allgather_bucket_size", "seq_length")
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:

@@ -36,7 +36,7 @@ def test_every_accelerator_loads_with_a_source(path: Path) -> None:
 def test_required_platforms_and_peaks() -> None:
     expected = {"azure-h100": ("slurm", "srun", "pyxis", 8, 989.0),
                 "azure-h200": ("slurm", "srun", "pyxis", 8, 989.0),
-                "lumi": ("slurm", "torchrun", "singularity", 8, 191.5),
+                "lumi": ("slurm", "srun", "singularity", 8, 191.5),
                 "polaris": ("pbs", "mpiexec", "venv", 4, 312.0)}
     for name, (sched, launcher, runtime, gpn, peak) in expected.items():
         p = load_platform(name)
@@ -71,7 +71,15 @@ def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
     (("accelerator = \"mi250x-gcd\"", "accelerator = \"mi300\""), "unknown accelerator 'mi300'"),
     (("walltime = \"01:00:00\"", "walltime = \"1h\""), "walltime '1h'"),
     (("OMP_NUM_THREADS = \"7\"", "OMP-THREADS = \"7\""), "not a valid environment variable"),
-    (("cpus_per_task = 56", "cpu_per_task = 56"), "unknown key(s) cpu_per_task"),
+    (("cpus_per_task = 7", "cpu_per_task = 7"), "unknown key(s) cpu_per_task"),
+    (('library_path = ["${EBROOTAWSMINOFIMINRCCL}/lib"]', 'library_path = ["$(evil)/lib"]'),
+     "library_path entry '$(evil)/lib' must be an absolute folder"),
+    (('library_path = ["${EBROOTAWSMINOFIMINRCCL}/lib"]', 'library_path = ["lib"]'),
+     "library_path entry 'lib'"),
+    (('cpu_bind = "mask_cpu:', 'cpu_bind = "mask_cpu:0xfe;reboot,'), "is not a Slurm --cpu-bind"),
+    (('launcher = "srun"', 'launcher = "torchrun"'), "cpu_bind binds srun's per-GPU tasks"),
+    (("[job]", '[storage]\nstage = "scratch/stage"\n\n[job]'),
+     "[storage]: 'stage' must be an absolute path"),
 ])
 def test_bad_platform_file_names_file_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               change: tuple[str, str], message: str) -> None:
