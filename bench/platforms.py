@@ -2,8 +2,10 @@
 
 A platform file holds every site fact the kit needs: scheduler, launcher, container runtime, GPUs per
 node, the accelerator (whose peak TFLOP/s and its source live in ``platforms/accelerators/``),
-default engine and precision, environment, module loads, image, bind mounts and job defaults. A user
-adds a cluster by copying a file; ``BENCH_PLATFORMS_DIR`` points the kit at another folder. Job
+default engine and precision, environment, module loads, image, bind mounts, library folders (a
+NCCL/RCCL network plugin), CPU binding, shared storage and job defaults. A user adds a cluster by
+copying a file into a folder of their own named by ``BENCH_PLATFORMS_DIR``: its platforms and
+``accelerators/`` add to the kit's, and a file of the same name replaces the kit's. Job
 defaults (account, partition, queue, walltime) are overridden by command-line options, which default
 to ``$BENCH_ACCOUNT`` etc. The models are the files' schema (``results/schema/platform.schema.json``,
 ``accelerator.schema.json``): strict types, unknown keys refused, errors naming file and key.
@@ -38,9 +40,20 @@ ENGINES: tuple[str, ...] = get_args(Engine)
 # The [capabilities] table of a platform file: Capabilities' fields, each true or false.
 CapabilitiesTable = create_model("CapabilitiesTable", __base__=Strict,
                                  **{f.name: (bool, False) for f in fields(Capabilities)})
-_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+_WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
 PATTERN_HINTS[_WALLTIME.pattern] = "a walltime like HH:MM:SS or D-HH:MM:SS"
+# A platform or accelerator is named, never given as a path: the name picks a file in the folder.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``).
+LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/-]*)$")
+PATTERN_HINTS[LIBRARY_DIR.pattern] = "an absolute folder, or one under a variable: ${EBROOTX}/lib"
+# Slurm's --cpu-bind: a keyword, or map_cpu/mask_cpu with a comma-separated list.
+_CPU_BIND = re.compile(r"^(?:(?:v,)?(?:none|cores|threads|sockets|ldoms|rank|"
+                       r"(?:map_cpu|mask_cpu)[:=][0-9a-fA-Fx,]+))?$")
+PATTERN_HINTS[_CPU_BIND.pattern] = "a Slurm --cpu-bind value such as 'cores' or 'mask_cpu:0xfe,0xfe00'"
+AbsolutePath = Annotated[str, Field(pattern=r"^(/.*)?$")]  # as the job sees it; "" for none
+PATTERN_HINTS[r"^(/.*)?$"] = "an absolute path as the job sees it"
 
 
 class AcceleratorFile(Strict):
@@ -83,6 +96,21 @@ def resolve_precision(name: str) -> str:
     return name
 
 
+def walltime_problem(value: str) -> str | None:
+    """What is wrong with a duration as Slurm and PBS read it (minutes and seconds below 60, hours
+    below 24 after a day count, more than zero), or None."""
+    match = _WALLTIME.match(value)
+    if not match:
+        return f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS"
+    hours, minutes, seconds = (int(match[k]) for k in ("h", "m", "s"))
+    if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
+        return (f"walltime '{value}' is not a duration: minutes and seconds run to 59, and hours "
+                "to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
+    if not (int(match["days"] or 0) or hours or minutes or seconds):
+        return f"walltime '{value}' is zero; give the job some time"
+    return None
+
+
 class Job(Strict):
     """Scheduler defaults a user overrides by option (empty = not set)."""
 
@@ -96,13 +124,47 @@ class Job(Strict):
     account_required: bool = False  # the site refuses jobs without an account (LUMI, ALCF)
     node_resources: str = ""  # PBS: appended to "select=<nodes>:", e.g. "system=polaris"
 
+    @field_validator("walltime")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        problem = walltime_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
 
 class Data(Strict):
-    """Training data for engines without mock data (Megatron-DeepSpeed); paths as the job sees them."""
+    """Default training data for both engines (Megatron-DeepSpeed has no mock data; Megatron uses
+    mock data when none is set); paths as the job sees them, relative ones to the submit folder."""
 
     path: str = ""
     vocab_file: str = ""
     merge_file: str = ""
+
+
+class Storage(Strict):
+    """The cluster's shared parallel filesystem, where data, checkpoints and images live.
+
+    ``stage``: the folder on it that holds the kit's data, checkpoints (``--save`` without a folder
+    writes to ``<stage>/checkpoints/<run id>``) and images, as the job sees it. ``filesystem``: what
+    it is, for people. ``squashed_image``: an image already squashed onto that filesystem (pyxis
+    starts from the file instead of pulling ``image``). ``save_interval``: iterations between
+    checkpoints when ``--save`` is given without ``--save-interval`` (0: once, at the end).
+    """
+
+    filesystem: str = ""
+    stage: AbsolutePath = ""
+    squashed_image: AbsolutePath = ""
+    save_interval: Annotated[int, Field(ge=0)] = 0
+
+
+# [job] keys a scheduler's renderer does not use: set, they would be silently dropped.
+_JOB_KEYS_UNUSED = {
+    "slurm": ("queue", "filesystems", "node_resources"),
+    "pbs": ("partition", "qos"),
+    "none": ("account", "partition", "queue", "qos", "filesystems", "extra_directives",
+             "node_resources", "account_required"),
+}
 
 
 class PlatformFile(Strict):
@@ -130,6 +192,15 @@ class PlatformFile(Strict):
     megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
     # What the image or venv has (bench.capabilities); "auto": detected where the run trains.
     capabilities: Literal["auto"] | CapabilitiesTable = CapabilitiesTable()  # type: ignore[valid-type]
+    # The image or venv has flash-attention 2 (Megatron-DeepSpeed's --use-flash-attn-v2).
+    flash_attention: bool = False
+    module_paths: tuple[str, ...] = ()  # `module use` folders, before `module load`
+    # Folders put first on the library path the training processes see: LD_LIBRARY_PATH, or
+    # SINGULARITYENV_LD_LIBRARY_PATH inside Singularity (e.g. a NCCL/RCCL network plugin).
+    library_path: tuple[Annotated[str, Field(pattern=LIBRARY_DIR.pattern)], ...] = ()
+    # Slurm --cpu-bind for per-GPU srun tasks, e.g. LUMI's mask per GCD.
+    cpu_bind: Annotated[str, Field(pattern=_CPU_BIND.pattern)] = ""
+    storage: Storage = Storage()
 
     @field_validator("capabilities", mode="before")
     @classmethod
@@ -160,8 +231,15 @@ class PlatformFile(Strict):
     def _consistent(self) -> PlatformFile:
         if self.scheduler != "none" and self.gpus_per_node == 0:
             raise ValueError("a cluster platform must state gpus_per_node")
+        if self.cpu_bind and (self.scheduler != "slurm" or self.launcher != "srun"):
+            raise ValueError("cpu_bind binds srun's per-GPU tasks: it needs scheduler 'slurm' and "
+                             "launcher 'srun'")
         if self.container_runtime in ("pyxis", "singularity", "docker") and not self.image:
             raise ValueError(f"container_runtime '{self.container_runtime}' needs 'image'")
+        for key in _JOB_KEYS_UNUSED[self.scheduler]:
+            if getattr(self.job, key):
+                raise ValueError(f"[job]: '{key}' does not apply to scheduler '{self.scheduler}', "
+                                 "whose scripts would drop it; remove it")
         return self
 
 
@@ -174,8 +252,29 @@ class Platform(PlatformFile):
     capabilities: Capabilities | None = Capabilities()  # type: ignore[assignment]
 
 
-def platforms_dir() -> Path:
-    return Path(os.environ.get("BENCH_PLATFORMS_DIR") or REPO_PLATFORMS_DIR)
+def platforms_dirs() -> list[Path]:
+    """The kit's platforms folder, then the user's ``BENCH_PLATFORMS_DIR`` (later ones win)."""
+    user = os.environ.get("BENCH_PLATFORMS_DIR")
+    if not user:
+        return [REPO_PLATFORMS_DIR]
+    if not Path(user).is_dir():
+        raise DataError(f"BENCH_PLATFORMS_DIR={user} is not a folder; point it at the folder that "
+                        "holds your platform files (<name>.toml, accelerators/<name>.toml)")
+    return [REPO_PLATFORMS_DIR] + ([Path(user)] if Path(user).resolve() != REPO_PLATFORMS_DIR else [])
+
+
+def _data_files(subfolder: str) -> dict[str, Path]:
+    """name -> file over the platforms folders; a user's file of the same name wins."""
+    found: dict[str, Path] = {}
+    for folder in platforms_dirs():
+        found.update((path.stem, path) for path in (folder / subfolder).glob("*.toml"))
+    return dict(sorted(found.items()))
+
+
+def origin(path: Path) -> str:
+    """Where a data file came from: ``kit``, or ``BENCH_PLATFORMS_DIR`` (its folder)."""
+    kit = path.resolve().is_relative_to(REPO_PLATFORMS_DIR)
+    return "kit" if kit else f"BENCH_PLATFORMS_DIR ({path.parent})"
 
 
 def load_platform_file(path: Path) -> Platform:
@@ -192,17 +291,21 @@ def load_platform_file(path: Path) -> Platform:
 
 
 def platform_files() -> list[Path]:
-    return sorted(platforms_dir().glob("*.toml"))
+    return list(_data_files("").values())
 
 
 def load_platform(name: str) -> Platform:
-    """The platform ``name`` from the platforms folder, or a ValueError listing the known ones."""
-    path = platforms_dir() / f"{name}.toml"
-    if not path.exists():
-        known = ", ".join(p.stem for p in platform_files())
-        raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying a file "
-                         f"in {platforms_dir()})")
-    return load_platform_file(path)
+    """The platform ``name`` from the platforms folders, or a ValueError listing the known ones."""
+    files = _data_files("")
+    known = ", ".join(files)
+    if not _NAME.match(name) or name.endswith(".toml"):
+        raise ValueError(f"--platform '{name}' is not a platform name; known: {known} (a "
+                         "platform is named, not given as a path: put its file in a folder named "
+                         "by BENCH_PLATFORMS_DIR)")
+    if name not in files:
+        raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying "
+                         f"a file of {REPO_PLATFORMS_DIR} into a folder named by BENCH_PLATFORMS_DIR)")
+    return load_platform_file(files[name])
 
 
 def job_option_default(key: str) -> str | None:
@@ -213,9 +316,9 @@ def job_option_default(key: str) -> str | None:
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
     """The platform with the job settings given (None or empty: the platform file's)."""
     changes = {key: value for key, value in overrides.items() if value}
-    if not _WALLTIME.match(changes.get("walltime", "0:00:00")):
-        raise DataError(f"--walltime: walltime '{changes['walltime']}' must look like HH:MM:SS or "
-                        "D-HH:MM:SS")
+    problem = walltime_problem(changes["walltime"]) if "walltime" in changes else None
+    if problem:
+        raise DataError(f"--walltime: {problem}")
     if not changes:
         return platform
     return platform.model_copy(update={"job": platform.job.model_copy(update=changes)})
@@ -223,12 +326,8 @@ def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
 
 # --- accelerators -------------------------------------------------------------------------------
 
-def accelerators_dir() -> Path:
-    return platforms_dir() / "accelerators"
-
-
 def accelerator_files() -> list[Path]:
-    return sorted(accelerators_dir().glob("*.toml"))
+    return list(_data_files("accelerators").values())
 
 
 def load_accelerator_file(path: Path) -> Accelerator:
@@ -236,11 +335,10 @@ def load_accelerator_file(path: Path) -> Accelerator:
 
 
 def load_accelerator(name: str) -> Accelerator:
-    path = accelerators_dir() / f"{name}.toml"
-    if not path.exists():
-        known = ", ".join(p.stem for p in accelerator_files())
-        raise DataError(f"unknown accelerator '{name}'; known: {known}")
-    return load_accelerator_file(path)
+    files = _data_files("accelerators")
+    if not _NAME.match(name) or name not in files:
+        raise DataError(f"unknown accelerator '{name}'; known: {', '.join(files)}")
+    return load_accelerator_file(files[name])
 
 
 def match_accelerator(device_name: str) -> Accelerator | None:

@@ -18,8 +18,11 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import math
 import os
+import stat
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -270,7 +273,9 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.message}"
+        # A file name may hold a newline or escape codes: shown quoted, it cannot fake a line.
+        name = self.file if self.file.isprintable() else ascii(self.file)
+        return f"{name}: {self.message}"
 
 
 def record_from_json(text: str | bytes) -> Record:
@@ -278,9 +283,11 @@ def record_from_json(text: str | bytes) -> Record:
     try:
         return Record.model_validate_json(text)
     except ValidationError as error:
-        try:
+        try:  # the standard library's words for what is not JSON
             data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as bad:
+        except RecursionError:
+            raise RecordError(["not a record: JSON nested too deeply to read"]) from None
+        except ValueError as bad:  # JSONDecodeError, UnicodeDecodeError, too many digits
             raise RecordError([f"not valid JSON ({bad})"]) from None
         schema = data.get("schema") if isinstance(data, dict) else SCHEMA
         if schema == SCHEMA:
@@ -311,9 +318,57 @@ def build_record(**fields: Any) -> Record:
     return record_from_dict({"schema": SCHEMA, **data})
 
 
+IMPLAUSIBLE_NOTE_PREFIX = "metrics."
+"""Notes key prefix under which a run's rejected metrics are kept (``metrics.mfu``, ...)."""
+
+
+def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -> Record:
+    """:func:`build_record` for a run that ended: its metrics cannot cost it its record.
+
+    When the metrics fail the record's checks (an MFU above 1 from an impossible step time, a
+    throughput that disagrees with the step time), the run is recorded as ``failed`` with those
+    problems as the reason, ``failure_log_tail`` as its log tail, and every computed number kept
+    in ``notes`` as ``metrics.<name>`` (non-finite ones as text, which JSON can hold).
+    """
+    try:
+        return build_record(**fields)
+    except RecordError as error:
+        metrics = fields.get("metrics")
+        if metrics is None:
+            raise  # not the metrics: a bug in the caller, which no status can record
+        kept = metrics.model_dump() if isinstance(metrics, Metrics) else dict(metrics)
+        notes = {**dict(fields.get("notes") or {}), **{
+            IMPLAUSIBLE_NOTE_PREFIX + key: value if not isinstance(value, float)
+            or math.isfinite(value) else repr(value) for key, value in kept.items()}}
+        reason = ("the run finished, but its metrics are implausible, so it is not a result: "
+                  + "; ".join(error.problems) + f" (the numbers are kept in notes as "
+                  f"{IMPLAUSIBLE_NOTE_PREFIX}*)")
+        return build_record(**{**fields, "status": Status.FAILED, "reason": reason,
+                               "metrics": None, "notes": notes, "log_tail": list(failure_log_tail)})
+
+
 def record_path(records_dir: Path | str, run_id: str) -> Path:
     """Where the record of ``run_id`` lives: ``<records_dir>/<run_id>.json``."""
     return Path(records_dir) / f"{run_id}.json"
+
+
+def check_records_dir(records_dir: Path | str) -> None:
+    """Create ``records_dir`` and write and remove a test file in it, before a run starts.
+
+    Raises ValueError naming the directory when it cannot hold records (a file is in the way, no
+    permission, a read-only file system), so the GPUs are not used for a run whose record would
+    be lost.
+    """
+    directory = Path(records_dir)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(dir=directory, prefix=".write-test.", suffix=_TEMP_SUFFIX)
+        os.close(fd)
+        os.unlink(temp_name)
+    except OSError as error:
+        raise ValueError(f"records directory {directory} cannot hold records "
+                         f"({error.strerror or error}); give a writable directory with "
+                         "--records-dir") from None
 
 
 def write_record(records_dir: Path | str, record: Record) -> Path:
@@ -354,9 +409,18 @@ def write_record(records_dir: Path | str, record: Record) -> Path:
 
 
 def load_record(path: Path | str) -> Record:
-    """Read and validate one record file; raises :class:`RecordError` or ``OSError``."""
+    """Read and validate one record file; raises :class:`RecordError` or ``OSError``.
+
+    Whatever the file holds, the failure is a :class:`RecordError`: text that is not JSON or not
+    UTF-8, an integer longer than Python converts (4300 digits), nesting deeper than the decoder's
+    recursion limit, or something that is not a regular file (a FIFO would block the read).
+    """
     path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RecordError(["not a regular file"])
+    with open(fd, "rb") as handle:
         record = record_from_json(handle.read())
     name = os.path.basename(path)
     if record.run_id != name.removesuffix(".json"):

@@ -14,8 +14,16 @@ from collections.abc import Mapping
 from bench.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines
 from bench.plan import LaunchPlan
 from bench.presets import Preset
-from bench.protocol import metrics
-from bench.record import JsonScalar, LayoutInfo, PlatformInfo, PresetInfo, Record, Status, build_record
+from bench.protocol import ShortWindow, metrics
+from bench.record import (
+    JsonScalar,
+    LayoutInfo,
+    PlatformInfo,
+    PresetInfo,
+    Record,
+    Status,
+    build_finished_record,
+)
 from bench.schema import Strict
 
 
@@ -65,7 +73,8 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
                      started_at: str, finished_at: str | None, parsed: ParseResult | None,
                      log_text: str, provenance: Mapping[str, object],
                      notes: Mapping[str, JsonScalar]) -> Record:
-    """The validated record of a run; only an ok run with enough iterations gets metrics.
+    """The validated record of a run; only an ok run with enough, plausible iterations gets
+    metrics (implausible ones make it a failed record: :func:`bench.record.build_finished_record`).
 
     ``parsed`` is the log parser's result (None when the log was not parsed); a failed run keeps
     the log's first error lines and its last lines.
@@ -74,15 +83,19 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
     if status is Status.OK:
         try:
             if parsed is None:
-                raise ValueError("the run's log was not parsed")
+                raise ShortWindow("the run's log was not parsed")
             run_metrics = metrics(parsed.iterations, plan.preset, plan.layout.global_batch,
                                   plan.world_size, plan.platform.peak_tflops, parsed.peak_mem_gb,
                                   plan.bf16_peak_tflops)
-        except ValueError as exc:  # too few iterations for the measurement window
+        except ShortWindow as exc:  # too few iterations for the measurement window
             status, reason = Status.INCOMPLETE, str(exc)
-    lines = log_text.splitlines() if status is not Status.OK else []
+        except ValueError as exc:  # timings that are not measurements (zero step time)
+            status, reason = Status.FAILED, str(exc)
+    every = log_text.splitlines()
+    lines = every if status is not Status.OK else []
     p = plan.preset
-    return build_record(
+    return build_finished_record(
+        failure_log_tail=every[-LOG_TAIL_LINES:],
         run_id=plan.run_id, status=status, reason=reason, started_at=started_at,
         finished_at=finished_at, engine=plan.engine, precision=plan.precision,
         preset=PresetInfo(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads,

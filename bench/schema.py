@@ -58,7 +58,7 @@ def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
         elif kind == "missing":
             lines.append(f"missing key '{where}'")
         elif kind == "string_pattern_mismatch" and e["ctx"]["pattern"] in PATTERN_HINTS:
-            lines.append(f"key '{where}': {e['input']!r} must be {PATTERN_HINTS[e['ctx']['pattern']]}")
+            lines.append(f"{where}: {e['input']!r} must be {PATTERN_HINTS[e['ctx']['pattern']]}")
         elif kind in ("literal_error", "enum"):
             lines.append(f"key '{where}' is {e['input']!r}, expected {e['ctx']['expected']}")
         else:

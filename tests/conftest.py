@@ -23,17 +23,11 @@ IN_CI = os.environ.get("CI") == "true"
 
 # Fixtures that start real engines or need the Megatron Python, and the markers they imply.
 FIXTURE_MARKERS = {
-    "run_megatron": ("slow", "needs_megatron"),
+    "megatron_python": ("slow", "needs_megatron"),
     "slurm_cluster": ("slow", "needs_root"),
     "engine": ("slow", "needs_root"),
     "registry": ("slow", "needs_root"),
 }
-
-
-def megatron_python() -> str:
-    """``BENCH_MEGATRON_PYTHON`` (a Python 3.12 with torch and megatron-core 0.19.2), or ""."""
-    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
-    return python if python and Path(python).exists() else ""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -46,8 +40,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.get_closest_marker("needs_megatron"):
-        require(bool(megatron_python()), "BENCH_MEGATRON_PYTHON must name a Python 3.12 with torch "
-                "and megatron-core 0.19.2 (nox -s tests makes one)")
+        megatron_python()
     if item.get_closest_marker("needs_root"):
         require(os.geteuid() == 0, "needs root: it starts dockerd or slurmd")
 
@@ -58,6 +51,17 @@ def require(condition: bool, reason: str) -> None:
         if IN_CI:
             pytest.fail(f"CI must provide this: {reason}")
         pytest.skip(reason)
+
+
+def megatron_python() -> str:
+    """The Python 3.12 with torch + megatron-core 0.19.2 (``BENCH_MEGATRON_PYTHON``); without one
+    the test skips locally with the reason ``nox -s tests`` gave (how to enable it) and fails in CI."""
+    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
+    reason = os.environ.get("BENCH_MEGATRON_SKIP") or (
+        f"BENCH_MEGATRON_PYTHON must name a Python 3.12 with torch and megatron-core 0.19.2 (got "
+        f"{python!r}); `nox -s tests` makes one")
+    require(bool(python) and Path(python).exists(), reason)
+    return python
 
 
 def options(**kw: object) -> Options:

@@ -59,6 +59,10 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     tuned = Tuning(overlap=False, grad_reduce_bf16=False, fused_loss=False, extra_args=("--manual-gc",))
     plans.append(plan(load_presets()["6.7b"], "tp1pp1", platform,
                       options(gpus=8, gpus_present=8, tuning=tuned)))
+    # Checkpoints, real data and a longer sequence (the Azure and Polaris seeds' options).
+    plans.append(plan(load_presets()["1.3b"], "tp2pp1", platform,
+                      options(gpus=8, gpus_present=8, seq_length=4096, save="/tmp/ck",
+                              save_interval=5, data_path="/tmp/data/my-gpt3_00_text_document")))
     for launch in plans:
         assert launch.entry == ENTRY
     results = _check(plans)

@@ -101,9 +101,9 @@ def test_cross_field_rules() -> None:
         make_record(gpus=8)
     with pytest.raises(RecordError, match="finished_at: .* is before started_at"):
         make_record(finished_at="2026-11-21T20:00:00Z")
-    with pytest.raises(RecordError, match="key 'started_at': '2026-11-21 20:15' must be UTC"):
+    with pytest.raises(RecordError, match="started_at: '2026-11-21 20:15' must be UTC"):
         make_record(started_at="2026-11-21 20:15")
-    with pytest.raises(RecordError, match=r"key 'run_id': .*\(it is the file name\)"):
+    with pytest.raises(RecordError, match=r"run_id: .*\(it is the file name\)"):
         make_record(run_id="../escape")
 
 

@@ -102,8 +102,24 @@ class Pins(Strict):
 
 
 
+class ModuleFacts(Strict):
+    """What one conda module ships (``python`` empty: not known here, checked when building)."""
+
+    torch: str
+    source: str
+    python: str = ""
+
+
+def _both(requires: dict[str, str]) -> dict[str, str]:
+    missing = [key for key in ("python", "torch") if key not in requires]
+    if missing:
+        raise ValueError(f"missing key(s) {', '.join(missing)}")
+    return requires
+
+
 class PolarisRecipe(Strict):
-    """The Polaris conda module + venv recipe (no container on Polaris)."""
+    """The Polaris conda module + venv recipe (no container on Polaris); ``conda_modules``: what
+    each known module ships, by module name."""
 
     conda_module: str
     venv: str
@@ -111,6 +127,11 @@ class PolarisRecipe(Strict):
     requirements: Pinned
     upstream: str
     checkout: str
+    module_path: str = ""
+    flash_attention: bool = False  # the module has flash-attn 2, checked when building
+    # The lowest python and torch the pins accept.
+    requires: Annotated[dict[Literal["python", "torch"], str], AfterValidator(_both)]
+    conda_modules: dict[str, ModuleFacts]
 
 
 def load_pins(path: Path = PINS_FILE) -> Pins:

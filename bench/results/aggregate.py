@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bench.layout import LayoutSpec
 from bench.record import LayoutInfo, Problem, Record
 from bench.results.data import Published, PublishedRow, ReferenceRange
+from bench.results.runs import label_of
 from bench.tuning import TUNING_NOTE_KEYS
 
 # Notes that label a run but do not change what was run; they do not split configurations.
@@ -144,7 +145,7 @@ def _configuration(run: Record) -> tuple:
     p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
-        run.platform.name, run.engine, run.precision, run.nodes, run.gpus,
+        label_of(run), run.engine, run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
         lay.micro_batch, lay.global_batch, _variant(run.notes.items()),
     )  # fmt: skip
@@ -210,7 +211,7 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
     assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
     return Row(
-        published=False, model=median.preset.name.lower(), platform=median.platform.name,
+        published=False, model=median.preset.name.lower(), platform=label_of(median),
         engine=median.engine, precision=median.precision, nodes=median.nodes, gpus=median.gpus,
         layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,
         zero=lay.zero, micro_batch=lay.micro_batch, global_batch=lay.global_batch,
