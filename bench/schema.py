@@ -89,7 +89,8 @@ def load_toml(path: Path, model: type[M]) -> M:
     try:
         return model.model_validate_json(json.dumps(raw, default=str))
     except ValidationError as error:
-        raise DataError(f"{path}: " + "; ".join(problems(error, model))) from None
+        text = "; ".join(problems(error, model))
+        raise DataError(f"{path}{' ' if text.startswith('[') else ': '}{text}") from None
 
 
 def json_schemas() -> dict[str, str]:
