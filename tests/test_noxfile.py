@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import require
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,6 +21,7 @@ def _nox(envdir: Path, *args: str) -> str:
     return out.stdout + out.stderr
 
 
+@pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 def test_second_call_skips_pip_and_kit_only_sessions_have_no_venv(tmp_path: Path) -> None:
     require(shutil.which("nox") is not None, "nox is not installed (pip install nox)")
     first = _nox(tmp_path, "-s", "lint")

@@ -196,6 +196,7 @@ def test_other_mentions_of_memory_are_not_oom(line: str) -> None:
     assert parse_log(OK_TEXT + line + "\n").status is Status.OK
 
 
+@pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 # Case 11: a hang says that no output came, and for how long.
 def test_a_hang_is_recorded_as_silence(monkeypatch, tmp_path: Path) -> None:
     hung_plan = plan(get_preset("13b"), "tp4pp1", load_platform("local"),
@@ -210,6 +211,7 @@ def test_a_hang_is_recorded_as_silence(monkeypatch, tmp_path: Path) -> None:
     assert gone(int(child.read_text())), "a rank of the hung run outlived it"
 
 
+@pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 def test_a_wall_clock_stop_says_so(monkeypatch, launch, tmp_path: Path) -> None:
     record = run_fake(monkeypatch, launch, tmp_path, LOGS / "megatron_killed_13b_tp4pp1_h200x4.log",
                       "--then", "hang", timeout_s=3.0)

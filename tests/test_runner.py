@@ -51,6 +51,7 @@ def _hanging(tmp_path: Path) -> tuple[list[str], Path]:
     return [sys.executable, str(script), str(pid_file)], pid_file
 
 
+@pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 @pytest.mark.parametrize("timeout_s,hang_s", [(60.0, 2.0), (3.0, 60.0)], ids=["hang", "wall"])
 def test_watchdog_kills_the_whole_process_group(tmp_path: Path, timeout_s: float,
                                                 hang_s: float) -> None:
@@ -81,6 +82,7 @@ def _run_with(monkeypatch: pytest.MonkeyPatch, argv: list[str], launch, tmp_path
                             kw.get("hang_s", 60.0))
 
 
+@pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 def test_timeout_is_recorded_as_timeout(monkeypatch, launch, tmp_path: Path) -> None:
     argv, _ = _hanging(tmp_path)
     record = _run_with(monkeypatch, argv, launch, tmp_path, hang_s=2.0)
@@ -91,6 +93,7 @@ def test_timeout_is_recorded_as_timeout(monkeypatch, launch, tmp_path: Path) -> 
     assert (tmp_path / launch.run_dir / "train.log").exists()
 
 
+@pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 def test_sigterm_records_a_failed_run_and_no_partial_file(monkeypatch, launch,
                                                           tmp_path: Path) -> None:
     argv, pid_file = _hanging(tmp_path)
@@ -117,6 +120,7 @@ def test_run_directory_is_never_reused(monkeypatch, launch, tmp_path: Path) -> N
         _run_with(monkeypatch, [sys.executable, "-c", "print('x')"], launch, tmp_path)
 
 
+@pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 def test_ctrl_c_records_a_failed_run_and_stops(monkeypatch, launch, tmp_path: Path) -> None:
     argv, pid_file = _hanging(tmp_path)
     threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start()

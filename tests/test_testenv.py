@@ -60,6 +60,7 @@ def test_override_wins_and_a_wrong_one_is_an_error(tmp_path: Path) -> None:
         testenv.find_python312({"BENCH_PYTHON312": sys.executable, "PATH": ""})
 
 
+@pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 def test_venv_is_made_once_and_pip_runs_only_when_requirements_change(tmp_path: Path) -> None:
     real = _real_python312()
     requirements = tmp_path / "req.txt"
