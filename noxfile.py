@@ -35,9 +35,19 @@ def smoke(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite (real engines, Slurm and Megatron's parser where CI provides them)."""
-    session.install("-e", ".[test,images,results]")
+    session.install("-e", ".[test,images,results,data]")
     megatron_python = os.environ.get("BENCH_MEGATRON_PYTHON") or _megatron_venv(session)
     session.run("pytest", *session.posargs, env={"BENCH_MEGATRON_PYTHON": megatron_python})
+
+
+@nox.session(default=False)
+def data(session: nox.Session) -> None:
+    """Tokenize text (jsonl or .txt) into Megatron's .bin/.idx with GPT-2's BPE (--data-path)."""
+    if not session.posargs or session.posargs[0].startswith("-"):
+        session.error("Usage: nox -s data -- INPUT... --vocab-file VOCAB --merge-file MERGES "
+                      "[--out-dir data]")
+    session.install("-e", ".[data]")
+    session.run("python", "-m", "bench", "data", *session.posargs)
 
 
 @nox.session

@@ -1,8 +1,8 @@
 """Command line: ``python -m bench <command>``; the nox sessions call this, so it also works on a
 cluster login node where only Python exists.
 
-Commands: ``run`` (plan, print or submit/run a benchmark), ``presets``, ``platforms``, and the job
-commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
+Commands: ``run`` (plan, print or submit/run a benchmark), ``data`` (text -> Megatron .bin/.idx),
+``presets``, ``platforms``, and the job commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.dataset import cli as dataset_cli
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
 from bench.jobs.cli import add_commands as add_job_commands
@@ -233,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(run)
     run.set_defaults(func=cmd_run)
     results_cli.add_parser(sub)
+    dataset_cli.add_parser(sub)
     images_cli.register(sub)
     sub.add_parser("presets", help="list model presets").set_defaults(func=cmd_presets)
     sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)
