@@ -18,6 +18,7 @@ from bench.images import engine as engine_api
 from bench.images.context import assemble
 from bench.images.pins import load_pins
 from tests.snapshots import snapshot_archive, snapshot_tree
+
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")  # the re-signing proxy's CA is in here
 
 
