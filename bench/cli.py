@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.dataset import cli as dataset_cli
+from bench.flops import RECOMPUTE
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
 from bench.jobs.cli import add_commands as add_job_commands
@@ -57,6 +58,9 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
     parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
+    parser.add_argument("--recompute", choices=RECOMPUTE, help="activation recompute: full "
+                        "(every layer) or selective (core attention); TFLOP/s stay model FLOPs, "
+                        "the record adds the hardware FLOPs figure")
     for key in ("account", "partition", "queue", "walltime"):
         parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
                             f"$BENCH_{key.upper()})")
@@ -86,7 +90,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        transformer_engine=transformer_engine,
+        transformer_engine=transformer_engine, recompute=args.recompute,
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
 from bench.engines.megatron import ENTRY, megatron_args
+from bench.flops import RECOMPUTE
 from bench.layout import Layout, build_layout, parse_layout_name
 from bench.platforms import (
     PRECISIONS,
@@ -57,6 +58,7 @@ class Options:
     queue: str | None = None
     walltime: str | None = None
     tuning: Tuning = DEFAULT_TUNING
+    recompute: str | None = None  # activation recompute: None, "full" or "selective"
     gpus_present: int = 0
     gpu_name: str = ""
     # Transformer Engine importable where the run happens (local); None: the platform file says.
@@ -85,6 +87,7 @@ class LaunchPlan:
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
     # Non-default performance settings (bench.tuning), recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
+    recompute: str | None = None  # activation recompute (bench.flops counts it as hardware FLOPs)
 
     @property
     def world_size(self) -> int:
@@ -152,6 +155,8 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
     if options.iters < 1:
         raise ValueError(f"--iters must be at least 1, got {options.iters}")
+    if options.recompute not in (None, *RECOMPUTE):
+        raise ValueError(f"--recompute {options.recompute}: use one of {', '.join(RECOMPUTE)}")
     engine = options.engine or platform.default_engine
     precision = options.precision or platform.default_precision
     if precision not in PRECISIONS:
@@ -174,7 +179,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
             raise ValueError("fp8 needs Transformer Engine, which this environment lacks: use "
                              "--precision bf16, or an image with Transformer Engine")
         args = megatron_args(preset, layout, precision, options.iters, te,
-                             options.data_path or "", options.tuning)
+                             options.data_path or "", options.tuning, options.recompute)
     else:
         if options.tuning.changes_megatron_defaults:
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
@@ -185,7 +190,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
             ("merge_file", options.merge_file)) if v})
         entry = (f"{platform.megatron_deepspeed_dir}/pretrain_gpt.py",)
         args = deepspeed_args(preset, layout, precision, options.iters, data,
-                              f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}")
+                              f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}", options.recompute)
         ds_config = ds_config_json(layout, precision)
     check_extra_args(options.tuning.extra_args, args)
     env = dict(platform.env)
@@ -203,4 +208,5 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
         train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant())
+        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant(),
+        recompute=options.recompute)

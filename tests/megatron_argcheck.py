@@ -28,7 +28,9 @@ def check(case: dict) -> dict:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
             args = megatron_args.parse_args()
             megatron_args.validate_args(args)
-        return {"ok": True, "error": "", "dp": args.data_parallel_size}
+        return {"ok": True, "error": "", "dp": args.data_parallel_size,
+                "recompute": [args.recompute_granularity, args.recompute_method,
+                              args.recompute_num_layers]}
     except SystemExit:
         return {"ok": False, "error": err.getvalue().strip().splitlines()[-1]}
     except Exception as exc:  # the validator reports with assert and ValueError alike

@@ -44,6 +44,11 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     tuned = Tuning(overlap=False, grad_reduce_bf16=False, fused_loss=False, extra_args=("--manual-gc",))
     plans.append(plan(load_presets()["6.7b"], "tp1pp1", platform,
                       options(gpus=8, gpus_present=8, tuning=tuned)))
+    # Activation recompute, full and selective, with and without pipelining.
+    recompute = [plan(load_presets()[p], lay, platform, options(gpus=g, gpus_present=g, recompute=r))
+                 for p, lay, g, r in (("1.3b", "tp1pp1", 1, "full"), ("13b", "tp2pp4", 8, "full"),
+                                      ("2.7b", "tp1pp1", 1, "selective"))]
+    plans += recompute
     for launch in plans:
         assert launch.entry == ENTRY
     payload = [{"argv": list(p.train_args), "env": dict(p.env), "world_size": p.world_size}
@@ -55,6 +60,9 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     assert not failures, "\n".join(failures)
     # Megatron derives the same data-parallel size as the kit's layout.
     assert [r["dp"] for r in results] == [p.layout.dp for p in plans]
+    assert [r["recompute"] for r in results[-3:]] == [
+        ["full", "uniform", 1], ["full", "uniform", 1], ["selective", None, None]]
+    assert results[0]["recompute"][0] is None
 
 
 @pytest.mark.parametrize("flag", ["--no-such-megatron-flag"])
