@@ -208,5 +208,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
         train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant(),
+        ds_config=ds_config, notes=tuple(notes),
+        variant=options.tuning.variant() + ((("recompute", options.recompute),)
+                                            if options.recompute else ()),
         recompute=options.recompute)

@@ -43,7 +43,9 @@ class Tuning:
 
 
 DEFAULT_TUNING = Tuning()
-TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args")  # the keys variant() may use
+# The keys variant() may use, and the plan's activation recompute (--recompute), which changes
+# what runs the same way.
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args", "recompute")
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:
