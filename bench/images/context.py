@@ -150,6 +150,8 @@ def assemble(
     shutil.copy(root / target.dockerfile, out_dir / "Dockerfile")
     shutil.copy(root / "images" / "pins.toml", out_dir / "pins.toml")
     shutil.copy(root / "images" / "common" / "install-ca.sh", out_dir / "install-ca.sh")
+    shutil.copy(root / "images" / "common" / "prebuild-megatron-deepspeed.sh",
+                out_dir / "prebuild-megatron-deepspeed.sh")
     shutil.copy(root / "bench" / "images" / "series.py", out_dir / "series.py")
     (out_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in target.requirements))
     (out_dir / "packages.txt").write_text("".join(f"{p}\n" for p in target.packages))

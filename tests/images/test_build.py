@@ -61,10 +61,14 @@ def test_image_builds_and_checks_inside(engine, built, target):
     assert labels["dev.megatron-bench.inputs.sha256"] == context.content_hash
 
 
-def test_rocm_image_carries_the_patched_flops_formula(engine, built):
-    context, _ = built["rocm"]
+@pytest.mark.parametrize("target", ["cuda", "rocm"])
+def test_image_carries_patched_megatron_deepspeed_with_prebuilt_helpers(engine, built, target):
+    context, _ = built[target]
     source = _run(engine, context.tag, "cat", "/opt/Megatron-DeepSpeed/megatron/utils.py")
     assert "(1 + (2 / gqa) + 1)" in source and "(2 // gqa)" not in source
+    report = _run(engine, context.tag, "python3", "-m", "bench.images.check", "--target", target)
+    assert "ok   Megatron-DeepSpeed dataset helpers: /opt/Megatron-DeepSpeed/megatron/data/helpers" \
+        in report
 
 
 def test_unchanged_inputs_reuse_the_cache(engine, built, standin_base, tmp_path):
