@@ -8,12 +8,13 @@ Commands: ``run`` (plan, print or submit/run a benchmark), ``data`` (text -> Meg
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.capabilities import Capabilities, probe
+from bench.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.dataset import cli as dataset_cli
 from bench.flops import RECOMPUTE
 from bench.hardware import detect_gpus
@@ -23,11 +24,16 @@ from bench.jobs.cli import add_wait_options, submit_and_maybe_follow
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import (
     ENGINES,
+    PRECISION_SHORTHANDS,
     PRECISIONS,
+    REPO_PLATFORMS_DIR,
     Platform,
+    accelerator_files,
     load_platform,
     match_accelerator,
+    origin,
     platform_files,
+    platforms_dirs,
 )
 from bench.presets import get_preset, load_presets
 from bench.render import pbs, slurm, torchrun
@@ -37,6 +43,13 @@ from bench.sweep import SWEEP_ITERS, sweep_plans
 from bench.tuning import Tuning, flag_names
 
 EXIT_USAGE = 2
+RECORDS_DIR = "results/records"
+TIMEOUT_S = 3600.0
+HANG_TIMEOUT_S = 600.0
+DESCRIPTION = ("Plan GPT-3-style Megatron throughput benchmarks and run them here (torchrun) or "
+               "submit them as Slurm/PBS jobs; follow and collect the jobs into run records; build, "
+               "push and pull the images; regenerate the results page. The nox sessions call this, "
+               "so it also works on a login node where only Python exists. Each command has --help.")
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -53,7 +66,9 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iters", type=int, help="training iterations (default 30; a sweep: "
                         f"{SWEEP_ITERS} per layout)")
     parser.add_argument("--engine", choices=ENGINES, help="default: the platform's")
-    parser.add_argument("--precision", choices=PRECISIONS, help="default: the platform's")
+    parser.add_argument("--precision", choices=(*PRECISIONS, *PRECISION_SHORTHANDS),
+                        help="default: the platform's. fp8-delayed / fp8-current: Transformer "
+                        "Engine fp8 with delayed or current (per-tensor) scaling; fp8 = fp8-delayed")
     parser.add_argument("--image", help="container image or venv (default: the platform's)")
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
@@ -61,9 +76,30 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--recompute", choices=RECOMPUTE, help="activation recompute: full "
                         "(every layer) or selective (core attention); TFLOP/s stay model FLOPs, "
                         "the record adds the hardware FLOPs figure")
+    parser.add_argument("--force", action="store_true", help="plan it even when the memory "
+                        "estimate says it does not fit the GPU")
+    parser.add_argument("--seq-length", type=int, help="sequence length (default: the preset's)")
+    parser.add_argument("--save", nargs="?", const="", metavar="DIR",
+                        help="save checkpoints to DIR (alone: the platform's storage stage "
+                        "checkpoints/<run id>); default: no checkpoints")
+    parser.add_argument("--save-interval", type=int, help="iterations between checkpoints "
+                        "(default: the platform's, else once at the end)")
     for key in ("account", "partition", "queue", "walltime"):
         parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
                             f"$BENCH_{key.upper()})")
+    deepspeed = parser.add_argument_group(
+        "DeepSpeed ZeRO settings", "Megatron-DeepSpeed engine; the stage is part of the layout "
+        "(e.g. tp4pp1zero3)")
+    deepspeed.add_argument("--zero-offload", choices=OFFLOADS, default="none",
+                           help="where the optimizer state and step live (cpu: ZeRO-Offload)")
+    deepspeed.add_argument("--overlap-comm", action="store_true",
+                           help="overlap gradient reduction with the backward pass")
+    deepspeed.add_argument("--contiguous-gradients", action="store_true",
+                           help="copy gradients into one contiguous buffer as they are produced")
+    deepspeed.add_argument("--reduce-bucket", type=_elements, metavar="N",
+                           help="reduce bucket size in elements, e.g. 2e8")
+    deepspeed.add_argument("--allgather-bucket", type=_elements, metavar="N",
+                           help="allgather bucket size in elements, e.g. 2e8")
     tuning = parser.add_argument_group(
         "A/B settings", "change a kit default; the run is recorded as a variant of its "
         "configuration. More Megatron flags go after '--' (e.g. -- --manual-gc)")
@@ -76,21 +112,34 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                         help="Megatron's unfused cross-entropy loss instead of its fused one")
 
 
-def transformer_engine_here() -> bool:
-    """Whether this Python can import Transformer Engine (the local platform runs here)."""
-    return importlib.util.find_spec("transformer_engine") is not None
+def _elements(text: str) -> int:
+    """A count of elements written as 200000000 or 2e8."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of elements (e.g. 2e8)") from None
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"'{text}' must be a whole number of elements, at least 1")
+    return int(value)
 
 
 def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
-                 transformer_engine: bool | None = None) -> Options:
+                 capabilities: Capabilities | None = None) -> Options:
     return Options(
         now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
-        gbs=args.gbs, iters=args.iters or (SWEEP_ITERS if getattr(args, "sweep", False) else 30),
+        gbs=args.gbs, iters=args.iters if args.iters is not None else (
+            SWEEP_ITERS if getattr(args, "sweep", False) else 30),
         engine=args.engine, precision=args.precision,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        transformer_engine=transformer_engine, recompute=args.recompute,
+        capabilities=capabilities, force=args.force, seq_length=args.seq_length, save=args.save,
+        save_interval=args.save_interval,
+        zero=ZeroSettings(offload=args.zero_offload, overlap_comm=args.overlap_comm,
+                          contiguous_gradients=args.contiguous_gradients,
+                          reduce_bucket_size=args.reduce_bucket,
+                          allgather_bucket_size=args.allgather_bucket),
+        recompute=args.recompute,
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 
@@ -105,15 +154,48 @@ def render_script(launch: LaunchPlan) -> tuple[str, str]:
     return "command.sh", torchrun.render(launch)
 
 
+def local_options(args: argparse.Namespace, platform: Platform) -> Options:
+    """Options with what this machine has: its GPUs, and (where the platform says "auto") the
+    capabilities of this Python, which is the one torchrun starts."""
+    gpus = detect_gpus()
+    caps = probe() if platform.capabilities is None else None
+    return options_from(args, gpus.count, gpus.name, caps)
+
+
 def make_plan(args: argparse.Namespace, layout: str) -> tuple[LaunchPlan, Platform]:
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
     if platform.scheduler == "none":
-        gpus = detect_gpus()
-        options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
+        options = local_options(args, platform)
     else:
         options = options_from(args, 0, "")
     return plan(preset, layout, platform, options), platform
+
+
+def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
+    """Refuse the options of the other kind of run: they would be silently ignored."""
+    if platform.scheduler == "none":
+        if args.wait:
+            raise ValueError(f"--wait applies to a job on a cluster; platform {platform.name} "
+                             "runs here, and a run here is always followed to its end")
+    else:
+        given = [flag for key, flag in (("records_dir", "--records-dir"), ("timeout", "--timeout"),
+                                        ("hang_timeout", "--hang-timeout"))
+                 if getattr(args, key) is not None] + (["--verbose"] if args.verbose else [])
+        if given:
+            raise ValueError(f"{', '.join(given)} apply to runs on this machine; platform "
+                             f"{platform.name} submits a job, limited by --walltime, whose record "
+                             "'python -m bench collect' makes (--records DIR there)")
+    for key, flag in (("timeout", "--timeout"), ("hang_timeout", "--hang-timeout")):
+        value = getattr(args, key)
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} must be more than 0 seconds, got {value}")
+
+
+def local_limits(args: argparse.Namespace) -> tuple[Path, float, float]:
+    """(records directory, wall-clock limit, hang limit) of a run here, defaults filled in."""
+    return (Path(args.records_dir or RECORDS_DIR), args.timeout or TIMEOUT_S,
+            args.hang_timeout or HANG_TIMEOUT_S)
 
 
 def dry_run_text(launch: LaunchPlan) -> str:
@@ -127,6 +209,15 @@ def dry_run_text(launch: LaunchPlan) -> str:
 
 def print_plan(launch: LaunchPlan) -> None:
     print(dry_run_text(launch), end="")
+    print_notes(launch)
+
+
+def print_notes(launch: LaunchPlan) -> None:
+    """What the plan assumed of the environment, and what the user should know (stderr)."""
+    if launch.engine == "megatron":
+        source = ("detected in this Python" if launch.platform.capabilities is None
+                  else f"from {launch.platform.name}'s platform file")
+        print(f"assumed ({source}): {launch.capabilities.describe()}", file=sys.stderr)
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
 
@@ -143,19 +234,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b tp2pp8),"
                          " or --sweep")
     launch, platform = make_plan(args, args.layout)
+    check_run_options(args, platform)
     if args.dry_run:
         print_plan(launch)
         return 0
     if platform.scheduler != "none":
+        print_notes(launch)
         return submit_and_maybe_follow(launch, args.wait, args.poll)
     if not detect_gpus().count:
         print_plan(launch)
         print(NO_GPU, file=sys.stderr)
         return 1
-    record = run_local(launch, Path.cwd(), Path(args.records_dir), args.timeout, args.hang_timeout,
-                       verbose=args.verbose)
+    records_dir, timeout_s, hang_s = local_limits(args)
+    print_notes(launch)
+    record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s, verbose=args.verbose)
     print(summary([record]))
-    print(f"record: {Path(args.records_dir) / (record.run_id + '.json')}")
+    print(f"record: {records_dir / (record.run_id + '.json')}")
     return 0 if record.ok else 1
 
 
@@ -166,8 +260,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if platform.scheduler != "none":
         raise ValueError("--sweep runs on the GPUs of this machine (--platform local); on a "
                          "cluster, submit one run per layout")
+    check_run_options(args, platform)
+    options = local_options(args, platform)
     gpus = detect_gpus()
-    options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
     accelerator = match_accelerator(gpus.name) if gpus.name else None
     # An unknown GPU has no memory size in the data: keep every layout rather than guess.
     device_gb = accelerator.memory_gb if accelerator else float("inf")
@@ -184,8 +279,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             return 1
         return 0
     sweep_id = plans[0].run_id.replace(plans[0].layout.name, "sweep")
-    records = [run_local(launch, Path.cwd(), Path(args.records_dir), args.timeout,
-                         args.hang_timeout, notes={"sweep": sweep_id}, verbose=args.verbose)
+    records_dir, timeout_s, hang_s = local_limits(args)
+    records = [run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
+                         notes={"sweep": sweep_id}, verbose=args.verbose)
                for launch in plans]
     print(summary(records))
     ok = [r for r in records if r.metrics is not None]
@@ -208,11 +304,21 @@ def cmd_presets(_: argparse.Namespace) -> int:
 
 
 def cmd_platforms(_: argparse.Namespace) -> int:
+    """Each platform and accelerator with where its file came from (the kit's, or the user's)."""
+    print(f"{'platform':<12} {'from':<5} {'sched':<6} {'launcher':<9} {'runtime':<12} description")
     for path in platform_files():
         p = load_platform(path.stem)
-        print(f"{p.name:<12} {p.scheduler:<6} {p.launcher:<9} {p.container_runtime:<12} "
-              f"{p.description}")
+        print(f"{p.name:<12} {_origin(path):<5} {p.scheduler:<6} {p.launcher:<9} "
+              f"{p.container_runtime:<12} {p.description}")
+    accelerators = ", ".join(f"{path.stem} ({_origin(path)})" for path in accelerator_files())
+    print(f"accelerators: {accelerators}")
+    print(f"kit: {REPO_PLATFORMS_DIR}" + "".join(
+        f"; user: {folder} (BENCH_PLATFORMS_DIR, wins over the kit)" for folder in platforms_dirs()[1:]))
     return 0
+
+
+def _origin(path: Path) -> str:
+    return "kit" if origin(path) == "kit" else "user"
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -221,18 +327,18 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="print the job script or command and exit; writes nothing")
     parser.add_argument("--sweep", action="store_true",
                         help="run every valid layout that fits the GPUs present; report the best")
-    parser.add_argument("--records-dir", default="results/records",
-                        help="where run records go (default results/records)")
-    parser.add_argument("--timeout", type=float, default=3600.0,
-                        help="wall-clock limit per run, seconds (default 3600)")
-    parser.add_argument("--hang-timeout", type=float, default=600.0,
-                        help="stop a run that prints nothing for this long, seconds (default 600)")
-    parser.add_argument("--verbose", action="store_true", help="stream the training log")
+    local = parser.add_argument_group("runs on this machine (--platform local)")
+    local.add_argument("--records-dir", help=f"where run records go (default {RECORDS_DIR})")
+    local.add_argument("--timeout", type=float,
+                       help=f"wall-clock limit per run, seconds (default {TIMEOUT_S:.0f})")
+    local.add_argument("--hang-timeout", type=float, help="stop a run that prints nothing for "
+                       f"this long, seconds (default {HANG_TIMEOUT_S:.0f})")
+    local.add_argument("--verbose", action="store_true", help="stream the training log")
     add_wait_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="plan a benchmark and print, submit or run it")
     add_run_options(run)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.layout import Layout, valid_layouts
-from bench.memory import GB, estimate_bytes, fits
+from bench.memory import GB, estimate_bytes, fits, grad_bytes
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import Platform
 from bench.presets import Preset
@@ -18,15 +18,16 @@ from bench.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 SWEEP_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS + 2
 
 
-def candidates(preset: Preset, gpus: int, mbs: int, gbs: int,
-               device_gb: float) -> tuple[list[Layout], list[tuple[Layout, float]]]:
-    """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``."""
+def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
+               grad: int = 2) -> tuple[list[Layout], list[tuple[Layout, float]]]:
+    """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``;
+    ``grad``: bytes per gradient (``bench.memory.grad_bytes``), as the planner counts them."""
     keep, skipped = [], []
     for lay in valid_layouts(preset, gpus, gpus, mbs, gbs):
-        if fits(preset, lay, device_gb):
+        if fits(preset, lay, device_gb, grad):
             keep.append(lay)
         else:
-            skipped.append((lay, estimate_bytes(preset, lay) / GB))
+            skipped.append((lay, estimate_bytes(preset, lay, grad) / GB))
     return keep, skipped
 
 
@@ -38,7 +39,9 @@ def sweep_plans(preset: Preset, platform: Platform, options: Options,
         raise ValueError("a sweep needs the GPUs present (none found) or --gpus")
     mbs = options.mbs or preset.micro_batch
     gbs = options.gbs or preset.global_batch
-    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb)
+    grad = grad_bytes(options.engine or platform.default_engine,
+                      options.precision or platform.default_precision, options.tuning.grad_reduce_bf16)
+    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, grad)
     if not keep:
         raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
                          "the memory estimate; try a smaller --mbs or more GPUs")

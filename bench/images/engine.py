@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from bench.images.context import BuildContext
 
 STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3/17 : RUN ..."
+# What an engine says when a registry cannot be reached or its TLS certificate is not trusted.
+UNREACHABLE = re.compile(r"no such host|dial tcp|i/o timeout|connection refused|TLS handshake|"
+                         r"x509|server misbehaving|name resolution|network is unreachable",
+                         re.IGNORECASE)
 LOG_TAIL_LINES = 40
 
 
@@ -92,11 +96,26 @@ def build(
         labels={"dev.megatron-bench.inputs.sha256": context.content_hash},
         rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
     )
-    _follow(chunks, show)
+    try:
+        _follow(chunks, show)
+    except EngineError as error:
+        base = context.buildargs.get("BASE_IMAGE", "")
+        if UNREACHABLE.search(str(error)) and _image_or_none(engine, base) is None:
+            raise EngineError(f"{error}\n{base_hint(base)}") from None
+        raise
     image = engine.images.get(context.tag)
     seconds = time.monotonic() - start
     show(f"built {context.tag} in {seconds:.1f} s")
     return BuildResult(context.tag, image.id, True, seconds, image.labels or {})
+
+
+def base_hint(base: str) -> str:
+    registry = base.partition("/")[0]
+    return (f"hint: the base image {base} could not be fetched from {registry}. Build on a base "
+            f"this machine can reach with --base IMAGE (a mirror, or an image already in the "
+            f"engine: docker load / docker tag). Where a proxy re-signs TLS, the engine needs its "
+            f"CA in /etc/docker/certs.d/{registry}/ca.crt, and --ca-cert PATH trusts it inside the "
+            f"build for pip.")
 
 
 def _image_or_none(engine, tag: str):
@@ -132,12 +151,21 @@ def push(tag: str, registry: str, *, engine=None, extra_tags: tuple[str, ...] = 
 
 def pull(reference: str, *, engine=None, show: Callable[[str], None] = print) -> str:
     """Pull ``repository:tag`` through the engine; return the local image id."""
+    import docker.errors
+
     engine = engine or client()
     repository, _, version = reference.rpartition(":")
     show(f"pulling {reference}")
-    for chunk in engine.api.pull(repository, version, stream=True, decode=True):
-        if "error" in chunk:
-            raise EngineError(f"pull of {reference} failed: {chunk['error']}")
+    try:
+        for chunk in engine.api.pull(repository, version, stream=True, decode=True):
+            if "error" in chunk:
+                raise EngineError(f"pull of {reference} failed: {chunk['error']}")
+    except (EngineError, docker.errors.APIError) as error:  # APIError: refused up front
+        message = str(error) if isinstance(error, EngineError) else f"pull of {reference} failed: {error}"
+        if UNREACHABLE.search(message):
+            message += (f"\nhint: {reference.partition('/')[0]} cannot be reached from here; pull "
+                        "from a registry that can with --registry HOST/OWNER")
+        raise EngineError(message) from None
     return engine.images.get(reference).id
 
 

@@ -13,10 +13,17 @@ from pathlib import Path
 from bench.jobs.outcome import Outcome, judge
 from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import Scheduler, scheduler_for
-from bench.platforms import load_accelerator
+from bench.platforms import load_accelerator, peak_format
 from bench.presets import Preset
-from bench.protocol import metrics
-from bench.record import Record, RecordExistsError, Status, build_record, record_path, write_record
+from bench.protocol import ShortWindow, metrics
+from bench.record import (
+    Record,
+    RecordExistsError,
+    Status,
+    build_finished_record,
+    record_path,
+    write_record,
+)
 
 RECORDS_DIR = Path("results") / "records"
 """Where records go, relative to the root. The default is ``results/records``."""
@@ -36,8 +43,8 @@ class Collected:
     reason: str | None = None
 
 
-def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float
-                        ) -> tuple[str, str | None, dict | None]:
+def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float,
+                        bf16_peak_tflops: float | None) -> tuple[str, str | None, dict | None]:
     """Status, reason and the protocol's steady-state metrics (only ok runs have metrics)."""
     parsed = outcome.parsed
     if outcome.status != Status.OK or parsed is None:
@@ -45,9 +52,11 @@ def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float
     try:
         return outcome.status, None, metrics(
             parsed.iterations, Preset(**plan["preset"]), plan["layout"]["global_batch"],
-            plan["world_size"], peak_tflops, parsed.peak_mem_gb)
-    except ValueError as err:  # too few iterations for the measurement window
+            plan["world_size"], peak_tflops, parsed.peak_mem_gb, bf16_peak_tflops)
+    except ShortWindow as err:  # too few iterations for the measurement window
         return Status.INCOMPLETE.value, str(err), None
+    except ValueError as err:  # timings that are not measurements (zero step time)
+        return Status.FAILED.value, str(err), None
 
 
 def record_exists(records_dir: Path, run_id: str) -> bool:
@@ -55,11 +64,14 @@ def record_exists(records_dir: Path, run_id: str) -> bool:
 
 
 def build_run_record(run: RunDir, outcome: Outcome) -> Record:
-    """The validated record of a finished run, from its plan.json, submission and outcome."""
+    """The validated record of a finished run, from its plan.json, submission and outcome;
+    implausible metrics make it a failed record (:func:`bench.record.build_finished_record`)."""
     plan = run.plan
     accelerator = load_accelerator(plan["accelerator"])
     peak = accelerator.peak(plan["precision"])
-    status, reason, run_metrics = _status_and_metrics(plan, outcome, peak)
+    bf16_peak = (None if peak_format(plan["precision"]) == "bf16"
+                 else accelerator.peak_tflops.get("bf16"))
+    status, reason, run_metrics = _status_and_metrics(plan, outcome, peak, bf16_peak)
     state = outcome.state
     notes: dict[str, str | int | None] = {
         **plan.get("variant", {}),
@@ -68,7 +80,8 @@ def build_run_record(run: RunDir, outcome: Outcome) -> Record:
         "scheduler_state": state.state if state else None,
         "exit_status": outcome.exit_status,
     }
-    return build_record(
+    return build_finished_record(
+        failure_log_tail=outcome.log_tail,
         run_id=run.run_id,
         status=status,
         reason=reason,

@@ -146,7 +146,7 @@ def _configuration(run: Run) -> tuple:
     p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
-        run.platform.name, run.engine, run.precision, run.nodes, run.gpus,
+        run.platform_label, run.engine, run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
         lay.micro_batch, lay.global_batch, _variant(run.notes.items()),
     )  # fmt: skip
@@ -212,7 +212,7 @@ def _measured_row(runs: list[Run], ranges: Sequence[ReferenceRange]) -> Row:
     assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
     return Row(
-        published=False, model=median.preset.name.lower(), platform=median.platform.name,
+        published=False, model=median.preset.name.lower(), platform=median.platform_label,
         engine=median.engine, precision=median.precision, nodes=median.nodes, gpus=median.gpus,
         layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,
         zero=lay.zero, micro_batch=lay.micro_batch, global_batch=lay.global_batch,
