@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.capabilities import Capabilities, probe
-from bench.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.dataset import cli as dataset_cli
+from bench.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.flops import RECOMPUTE
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
