@@ -171,7 +171,7 @@ def test_polaris_platform_runs_the_venv_the_recipe_builds() -> None:
 
 
 def test_polaris_puts_the_ofi_plugin_first_on_the_library_path(tmp_path: Path) -> None:
-    launch = plan(get_preset("6.7b"), "tp2pp1", load_platform("polaris"), options())
+    launch = plan(get_preset("6.7b"), "tp4pp1", load_platform("polaris"), options(mbs=1))
     line = next(s for s in pbs.render(launch).splitlines() if s.startswith("export LD_LIBRARY"))
     for before, after in (("/usr/lib", ":/usr/lib"), ("", "")):
         env = {"PATH": os.environ["PATH"], **({"LD_LIBRARY_PATH": before} if before else {})}
