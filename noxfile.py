@@ -68,7 +68,7 @@ def data(session: nox.Session) -> None:
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error("Usage: nox -s data -- INPUT... --vocab-file VOCAB --merge-file MERGES "
                       "[--out-dir data]")
-    session.install("-e", ".[data]")
+    install(session, "-e", ".[data]")
     session.run("python", "-m", "bench", "data", *session.posargs)
 
 
