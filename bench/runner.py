@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from bench import provenance
+from bench.engine_notes import run_notes
 from bench.flops import flops_per_iteration
 from bench.logparse import ParseResult, parse_iteration, parse_log
 from bench.plan import LaunchPlan
@@ -141,7 +142,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C)."""
     status, reason = failure or (result.status, result.reason)
     return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
-                            result, log_text, provenance.collect(), notes or {})
+                            result, log_text, provenance.collect(),
+                            {**run_notes(launch, result), **(notes or {})})
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
