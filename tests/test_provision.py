@@ -133,3 +133,17 @@ def test_the_real_stack_from_a_downloaded_wheelhouse_sees_the_machines_torch(tmp
     assert [p for p in problems(found, "megatron", 1) if "torchrun" not in p] == [
         f"torch {found.torch} in {python} sees no GPU (built for CUDA {found.torch_cuda}), the run "
         "needs 1; check the driver (`nvidia-smi`) and CUDA_VISIBLE_DEVICES"]
+
+
+def test_nox_bench_with_env_current_runs_the_kit_in_place_without_the_option() -> None:
+    import shutil
+
+    from tests.conftest import require
+
+    require(shutil.which("nox") is not None, "nox is not installed (pip install nox)")
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run(["nox", "-f", str(repo / "noxfile.py"), "-s", "bench", "--", "125m",
+                          "tp1pp1", "--env", "current", "--dry-run"], capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert "Session bench was successful" in out.stderr, out.stderr
+    assert "-m bench run 125m tp1pp1 --dry-run" in out.stderr and "--env" not in out.stdout
