@@ -125,8 +125,12 @@ def ensure_venv(base_python: str, stack: Stack, venv: Path, wheelhouse: Path | N
     log(f"provisioning the training venv {venv} from {base_python} (it sees that Python's "
         f"torch; pins: {' '.join(stack.pins)})")
     stamp.unlink(missing_ok=True)  # a half-made venv must not pass for a finished one
-    subprocess.run([base_python, "-m", "venv", "--clear", "--system-site-packages", str(venv)],
-                   check=True)
+    made = subprocess.run([base_python, "-m", "venv", "--clear", "--system-site-packages", str(venv)],
+                          check=False)
+    if made.returncode != 0:
+        raise ValueError(f"{base_python} could not make the venv {venv} (see above); on Debian or "
+                         "Ubuntu install its venv module: `apt install python3-venv` (or "
+                         "python3.X-venv for that Python's version)")
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", *index]
     steps = [(list(stack.requirements), []), (list(stack.packages), ["--no-deps"])]
     for specs, extra in steps:
@@ -136,7 +140,9 @@ def ensure_venv(base_python: str, stack: Stack, venv: Path, wheelhouse: Path | N
         done = subprocess.run([*pip, *extra, *specs], env=env, check=False)
         if done.returncode != 0:
             raise ValueError(f"pip could not install {' '.join(specs)} into {venv} (see pip's "
-                             "output above); with no network, give --wheelhouse DIR")
+                             "output above: no network? give --wheelhouse DIR; a package that "
+                             "needs a newer Python? megatron-core 0.19 needs 3.12: start nox from "
+                             "that Python)")
     _see_outer_venv(base_python, python)
     _link_torchrun(venv)
     stamp.write_text(key + "\n")

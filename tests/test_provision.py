@@ -147,3 +147,16 @@ def test_nox_bench_with_env_current_runs_the_kit_in_place_without_the_option() -
                          text=True, timeout=300, check=False)
     assert "Session bench was successful" in out.stderr, out.stderr
     assert "-m bench run 125m tp1pp1 --dry-run" in out.stderr and "--env" not in out.stdout
+
+
+def test_a_pip_failure_is_one_clear_error_and_leaves_no_stamp(tmp_path: Path) -> None:
+    broken = tmp_path / "wheelhouse"
+    broken.mkdir()
+    (broken / "einops-0.8.1-py3-none-any.whl").write_bytes(b"not a zip file")  # a cut download
+    (broken / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"not a zip file")
+    venv = tmp_path / "venv"
+    with pytest.raises(ValueError, match=r"^pip could not install .* into .*: no network\? give "
+                       r"--wheelhouse DIR"):
+        ensure_venv(sys.executable, Stack(packages=("einops==0.8.1",), requirements=()), venv,
+                    broken, print, _offline_env())
+    assert not (venv / STAMP).exists()  # the next start tries again rather than trusting it
