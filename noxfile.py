@@ -31,9 +31,9 @@ IN_PLACE = {"PYTHONPATH": REPO}
 
 def train(session: nox.Session, name: str, *command: str) -> None:
     """Run ``python <command> <posargs>`` in the Python that trains (--env, --wheelhouse: there)."""
+    current = shutil.which("python") or shutil.which("python3") or sys.executable
     try:
-        chosen = provision.choose(session.posargs, shutil.which("python") or sys.executable,
-                                  log=session.log, session=name)
+        chosen = provision.choose(session.posargs, current, log=session.log, session=name)
     except (ValueError, subprocess.CalledProcessError) as exc:
         session.error(str(exc))
     env = dict(IN_PLACE)
