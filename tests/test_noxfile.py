@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,13 @@ def test_second_call_skips_pip_and_kit_only_sessions_have_no_venv(tmp_path: Path
     jobs = _nox(tmp_path, "-s", "jobs", "--", "--help")
     assert "Session jobs was successful" in jobs
     assert "pip install" not in jobs and not (tmp_path / "jobs").exists()
+
+
+def test_what_the_noxfile_imports_needs_no_pydantic() -> None:
+    # nox imports the noxfile in whatever Python runs nox: `pip install nox && nox -s tests` on a
+    # fresh machine has no pydantic there. None in sys.modules makes the import fail, as absent.
+    code = ("import sys; sys.modules['pydantic'] = None; import bench.provision, bench.testenv; "
+            "print('imported')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.stdout.strip() == "imported", done.stderr
