@@ -17,9 +17,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.capabilities import Capabilities
-from bench.images.pins import Pins, load_pins
+
+if TYPE_CHECKING:  # the probe runs in the training Python, which may lack pydantic
+    from bench.images.pins import Pins
 
 PROBE_TIMEOUT_S = 180  # imports torch, megatron-core, DeepSpeed: seconds, not minutes
 KIT = Path(__file__).resolve().parent.parent
@@ -102,6 +105,8 @@ def facts(python: str = sys.executable) -> Facts:
 def problems(found: Facts, engine: str, gpus_needed: int, megatron_deepspeed_dir: str = "",
              pins: Pins | None = None) -> list[str]:
     """One line per missing piece, each naming it and the command that fixes it; [] when ready."""
+    from bench.images.pins import load_pins  # host side: pydantic is there
+
     pins = pins or load_pins()
     py = found.python
     pip = f"{py} -m pip install"
