@@ -13,13 +13,9 @@ from bench.images import polaris, singularity, upstreams
 from bench.images.context import assemble
 from bench.images.pins import REPO_ROOT, load_pins, load_polaris_recipe
 from bench.images.series import SeriesError, read_series, run_series
+from tests.snapshots import snapshot_archive, snapshot_tree
 
 GOLDEN_DEF = REPO_ROOT / "tests/golden/singularity-lumi.def"
-EXCERPT = REPO_ROOT / "tests/images/upstream/megatron-deepspeed"
-# The files of Azure/MS-AMP at the pinned commit that its series touches, byte for byte.
-MSAMP_EXCERPT = REPO_ROOT / "tests/images/upstream/ms-amp"
-# Where the exact source archives of the pins are (git archive, top folder <Name>-<commit>/), if here.
-SNAPSHOTS = os.environ.get("BENCH_UPSTREAM_SNAPSHOTS")
 FIXED_COMMIT = "0" * 40  # the kit commit is provenance that changes with every commit
 
 
@@ -49,55 +45,93 @@ def test_unpinned_package_is_refused(tmp_path):
         load_pins(tmp_path / "pins.toml")
 
 
-def test_series_applies_to_the_pinned_upstream_text(tmp_path):
-    shutil.copytree(EXCERPT, tmp_path / "tree")
+def test_series_applies_exactly_to_the_pinned_upstream_tree(tmp_path):
+    shutil.copytree(snapshot_tree("megatron-deepspeed"), tmp_path / "tree")
+    tree = tmp_path / "tree"
     series = REPO_ROOT / "patches/megatron-deepspeed/series"
     with pytest.raises(SeriesError, match="is not applied"):
-        run_series(series, tmp_path / "tree", "verify-applied")
-    run_series(series, tmp_path / "tree", "apply")
-    run_series(series, tmp_path / "tree", "verify-applied")
-    assert "(1 + (2 / gqa) + 1)" in (tmp_path / "tree/megatron/utils.py").read_text()
+        run_series(series, tree, "verify-applied")
+    report = run_series(series, tree, "apply")
+    assert len(report) == len(read_series(series)) == 7
+    run_series(series, tree, "verify-applied")
+    assert "(1 + (2 / gqa) + 1)" in (tree / "megatron/utils.py").read_text()
+    assert "arch=compute_70" not in (tree / "megatron/fused_kernels/__init__.py").read_text()
+    assert "if nltk_available:" in (tree / "tools/preprocess_data.py").read_text()
+    assert not list(tree.rglob("*.orig")) and not list(tree.rglob("*.rej"))
 
 
-def test_msamp_series_applies_to_the_pinned_upstream_text(tmp_path):
-    shutil.copytree(MSAMP_EXCERPT, tmp_path / "tree")
-    series = REPO_ROOT / "patches/ms-amp/series"
-    run_series(series, tmp_path / "tree", "apply")
-    run_series(series, tmp_path / "tree", "verify-applied")
+def test_msamp_series_applies_exactly_to_the_pinned_snapshot(tmp_path):
     tree = tmp_path / "tree"
+    shutil.copytree(snapshot_tree("ms-amp"), tree)
+    series = REPO_ROOT / "patches/ms-amp/series"
+    report = run_series(series, tree, "apply")
+    assert len(report) == len(read_series(series)) == 2
+    run_series(series, tree, "verify-applied")
     assert "import transformer_engine_torch as tex" in (tree / "msamp/te/modules.py").read_text()
     assert "TransformerEngine.git@v1.1" not in (tree / "pyproject.toml").read_text()
     assert (tree / "Makefile").read_text().count("pip install -v --no-build-isolation .") == 3
+    assert not list(tree.rglob("*.orig")) and not list(tree.rglob("*.rej"))
 
 
-@pytest.mark.skipif(not SNAPSHOTS, reason="BENCH_UPSTREAM_SNAPSHOTS names no folder of source archives")
-def test_msamp_series_applies_with_no_fuzz_to_the_real_snapshot(tmp_path):
-    import tarfile
+def test_msamp_option_carries_its_series_pin_and_labels(tmp_path):
+    pins = load_pins()
+    dirs = {"megatron-deepspeed": snapshot_archive("megatron-deepspeed")}
+    plain = assemble(pins, pins.target("cuda"), tmp_path / "plain", upstream_dirs=dirs)
+    assert not (plain.directory / "patches/ms-amp").exists() and "MS-AMP" not in plain.buildargs["PINS"]
+    built = assemble(pins, pins.target("cuda"), tmp_path / "msamp", upstream_dirs=dirs,
+                     options={"msamp": "1"})
+    assert (built.directory / "patches/ms-amp/series").read_bytes() == (
+        REPO_ROOT / "patches/ms-amp/series").read_bytes()
+    assert "Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5" in built.buildargs["PINS"]
+    assert built.buildargs["WITH_MSAMP"] == "1" and built.tag != plain.tag
+    dockerfile = built.dockerfile.read_text()
+    assert 'dev.megatron-bench.msamp.commit="${MSAMP_COMMIT}"' in dockerfile
+    assert "series.py apply /opt/megatron-bench/patches/ms-amp/series /opt/MS-AMP" in dockerfile
+    with pytest.raises(ValueError, match="has no MS-AMP option"):
+        assemble(pins, pins.target("rocm"), tmp_path / "rocm", options={"msamp": "1"})
 
-    commit = load_pins().upstreams["ms-amp"].commit
-    with tarfile.open(Path(SNAPSHOTS) / f"ms-amp-{commit}.tar.gz") as archive:
-        archive.extractall(tmp_path, filter="data")
-    tree = tmp_path / f"MS-AMP-{commit}"
-    for name in ("pyproject.toml", "Makefile", "msamp/te/modules.py"):  # the excerpt is the real text
-        assert (MSAMP_EXCERPT / name).read_bytes() == (tree / name).read_bytes(), name
-    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": EXCERPT, "ms-amp": tree})
-    assert ok and any(line.startswith("ms-amp") and "2 patch(es) apply cleanly" in line
-                      for line in lines), lines
+
+def test_a_patch_at_an_offset_is_refused(tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
+    utils = tree / "megatron/utils.py"
+    utils.write_text("# one more line\n" + utils.read_text())
+    with pytest.raises(SeriesError, match="only at an offset"):
+        run_series(REPO_ROOT / "patches/megatron-deepspeed/series", tree, "check")
 
 
-def test_patches_check_reports_every_series():
-    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": EXCERPT, "ms-amp": MSAMP_EXCERPT})
-    assert ok
+def test_patches_check_reports_every_series_checked_against_the_snapshot():
+    lines, ok = upstreams.check_all(load_pins(), {
+        "megatron-deepspeed": snapshot_archive("megatron-deepspeed"),
+        "ms-amp": snapshot_archive("ms-amp")})
     text = "\n".join(lines)
-    assert "megatron-deepspeed" in text and "1 patch(es) apply cleanly" in text
-    assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply cleanly" in text
-    assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 2 patch(es) apply" in text
+    assert ok, text
+    assert "NOT CHECKED" not in text
+    assert "megatron-deepspeed (deepspeedai/Megatron-DeepSpeed@" in text
+    assert "7 patch(es) apply exactly" in text
+    assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply exactly" in text
+    assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 2 patch(es) apply exactly" in text
+
+
+def test_an_unchecked_series_fails_the_check(tmp_path):
+    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": tmp_path / "absent.tar.gz",
+                                                  "ms-amp": snapshot_archive("ms-amp")})
+    assert not ok
+    assert "megatron-deepspeed" in "\n".join(lines) and "NOT CHECKED" in "\n".join(lines)
+
+
+def test_an_archive_of_another_commit_is_refused(tmp_path):
+    other = tmp_path / f"megatron-deepspeed-{'1' * 40}.tar.gz"
+    shutil.copy(snapshot_archive("megatron-deepspeed"), other)
+    with pytest.raises(ValueError, match="does not carry the pinned commit"):
+        assemble(load_pins(), load_pins().target("rocm"), tmp_path / "context",
+                 upstream_dirs={"megatron-deepspeed": other})
 
 
 def _rocm_definition(tmp_path: Path) -> str:
     pins = load_pins()
     context = assemble(pins, pins.target("rocm"), tmp_path / "context",
-                       upstream_dirs={"megatron-deepspeed": EXCERPT})
+                       upstream_dirs={"megatron-deepspeed": snapshot_archive("megatron-deepspeed")})
     return singularity.render_definition(
         context.dockerfile, {**context.buildargs, "KIT_COMMIT": FIXED_COMMIT})
 
@@ -133,19 +167,3 @@ def test_polaris_recipe_renders_the_seed_steps_and_is_a_dry_run_here(capsys):
     if not polaris.module_command_exists():
         assert polaris.run(script, execute=False) == 0
         assert "dry run" in capsys.readouterr().out
-
-
-def test_msamp_option_carries_its_series_pin_and_labels(tmp_path):
-    pins = load_pins()
-    plain = assemble(pins, pins.target("cuda"), tmp_path / "plain")
-    assert not (plain.directory / "patches/ms-amp").exists() and "MS-AMP" not in plain.buildargs["PINS"]
-    built = assemble(pins, pins.target("cuda"), tmp_path / "msamp", options={"msamp": "1"})
-    assert (built.directory / "patches/ms-amp/series").read_bytes() == (
-        REPO_ROOT / "patches/ms-amp/series").read_bytes()
-    assert "Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5" in built.buildargs["PINS"]
-    assert built.buildargs["WITH_MSAMP"] == "1" and built.tag != plain.tag
-    dockerfile = built.dockerfile.read_text()
-    assert 'dev.megatron-bench.msamp.commit="${MSAMP_COMMIT}"' in dockerfile
-    assert "series.py apply /opt/megatron-bench/patches/ms-amp/series /opt/MS-AMP" in dockerfile
-    with pytest.raises(ValueError, match="has no MS-AMP option"):
-        assemble(pins, pins.target("rocm"), tmp_path / "rocm", options={"msamp": "1"})
