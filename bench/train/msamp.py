@@ -25,8 +25,9 @@ from bench.engines.common import FP4_SIMULATION_ENV
 MSAMP_CHOICES = ("off", "O1", "O2")
 INSTALL_HINT = ("build the image with `python -m bench images build cuda --option msamp=1` (MS-AMP "
                 "9746ea8 with patches/ms-amp), or use --precision fp8")
-# What the seed's patch takes from MS-AMP for Megatron, in the order a run would need it.
-MEGATRON_HOOKS = ("msamp.te", "msamp.optim", "msamp.megatron")
+# What the seed's patch takes from MS-AMP and a megatron-core port would use too: the TE module
+# replacer and the low-bit Adam (msamp.megatron, the third, cannot import with megatron-core 0.19).
+MEGATRON_HOOKS = ("msamp.te", "msamp.optim")
 NOT_PORTED = ("MS-AMP's FP8 data-parallel and distributed-optimizer hooks are not ported to "
               "megatron-core 0.19's DistributedDataParallel / DistributedOptimizer (msamp.megatron "
               "targets Megatron-LM 2023); train with --precision fp8 until they are")
@@ -38,7 +39,10 @@ def fp4_switches(env: Mapping[str, str]) -> list[str]:
 
 
 def msamp_problem(level: str, env: Mapping[str, str]) -> str | None:
-    """What stops ``--kit-msamp level`` in this Python and environment, in one line; None: nothing."""
+    """What stops ``--kit-msamp level`` in this Python and environment, in one line.
+
+    None only with MS-AMP off and no FP4 switch set: until the port exists, every level is refused.
+    """
     switches = fp4_switches(env)
     if level == "off":
         if switches:
@@ -57,6 +61,6 @@ def msamp_problem(level: str, env: Mapping[str, str]) -> str | None:
         try:
             importlib.import_module(module)
         except ImportError as error:
-            return (f"--kit-msamp {level}: {module} does not import with this stack ({error}); "
-                    "see patches/ms-amp")
+            return (f"--kit-msamp {level}: {module} does not import with this torch/Transformer "
+                    f"Engine ({error}); patches/ms-amp covers what is known")
     return f"--kit-msamp {level}: {NOT_PORTED}"
