@@ -40,6 +40,7 @@ from bench.render import pbs, slurm, torchrun
 from bench.results import cli as results_cli
 from bench.runner import run_local, summary
 from bench.sweep import SWEEP_ITERS, sweep_plans
+from bench.trainenv import describe, facts, problems
 from bench.tuning import Tuning, flag_names
 
 EXIT_USAGE = 2
@@ -236,6 +237,22 @@ NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no recor
           "cluster's job script.")
 
 
+def environment_ready(launch: LaunchPlan) -> bool:
+    """Preflight of the Python that will train; False (after one error line per missing piece)
+    when a run could only die on an import: then nothing is launched and no record written."""
+    found = facts()
+    trouble = problems(found, launch.engine, launch.gpus_per_node,
+                       launch.platform.megatron_deepspeed_dir)
+    for line in trouble:
+        print(f"error: {line}", file=sys.stderr)
+    if trouble:
+        print("error: the training environment is incomplete, so nothing was run and no record "
+              "was written", file=sys.stderr)
+        return False
+    print(f"environment: {describe(found)}", file=sys.stderr)
+    return True
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     if args.sweep:
         return cmd_sweep(args)
@@ -253,6 +270,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not detect_gpus().count:
         print_plan(launch)
         print(NO_GPU, file=sys.stderr)
+        return 1
+    if not environment_ready(launch):
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
     print_notes(launch)
@@ -287,6 +306,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(NO_GPU, file=sys.stderr)
             return 1
         return 0
+    if not environment_ready(plans[0]):
+        return 1
     sweep_id = plans[0].run_id.replace(plans[0].layout.name, "sweep")
     records_dir, timeout_s, hang_s = local_limits(args)
     records = [run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
