@@ -27,6 +27,7 @@ FIXTURE_MARKERS = {
     "slurm_cluster": ("slow", "needs_root"),
     "engine": ("slow", "needs_root"),
     "registry": ("slow", "needs_root"),
+    "small_wheelhouse": ("slow",),  # real pip into real venvs: seconds each
 }
 
 

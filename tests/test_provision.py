@@ -149,6 +149,7 @@ def test_nox_bench_with_env_current_runs_the_kit_in_place_without_the_option() -
     assert "-m bench run 125m tp1pp1 --dry-run" in out.stderr and "--env" not in out.stdout
 
 
+@pytest.mark.slow  # real pip into a real venv
 def test_a_pip_failure_is_one_clear_error_and_leaves_no_stamp(tmp_path: Path) -> None:
     broken = tmp_path / "wheelhouse"
     broken.mkdir()
