@@ -61,6 +61,11 @@ class Options:
     gpu_name: str = ""
     # Transformer Engine importable where the run happens (local); None: the platform file says.
     transformer_engine: bool | None = None
+    # The n-th of N measurements of one configuration (``--repeat N``): the run id gets ``-r<n>``
+    # and the run's notes name the group (``repeat_group``, the run id without the suffix).
+    repeat: int | None = None
+    # Bookkeeping notes for the record (``sweep``, ``campaign``); they never split configurations.
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,8 @@ class LaunchPlan:
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
     # Non-default performance settings (bench.tuning), recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
+    # How the run was made (sweep, repeat group, campaign), recorded in the run's notes too.
+    labels: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def world_size(self) -> int:
@@ -165,6 +172,12 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if accelerator is not None:
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
     rid = run_id(preset.name, layout.name, platform.name, options.now)
+    labels = options.labels
+    if options.repeat is not None:
+        if options.repeat < 1:
+            raise ValueError(f"a repeat is numbered from 1, got {options.repeat}")
+        labels = (*labels, ("repeat_group", rid))
+        rid = f"{rid}-r{options.repeat}"
     ds_config = None
     if engine == "megatron":
         entry = ENTRY
@@ -203,4 +216,5 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
         train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant())
+        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant(),
+        labels=labels)

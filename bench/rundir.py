@@ -30,6 +30,7 @@ def plan_summary(plan: LaunchPlan) -> dict[str, object]:
         "train_argv": list(plan.train_argv),
         "env": dict(plan.env),
         "variant": dict(plan.variant),
+        "labels": dict(plan.labels),
     }
 
 

@@ -161,7 +161,7 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
         nodes=launch.nodes, gpus=launch.world_size, argv=list(torchrun.command(launch)),
         env=dict(launch.env), provenance=provenance.collect(), metrics=run_metrics,
         log_tail=log_text.splitlines()[-LOG_TAIL_LINES:] if status is not Status.OK else [],
-        notes={**dict(launch.variant), **(notes or {})})
+        notes={**dict(launch.variant), **dict(launch.labels), **(notes or {})})
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,

@@ -18,11 +18,12 @@ from bench.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 SWEEP_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS + 2
 
 
-def candidates(preset: Preset, gpus: int, mbs: int, gbs: int,
-               device_gb: float) -> tuple[list[Layout], list[tuple[Layout, float]]]:
-    """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``."""
+def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
+               gpus_per_node: int | None = None) -> tuple[list[Layout], list[tuple[Layout, float]]]:
+    """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``;
+    tensor parallelism stays within ``gpus_per_node`` (default: all GPUs are one node)."""
     keep, skipped = [], []
-    for lay in valid_layouts(preset, gpus, gpus, mbs, gbs):
+    for lay in valid_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
         if fits(preset, lay, device_gb):
             keep.append(lay)
         else:
@@ -32,13 +33,19 @@ def candidates(preset: Preset, gpus: int, mbs: int, gbs: int,
 
 def sweep_plans(preset: Preset, platform: Platform, options: Options,
                 device_gb: float) -> tuple[list[LaunchPlan], list[tuple[Layout, float]]]:
-    """Plans for every candidate layout; iterations default to ``SWEEP_ITERS``."""
-    gpus = options.gpus or options.gpus_present
+    """Plans for every candidate layout; iterations default to ``SWEEP_ITERS``.
+
+    Locally the GPUs are those present (or ``--gpus``); on a cluster ``--gpus`` or ``--nodes``.
+    """
+    per_node = platform.gpus_per_node
+    gpus = options.gpus or (options.nodes or 0) * per_node or options.gpus_present
     if not gpus:
-        raise ValueError("a sweep needs the GPUs present (none found) or --gpus")
+        raise ValueError("a sweep needs the GPUs present (none found) or --gpus"
+                         if platform.scheduler == "none" else
+                         f"a sweep on {platform.name} needs its size: --gpus N or --nodes N")
     mbs = options.mbs or preset.micro_batch
     gbs = options.gbs or preset.global_batch
-    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb)
+    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, per_node or None)
     if not keep:
         raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
                          "the memory estimate; try a smaller --mbs or more GPUs")

@@ -63,6 +63,7 @@ def build_run_record(run: RunDir, outcome: Outcome) -> Record:
     state = outcome.state
     notes: dict[str, str | int | None] = {
         **plan.get("variant", {}),
+        **plan.get("labels", {}),  # sweep, repeat group, campaign
         "job_id": run.job_id,
         "scheduler": run.submission["scheduler"],
         "scheduler_state": state.state if state else None,

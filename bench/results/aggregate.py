@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bench.layout import LayoutSpec
-from bench.record import LayoutInfo, Problem
+from bench.record import LayoutInfo, Problem, Record
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.runs import Run
 from bench.tuning import TUNING_NOTE_KEYS
@@ -24,8 +24,8 @@ from bench.tuning import TUNING_NOTE_KEYS
 # Notes that label a run but do not change what was run; they do not split configurations.
 # Notes that describe how a run was made or collected, not what ran; every other note (for example
 # an A/B setting from bench.tuning) makes the run a variant of its configuration.
-BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "comment", "job_id", "scheduler",
-                                   "scheduler_state", "exit_status"})
+BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign", "comment",
+                                   "job_id", "scheduler", "scheduler_state", "exit_status"})
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -126,7 +126,8 @@ def display_name(model: str) -> str:
     return model[:-1] + model[-1].upper() if _SIZE.match(model) else model
 
 
-def _variant(notes: Iterable[tuple[str, object]]) -> str:
+def variant(notes: Iterable[tuple[str, object]]) -> str:
+    """The notes that make a run a variant of its configuration, as ``key=value, ...``."""
     parts = []
     for key, value in sorted(notes):
         if key in BOOKKEEPING_NOTE_KEYS:
@@ -141,13 +142,14 @@ def _sweep(run: Run) -> str | None:
     return None if sweep is None else str(sweep)
 
 
-def _configuration(run: Run) -> tuple:
+def configuration(run: Run | Record) -> tuple:
+    """What makes two runs the same configuration (ok runs of one are pooled)."""
     p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
         run.platform.name, run.engine, run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
-        lay.micro_batch, lay.global_batch, _variant(run.notes.items()),
+        lay.micro_batch, lay.global_batch, variant(run.notes.items()),
     )  # fmt: skip
 
 
@@ -219,7 +221,7 @@ def _measured_row(runs: list[Run], ranges: Sequence[ReferenceRange]) -> Row:
         tflops_per_gpu=m.tflops_per_gpu, percent_of_peak=m.mfu * 100,
         flops_convention=m.flops_convention, peak_mem_gb=m.peak_mem_gb,
         date=median.started_at[:10], runs=len(runs), label=median.run_id,
-        link=f"{median.run_id}.json", variant=_variant(median.notes.items()),
+        link=f"{median.run_id}.json", variant=variant(median.notes.items()),
         sweep=_sweep(median), reference=entry,
         verdict=_verdict(entry, m.tflops_per_gpu),
     )  # fmt: skip
@@ -261,7 +263,7 @@ def build_report(
     failed = []
     for run in runs:
         if run.ok:
-            groups[_configuration(run)].append(run)
+            groups[configuration(run)].append(run)
             shapes[run.preset.name.lower()].add(_shape(run))
         else:
             failed.append(run)
