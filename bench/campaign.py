@@ -7,7 +7,7 @@ A campaign is a TOML file::
     iters = 11
     [[run]]
     name = "2.7b-gbs64-foreach"   # for --only and the logs; unique in the file
-    group = "x1"                  # optional: --only x1 selects the whole group
+    group = "x1"                  # optional, or a list: --only x1 selects the whole group
     model = "2.7b"
     layout = "tp1pp1"             # or sweep = true
     mbs = 8
@@ -20,7 +20,8 @@ Every other key is an option of ``python -m bench run`` with ``_`` for ``-`` (``
 ``hang_timeout``, ...). Each run becomes the argv of one ``run`` command, so it is checked by the
 same parser; options given on the command line beside ``--campaign`` apply to every run and win
 over the file (e.g. ``--platform``, ``--records-dir``, ``--dry-run``). Every run's record names
-the campaign (``notes.campaign``, the file's stem).
+the campaign (``notes.campaign``, the file's stem), and its run id ends ``-c<n>``, n the run's
+place in the file, so runs of one preset and layout planned in the same second stay apart.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 # Keys that are not plain ``--key value`` options.
-_SPECIAL = {"name": str, "group": str, "model": str, "layout": str, "sweep": bool,
+_SPECIAL = {"name": str, "group": str | list, "model": str, "layout": str, "sweep": bool,
             "megatron_args": list}
 # Options of ``run`` a campaign may set, with their TOML type; booleans are flags.
 OPTION_TYPES: dict[str, type] = {
@@ -45,10 +46,12 @@ OPTION_TYPES: dict[str, type] = {
 
 @dataclass(frozen=True)
 class CampaignRun:
-    """One ``[[run]]``: its name, group and the ``run`` argv (without the command name)."""
+    """One ``[[run]]``: its number in the file (from 1; its runs' ids end ``-c<number>``), name,
+    groups and the ``run`` argv (without the command name)."""
 
+    number: int
     name: str
-    group: str | None
+    groups: tuple[str, ...]
     argv: tuple[str, ...]
 
 
@@ -62,15 +65,17 @@ class Campaign:
         """The runs named (by name or group) in ``only``, in file order; all without it."""
         if not only:
             return list(self.runs)
-        known = {r.name for r in self.runs} | {r.group for r in self.runs if r.group}
+        known = {r.name for r in self.runs} | {g for r in self.runs for g in r.groups}
         unknown = [name for name in only if name not in known]
         if unknown:
             raise ValueError(f"campaign {self.name}: no run or group {', '.join(unknown)} "
                              f"(names and groups: {', '.join(sorted(known))})")
-        return [r for r in self.runs if r.name in only or r.group in only]
+        return [r for r in self.runs if r.name in only or set(r.groups) & set(only)]
 
 
-def _type_ok(value: Any, kind: type) -> bool:
+def _type_ok(value: Any, kind: Any) -> bool:
+    if kind == str | list:
+        return isinstance(value, str) or _type_ok(value, list)
     if kind is float:
         return isinstance(value, int | float) and not isinstance(value, bool)
     if kind is int:
@@ -127,13 +132,15 @@ def load_campaign(path: Path | str) -> Campaign:
             if key not in types:
                 raise ValueError(f"{where}: unknown key {key!r}; known: {', '.join(types)}")
             if not _type_ok(value, types[key]):
-                raise ValueError(f"{where}: key {key!r} must be {types[key].__name__}, got "
-                                 f"{value!r}")
+                kind = "a string or a list of strings" if key == "group" else types[key].__name__
+                raise ValueError(f"{where}: key {key!r} must be {kind}, got {value!r}")
         name = entry.get("name") or f"run-{index + 1}"
         if name in names:
             raise ValueError(f"{where}: name {name!r} is used twice")
         names.add(name)
-        runs.append(CampaignRun(name, entry.get("group"), _argv(entry, where)))
+        group = entry.get("group", [])
+        groups = (group,) if isinstance(group, str) else tuple(group)
+        runs.append(CampaignRun(index + 1, name, groups, _argv(entry, where)))
     if not runs:
         raise ValueError(f"{path}: no [[run]] entries")
     return Campaign(path.stem, str(data.get("description", "")), tuple(runs))

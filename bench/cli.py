@@ -113,8 +113,8 @@ def render_script(launch: LaunchPlan) -> tuple[str, str]:
     return "command.sh", torchrun.render(launch)
 
 
-def launches_for(args: argparse.Namespace,
-                 labels: tuple[tuple[str, str], ...] = ()) -> list[LaunchPlan]:
+def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
+                 tag: str | None = None) -> list[LaunchPlan]:
     """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
 
     All are planned (and so checked) before anything is written or launched.
@@ -130,7 +130,7 @@ def launches_for(args: argparse.Namespace,
         options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
     else:
         options = options_from(args, 0, "")
-    options = replace(options, labels=labels)
+    options = replace(options, labels=labels, tag=tag)
     if not args.sweep:
         if not args.layout:
             raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b "
@@ -276,7 +276,8 @@ def run_campaign(args: argparse.Namespace, results: list[dict[str, object]]) -> 
     for entry in campaign.selected(args.only):
         entry_args = parse_run_argv([*entry.argv[: _cut(entry.argv)], *common,
                                      *entry.argv[_cut(entry.argv):]])
-        launches = launches_for(entry_args, labels=(("campaign", campaign.name),))
+        launches = launches_for(entry_args, labels=(("campaign", campaign.name),),
+                                tag=f"c{entry.number}")
         planned.append((entry, entry_args, launches))
     code = 0
     for entry, entry_args, launches in planned:

@@ -257,7 +257,7 @@ def _side_rows(name: str, side: Side) -> list[str]:
     for r in side.runs:
         m = r.metrics
         assert m is not None
-        lines.append(f"   {r.run_id}  {m.tflops_per_gpu:6.1f} ± {run_se(r):.1f} TFLOP/s/GPU  "
+        lines.append(f"   {r.run_id}  {m.tflops_per_gpu:6.1f} TFLOP/s/GPU (s.e. {run_se(r):.1f})  "
                      f"step {m.step_time_s_median:.3f} s (p10 {m.step_time_s_p10:.3f}, p90 "
                      f"{m.step_time_s_p90:.3f}, {m.window_iters} steps)  commit "
                      f"{(r.provenance.kit_commit or '?')[:7]}")
@@ -268,18 +268,18 @@ def format_text(c: Comparison) -> str:
     """The human report: each side's runs, then the differences and the verdict."""
     a, b = c.a, c.b
     lines = [*_side_rows("A", a), *_side_rows("B", b), ""]
-    lines.append(f"{'':14}{'A':>9}{'B':>9}{'B - A':>18}{'noise band':>20}")
+    lines.append(f"{'':14}{'A':>9}{'B':>9}{'B - A':>18}{'noise band (2 s.e.)':>24}")
     pct = 100 * c.delta / a.tflops
     lines.append(f"{'TFLOP/s/GPU':14}{a.tflops:9.1f}{b.tflops:9.1f}"
                  f"{f'{c.delta:+.1f} ({pct:+.2f} %)':>18}"
-                 f"{f'±{c.band:.1f} (±{100 * c.band / a.tflops:.2f} %)':>20}")
+                 f"{f'±{c.band:.1f} (±{100 * c.band / a.tflops:.2f} %)':>24}")
     memory = c.memory
     if memory is not None:
         assert a.memory is not None and b.memory is not None
         delta, band = memory
         lines.append(f"{'peak mem GB':14}{a.memory[0]:9.1f}{b.memory[0]:9.1f}"
                      f"{f'{delta:+.1f} ({100 * delta / a.memory[0]:+.1f} %)':>18}"
-                     f"{f'±{band:.1f}':>20}")
+                     f"{f'±{band:.1f}':>24}")
     lines += ["", f"{c.verdict}."]
     return "\n".join(lines)
 

@@ -66,6 +66,9 @@ class Options:
     repeat: int | None = None
     # Bookkeeping notes for the record (``sweep``, ``campaign``); they never split configurations.
     labels: tuple[tuple[str, str], ...] = ()
+    # Appended to the run id as ``-<tag>``: keeps the runs of one command apart when they share
+    # preset, layout and second (a campaign's runs are tagged ``c<n>``, n their place in the file).
+    tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,8 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if accelerator is not None:
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
     rid = run_id(preset.name, layout.name, platform.name, options.now)
+    if options.tag:
+        rid = f"{rid}-{options.tag}"
     labels = options.labels
     if options.repeat is not None:
         if options.repeat < 1:
