@@ -53,6 +53,7 @@ class Row:
     published: bool
     model: str
     platform: str
+    accelerator: str  # the record's platform.accelerator, or the published row's
     engine: str
     precision: str
     nodes: int | None
@@ -112,6 +113,16 @@ class Report:
     @property
     def flagged_rows(self) -> list[Row]:
         return [row for row in self.measured_rows if row.flagged]
+
+    @property
+    def best_rows(self) -> list[Row]:
+        """The measured row with the most TFLOP/s/GPU per model and precision, in table order."""
+        best: dict[tuple[str, str], Row] = {}
+        for row in self.measured_rows:
+            key = (row.model, row.precision)
+            if key not in best or (row.tflops_per_gpu or 0.0) > (best[key].tflops_per_gpu or 0.0):
+                best[key] = row
+        return list(best.values())
 
 
 def model_sort_key(name: str) -> tuple[float, str]:
@@ -214,7 +225,8 @@ def _measured_row(runs: list[Run], ranges: Sequence[ReferenceRange]) -> Row:
     entry = find_range(ranges, median)
     return Row(
         published=False, model=median.preset.name.lower(), platform=median.platform.name,
-        engine=median.engine, precision=median.precision, nodes=median.nodes, gpus=median.gpus,
+        accelerator=median.platform.accelerator, engine=median.engine,
+        precision=median.precision, nodes=median.nodes, gpus=median.gpus,
         layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,
         zero=lay.zero, micro_batch=lay.micro_batch, global_batch=lay.global_batch,
         samples_per_s=m.samples_per_s, tokens_per_s_per_gpu=m.tokens_per_s_per_gpu,
@@ -233,7 +245,8 @@ def _published_row(row: PublishedRow, published: Published) -> Row:
     if tokens is None and None not in (row.samples_per_s, row.seq_length, row.gpus):
         tokens = row.samples_per_s * row.seq_length / row.gpus  # type: ignore[operator]
     return Row(
-        published=True, model=row.model.lower(), platform=row.platform, engine=row.engine,
+        published=True, model=row.model.lower(), platform=row.platform,
+        accelerator=row.accelerator, engine=row.engine,
         precision=row.precision, nodes=row.nodes, gpus=row.gpus, layout=None, tp=row.tp,
         pp=row.pp, dp=row.dp, vp=row.vp, cp=row.cp, sp=row.sp, zero=row.zero,
         micro_batch=row.micro_batch, global_batch=row.global_batch,
