@@ -9,7 +9,6 @@ their noise), ``results``, ``presets``, ``platforms``, the image commands, and t
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from bench import compare
 from bench.campaign import load_campaign
+from bench.capabilities import Capabilities, probe
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
 from bench.jobs.cli import EXIT_FAILED, add_wait_options
@@ -31,7 +31,9 @@ from bench.jobs.submit import check_submittable, submit_plan
 from bench.plan import LaunchPlan, Options, plan, run_id
 from bench.platforms import (
     ENGINES,
+    PRECISION_SHORTHANDS,
     PRECISIONS,
+    Platform,
     load_accelerator,
     load_platform,
     match_accelerator,
@@ -64,7 +66,9 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iters", type=int, help="training iterations (default 30; a sweep: "
                         f"{SWEEP_ITERS} per layout)")
     parser.add_argument("--engine", choices=ENGINES, help="default: the platform's")
-    parser.add_argument("--precision", choices=PRECISIONS, help="default: the platform's")
+    parser.add_argument("--precision", choices=(*PRECISIONS, *PRECISION_SHORTHANDS),
+                        help="default: the platform's. fp8-delayed / fp8-current: Transformer "
+                        "Engine fp8 with delayed or current (per-tensor) scaling; fp8 = fp8-delayed")
     parser.add_argument("--image", help="container image or venv (default: the platform's)")
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
@@ -84,13 +88,8 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                         help="Megatron's unfused cross-entropy loss instead of its fused one")
 
 
-def transformer_engine_here() -> bool:
-    """Whether this Python can import Transformer Engine (the local platform runs here)."""
-    return importlib.util.find_spec("transformer_engine") is not None
-
-
 def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
-                 transformer_engine: bool | None = None) -> Options:
+                 capabilities: Capabilities | None = None) -> Options:
     return Options(
         now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
         gbs=args.gbs, iters=args.iters or (SWEEP_ITERS if getattr(args, "sweep", False) else 30),
@@ -98,7 +97,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        transformer_engine=transformer_engine,
+        capabilities=capabilities,
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 
@@ -113,6 +112,14 @@ def render_script(launch: LaunchPlan) -> tuple[str, str]:
     return "command.sh", torchrun.render(launch)
 
 
+def local_options(args: argparse.Namespace, platform: Platform) -> Options:
+    """Options with what this machine has: its GPUs, and (where the platform says "auto") the
+    capabilities of this Python, which is the one torchrun starts."""
+    gpus = detect_gpus()
+    caps = probe() if platform.capabilities is None else None
+    return options_from(args, gpus.count, gpus.name, caps)
+
+
 def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
                  tag: str | None = None) -> list[LaunchPlan]:
     """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
@@ -124,10 +131,8 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     repeats: list[int | None] = [None] if args.repeat == 1 else list(range(1, args.repeat + 1))
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
-    local = platform.scheduler == "none"
-    if local:
-        gpus = detect_gpus()
-        options = options_from(args, gpus.count, gpus.name, transformer_engine_here())
+    if platform.scheduler == "none":
+        options = local_options(args, platform)
     else:
         options = options_from(args, 0, "")
     options = replace(options, labels=labels, tag=tag)
@@ -170,6 +175,10 @@ def dry_run_text(launch: LaunchPlan) -> str:
 def print_plan(launch: LaunchPlan, to_json: bool = False) -> None:
     if not to_json:
         print(dry_run_text(launch), end="")
+    source = ("detected in this Python" if launch.platform.capabilities is None
+              else f"from {launch.platform.name}'s platform file")
+    if launch.engine == "megatron":
+        print(f"assumed ({source}): {launch.capabilities.describe()}", file=sys.stderr)
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
 

@@ -11,15 +11,17 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from bench.capabilities import Capabilities
 from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
 from bench.engines.megatron import ENTRY, megatron_args
 from bench.layout import Layout, build_layout, parse_layout_name
 from bench.platforms import (
-    PRECISIONS,
     Accelerator,
     Platform,
     load_accelerator,
     match_accelerator,
+    peak_format,
+    resolve_precision,
     with_job_overrides,
 )
 from bench.presets import Preset
@@ -59,8 +61,6 @@ class Options:
     tuning: Tuning = DEFAULT_TUNING
     gpus_present: int = 0
     gpu_name: str = ""
-    # Transformer Engine importable where the run happens (local); None: the platform file says.
-    transformer_engine: bool | None = None
     # The n-th of N measurements of one configuration (``--repeat N``): the run id gets ``-r<n>``
     # and the run's notes name the group (``repeat_group``, the run id without the suffix).
     repeat: int | None = None
@@ -69,6 +69,9 @@ class Options:
     # Appended to the run id as ``-<tag>``: keeps the runs of one command apart when they share
     # preset, layout and second (a campaign's runs are tagged ``c<n>``, n their place in the file).
     tag: str | None = None
+    # What the training Python has, detected on this machine (bench.capabilities.probe); None: not
+    # probed, or it cannot import megatron-core. Used where the platform says capabilities = "auto".
+    capabilities: Capabilities | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ class LaunchPlan:
     train_args: tuple[str, ...]  # engine flags after the entry
     env: tuple[tuple[str, str], ...]  # exported before launch, in this order
     ds_config: str | None = None  # DeepSpeed JSON text, written beside the job script
+    # What the plan assumed the training environment has (platform data, or detected locally).
+    capabilities: Capabilities = Capabilities()
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
     # Non-default performance settings (bench.tuning), recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
@@ -112,6 +117,13 @@ class LaunchPlan:
     @property
     def peak_tflops(self) -> float | None:
         return self.accelerator.peak(self.precision) if self.accelerator else None
+
+    @property
+    def bf16_peak_tflops(self) -> float | None:
+        """The bf16 dense peak, for precisions measured against another one (fp8); else None."""
+        if self.accelerator is None or peak_format(self.precision) == "bf16":
+            return None
+        return self.accelerator.peak_tflops.get("bf16")
 
 
 def run_id(preset: str, layout: str, platform: str, now: datetime) -> str:
@@ -158,14 +170,31 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
     return match_accelerator(options.gpu_name) if options.gpu_name else None
 
 
+def _capabilities(platform: Platform, options: Options) -> Capabilities:
+    if platform.capabilities is not None:
+        return platform.capabilities
+    return options.capabilities or Capabilities()
+
+
+def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
+                        platform: Platform) -> None:
+    """What the Megatron engine cannot do without an extension, refused before anything runs."""
+    where = ("detected in this Python" if platform.capabilities is None
+             else f"declared by {platform.source or platform.name}")
+    if precision.startswith("fp8") and not caps.transformer_engine:
+        raise ValueError(f"{precision} needs Transformer Engine, which this environment lacks "
+                         f"({where}): use --precision bf16, or an image with Transformer Engine")
+    if layout.sp and not (caps.transformer_engine or caps.apex_layer_norm):
+        raise ValueError(f"layout {layout.name}: sequence parallelism needs Transformer Engine or "
+                         f"apex layer norm, which this environment lacks ({where}); drop 'sp'")
+
+
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
     if options.iters < 1:
         raise ValueError(f"--iters must be at least 1, got {options.iters}")
     engine = options.engine or platform.default_engine
-    precision = options.precision or platform.default_precision
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision '{precision}' is not one of {', '.join(PRECISIONS)}")
+    precision = resolve_precision(options.precision or platform.default_precision)
     platform = with_job_overrides(platform, account=options.account, partition=options.partition,
                                   queue=options.queue, walltime=options.walltime)
     gpus, nodes, per_node = _run_size(layout_name, platform, options)
@@ -183,15 +212,12 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
             raise ValueError(f"a repeat is numbered from 1, got {options.repeat}")
         labels = (*labels, ("repeat_group", rid))
         rid = f"{rid}-r{options.repeat}"
+    caps = _capabilities(platform, options)
     ds_config = None
     if engine == "megatron":
         entry = ENTRY
-        te = (platform.transformer_engine if options.transformer_engine is None
-              else options.transformer_engine)
-        if precision == "fp8" and not te:
-            raise ValueError("fp8 needs Transformer Engine, which this environment lacks: use "
-                             "--precision bf16, or an image with Transformer Engine")
-        args = megatron_args(preset, layout, precision, options.iters, te,
+        _check_capabilities(caps, precision, layout, platform)
+        args = megatron_args(preset, layout, precision, options.iters, caps,
                              options.data_path or "", options.tuning)
     else:
         if options.tuning.changes_megatron_defaults:
@@ -213,6 +239,9 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if platform.scheduler == "none" and not options.gpus_present:
         notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
                      "NVIDIA GPUs with a working driver to run")
+    if engine == "megatron" and platform.capabilities is None and options.capabilities is None:
+        notes.append("megatron-core is not importable in this Python, so Transformer Engine and "
+                     "apex could not be detected: the plan assumes neither")
     if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
         notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
                      "not be computed; add one with its dense peak and source")
@@ -221,5 +250,5 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=options.image or platform.image, entry=entry,
         train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, notes=tuple(notes), variant=options.tuning.variant(),
-        labels=labels)
+        ds_config=ds_config, capabilities=caps, notes=tuple(notes),
+        variant=options.tuning.variant(), labels=labels)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench.capabilities import Capabilities
 from bench.tomlfile import DataError, no_leftovers, read_toml, take
 
 REPO_PLATFORMS_DIR = Path(__file__).resolve().parent.parent / "platforms"
@@ -24,7 +25,12 @@ SCHEDULERS = ("slurm", "pbs", "none")
 LAUNCHERS = ("srun", "torchrun", "mpiexec")
 RUNTIMES = ("pyxis", "singularity", "docker", "venv", "none")
 ENGINES = ("megatron", "megatron-deepspeed")
-PRECISIONS = ("bf16", "fp16", "fp8")
+# fp8-delayed / fp8-current: Transformer Engine's delayed-scaling and current (per-tensor) scaling
+# recipes (bench.engines.common.precision_flags). "fp8" on the command line means fp8-delayed.
+PRECISIONS = ("bf16", "fp16", "fp8-delayed", "fp8-current")
+PRECISION_SHORTHANDS = {"fp8": "fp8-delayed"}
+# Number formats an accelerator file gives dense peaks for; a precision is measured against its own.
+PEAK_FORMATS = ("bf16", "fp16", "fp8")
 _WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -41,10 +47,27 @@ class Accelerator:
     peak_source: str
 
     def peak(self, precision: str) -> float:
-        if precision not in self.peak_tflops:
-            raise ValueError(f"accelerator {self.name} has no {precision} peak in its data file; "
-                             f"known: {', '.join(self.peak_tflops)}")
-        return self.peak_tflops[precision]
+        """Dense peak for a precision's number format (fp8-* runs are measured against fp8)."""
+        fmt = peak_format(precision)
+        if fmt not in self.peak_tflops:
+            raise ValueError(f"{precision} cannot run on {self.model}: its data file "
+                             f"(platforms/accelerators/{self.name}.toml) has no dense {fmt} peak, "
+                             f"only {', '.join(self.peak_tflops)}; use --precision bf16")
+        return self.peak_tflops[fmt]
+
+
+def peak_format(precision: str) -> str:
+    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8."""
+    return precision.split("-", 1)[0]
+
+
+def resolve_precision(name: str) -> str:
+    """A precision name or shorthand to the kit's name; unknown names raise with the choices."""
+    name = PRECISION_SHORTHANDS.get(name, name)
+    if name not in PRECISIONS:
+        raise ValueError(f"precision '{name}' is not one of {', '.join(PRECISIONS)} "
+                         f"(fp8 = fp8-delayed)")
+    return name
 
 
 @dataclass(frozen=True)
@@ -94,7 +117,8 @@ class Platform:
     cpus_per_task: int = 0  # 0 = leave to the scheduler
     # Where pretrain_gpt.py of Megatron-DeepSpeed is, as the job sees it (the kit's images use /opt).
     megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
-    transformer_engine: bool = False  # the platform's image or venv has Transformer Engine
+    # What the image or venv has (bench.capabilities); None: detected where the run trains.
+    capabilities: Capabilities | None = Capabilities()
     source: str = ""  # the file it came from
 
 
@@ -163,10 +187,23 @@ def _data(table: dict[str, Any], where: str) -> Data:
     return data
 
 
+def _capabilities(table: dict[str, Any], where: str) -> Capabilities | None:
+    raw = table.pop("capabilities", {})
+    if raw == "auto":
+        return None
+    if not isinstance(raw, dict):
+        raise DataError(f"{where}: key 'capabilities' must be \"auto\" (detect where the run trains)"
+                        " or a table of true/false, e.g. [capabilities] transformer_engine = true")
+    try:
+        return Capabilities.from_dict(raw, f"{where} [capabilities]")
+    except ValueError as exc:
+        raise DataError(str(exc)) from None
+
+
 _PLATFORM_KEYS = ["description", "scheduler", "launcher", "container_runtime", "gpus_per_node",
                   "accelerator", "default_engine", "default_precision", "image", "env", "modules",
                   "setup", "binds", "job", "data", "cpus_per_task",
-                  "megatron_deepspeed_dir", "transformer_engine"]
+                  "megatron_deepspeed_dir", "capabilities"]
 
 
 def load_platform_file(path: Path) -> Platform:
@@ -193,7 +230,7 @@ def load_platform_file(path: Path) -> Platform:
         cpus_per_task=take(raw, "cpus_per_task", int, where, 0),
         megatron_deepspeed_dir=take(raw, "megatron_deepspeed_dir", str, where,
                                     "/opt/Megatron-DeepSpeed"),
-        transformer_engine=take(raw, "transformer_engine", bool, where, False),
+        capabilities=_capabilities(raw, where),
         source=str(path),
     )
     no_leftovers(raw, where, _PLATFORM_KEYS)
@@ -252,8 +289,8 @@ def load_accelerator_file(path: Path) -> Accelerator:
     where = str(path)
     peaks = take(raw, "peak_tflops", dict, where)
     for key, value in peaks.items():
-        if key not in PRECISIONS or isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise DataError(f"{where} [peak_tflops]: '{key}' must be one of {PRECISIONS} with a "
+        if key not in PEAK_FORMATS or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DataError(f"{where} [peak_tflops]: '{key}' must be one of {PEAK_FORMATS} with a "
                             "number of dense TFLOP/s")
     acc = Accelerator(
         name=path.stem,

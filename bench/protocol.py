@@ -38,8 +38,12 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def metrics(iterations: tuple[Iteration, ...], preset: Preset, global_batch: int, gpus: int,
-            peak_tflops: float, peak_mem_gb: float | None) -> dict[str, float | int | str | None]:
+            peak_tflops: float, peak_mem_gb: float | None,
+            bf16_peak_tflops: float | None = None) -> dict[str, float | int | str | None]:
     """Record metrics (``bench.record.Metrics`` fields) from the logged iterations.
+
+    ``bf16_peak_tflops``: the accelerator's dense bf16 peak, given when ``peak_tflops`` is another
+    format's (fp8 runs), so the record also says how the run compares with bf16 hardware peak.
 
     Raises ValueError when the window holds fewer than ``MIN_WINDOW_ITERS`` iterations.
     """
@@ -66,4 +70,5 @@ def metrics(iterations: tuple[Iteration, ...], preset: Preset, global_batch: int
         "tflops_per_gpu_noncausal": tflops_nc,
         "mfu_noncausal": mfu(tflops_nc, peak_tflops),
         "peak_mem_gb": peak_mem_gb,
+        "mfu_bf16_peak": tflops / bf16_peak_tflops if bf16_peak_tflops else None,
     }

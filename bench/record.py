@@ -131,7 +131,9 @@ class Metrics:
     """Steady-state metrics over ``window_iters`` iterations after ``warmup_iters``.
 
     ``mfu`` is a fraction (0..1] of ``PlatformInfo.peak_tflops``; ``peak_mem_gb`` is the largest
-    per-GPU allocation in GB, None when the platform cannot report it.
+    per-GPU allocation in GB, None when the platform cannot report it. ``mfu_bf16_peak`` is
+    ``tflops_per_gpu`` over the accelerator's dense bf16 peak, for runs measured against another
+    peak (fp8); None otherwise and in records written before it existed.
     """
 
     warmup_iters: int
@@ -147,6 +149,7 @@ class Metrics:
     tflops_per_gpu_noncausal: float | None
     mfu_noncausal: float | None
     peak_mem_gb: float | None
+    mfu_bf16_peak: float | None = None
 
 
 JsonScalar = str | int | float | bool | None
@@ -415,11 +418,20 @@ def _parse_provenance(c: _Checker, data: Any) -> Provenance | None:
     return Provenance(**values) if len(c.problems) == before else None
 
 
-_NULLABLE_METRICS = ("tflops_per_gpu_noncausal", "mfu_noncausal", "peak_mem_gb")
+_NULLABLE_METRICS = ("tflops_per_gpu_noncausal", "mfu_noncausal", "peak_mem_gb", "mfu_bf16_peak")
+# Metrics added after the first records: absent means None, so older records load unchanged.
+_LATER_METRICS = ("mfu_bf16_peak",)
+
+
+def _with_later_metrics(data: Any) -> Any:
+    if isinstance(data, dict) and any(k not in data for k in _LATER_METRICS):
+        return {**data, **{k: None for k in _LATER_METRICS if k not in data}}
+    return data
 
 
 def _parse_metrics(c: _Checker, data: Any) -> Metrics | None:
     names = _METRICS_KEYS
+    data = _with_later_metrics(data)
     if not c.keys("metrics", data, names):
         return None
     before = len(c.problems)
@@ -480,6 +492,7 @@ def _built(cls: type, values: dict[str, Any]) -> Any:
 
 
 def _fast_metrics(m: Any) -> Metrics | None:
+    m = _with_later_metrics(m)
     if type(m) is not dict or m.keys() != _METRICS_KEY_SET:
         return None
     if not (

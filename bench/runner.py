@@ -142,7 +142,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     if status is Status.OK:
         try:
             run_metrics = metrics(result.iterations, launch.preset, launch.layout.global_batch,
-                                  launch.world_size, launch.peak_tflops or 0.0, result.peak_mem_gb)
+                                  launch.world_size, launch.peak_tflops or 0.0, result.peak_mem_gb,
+                                  launch.bf16_peak_tflops)
         except ValueError as exc:
             status, reason = Status.INCOMPLETE, str(exc)
     lay = launch.layout

@@ -266,12 +266,12 @@ def visible_gpus() -> tuple[int, str]:
 
 
 def environment_summary() -> tuple[dict, list[str]]:
-    """Software versions and the Megatron flags this environment needs (see bench.train.spec)."""
+    """Software versions and the Megatron flags this environment needs (see bench.capabilities)."""
     import torch
 
-    from bench.train.spec import detect_capabilities, environment_flags
+    from bench.capabilities import detect, megatron_flags
 
-    caps = detect_capabilities()
+    caps = detect()
     try:
         from megatron.core import __version__ as megatron_core
     except ImportError:
@@ -284,7 +284,7 @@ def environment_summary() -> tuple[dict, list[str]]:
         "megatron_core": megatron_core,
         "capabilities": asdict(caps),
     }
-    return summary, environment_flags(caps)
+    return summary, megatron_flags(caps)
 
 
 def format_report(report: dict) -> str:

@@ -1,9 +1,11 @@
 """Run argv lists through Megatron's own argument parser and validator (Python 3.12 + megatron-core).
 
 Reads a JSON list of cases ``{"argv": [...], "env": {...}, "world_size": N}`` on stdin and prints
-one JSON result per case: ``{"ok": bool, "error": str}``. Megatron's validator asks the GPU for its
-architecture; on this GPU-less machine that one hardware query answers "Hopper (9.0)", everything
-else is Megatron's real code.
+one JSON result per case: ``{"ok": bool, "error": str}``. A case with ``"capabilities"`` (the
+environment the plan assumed) is also put through the training entry's own checks for that
+environment (``bench.train.spec.check_args``), so planner and entry are held to agree.
+Megatron's validator asks the GPU for its architecture; on this GPU-less machine that one hardware
+query answers "Hopper (9.0)", everything else is Megatron's real code.
 """
 
 import contextlib
@@ -14,6 +16,10 @@ import sys
 
 import megatron.training.arguments as megatron_args
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.capabilities import Capabilities  # noqa: E402
+from bench.train.spec import check_args, resolve_attention  # noqa: E402
 
 megatron_args.get_device_arch_version = lambda: 9
 torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
@@ -28,6 +34,11 @@ def check(case: dict) -> dict:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
             args = megatron_args.parse_args()
             megatron_args.validate_args(args)
+        if "capabilities" in case:
+            attention = resolve_attention("auto", args.transformer_impl)
+            problems = check_args(args, attention, Capabilities(**case["capabilities"]))
+            if problems:
+                return {"ok": False, "error": "entry refuses: " + " ".join(problems)}
         return {"ok": True, "error": "", "dp": args.data_parallel_size}
     except SystemExit:
         return {"ok": False, "error": err.getvalue().strip().splitlines()[-1]}

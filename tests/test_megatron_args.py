@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
+from bench.capabilities import Capabilities
 from bench.engines.megatron import ENTRY
 from bench.layout import valid_layouts
 from bench.plan import plan
@@ -28,15 +31,29 @@ def _cases() -> list[tuple[str, str, int]]:
         for gpus in (8, 16):
             for lay in valid_layouts(preset, gpus, 8, preset.micro_batch, preset.global_batch):
                 cases.append((preset.name, f"tp{lay.tp}pp{lay.pp}", gpus))
-    cases += [("13b", "tp2pp4vp2", 8), ("13b", "tp2pp2cp2", 8), ("6.7b", "tp4pp1sp", 4)]
+    cases += [("13b", "tp2pp4vp2", 8), ("13b", "tp2pp2cp2", 8)]
     return cases
 
 
-def test_planner_argv_is_accepted_by_megatron() -> None:
+def _check(plans: list, capabilities: list[Capabilities] | None = None) -> list[dict]:
+    """Megatron's parser and validator (and, given capabilities, the entry's checks) on each plan."""
     python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
     require(bool(python) and Path(python).exists(),
             "BENCH_MEGATRON_PYTHON: a Python 3.12 with torch and megatron-core 0.19.2 "
             "(nox -s tests makes one)")
+    payload = [{"argv": list(p.train_args), "env": dict(p.env), "world_size": p.world_size}
+               for p in plans]
+    for case, caps in zip(payload, capabilities or [], strict=False):
+        case["capabilities"] = asdict(caps)
+    out = subprocess.run([python, str(CHECKER)], input=json.dumps(payload), capture_output=True,
+                         text=True, timeout=600, check=True)
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    failures = [f"{p.run_id}: {r['error']}" for p, r in zip(plans, results, strict=True) if not r["ok"]]
+    assert not failures, "\n".join(failures)
+    return results
+
+
+def test_planner_argv_is_accepted_by_megatron() -> None:
     platform = load_platform("local")
     plans = [plan(load_presets()[p], lay, platform, options(gpus=gpus, gpus_present=gpus))
              for p, lay, gpus in _cases()]
@@ -46,15 +63,30 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
                       options(gpus=8, gpus_present=8, tuning=tuned)))
     for launch in plans:
         assert launch.entry == ENTRY
-    payload = [{"argv": list(p.train_args), "env": dict(p.env), "world_size": p.world_size}
-               for p in plans]
-    out = subprocess.run([python, str(CHECKER)], input=json.dumps(payload), capture_output=True,
-                         text=True, timeout=600, check=True)
-    results = json.loads(out.stdout.strip().splitlines()[-1])
-    failures = [f"{p.run_id}: {r['error']}" for p, r in zip(plans, results, strict=True) if not r["ok"]]
-    assert not failures, "\n".join(failures)
+    results = _check(plans)
     # Megatron derives the same data-parallel size as the kit's layout.
     assert [r["dp"] for r in results] == [p.layout.dp for p in plans]
+
+
+def test_every_capability_combination_is_accepted_by_megatron_and_the_entry() -> None:
+    """For each of the 16 environments (TE with/without apex and its kernels, no TE), the flags the
+    planner emits pass Megatron's validator and the entry's own checks for that environment: bf16
+    and fp16 everywhere, both fp8 recipes and sequence parallelism wherever they are allowed."""
+    platform = load_platform("local")
+    plans, caps_of = [], []
+    for bits in itertools.product((False, True), repeat=4):
+        caps = Capabilities(*bits)
+        cases = [("1.3b", "tp1pp1", 1, "bf16"), ("1.3b", "tp1pp1", 1, "fp16")]
+        if caps.transformer_engine:
+            cases += [("2.7b", "tp1pp1", 1, "fp8-delayed"), ("6.7b", "tp1pp1", 2, "fp8-current"),
+                      ("13b", "tp2pp1", 2, "fp8-delayed")]
+        if caps.transformer_engine or caps.apex_layer_norm:
+            cases += [("6.7b", "tp2pp1sp", 2, "bf16"), ("13b", "tp4pp1sp", 4, "bf16")]
+        for preset, lay, gpus, precision in cases:
+            plans.append(plan(load_presets()[preset], lay, platform,
+                              options(gpus=gpus, gpus_present=gpus, precision=precision, capabilities=caps)))
+            caps_of.append(caps)
+    _check(plans, caps_of)
 
 
 @pytest.mark.parametrize("flag", ["--no-such-megatron-flag"])

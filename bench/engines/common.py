@@ -38,10 +38,17 @@ def batch_flags(layout: Layout, iters: int) -> list[str]:
 
 
 def precision_flags(precision: str) -> list[str]:
-    """bf16/fp16 mixed precision; fp8 is bf16 plus Transformer Engine's hybrid E4M3/E5M2 recipe."""
+    """bf16/fp16 mixed precision; the fp8 precisions are bf16 plus a Transformer Engine fp8 recipe.
+
+    Both fp8 recipes use the hybrid format (E4M3 forward, E5M2 gradients). ``fp8-delayed`` scales
+    each tensor by the amax history of earlier steps (Megatron's default recipe; 1024 steps, max);
+    ``fp8-current`` scales each tensor by its own amax in the same step (Megatron's ``tensorwise``).
+    """
     if precision == "fp16":
         return ["--fp16"]
-    if precision == "fp8":
-        return ["--bf16", "--fp8-format", "hybrid", "--fp8-amax-history-len", "1024",
-                "--fp8-amax-compute-algo", "max"]
+    if precision == "fp8-delayed":
+        return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "delayed",
+                "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]
+    if precision == "fp8-current":
+        return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
     return ["--bf16"]

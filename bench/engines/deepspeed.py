@@ -51,8 +51,8 @@ def ds_config_json(layout: Layout, precision: str) -> str:
 def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, data: Data,
                    config_path: str) -> list[str]:
     """Megatron-DeepSpeed flags; it reads real data only, so ``data`` must name it."""
-    if precision == "fp8":
-        raise ValueError("fp8 needs Transformer Engine through the Megatron engine: use "
+    if precision.startswith("fp8"):
+        raise ValueError(f"{precision} needs Transformer Engine through the Megatron engine: use "
                          "--engine megatron, or --precision bf16/fp16 with Megatron-DeepSpeed")
     if layout.vp > 1 or layout.cp > 1:
         raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine has no "

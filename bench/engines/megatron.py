@@ -6,6 +6,7 @@ argv the planner makes through that parser.
 
 from __future__ import annotations
 
+from bench.capabilities import Capabilities, megatron_flags
 from bench.engines.common import (
     OPTIMIZER_FLAGS,
     batch_flags,
@@ -19,17 +20,9 @@ from bench.tuning import DEFAULT_TUNING, Tuning
 
 ENTRY = ("-m", "bench.train.pretrain_gpt")
 
-# Where Transformer Engine is missing (and so apex, in the kit's non-NGC environments), each of
-# these turns off a Megatron default that needs one of them; the entry refuses a run without them.
-# With TE the entry uses TE's layer spec; without it, the local spec with torch SDPA attention.
-WITH_TE_FLAGS = ("--transformer-impl", "transformer_engine")
-WITHOUT_TE_FLAGS = ("--transformer-impl", "local", "--no-rope-fusion",
-                    "--no-gradient-accumulation-fusion", "--no-persist-layer-norm",
-                    "--no-masked-softmax-fusion")
-
 
 def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
-                  transformer_engine: bool, data_path: str = "",
+                  capabilities: Capabilities, data_path: str = "",
                   tuning: Tuning = DEFAULT_TUNING) -> list[str]:
     """Megatron flags for one benchmark run; mock data unless ``data_path`` is given.
 
@@ -37,7 +30,8 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     first three off for A/B runs): gradients reduced in bf16 under bf16 (halves gradient memory and
     traffic); with data parallelism, gradient reduce-scatter and parameter all-gather overlapped
     with compute; the fused cross-entropy loss; the distributed optimizer. The entry adds the
-    fused AdamW on the no-TE path (``--kit-torch-adam``).
+    fused AdamW on the no-TE path (``--kit-torch-adam``). ``capabilities`` (what the training
+    environment has) choose the layer implementation and turn off the fusions it lacks.
     """
     if layout.zero is not None:
         raise ValueError(f"zero{layout.zero} is a DeepSpeed stage: use --engine megatron-deepspeed,"
@@ -52,14 +46,14 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     flags += batch_flags(layout, iters)
     flags += precision_flags(precision)
     flags += list(OPTIMIZER_FLAGS)
-    if precision in ("bf16", "fp8") and tuning.grad_reduce_bf16:
+    if precision != "fp16" and tuning.grad_reduce_bf16:
         flags.append("--grad-reduce-in-bf16")
     if layout.dp > 1 and tuning.overlap:
         flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
     if tuning.fused_loss:
         # Megatron's own fused cross entropy (torch.compile'd), not TE's, which Megatron warns about.
         flags += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "native"]
-    flags += list(WITH_TE_FLAGS if transformer_engine else WITHOUT_TE_FLAGS)
+    flags += megatron_flags(capabilities)
     flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
               "--log-throughput", "--tokenizer-type", "NullTokenizer",
               "--vocab-size", str(preset.vocab_size)]

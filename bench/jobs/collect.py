@@ -13,7 +13,7 @@ from pathlib import Path
 from bench.jobs.outcome import Outcome, judge
 from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import Scheduler, scheduler_for
-from bench.platforms import load_accelerator
+from bench.platforms import load_accelerator, peak_format
 from bench.presets import Preset
 from bench.protocol import metrics
 from bench.record import Record, RecordExistsError, Status, build_record, record_path, write_record
@@ -36,8 +36,8 @@ class Collected:
     reason: str | None = None
 
 
-def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float
-                        ) -> tuple[str, str | None, dict | None]:
+def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float,
+                        bf16_peak_tflops: float | None) -> tuple[str, str | None, dict | None]:
     """Status, reason and the protocol's steady-state metrics (only ok runs have metrics)."""
     parsed = outcome.parsed
     if outcome.status != Status.OK or parsed is None:
@@ -45,7 +45,7 @@ def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float
     try:
         return outcome.status, None, metrics(
             parsed.iterations, Preset(**plan["preset"]), plan["layout"]["global_batch"],
-            plan["world_size"], peak_tflops, parsed.peak_mem_gb)
+            plan["world_size"], peak_tflops, parsed.peak_mem_gb, bf16_peak_tflops)
     except ValueError as err:  # too few iterations for the measurement window
         return Status.INCOMPLETE.value, str(err), None
 
@@ -59,7 +59,9 @@ def build_run_record(run: RunDir, outcome: Outcome) -> Record:
     plan = run.plan
     accelerator = load_accelerator(plan["accelerator"])
     peak = accelerator.peak(plan["precision"])
-    status, reason, run_metrics = _status_and_metrics(plan, outcome, peak)
+    bf16_peak = (None if peak_format(plan["precision"]) == "bf16"
+                 else accelerator.peak_tflops.get("bf16"))
+    status, reason, run_metrics = _status_and_metrics(plan, outcome, peak, bf16_peak)
     state = outcome.state
     notes: dict[str, str | int | None] = {
         **plan.get("variant", {}),

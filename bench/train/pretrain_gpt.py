@@ -36,11 +36,11 @@ for _name, _value in NCCL_SAFE_ENV.items():
 
 import torch
 
+from bench.capabilities import detect as detect_capabilities
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
     ATTENTION_CHOICES,
     check_args,
-    detect_capabilities,
     layer_spec_provider,
     resolve_attention,
 )

@@ -15,54 +15,10 @@ planner emitted is what ran, so a missing flag is an error that names it.
 from __future__ import annotations
 
 from argparse import Namespace
-from dataclasses import dataclass
+
+from bench.capabilities import Capabilities
 
 ATTENTION_CHOICES = ("auto", "sdpa", "local", "te")
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """Optional CUDA extensions importable in this environment (facts read from megatron.core)."""
-
-    transformer_engine: bool  # transformer_engine.pytorch imports
-    apex_layer_norm: bool  # apex FusedLayerNorm (else torch LayerNorm, no sequence parallel)
-    fused_wgrad: bool  # fused_weight_gradient_mlp_cuda (apex / TE), for gradient accumulation fusion
-    fused_softmax: bool  # scaled_upper_triang_masked_softmax_cuda, for the local attention's fusion
-
-
-def detect_capabilities() -> Capabilities:
-    """Read the availability flags megatron.core itself computed at import time."""
-    import importlib.util
-
-    from megatron.core.extensions.transformer_engine import HAVE_TE
-    from megatron.core.models.gpt.gpt_layer_specs import HAVE_APEX
-    from megatron.core.tensor_parallel.layers import _grad_accum_fusion_available
-
-    return Capabilities(
-        transformer_engine=bool(HAVE_TE),
-        apex_layer_norm=bool(HAVE_APEX),
-        fused_wgrad=bool(_grad_accum_fusion_available),
-        fused_softmax=importlib.util.find_spec("scaled_upper_triang_masked_softmax_cuda") is not None,
-    )
-
-
-def environment_flags(caps: Capabilities) -> list[str]:
-    """Megatron flags this environment needs: each turns off a default that wants a missing extension."""
-    flags: list[str] = []
-    if not caps.transformer_engine:
-        flags += ["--transformer-impl", "local"]
-        flags.append("--no-rope-fusion")  # TE's fused RoPE (read only with rope embeddings)
-    if not caps.fused_wgrad:
-        flags.append("--no-gradient-accumulation-fusion")  # apex fused_weight_gradient_mlp_cuda
-    if not caps.transformer_engine and not caps.apex_layer_norm:
-        flags.append("--no-persist-layer-norm")  # torch LayerNorm has no persistent kernel
-    if not caps.fused_softmax:
-        flags.append("--no-masked-softmax-fusion")  # only the local attention reads it
-    return flags
-
-
-# What an image without Transformer Engine and apex (the lent GPUs) needs; planners emit these.
-NO_TE_NO_APEX_FLAGS = tuple(environment_flags(Capabilities(False, False, False, False)))
 
 
 def resolve_attention(requested: str, transformer_impl: str) -> str:

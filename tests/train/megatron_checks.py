@@ -16,8 +16,8 @@ import tempfile
 
 import torch
 
+from bench.capabilities import Capabilities, megatron_flags
 from bench.smoke import smoke_train_argv
-from bench.train.spec import NO_TE_NO_APEX_FLAGS
 
 TORCH_DIST_ENV = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
 
@@ -124,7 +124,7 @@ def _parse(argv: list[str]):
 
 def _cpu_argv(extra: list[str] = (), bf16: bool = True) -> list[str]:
     """The smoke's argv on CPU; float32 (bf16=False) where a CPU forward runs without Float16Module."""
-    argv = [a for a in smoke_train_argv(1, list(NO_TE_NO_APEX_FLAGS)) if bf16 or a != "--bf16"]
+    argv = [a for a in smoke_train_argv(1, megatron_flags(Capabilities())) if bf16 or a != "--bf16"]
     return [*argv, "--use-cpu-initialization", *extra]
 
 

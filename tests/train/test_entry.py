@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from bench.capabilities import Capabilities, megatron_flags
 from bench.smoke import smoke_train_argv
-from bench.train.spec import NO_TE_NO_APEX_FLAGS
 
 ENTRY = ["-m", "bench.train.pretrain_gpt"]
-GOOD_ARGV = smoke_train_argv(1, list(NO_TE_NO_APEX_FLAGS))
+GOOD_ARGV = smoke_train_argv(1, megatron_flags(Capabilities()))
 CUDA_BOUNDARY = "Megatron requires CUDA"
 
 

@@ -6,13 +6,8 @@ from argparse import Namespace
 
 import pytest
 
-from bench.train.spec import (
-    NO_TE_NO_APEX_FLAGS,
-    Capabilities,
-    check_args,
-    environment_flags,
-    resolve_attention,
-)
+from bench.capabilities import Capabilities
+from bench.train.spec import check_args, resolve_attention
 
 NOTHING = Capabilities(transformer_engine=False, apex_layer_norm=False, fused_wgrad=False,
                        fused_softmax=False)
@@ -46,14 +41,6 @@ def test_attention_choice(requested: str, impl: str, chosen: str) -> None:
 def test_attention_choice_refusals(requested: str, impl: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         resolve_attention(requested, impl)
-
-
-def test_environment_flags() -> None:
-    assert environment_flags(NGC) == []
-    assert NO_TE_NO_APEX_FLAGS == (
-        "--transformer-impl", "local", "--no-rope-fusion", "--no-gradient-accumulation-fusion",
-        "--no-persist-layer-norm", "--no-masked-softmax-fusion",
-    )
 
 
 def megatron_defaults(**overrides: object) -> Namespace:

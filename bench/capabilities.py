@@ -1,0 +1,114 @@
+"""What the training environment has, and the Megatron flags that follow from it.
+
+*Capabilities* are the optional CUDA extensions Megatron-Core uses when they import: Transformer
+Engine (its layer spec, fp8, sequence parallelism), apex's fused layer norm, the fused
+weight-gradient accumulation kernel (apex's ``fused_weight_gradient_mlp_cuda``; Megatron's output
+layer needs it even under Transformer Engine) and the fused masked softmax of the local attention.
+
+The planner and the training entry agree through this module: a local plan *detects* them in the
+Python that will train (``python -m bench.capabilities``), a cluster platform *declares* them with its
+image (``[capabilities]`` in ``platforms/<name>.toml``), and :func:`megatron_flags` turns them into
+the only environment flags a plan carries. No user adds a flag for the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+# A probe imports torch, megatron-core and Transformer Engine: seconds, not minutes.
+PROBE_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Optional CUDA extensions present where the run trains (all False: plain torch)."""
+
+    transformer_engine: bool = False  # transformer_engine.pytorch imports
+    apex_layer_norm: bool = False  # apex FusedLayerNorm (else torch LayerNorm: no sequence parallel)
+    fused_wgrad: bool = False  # fused_weight_gradient_mlp_cuda: gradient accumulation fusion
+    fused_softmax: bool = False  # scaled_upper_triang_masked_softmax_cuda: the local attention's fusion
+
+    def describe(self) -> str:
+        """One line for a dry run, e.g. ``Transformer Engine yes, apex layer norm no, ...``."""
+        words = {"transformer_engine": "Transformer Engine", "apex_layer_norm": "apex layer norm",
+                 "fused_wgrad": "fused wgrad accumulation", "fused_softmax": "fused softmax"}
+        return ", ".join(f"{words[f.name]} {'yes' if getattr(self, f.name) else 'no'}"
+                         for f in fields(self))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, object], where: str) -> Capabilities:
+        """From a TOML table or the probe's JSON; unknown keys and non-booleans are refused."""
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(raw) - set(names))
+        if unknown:
+            raise ValueError(f"{where}: unknown capability {', '.join(unknown)}; known: {', '.join(names)}")
+        for key, value in raw.items():
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}: capability '{key}' must be true or false")
+        return cls(**raw)  # type: ignore[arg-type]
+
+
+def megatron_flags(caps: Capabilities) -> list[str]:
+    """The layer implementation, then one flag per Megatron default that wants a missing extension."""
+    flags = ["--transformer-impl", "transformer_engine" if caps.transformer_engine else "local"]
+    if not caps.transformer_engine:
+        flags.append("--no-rope-fusion")  # TE's fused RoPE (read only with rope embeddings)
+    if not caps.fused_wgrad:
+        flags.append("--no-gradient-accumulation-fusion")
+    if not caps.transformer_engine and not caps.apex_layer_norm:
+        flags.append("--no-persist-layer-norm")  # torch LayerNorm has no persistent kernel
+    if not caps.fused_softmax:
+        flags.append("--no-masked-softmax-fusion")  # only the local attention reads it
+    return flags
+
+
+def detect() -> Capabilities:
+    """Read the availability flags megatron.core itself computes at import (needs megatron-core)."""
+    import importlib.util
+
+    from megatron.core.extensions.transformer_engine import HAVE_TE
+    from megatron.core.models.gpt.gpt_layer_specs import HAVE_APEX
+    from megatron.core.tensor_parallel.layers import _grad_accum_fusion_available
+
+    return Capabilities(
+        transformer_engine=bool(HAVE_TE),
+        apex_layer_norm=bool(HAVE_APEX),
+        fused_wgrad=bool(_grad_accum_fusion_available),
+        fused_softmax=importlib.util.find_spec("scaled_upper_triang_masked_softmax_cuda") is not None,
+    )
+
+
+def probe(python: str = sys.executable) -> Capabilities | None:
+    """Detect in the Python that will train, in a child process (imports stay out of the kit's).
+
+    None when that Python cannot import megatron-core: nothing can train there, and the plan says so.
+    """
+    kit = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")]))}
+    try:
+        done = subprocess.run([python, "-m", "bench.capabilities"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, check=False, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return Capabilities.from_dict(json.loads(done.stdout.strip().splitlines()[-1]), "capability probe")
+
+
+def main() -> int:
+    try:
+        caps = detect()
+    except ImportError as exc:
+        print(f"megatron-core is not importable here: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(asdict(caps)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
