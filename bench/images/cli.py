@@ -61,20 +61,21 @@ def cmd_build(args) -> int:
 def cmd_push(args) -> int:
     context = _context(args)
     registry = args.registry or load_pins().target(args.target).registry
-    for reference in engine.push(context.tag, registry, extra_tags=tuple(args.also_tag)):
-        print(f"pushed {reference}")
+    for pushed in engine.push(context.tag, registry, extra_tags=tuple(args.also_tag)):
+        print(f"pushed {pushed.pinned}")
     return 0
 
 
 def cmd_pull(args) -> int:
     target = load_pins().target(args.target)
     registry = args.registry or target.registry
-    reference = f"{registry}/{target.image}:{args.tag}"
+    separator = "@" if args.tag.startswith("sha256:") else ":"
+    reference = f"{registry}/{target.image}{separator}{args.tag}"
     if args.runtime == "docker":
         print(f"pulled {reference}: {engine.pull(reference)}")
         return 0
     suffix = ".sqsh" if args.runtime == "enroot" else ".sif"
-    output = f"{target.image.replace('/', '-')}_{args.tag}{suffix}"
+    output = f"{target.image.replace('/', '-')}_{args.tag.replace(':', '-')}{suffix}"
     engine.run_if_present(engine.runtime_pull_command(args.runtime, reference, output))
     return 0
 
@@ -149,7 +150,8 @@ def register(subparsers) -> None:
     pull.add_argument("target")
     pull.add_argument("--runtime", choices=RUNTIMES, default="docker")
     pull.add_argument("--registry", help="host[:port]/owner (default: the target's registry)")
-    pull.add_argument("--tag", default="latest", help="image tag (default: latest)")
+    pull.add_argument("--tag", default="latest",
+                      help="image tag, or a digest sha256:... (default: latest)")
     pull.set_defaults(func=_engine_errors(cmd_pull))
 
     definition = actions.add_parser("singularity", help="print the Singularity definition")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO_ROOT / "images" / "pins.toml"
 POLARIS_RECIPE = REPO_ROOT / "images" / "polaris" / "recipe.toml"
 UPSTREAM_KINDS = ("pypi", "github")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -38,17 +40,32 @@ class Upstream:
 
 @dataclass(frozen=True)
 class Target:
-    """One image recipe: its Dockerfile, default base, pinned packages and upstreams."""
+    """One image recipe: its Dockerfile, default base, pinned packages and upstreams.
+
+    ``base`` is the base image's tag (for humans); ``base_digest`` its manifest digest, "" when no
+    published digest is known (the base is then pinned by tag only).
+    """
 
     name: str
     dockerfile: str
     image: str
     registry: str
     base: str
+    base_digest: str
     packages: tuple[str, ...]
     requirements: tuple[str, ...]
     upstreams: tuple[str, ...]
     optional_upstreams: tuple[str, ...]
+
+    @property
+    def base_ref(self) -> str:
+        """What builds pull: ``repository@digest`` when the digest is known (a tag beside a
+        digest is refused by Singularity and podman), else the tag."""
+        if not self.base_digest:
+            return self.base
+        name = self.base.rsplit("@", 1)[0]
+        slash, colon = name.rfind("/"), name.rfind(":")
+        return f"{name[:colon] if colon > slash else name}@{self.base_digest}"
 
 
 @dataclass(frozen=True)
@@ -90,6 +107,14 @@ def _pinned(specs: list, where: str) -> tuple[str, ...]:
     return tuple(specs)
 
 
+def _digest(table: dict, where: str) -> str:
+    digest = _require(table, "base_digest", where)
+    if digest and not DIGEST.match(digest):
+        raise ValueError(f"{where}: base_digest {digest!r} is not sha256:<64 hex digits>; give "
+                         "the published digest, or \"\" when none is known (tag only)")
+    return digest
+
+
 def load_pins(path: Path = PINS_FILE) -> Pins:
     """Parse and check the pins file; ValueError names the file and the key at fault."""
     data = tomllib.loads(path.read_text())
@@ -119,6 +144,7 @@ def load_pins(path: Path = PINS_FILE) -> Pins:
             image=_require(table, "image", where),
             registry=_require(table, "registry", where),
             base=_require(table, "base", where),
+            base_digest=_digest(table, where),
             packages=_pinned(_require(table, "packages", where, list), where),
             requirements=_pinned(_require(table, "requirements", where, list), where),
             upstreams=tuple(table["upstreams"]),
