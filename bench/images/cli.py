@@ -38,7 +38,8 @@ def _context(args) -> BuildContext:
 
 def cmd_build(args) -> int:
     context = _context(args)
-    result = engine.build(context, force=args.force, network_mode=args.network)
+    result = engine.build(context, force=args.force, network_mode=args.network,
+                          builder=args.builder)
     print(f"image: {result.tag}")
     if args.target == "rocm":
         definition = singularity.render_definition(context.dockerfile, context.buildargs)
@@ -138,6 +139,9 @@ def register(subparsers) -> None:
     build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
     build.add_argument("--network", help="network of the RUN steps, e.g. host (default: the "
                        "engine's bridge)")
+    build.add_argument("--builder", choices=engine.BUILDERS, default="auto",
+                       help="BuildKit or the classic builder (default auto: BuildKit where the "
+                       "engine has it, i.e. dockerd; the classic one on podman)")
     build.set_defaults(func=_engine_errors(cmd_build))
 
     push = actions.add_parser("push", help="push the image of the current inputs")

@@ -2,9 +2,11 @@
 
 The engine is found the way the docker SDK finds it: ``DOCKER_HOST`` or the default socket. Builds
 stream the engine's log lines with a step counter; an image whose content-hash tag already exists is
-not rebuilt. Pushes and pulls show layer progress from the engine's JSON stream (layers done, bytes
-moved) and report the manifest digest the registry gave, so an image can be referenced by digest;
-a reference may carry one (``repo:tag@sha256:...``, the tag then only for humans).
+not rebuilt. Where the engine has BuildKit (dockerd) it builds, showing BuildKit's steps and logs
+(``bench.images.buildkit``); elsewhere (podman) the classic builder. Pushes and pulls show layer
+progress from the engine's JSON stream (layers done, bytes moved) and report the manifest digest
+the registry gave, so an image can be referenced by digest; a reference may carry one
+(``repo:tag@sha256:...``, the tag then only for humans).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from bench.images import buildkit
 from bench.images.context import BuildContext
 
 STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3/17 : RUN ..."
@@ -25,6 +28,7 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # Statuses that end a layer's transfer (push, pull; "Mounted from x" starts with "Mounted").
 LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from", "Pull complete", "Already exists")
 PROGRESS_INTERVAL_S = 2.0
+BUILDERS = ("auto", "buildkit", "classic")
 
 
 class EngineError(RuntimeError):
@@ -38,6 +42,7 @@ class BuildResult:
     built: bool  # False when the tag already existed
     seconds: float
     labels: dict[str, str]
+    builder: str = ""  # "buildkit" or "classic"; "" when not built
 
 
 def client(base_url: str | None = None):
@@ -145,11 +150,15 @@ def build(
     force: bool = False,
     network_mode: str | None = None,
     show: Callable[[str], None] = print,
+    builder: str = "auto",
 ) -> BuildResult:
     """Build ``context`` unless its tag exists (``force`` rebuilds, still using the layer cache).
 
     ``network_mode`` is the RUN steps' network; the default is the engine's (a bridge).
+    ``builder``: ``buildkit``, ``classic``, or ``auto`` (BuildKit where the engine has it).
     """
+    if builder not in BUILDERS:
+        raise ValueError(f"builder {builder!r} is not one of {', '.join(BUILDERS)}")
     engine = engine or client()
     start = time.monotonic()
     if not force:
@@ -158,20 +167,27 @@ def build(
             show(f"{context.tag} is up to date (inputs unchanged); not rebuilt")
             return BuildResult(context.tag, existing.id, False, time.monotonic() - start,
                                existing.labels or {})
-    show(f"building {context.tag} from {context.directory}")
+    if builder == "auto":
+        builder = "buildkit" if buildkit.supports_buildkit(engine) else "classic"
+    show(f"building {context.tag} from {context.directory} ({builder} builder)")
     buildargs = dict(context.buildargs)
     if buildargs.get("BASE_DIGEST", "unknown") == "unknown":
         buildargs["BASE_DIGEST"] = base_digest(buildargs.get("BASE_IMAGE", ""), engine)
-    chunks = engine.api.build(
-        path=str(context.directory), tag=context.tag, buildargs=buildargs,
-        labels={"dev.megatron-bench.inputs.sha256": context.content_hash},
-        rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
-    )
-    _follow(chunks, show)
+    labels = {"dev.megatron-bench.inputs.sha256": context.content_hash}
+    if builder == "buildkit":
+        tail, error = buildkit.follow(buildkit.build(
+            engine, str(context.directory), context.tag, buildargs, labels, network_mode), show)
+        if error:
+            raise EngineError("\n".join([*tail[-LOG_TAIL_LINES:], error]))
+    else:
+        _follow(engine.api.build(
+            path=str(context.directory), tag=context.tag, buildargs=buildargs, labels=labels,
+            rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
+        ), show)  # fmt: skip
     image = engine.images.get(context.tag)
     seconds = time.monotonic() - start
     show(f"built {context.tag} in {seconds:.1f} s")
-    return BuildResult(context.tag, image.id, True, seconds, image.labels or {})
+    return BuildResult(context.tag, image.id, True, seconds, image.labels or {}, builder)
 
 
 def base_digest(base: str, engine) -> str:
@@ -179,7 +195,7 @@ def base_digest(base: str, engine) -> str:
     has for the local image (pulled from a registry), else ``unknown``."""
     if "@" in base:
         return split_reference(base)[1]
-    if _image_or_none(engine, base) is None:
+    if not base or _image_or_none(engine, base) is None:
         return "unknown"  # the build itself will say the base is missing
     return repo_digest(base, engine=engine) or "unknown"
 

@@ -97,3 +97,27 @@ def test_pins_give_a_digest_or_say_tag_only() -> None:
         "rocm/pytorch@sha256:c76af9bfb1c25b0f40d4c29e8652105c57250bf018d23ff595b06bd79666fdd7")
     assert targets["cuda"].base_digest == ""  # no published digest found: tag only
     assert targets["cuda"].base_ref == "nvcr.io/nvidia/pytorch:25.03-py3"
+
+
+def test_buildkit_shows_its_steps_and_the_classic_builder_stays_available(engine,
+                                                                         tmp_path) -> None:
+    from bench.images import buildkit
+
+    assert buildkit.supports_buildkit(engine)  # dockerd; podman would say no
+    context = BuildContext("tiny", tmp_path, "megatron-bench-kit/steps:1", "1" * 64, {})
+    tmp_path.joinpath("payload.bin").write_bytes(b"x" * 1000)
+    context.dockerfile.write_text("FROM scratch\nCOPY payload.bin /payload.bin\n")
+    first: list[str] = []
+    built = engine_api.build(context, engine=engine, force=True, show=first.append)
+    assert built.builder == "buildkit"
+    assert "[1/1] COPY payload.bin /payload.bin" in first
+    again: list[str] = []
+    rebuilt = engine_api.build(context, engine=engine, force=True, show=again.append)
+    assert "CACHED [1/1] COPY payload.bin /payload.bin" in again
+    assert rebuilt.image_id == built.image_id
+    classic = engine_api.build(context, engine=engine, force=True, builder="classic",
+                               show=lambda _: None)
+    assert classic.builder == "classic"
+    context.dockerfile.write_text("FROM scratch\nCOPY missing.bin /x\n")
+    with pytest.raises(engine_api.EngineError, match="missing.bin"):
+        engine_api.build(context, engine=engine, force=True, show=lambda _: None)
