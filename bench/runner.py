@@ -134,8 +134,7 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
 
 
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
-                log_text: str, notes: dict[str, object] | None = None,
-                failure: tuple[Status, str] | None = None) -> Record:
+                log_text: str, failure: tuple[Status, str] | None = None) -> Record:
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C)."""
     status, reason = failure or (result.status, result.reason)
     run_metrics = None
@@ -162,12 +161,11 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
         nodes=launch.nodes, gpus=launch.world_size, argv=list(torchrun.command(launch)),
         env=dict(launch.env), provenance=provenance.collect(), metrics=run_metrics,
         log_tail=log_text.splitlines()[-LOG_TAIL_LINES:] if status is not Status.OK else [],
-        notes={**dict(launch.variant), **dict(launch.labels), **(notes or {})})
+        notes={**dict(launch.variant), **dict(launch.labels)})
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
-              hang_s: float, notes: dict[str, object] | None = None,
-              verbose: bool = False) -> Record:
+              hang_s: float, verbose: bool = False) -> Record:
     """Run ``launch`` with torchrun here and write its record; returns the record."""
     if launch.accelerator is None:
         raise ValueError("the GPU model is unknown to the kit, so MFU cannot be computed: add "
@@ -201,7 +199,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
         progress.done()
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=timed_out, exit_code=code)
-    record = make_record(launch, result, started, time.time(), log_text, notes, failure)
+    record = make_record(launch, result, started, time.time(), log_text, failure)
     write_record(records_dir, record)
     if failure:
         raise stop  # the user asked to stop: after the record, not before

@@ -1,7 +1,8 @@
-"""Sweep: every valid layout of a preset on the GPUs present, minus those that cannot fit.
+"""Sweep: every valid layout of a preset on the run's GPUs, minus those that cannot fit.
 
-Each candidate runs briefly (``SWEEP_ITERS`` iterations: the warm-up plus a short window), every run
-is recorded with the sweep's id in its notes, and the best by TFLOP/s/GPU is reported.
+Locally the GPUs are those present and each candidate runs briefly (``SWEEP_ITERS`` iterations: the
+warm-up plus a short window), then the best by TFLOP/s/GPU is reported; on a cluster each candidate
+is its own job, gathered by ``collect``. Every run's record carries the sweep's id in its notes.
 """
 
 from __future__ import annotations
