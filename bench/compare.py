@@ -319,5 +319,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
 
 def compare_in(records_dir: Path, a: str, b: str) -> Comparison:
     """Load the records of ``records_dir`` and compare side ``b`` against side ``a``."""
+    if not records_dir.is_dir():
+        raise ValueError(f"{records_dir} is not a folder of run records (give --records DIR)")
     records, _ = load_records(records_dir)
     return Comparison(select(records, a), select(records, b))
