@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import nox
 
@@ -13,9 +17,24 @@ RUN_USAGE = "Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-r
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, REPO)  # nox imports this file from anywhere; bench.testenv needs only the stdlib
+from bench.testenv import megatron_env  # noqa: E402
+
 # Training runs in the Python that has torch and megatron-core (an image, a venv, a GPU box), so
 # the GPU sessions use the current environment; the kit itself needs nothing beyond Python 3.11.
 IN_PLACE = {"PYTHONPATH": REPO}
+
+
+def install(session: nox.Session, *specs: str) -> None:
+    """pip only when the session's venv is new or pyproject.toml changed: the kit is installed
+    editable, so its own sources never need a reinstall and a repeated session starts at once."""
+    pyproject = hashlib.sha256(Path(REPO, "pyproject.toml").read_bytes()).hexdigest()
+    stamp = Path(session.virtualenv.location, ".bench-installed")
+    wanted = f"{' '.join(specs)} {pyproject}\n"
+    if stamp.exists() and stamp.read_text() == wanted:
+        return
+    session.install(*specs)
+    stamp.write_text(wanted)
 
 
 @nox.session(venv_backend="none", default=False)
@@ -34,39 +53,26 @@ def smoke(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the test suite (real engines, Slurm and Megatron's parser where CI provides them)."""
-    session.install("-e", ".[test,images,results]")
-    megatron_python = os.environ.get("BENCH_MEGATRON_PYTHON") or _megatron_venv(session)
-    session.run("pytest", *session.posargs, env={"BENCH_MEGATRON_PYTHON": megatron_python})
+    """Run the test suite (real engines, Slurm and Megatron's parser where the machine has them)."""
+    install(session, "-e", ".[test,images,results]")
+    try:  # a Python 3.12 venv with megatron-core, or the reason the Megatron checks will skip
+        env = megatron_env(log=session.log)
+    except (ValueError, subprocess.CalledProcessError) as exc:
+        session.error(str(exc))
+    session.run("pytest", *session.posargs, env=env)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """Static checks with ruff."""
-    session.install("ruff")
+    install(session, "ruff")
     session.run("ruff", "check", "bench", "tests", "noxfile.py")
-
-
-def _megatron_venv(session: nox.Session) -> str:
-    """A Python 3.12 venv with torch + the pinned megatron-core, for checks against Megatron itself.
-
-    megatron-core >= 0.17 needs Python >= 3.12; the host's default Python may be older. It lives
-    outside the checkout (and is reused): inside a git work tree megatron-core appends that tree's
-    commit to its own version string.
-    """
-    venv = os.path.expanduser("~/.cache/megatron-bench/venv-py312-megatron")
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.exists(python):
-        session.run("python3.12", "-m", "venv", venv, external=True)
-    session.run(python, "-m", "pip", "install", "-q", "-r", "tests/megatron-requirements.txt",
-                external=True)
-    return python
 
 
 @nox.session
 def results(session: nox.Session) -> None:
     """Regenerate results/README.md and plots from results/records (-- --check: ranges only)."""
-    session.install("-e", ".[results]")
+    install(session, "-e", ".[results]")
     session.run("python", "-m", "bench", "results", *session.posargs)
 
 
@@ -76,22 +82,21 @@ IMAGE_OPTIONS = "[--base IMAGE] [--ca-cert PATH] [--upstream NAME=PATH] [--optio
 @nox.session(name="build-cuda", default=False)
 def build_cuda(session: nox.Session) -> None:
     """Build the NVIDIA image: NGC PyTorch + pinned Megatron + patches + the kit."""
-    session.install("-e", ".[images]")
+    install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "build", "cuda", *session.posargs)
 
 
 @nox.session(name="build-rocm", default=False)
 def build_rocm(session: nox.Session) -> None:
     """Build the LUMI image and its Singularity definition (and .sif where Apptainer exists)."""
-    session.install("-e", ".[images]")
+    install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "build", "rocm", *session.posargs)
 
 
-@nox.session(name="build-polaris", default=False)
+@nox.session(name="build-polaris", venv_backend="none", default=False)
 def build_polaris(session: nox.Session) -> None:
     """Render the Polaris conda + venv recipe; run it where `module` exists (Polaris)."""
-    session.install("-e", ".")
-    session.run("python", "-m", "bench", "images", "polaris", *session.posargs)
+    session.run("python", "-m", "bench", "images", "polaris", *session.posargs, env=IN_PLACE)
 
 
 @nox.session(default=False)
@@ -100,42 +105,46 @@ def pull(session: nox.Session) -> None:
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error("Usage: nox -s pull -- <cuda|rocm> [--runtime docker|enroot|singularity] "
                       "[--tag TAG]")
-    session.install("-e", ".[images]")
+    install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "pull", *session.posargs)
 
 
 @nox.session(default=False)
+def push(session: nox.Session) -> None:
+    """Push the image of the current inputs to a registry a cluster can pull from."""
+    if not session.posargs or session.posargs[0].startswith("-"):
+        session.error(f"Usage: nox -s push -- <cuda|rocm> --registry HOST/OWNER {IMAGE_OPTIONS}")
+    install(session, "-e", ".[images]")
+    session.run("python", "-m", "bench", "images", "push", *session.posargs)
+
+
+@nox.session(venv_backend="none", default=False)
 def patches(session: nox.Session) -> None:
     """Check that every patch series applies cleanly to its pinned upstream."""
-    session.install("-e", ".")
-    session.run("python", "-m", "bench", "images", "patches", *session.posargs)
+    session.run("python", "-m", "bench", "images", "patches", *session.posargs, env=IN_PLACE)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend="none", default=False)
 def jobs(session: nox.Session) -> None:
     """List the kit's runs on this cluster: run id, job id, state, elapsed time, result."""
-    session.install("-e", ".")
-    session.run("python", "-m", "bench", "jobs", *session.posargs)
+    session.run("python", "-m", "bench", "jobs", *session.posargs, env=IN_PLACE)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend="none", default=False)
 def collect(session: nox.Session) -> None:
     """Write a record for every finished run (skips runs already recorded)."""
-    session.install("-e", ".")
-    session.run("python", "-m", "bench", "collect", *session.posargs)
+    session.run("python", "-m", "bench", "collect", *session.posargs, env=IN_PLACE)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend="none", default=False)
 def compare(session: nox.Session) -> None:
     """B against A (run ids or selectors) in TFLOP/s/GPU and memory, with the noise band."""
-    session.install("-e", ".")
-    session.run("python", "-m", "bench", "compare", *session.posargs)
+    session.run("python", "-m", "bench", "compare", *session.posargs, env=IN_PLACE)
 
 
-@nox.session(default=False)
+@nox.session(venv_backend="none", default=False)
 def check(session: nox.Session) -> None:
     """System check job: every rank reports host, devices, container, versions, NCCL variables."""
     if "--platform" not in " ".join(session.posargs):
         session.error("Usage: nox -s check -- --platform NAME [--nodes N] [--dry-run]")
-    session.install("-e", ".")
-    session.run("python", "-m", "bench", "check", *session.posargs)
+    session.run("python", "-m", "bench", "check", *session.posargs, env=IN_PLACE)

@@ -21,6 +21,7 @@ from pathlib import Path
 from bench import compare
 from bench.campaign import load_campaign
 from bench.capabilities import Capabilities, probe
+from bench.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
 from bench.jobs.cli import EXIT_FAILED, add_wait_options
@@ -33,11 +34,15 @@ from bench.platforms import (
     ENGINES,
     PRECISION_SHORTHANDS,
     PRECISIONS,
+    REPO_PLATFORMS_DIR,
     Platform,
+    accelerator_files,
     load_accelerator,
     load_platform,
     match_accelerator,
+    origin,
     platform_files,
+    platforms_dirs,
 )
 from bench.presets import get_preset, load_presets
 from bench.record import record_path
@@ -49,6 +54,13 @@ from bench.sweep import SWEEP_ITERS, sweep_plans
 from bench.tuning import Tuning, flag_names
 
 EXIT_USAGE = 2
+RECORDS_DIR = "results/records"
+TIMEOUT_S = 3600.0
+HANG_TIMEOUT_S = 600.0
+DESCRIPTION = ("Plan GPT-3-style Megatron throughput benchmarks and run them here (torchrun) or "
+               "submit them as Slurm/PBS jobs; follow and collect the jobs into run records; build, "
+               "push and pull the images; regenerate the results page. The nox sessions call this, "
+               "so it also works on a login node where only Python exists. Each command has --help.")
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
@@ -73,9 +85,30 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
     parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
+    parser.add_argument("--force", action="store_true", help="plan it even when the memory "
+                        "estimate says it does not fit the GPU")
+    parser.add_argument("--seq-length", type=int, help="sequence length (default: the preset's)")
+    parser.add_argument("--save", nargs="?", const="", metavar="DIR",
+                        help="save checkpoints to DIR (alone: the platform's storage stage "
+                        "checkpoints/<run id>); default: no checkpoints")
+    parser.add_argument("--save-interval", type=int, help="iterations between checkpoints "
+                        "(default: the platform's, else once at the end)")
     for key in ("account", "partition", "queue", "walltime"):
         parser.add_argument(f"--{key}", help=f"scheduler {key} (default: platform file, or "
                             f"$BENCH_{key.upper()})")
+    deepspeed = parser.add_argument_group(
+        "DeepSpeed ZeRO settings", "Megatron-DeepSpeed engine; the stage is part of the layout "
+        "(e.g. tp4pp1zero3)")
+    deepspeed.add_argument("--zero-offload", choices=OFFLOADS, default="none",
+                           help="where the optimizer state and step live (cpu: ZeRO-Offload)")
+    deepspeed.add_argument("--overlap-comm", action="store_true",
+                           help="overlap gradient reduction with the backward pass")
+    deepspeed.add_argument("--contiguous-gradients", action="store_true",
+                           help="copy gradients into one contiguous buffer as they are produced")
+    deepspeed.add_argument("--reduce-bucket", type=_elements, metavar="N",
+                           help="reduce bucket size in elements, e.g. 2e8")
+    deepspeed.add_argument("--allgather-bucket", type=_elements, metavar="N",
+                           help="allgather bucket size in elements, e.g. 2e8")
     tuning = parser.add_argument_group(
         "A/B settings", "change a kit default; the run is recorded as a variant of its "
         "configuration. More Megatron flags go after '--' (e.g. -- --manual-gc)")
@@ -88,16 +121,33 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                         help="Megatron's unfused cross-entropy loss instead of its fused one")
 
 
+def _elements(text: str) -> int:
+    """A count of elements written as 200000000 or 2e8."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of elements (e.g. 2e8)") from None
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"'{text}' must be a whole number of elements, at least 1")
+    return int(value)
+
+
 def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                  capabilities: Capabilities | None = None) -> Options:
     return Options(
         now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
-        gbs=args.gbs, iters=args.iters or (SWEEP_ITERS if getattr(args, "sweep", False) else 30),
+        gbs=args.gbs, iters=args.iters if args.iters is not None else (
+            SWEEP_ITERS if getattr(args, "sweep", False) else 30),
         engine=args.engine, precision=args.precision,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        capabilities=capabilities,
+        capabilities=capabilities, force=args.force, seq_length=args.seq_length, save=args.save,
+        save_interval=args.save_interval,
+        zero=ZeroSettings(offload=args.zero_offload, overlap_comm=args.overlap_comm,
+                          contiguous_gradients=args.contiguous_gradients,
+                          reduce_bucket_size=args.reduce_bucket,
+                          allgather_bucket_size=args.allgather_bucket),
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 
@@ -131,6 +181,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     repeats: list[int | None] = [None] if args.repeat == 1 else list(range(1, args.repeat + 1))
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
+    check_run_options(args, platform)
     if platform.scheduler == "none":
         options = local_options(args, platform)
     else:
@@ -163,6 +214,32 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     return launches
 
 
+def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
+    """Refuse the options of the other kind of run: they would be silently ignored."""
+    if platform.scheduler == "none":
+        if args.wait:
+            raise ValueError(f"--wait applies to a job on a cluster; platform {platform.name} "
+                             "runs here, and a run here is always followed to its end")
+    else:
+        given = [flag for key, flag in (("records_dir", "--records-dir"), ("timeout", "--timeout"),
+                                        ("hang_timeout", "--hang-timeout"))
+                 if getattr(args, key) is not None] + (["--verbose"] if args.verbose else [])
+        if given:
+            raise ValueError(f"{', '.join(given)} apply to runs on this machine; platform "
+                             f"{platform.name} submits a job, limited by --walltime, whose record "
+                             "'python -m bench collect' makes (--records DIR there)")
+    for key, flag in (("timeout", "--timeout"), ("hang_timeout", "--hang-timeout")):
+        value = getattr(args, key)
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} must be more than 0 seconds, got {value}")
+
+
+def local_limits(args: argparse.Namespace) -> tuple[Path, float, float]:
+    """(records directory, wall-clock limit, hang limit) of a run here, defaults filled in."""
+    return (Path(args.records_dir or RECORDS_DIR), args.timeout or TIMEOUT_S,
+            args.hang_timeout or HANG_TIMEOUT_S)
+
+
 def dry_run_text(launch: LaunchPlan) -> str:
     """What ``--dry-run`` prints: the script or command, then the DeepSpeed config if any."""
     name, text = render_script(launch)
@@ -175,9 +252,14 @@ def dry_run_text(launch: LaunchPlan) -> str:
 def print_plan(launch: LaunchPlan, to_json: bool = False) -> None:
     if not to_json:
         print(dry_run_text(launch), end="")
-    source = ("detected in this Python" if launch.platform.capabilities is None
-              else f"from {launch.platform.name}'s platform file")
+    print_notes(launch)
+
+
+def print_notes(launch: LaunchPlan) -> None:
+    """What the plan assumed of the environment, and what the user should know (stderr)."""
     if launch.engine == "megatron":
+        source = ("detected in this Python" if launch.platform.capabilities is None
+                  else f"from {launch.platform.name}'s platform file")
         print(f"assumed ({source}): {launch.capabilities.describe()}", file=sys.stderr)
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -206,18 +288,22 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
             print_plan(launch, args.json)
         return 0
     if launches[0].platform.scheduler != "none":
+        for launch in launches:
+            print_notes(launch)
         return submit_all(args, launches, entries, say)
     if not detect_gpus().count:
         for launch in launches:
             print_plan(launch, args.json)
         print(NO_GPU, file=sys.stderr)
         return 1
+    records_dir, timeout_s, hang_s = local_limits(args)
     records = []
     for launch, entry in zip(launches, entries, strict=True):
-        record = run_local(launch, Path.cwd(), Path(args.records_dir), args.timeout,
-                           args.hang_timeout, verbose=args.verbose)
+        print_notes(launch)
+        record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
+                           verbose=args.verbose)
         entry["record"] = record.to_dict()
-        entry["record_path"] = str(record_path(args.records_dir, record.run_id))
+        entry["record_path"] = str(record_path(records_dir, record.run_id))
         records.append(record)
     say(summary(records))
     ok = [r for r in records if r.metrics is not None]
@@ -230,7 +316,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
             f"({100 * best.metrics.mfu:.1f}% MFU, causal) — record {best.run_id}.json")
         return 0
     for record in records:
-        say(f"record: {record_path(args.records_dir, record.run_id)}")
+        say(f"record: {record_path(records_dir, record.run_id)}")
     return 0 if len(ok) == len(records) else 1
 
 
@@ -323,11 +409,21 @@ def cmd_presets(_: argparse.Namespace) -> int:
 
 
 def cmd_platforms(_: argparse.Namespace) -> int:
+    """Each platform and accelerator with where its file came from (the kit's, or the user's)."""
+    print(f"{'platform':<12} {'from':<5} {'sched':<6} {'launcher':<9} {'runtime':<12} description")
     for path in platform_files():
         p = load_platform(path.stem)
-        print(f"{p.name:<12} {p.scheduler:<6} {p.launcher:<9} {p.container_runtime:<12} "
-              f"{p.description}")
+        print(f"{p.name:<12} {_origin(path):<5} {p.scheduler:<6} {p.launcher:<9} "
+              f"{p.container_runtime:<12} {p.description}")
+    accelerators = ", ".join(f"{path.stem} ({_origin(path)})" for path in accelerator_files())
+    print(f"accelerators: {accelerators}")
+    print(f"kit: {REPO_PLATFORMS_DIR}" + "".join(
+        f"; user: {folder} (BENCH_PLATFORMS_DIR, wins over the kit)" for folder in platforms_dirs()[1:]))
     return 0
+
+
+def _origin(path: Path) -> str:
+    return "kit" if origin(path) == "kit" else "user"
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -369,18 +465,18 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the plans (and records or job ids) as JSON on stdout; "
                         "progress and messages go to stderr")
-    parser.add_argument("--records-dir", default="results/records",
-                        help="where run records go (default results/records)")
-    parser.add_argument("--timeout", type=float, default=3600.0,
-                        help="wall-clock limit per run, seconds (default 3600)")
-    parser.add_argument("--hang-timeout", type=float, default=600.0,
-                        help="stop a run that prints nothing for this long, seconds (default 600)")
-    parser.add_argument("--verbose", action="store_true", help="stream the training log")
+    local = parser.add_argument_group("runs on this machine (--platform local)")
+    local.add_argument("--records-dir", help=f"where run records go (default {RECORDS_DIR})")
+    local.add_argument("--timeout", type=float,
+                       help=f"wall-clock limit per run, seconds (default {TIMEOUT_S:.0f})")
+    local.add_argument("--hang-timeout", type=float, help="stop a run that prints nothing for "
+                       f"this long, seconds (default {HANG_TIMEOUT_S:.0f})")
+    local.add_argument("--verbose", action="store_true", help="stream the training log")
     add_wait_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="plan a benchmark and print, submit or run it")
     add_run_options(run)

@@ -20,17 +20,31 @@ from dataclasses import dataclass
 from bench.record import Status
 
 ITERATION = re.compile(r"\biteration\s+(?P<i>\d+)\s*/\s*(?P<n>\d+)\s*\|")
-ELAPSED_TIME_PER_ITERATION_MS = re.compile(r"elapsed time per iteration \(ms\):\s*(?P<v>[\d.]+)")
-THROUGHPUT_PER_GPU = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*(?P<v>[\d.]+)")
-LM_LOSS = re.compile(r"\blm loss:\s*(?P<v>[-+]?(?:[\d.]+(?:E[-+]?\d+)?|nan|inf))", re.IGNORECASE)
+# A decimal number as Megatron prints one; never a bare "." or "1.2.3", which float() refuses.
+_DECIMAL = r"(?P<v>\d+(?:\.\d*)?|\.\d+)"
+ELAPSED_TIME_PER_ITERATION_MS = re.compile(r"elapsed time per iteration \(ms\):\s*" + _DECIMAL)
+THROUGHPUT_PER_GPU = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*" + _DECIMAL)
+LM_LOSS = re.compile(r"\blm loss:\s*(?P<v>[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:E[-+]?\d+)?|nan|inf))",
+                     re.IGNORECASE)
 GLOBAL_BATCH_SIZE = re.compile(r"global batch size:\s*(?P<v>\d+)")
 NUMBER_OF_NAN_ITERATIONS = re.compile(r"number of nan iterations:\s*(?P<v>\d+)")
 NUMBER_OF_SKIPPED_ITERATIONS = re.compile(r"number of skipped iterations:\s*(?P<v>\d+)")
-SAMPLES_PER_SECOND = re.compile(r"samples per second:\s*(?P<v>[\d.]+)")  # Megatron-DeepSpeed
-DS_TFLOPS = re.compile(r"\bTFLOPs:\s*(?P<v>[\d.]+)")  # Megatron-DeepSpeed
-MAX_ALLOCATED_MB = re.compile(r"max allocated:\s*(?P<v>[\d.]+)")  # Megatron's memory report
-OUT_OF_MEMORY = re.compile(r"CUDA out of memory|OutOfMemoryError|HIP out of memory|"
-                           r"out of memory|CUBLAS_STATUS_ALLOC_FAILED")
+SAMPLES_PER_SECOND = re.compile(r"samples per second:\s*" + _DECIMAL)  # Megatron-DeepSpeed
+DS_TFLOPS = re.compile(r"\bTFLOPs:\s*" + _DECIMAL)  # Megatron-DeepSpeed
+MAX_ALLOCATED_MB = re.compile(r"max allocated:\s*" + _DECIMAL)  # Megatron's memory report
+# The exception line a failed allocation ends a traceback with, after any launcher prefix
+# ("[rank0]: ", srun's "0: "): torch's caching allocator ("torch.OutOfMemoryError: CUDA out of
+# memory. Tried to allocate ...", torch.cuda.OutOfMemoryError before torch 2.5, RuntimeError before
+# 1.13; "HIP out of memory" on ROCm), a CUDA call that found no memory ("RuntimeError: CUDA error:
+# out of memory", torch.AcceleratorError since torch 2.8; cuBLAS's CUBLAS_STATUS_ALLOC_FAILED), and
+# NCCL's own "NCCL WARN Cuda failure 'out of memory'". Text that merely mentions memory (a
+# warning, a path, a help string) is not one.
+OUT_OF_MEMORY = re.compile(
+    r"^(?:[^\s:]+:\s*)*"  # launcher prefixes
+    r"(?:(?:torch\.(?:cuda\.)?)?OutOfMemoryError|RuntimeError|(?:torch\.)?AcceleratorError): "
+    r"(?:(?:CUDA|HIP|XPU) out of memory|(?:CUDA|HIP) error: out of memory"
+    r"|CUDA error: CUBLAS_STATUS_ALLOC_FAILED)"
+    r"|NCCL WARN Cuda failure (?:\d+ )?'out of memory'")
 NCCL_WATCHDOG_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|"
                                    r"ProcessGroupNCCL.*[Tt]imeout")
 # "ERROR:logger:message" or "SomethingError: message"; Megatron's argument dump ("name ..... value")
@@ -102,8 +116,10 @@ def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
     return next((line.strip() for line in lines if pattern.search(line)), None)
 
 
-def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0) -> ParseResult:
-    """Parse a whole log. ``timed_out``/``exit_code`` are what the runner saw of the process."""
+def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
+              stop_reason: str | None = None) -> ParseResult:
+    """Parse a whole log. ``timed_out``/``exit_code`` are what the runner saw of the process;
+    ``stop_reason`` says why a timed-out run was stopped (e.g. no output for N seconds)."""
     lines = text.splitlines()
     iterations = tuple(it for it in map(parse_iteration, lines) if it is not None)
     total = iterations[-1].total if iterations else None
@@ -113,8 +129,10 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0) -> 
     def result(status: Status, reason: str | None) -> ParseResult:
         return ParseResult(status, reason, iterations, total, peak)
 
+    finished = bool(iterations) and iterations[-1].index == iterations[-1].total
     oom = _first(OUT_OF_MEMORY, lines)
-    if oom:
+    # A run that logged its last iteration and exited 0 had no fatal allocation failure.
+    if oom and not (finished and exit_code == 0 and not timed_out):
         return result(Status.OOM, f"out of memory: {oom[:300]}")
     bad = next((it for it in iterations if it.nan_iterations > 0 or (
         it.lm_loss is not None and not math.isfinite(it.lm_loss))), None)
@@ -122,12 +140,12 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0) -> 
         return result(Status.NAN, f"loss is not finite at iteration {bad.index} "
                       f"(lm loss {bad.lm_loss}, nan iterations {bad.nan_iterations})")
     if timed_out:
-        return result(Status.TIMEOUT, "the run exceeded its time limit and was killed "
-                      f"after {len(iterations)} logged iterations")
+        why = stop_reason or "it exceeded its time limit"
+        return result(Status.TIMEOUT, f"the run was stopped because {why}, after "
+                      f"{len(iterations)} logged iterations")
     watchdog = _first(NCCL_WATCHDOG_TIMEOUT, lines)
     if watchdog:
         return result(Status.TIMEOUT, f"NCCL collective timed out: {watchdog[:300]}")
-    finished = bool(iterations) and iterations[-1].index == iterations[-1].total
     if exit_code not in (0, None) or (_first(TRACEBACK, lines) and not finished):
         error = _first(FIRST_ERROR, lines) or _first(TRACEBACK, list(reversed(lines)))
         return result(Status.CRASHED, f"exit code {exit_code}" + (f": {error[:300]}" if error

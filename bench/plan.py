@@ -12,9 +12,19 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bench.capabilities import Capabilities
-from bench.engines.deepspeed import DS_CONFIG_NAME, deepspeed_args, ds_config_json
+from bench.engines.common import checkpoint_flags
+from bench.engines.deepspeed import (
+    DEFAULT_ZERO_SETTINGS,
+    DS_CONFIG_NAME,
+    ZeroSettings,
+    deepspeed_args,
+    ds_config_json,
+    zero_problems,
+    zero_stage,
+)
 from bench.engines.megatron import ENTRY, megatron_args
 from bench.layout import Layout, build_layout, parse_layout_name
+from bench.memory import GB, check_fits, estimate_bytes, grad_bytes
 from bench.platforms import (
     Accelerator,
     Platform,
@@ -24,6 +34,7 @@ from bench.platforms import (
     resolve_precision,
     with_job_overrides,
 )
+from bench.preflight import check_options
 from bench.presets import Preset
 from bench.tuning import DEFAULT_TUNING, Tuning, check_extra_args
 
@@ -39,7 +50,11 @@ class Options:
     that hold tp x pp x cp (clusters). ``iters``: training iterations (default 30).
     ``now``: the UTC time used in the run id. ``gpus_present``/``gpu_name``: what the local machine
     has (0/"" when unknown). ``tuning``: performance settings away from the kit's defaults
-    (``bench.tuning``), for A/B runs.
+    (``bench.tuning``), for A/B runs. ``seq_length``: the preset's sequence length replaced (the
+    Polaris seed trains at 4096). ``save``: write checkpoints there ("": the platform's
+    ``<storage stage>/checkpoints/<run id>``; None: no checkpoints), every ``save_interval``
+    iterations (default: the platform's ``save_interval``, else once at the end). ``zero``:
+    DeepSpeed ZeRO settings beyond the stage (Megatron-DeepSpeed engine).
     """
 
     now: datetime
@@ -59,6 +74,10 @@ class Options:
     queue: str | None = None
     walltime: str | None = None
     tuning: Tuning = DEFAULT_TUNING
+    seq_length: int | None = None
+    save: str | None = None
+    save_interval: int | None = None
+    zero: ZeroSettings = DEFAULT_ZERO_SETTINGS
     gpus_present: int = 0
     gpu_name: str = ""
     # The n-th of N measurements of one configuration (``--repeat N``): the run id gets ``-r<n>``
@@ -72,6 +91,7 @@ class Options:
     # What the training Python has, detected on this machine (bench.capabilities.probe); None: not
     # probed, or it cannot import megatron-core. Used where the platform says capabilities = "auto".
     capabilities: Capabilities | None = None
+    force: bool = False  # plan even when the memory estimate says it cannot fit
 
 
 @dataclass(frozen=True)
@@ -96,10 +116,12 @@ class LaunchPlan:
     # What the plan assumed the training environment has (platform data, or detected locally).
     capabilities: Capabilities = Capabilities()
     notes: tuple[str, ...] = field(default=())  # what the user should know (e.g. missing GPUs)
-    # Non-default performance settings (bench.tuning), recorded in the run's notes.
+    # Settings away from the kit's defaults (bench.tuning, ZeRO settings, sequence length),
+    # recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
     # How the run was made (sweep, repeat group, campaign), recorded in the run's notes too.
     labels: tuple[tuple[str, str], ...] = field(default=())
+    memory_gb: float = 0.0  # estimated peak per GPU (bench.memory)
 
     @property
     def world_size(self) -> int:
@@ -170,6 +192,52 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
     return match_accelerator(options.gpu_name) if options.gpu_name else None
 
 
+def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
+            accelerator: Accelerator | None, per_node: int, tuning: Tuning,
+            force: bool) -> tuple[float, str]:
+    """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
+    grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
+    zero_stage = layout.zero or 1  # DeepSpeed's default stage 1 shards like the distributed optimizer
+    need = estimate_bytes(preset, layout, grad, zero_stage) / GB
+    if accelerator is None:
+        return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
+    if not force:
+        check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
+                   zero_stage)
+    return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
+                  + (" (--force)" if force else ""))
+
+
+def _bound(path: str, binds: tuple[str, ...]) -> bool:
+    """Whether a path the job uses is inside its container: relative paths live in the bound
+    submit folder; absolute ones must lie under a bind's container side (``src[:dst[:opts]]``)."""
+    if not path.startswith("/"):
+        return True
+    inside = [(bind.split(":")[1] if ":" in bind else bind).rstrip("/") for bind in binds]
+    return any(path == d or path.startswith(d + "/") for d in inside)
+
+
+def _check_binds(platform: Platform, paths: dict[str, str]) -> None:
+    """Refuse data or checkpoint folders a container would not see (before anything is written)."""
+    if platform.container_runtime not in ("pyxis", "singularity"):
+        return
+    for flag, path in paths.items():
+        if path and not _bound(path, platform.binds):
+            raise ValueError(f"{flag} {path} is outside every folder bound into the container on "
+                             f"{platform.name} ({', '.join(platform.binds) or 'none'}): use a "
+                             "folder under one of them or relative to the submit folder, or add "
+                             f"its folder to binds in {platform.source or platform.name}")
+
+
+def _save_dir(platform: Platform, options: Options, rid: str) -> str:
+    if options.save is None or options.save:
+        return options.save or ""
+    if not platform.storage.stage:
+        raise ValueError(f"--save without a folder writes to the platform's storage stage, but "
+                         f"{platform.name} has no [storage] stage: give --save DIR")
+    return f"{platform.storage.stage}/checkpoints/{rid}"
+
+
 def _capabilities(platform: Platform, options: Options) -> Capabilities:
     if platform.capabilities is not None:
         return platform.capabilities
@@ -191,9 +259,17 @@ def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
 
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
-    if options.iters < 1:
-        raise ValueError(f"--iters must be at least 1, got {options.iters}")
+    # Settings away from the kit's defaults besides the A/B tuning: ZeRO settings, sequence length.
+    other_variant = options.zero.variant()
+    if options.seq_length is not None and options.seq_length != preset.seq_length:
+        if options.seq_length < 1:
+            raise ValueError(f"--seq-length must be at least 1, got {options.seq_length}")
+        preset = replace(preset, seq_length=options.seq_length)
+        other_variant += (("seq_length", str(options.seq_length)),)
+    if options.save_interval is not None and (options.save is None or options.save_interval < 1):
+        raise ValueError("--save-interval needs --save, and at least 1 iteration")
     engine = options.engine or platform.default_engine
+    check_options(options, platform, engine)
     precision = resolve_precision(options.precision or platform.default_precision)
     platform = with_job_overrides(platform, account=options.account, partition=options.partition,
                                   queue=options.queue, walltime=options.walltime)
@@ -212,43 +288,60 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
             raise ValueError(f"a repeat is numbered from 1, got {options.repeat}")
         labels = (*labels, ("repeat_group", rid))
         rid = f"{rid}-r{options.repeat}"
+    tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     caps = _capabilities(platform, options)
     ds_config = None
+    notes = []
+    if engine == "megatron" and options.zero != DEFAULT_ZERO_SETTINGS:
+        raise ValueError("--zero-offload, --overlap-comm, --contiguous-gradients and the bucket "
+                         "sizes are DeepSpeed settings: use --engine megatron-deepspeed")
+    data = replace(platform.data, **{k: v for k, v in (
+        ("path", options.data_path), ("vocab_file", options.vocab_file),
+        ("merge_file", options.merge_file)) if v})
+    save = _save_dir(platform, options, rid)
+    _check_binds(platform, {"--data-path": data.path, "--vocab-file": data.vocab_file,
+                            "--merge-file": data.merge_file, "--save": save})
     if engine == "megatron":
         entry = ENTRY
         _check_capabilities(caps, precision, layout, platform)
-        args = megatron_args(preset, layout, precision, options.iters, caps,
-                             options.data_path or "", options.tuning)
+        args = megatron_args(preset, layout, precision, options.iters, caps, data.path, tuning)
     else:
-        if options.tuning.changes_megatron_defaults:
+        if options.tuning.changes_megatron_defaults:  # asked for, even where a no-op
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
                              "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
                              "config (extra flags go after '--')")
-        data = replace(platform.data, **{k: v for k, v in (
-            ("path", options.data_path), ("vocab_file", options.vocab_file),
-            ("merge_file", options.merge_file)) if v})
+        problems, zero_notes = zero_problems(options.zero, zero_stage(layout))
+        if problems:
+            raise ValueError("DeepSpeed settings are not possible: " + "; ".join(problems))
+        notes += zero_notes
         entry = (f"{platform.megatron_deepspeed_dir}/pretrain_gpt.py",)
         args = deepspeed_args(preset, layout, precision, options.iters, data,
-                              f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}")
-        ds_config = ds_config_json(layout, precision)
-    check_extra_args(options.tuning.extra_args, args)
+                              f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}", options.zero,
+                              platform.flash_attention)
+        ds_config = ds_config_json(layout, precision, options.zero)
+    if save:
+        args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval)
+    check_extra_args(tuning.extra_args, args)
+    memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
+                                     platform.gpus_per_node or per_node, tuning, options.force)
     env = dict(platform.env)
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
-    notes = []
     if platform.scheduler == "none" and not options.gpus_present:
         notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
                      "NVIDIA GPUs with a working driver to run")
     if engine == "megatron" and platform.capabilities is None and options.capabilities is None:
         notes.append("megatron-core is not importable in this Python, so Transformer Engine and "
                      "apex could not be detected: the plan assumes neither")
+    notes += [*tuning_notes, memory_note]
     if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
         notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
                      "not be computed; add one with its dense peak and source")
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
-        iters=options.iters, image=options.image or platform.image, entry=entry,
-        train_args=(*args, *options.tuning.extra_args), env=tuple(env.items()),
+        iters=options.iters,
+        image=options.image or platform.storage.squashed_image or platform.image, entry=entry,
+        train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
         ds_config=ds_config, capabilities=caps, notes=tuple(notes),
-        variant=options.tuning.variant(), labels=labels)
+        variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb)

@@ -2,8 +2,10 @@
 
 A platform file holds every site fact the kit needs: scheduler, launcher, container runtime, GPUs per
 node, the accelerator (whose peak TFLOP/s and its source live in ``platforms/accelerators/``),
-default engine and precision, environment, module loads, image, bind mounts and job defaults. A user
-adds a cluster by copying a file; ``BENCH_PLATFORMS_DIR`` points the kit at another folder. Job
+default engine and precision, environment, module loads, image, bind mounts, library folders (a
+NCCL/RCCL network plugin), CPU binding, shared storage and job defaults. A user adds a cluster by
+copying a file into a folder of their own named by ``BENCH_PLATFORMS_DIR``: its platforms and
+``accelerators/`` add to the kit's, and a file of the same name replaces the kit's. Job
 defaults (account, partition, queue, walltime) are overridden by options or by the environment
 variables ``BENCH_ACCOUNT``, ``BENCH_PARTITION``, ``BENCH_QUEUE``, ``BENCH_WALLTIME``.
 """
@@ -31,8 +33,15 @@ PRECISIONS = ("bf16", "fp16", "fp8-delayed", "fp8-current")
 PRECISION_SHORTHANDS = {"fp8": "fp8-delayed"}
 # Number formats an accelerator file gives dense peaks for; a precision is measured against its own.
 PEAK_FORMATS = ("bf16", "fp16", "fp8")
-_WALLTIME = re.compile(r"^(\d+-)?\d{1,3}:\d{2}:\d{2}$")
+_WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
+# A platform or accelerator is named, never given as a path: the name picks a file in the folder.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``).
+LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/-]*)$")
+# Slurm's --cpu-bind: a keyword, or map_cpu/mask_cpu with a comma-separated list.
+_CPU_BIND = re.compile(r"^(?:v,)?(?:none|cores|threads|sockets|ldoms|rank|"
+                       r"(?:map_cpu|mask_cpu)[:=][0-9a-fA-Fx,]+)$")
 
 
 @dataclass(frozen=True)
@@ -87,11 +96,29 @@ class Job:
 
 @dataclass(frozen=True)
 class Data:
-    """Training data for engines without mock data (Megatron-DeepSpeed); paths as the job sees them."""
+    """Default training data for both engines (Megatron-DeepSpeed has no mock data; Megatron uses
+    mock data when none is set); paths as the job sees them, relative ones to the submit folder."""
 
     path: str = ""
     vocab_file: str = ""
     merge_file: str = ""
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The cluster's shared parallel filesystem, where data, checkpoints and images live.
+
+    ``stage``: the folder on it that holds the kit's data, checkpoints (``--save`` without a folder
+    writes to ``<stage>/checkpoints/<run id>``) and images, as the job sees it. ``filesystem``: what
+    it is, for people. ``squashed_image``: an image already squashed onto that filesystem (pyxis
+    starts from the file instead of pulling ``image``). ``save_interval``: iterations between
+    checkpoints when ``--save`` is given without ``--save-interval``.
+    """
+
+    filesystem: str = ""
+    stage: str = ""
+    squashed_image: str = ""
+    save_interval: int = 0  # 0: save once, at the end of the run
 
 
 @dataclass(frozen=True)
@@ -119,11 +146,40 @@ class Platform:
     megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
     # What the image or venv has (bench.capabilities); None: detected where the run trains.
     capabilities: Capabilities | None = Capabilities()
+    # The image or venv has flash-attention 2 (Megatron-DeepSpeed's --use-flash-attn-v2).
+    flash_attention: bool = False
+    module_paths: tuple[str, ...] = ()  # `module use` folders, before `module load`
+    # Folders put first on the library path the training processes see: LD_LIBRARY_PATH, or
+    # SINGULARITYENV_LD_LIBRARY_PATH inside Singularity (e.g. a NCCL/RCCL network plugin).
+    library_path: tuple[str, ...] = ()
+    cpu_bind: str = ""  # Slurm --cpu-bind for per-GPU srun tasks, e.g. LUMI's mask per GCD
+    storage: Storage = Storage()
     source: str = ""  # the file it came from
 
 
-def platforms_dir() -> Path:
-    return Path(os.environ.get("BENCH_PLATFORMS_DIR") or REPO_PLATFORMS_DIR)
+def platforms_dirs() -> list[Path]:
+    """The kit's platforms folder, then the user's ``BENCH_PLATFORMS_DIR`` (later ones win)."""
+    user = os.environ.get("BENCH_PLATFORMS_DIR")
+    if not user:
+        return [REPO_PLATFORMS_DIR]
+    if not Path(user).is_dir():
+        raise DataError(f"BENCH_PLATFORMS_DIR={user} is not a folder; point it at the folder that "
+                        "holds your platform files (<name>.toml, accelerators/<name>.toml)")
+    return [REPO_PLATFORMS_DIR] + ([Path(user)] if Path(user).resolve() != REPO_PLATFORMS_DIR else [])
+
+
+def _data_files(subfolder: str) -> dict[str, Path]:
+    """name -> file over the platforms folders; a user's file of the same name wins."""
+    found: dict[str, Path] = {}
+    for folder in platforms_dirs():
+        found.update((path.stem, path) for path in (folder / subfolder).glob("*.toml"))
+    return dict(sorted(found.items()))
+
+
+def origin(path: Path) -> str:
+    """Where a data file came from: ``kit``, or ``BENCH_PLATFORMS_DIR`` (its folder)."""
+    kit = path.resolve().is_relative_to(REPO_PLATFORMS_DIR)
+    return "kit" if kit else f"BENCH_PLATFORMS_DIR ({path.parent})"
 
 
 def _choice(table: dict[str, Any], key: str, choices: tuple[str, ...], where: str) -> str:
@@ -173,8 +229,17 @@ def _job(table: dict[str, Any], where: str) -> Job:
 
 
 def check_walltime(value: str, where: str) -> None:
-    if not _WALLTIME.match(value):
+    """A duration as Slurm and PBS read it: minutes and seconds below 60, hours below 24 after a
+    day count, more than zero."""
+    match = _WALLTIME.match(value)
+    if not match:
         raise DataError(f"{where}: walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
+    hours, minutes, seconds = (int(match[k]) for k in ("h", "m", "s"))
+    if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
+        raise DataError(f"{where}: walltime '{value}' is not a duration: minutes and seconds run "
+                        "to 59, and hours to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
+    if not (int(match["days"] or 0) or hours or minutes or seconds):
+        raise DataError(f"{where}: walltime '{value}' is zero; give the job some time")
 
 
 def _data(table: dict[str, Any], where: str) -> Data:
@@ -185,6 +250,41 @@ def _data(table: dict[str, Any], where: str) -> Data:
                 merge_file=take(raw, "merge_file", str, where, ""))
     no_leftovers(raw, where, ["path", "vocab_file", "merge_file"])
     return data
+
+
+def _storage(table: dict[str, Any], where: str) -> Storage:
+    raw = dict(take(table, "storage", dict, where, {}))
+    where = f"{where} [storage]"
+    storage = Storage(filesystem=take(raw, "filesystem", str, where, ""),
+                      stage=take(raw, "stage", str, where, ""),
+                      squashed_image=take(raw, "squashed_image", str, where, ""),
+                      save_interval=take(raw, "save_interval", int, where, 0))
+    no_leftovers(raw, where, ["filesystem", "stage", "squashed_image", "save_interval"])
+    for key in ("stage", "squashed_image"):
+        value = getattr(storage, key)
+        if value and not value.startswith("/"):
+            raise DataError(f"{where}: '{key}' must be an absolute path as the job sees it, "
+                            f"got '{value}'")
+    if storage.save_interval < 0:
+        raise DataError(f"{where}: save_interval must be 0 (at the end) or more iterations")
+    return storage
+
+
+def _library_path(table: dict[str, Any], where: str) -> tuple[str, ...]:
+    dirs = _str_list(table, "library_path", where)
+    for entry in dirs:
+        if not LIBRARY_DIR.match(entry):
+            raise DataError(f"{where}: library_path entry '{entry}' must be an absolute folder, "
+                            "or one under a variable written ${NAME}/..., e.g. ${EBROOTX}/lib")
+    return dirs
+
+
+def _cpu_bind(table: dict[str, Any], where: str) -> str:
+    value = take(table, "cpu_bind", str, where, "")
+    if value and not _CPU_BIND.match(value):
+        raise DataError(f"{where}: cpu_bind '{value}' is not a Slurm --cpu-bind value such as "
+                        "'cores' or 'mask_cpu:0xfe,0xfe00'")
+    return value
 
 
 def _capabilities(table: dict[str, Any], where: str) -> Capabilities | None:
@@ -200,10 +300,19 @@ def _capabilities(table: dict[str, Any], where: str) -> Capabilities | None:
         raise DataError(str(exc)) from None
 
 
+# [job] keys a scheduler's renderer does not use: set, they would be silently dropped.
+_JOB_KEYS_UNUSED = {
+    "slurm": ("queue", "filesystems", "node_resources"),
+    "pbs": ("partition", "qos"),
+    "none": ("account", "partition", "queue", "qos", "filesystems", "extra_directives",
+             "node_resources", "account_required"),
+}
+
 _PLATFORM_KEYS = ["description", "scheduler", "launcher", "container_runtime", "gpus_per_node",
                   "accelerator", "default_engine", "default_precision", "image", "env", "modules",
                   "setup", "binds", "job", "data", "cpus_per_task",
-                  "megatron_deepspeed_dir", "capabilities"]
+                  "megatron_deepspeed_dir", "capabilities", "flash_attention",
+                  "module_paths", "library_path", "cpu_bind", "storage"]
 
 
 def load_platform_file(path: Path) -> Platform:
@@ -231,6 +340,11 @@ def load_platform_file(path: Path) -> Platform:
         megatron_deepspeed_dir=take(raw, "megatron_deepspeed_dir", str, where,
                                     "/opt/Megatron-DeepSpeed"),
         capabilities=_capabilities(raw, where),
+        flash_attention=take(raw, "flash_attention", bool, where, False),
+        module_paths=_str_list(raw, "module_paths", where),
+        library_path=_library_path(raw, where),
+        cpu_bind=_cpu_bind(raw, where),
+        storage=_storage(raw, where),
         source=str(path),
     )
     no_leftovers(raw, where, _PLATFORM_KEYS)
@@ -238,8 +352,15 @@ def load_platform_file(path: Path) -> Platform:
         raise DataError(f"{where}: gpus_per_node must be positive (0 = count the GPUs present)")
     if platform.scheduler != "none" and platform.gpus_per_node == 0:
         raise DataError(f"{where}: a cluster platform must state gpus_per_node")
+    if platform.cpu_bind and (platform.scheduler != "slurm" or platform.launcher != "srun"):
+        raise DataError(f"{where}: cpu_bind binds srun's per-GPU tasks: it needs scheduler "
+                        "'slurm' and launcher 'srun'")
     if platform.container_runtime in ("pyxis", "singularity", "docker") and not platform.image:
         raise DataError(f"{where}: container_runtime '{platform.container_runtime}' needs 'image'")
+    for key in _JOB_KEYS_UNUSED[platform.scheduler]:
+        if getattr(platform.job, key):
+            raise DataError(f"{where} [job]: '{key}' does not apply to scheduler "
+                            f"'{platform.scheduler}', whose scripts would drop it; remove it")
     if platform.accelerator != "auto":
         try:
             load_accelerator(platform.accelerator)
@@ -249,17 +370,21 @@ def load_platform_file(path: Path) -> Platform:
 
 
 def platform_files() -> list[Path]:
-    return sorted(platforms_dir().glob("*.toml"))
+    return list(_data_files("").values())
 
 
 def load_platform(name: str) -> Platform:
-    """The platform ``name`` from the platforms folder, or a ValueError listing the known ones."""
-    path = platforms_dir() / f"{name}.toml"
-    if not path.exists():
-        known = ", ".join(p.stem for p in platform_files())
-        raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying a file "
-                         f"in {platforms_dir()})")
-    return load_platform_file(path)
+    """The platform ``name`` from the platforms folders, or a ValueError listing the known ones."""
+    files = _data_files("")
+    known = ", ".join(files)
+    if not _NAME.match(name) or name.endswith(".toml"):
+        raise ValueError(f"--platform '{name}' is not a platform name; known: {known} (a "
+                         "platform is named, not given as a path: put its file in a folder named "
+                         "by BENCH_PLATFORMS_DIR)")
+    if name not in files:
+        raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying "
+                         f"a file of {REPO_PLATFORMS_DIR} into a folder named by BENCH_PLATFORMS_DIR)")
+    return load_platform_file(files[name])
 
 
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
@@ -276,12 +401,8 @@ def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
 
 # --- accelerators -------------------------------------------------------------------------------
 
-def accelerators_dir() -> Path:
-    return platforms_dir() / "accelerators"
-
-
 def accelerator_files() -> list[Path]:
-    return sorted(accelerators_dir().glob("*.toml"))
+    return list(_data_files("accelerators").values())
 
 
 def load_accelerator_file(path: Path) -> Accelerator:
@@ -307,11 +428,10 @@ def load_accelerator_file(path: Path) -> Accelerator:
 
 
 def load_accelerator(name: str) -> Accelerator:
-    path = accelerators_dir() / f"{name}.toml"
-    if not path.exists():
-        known = ", ".join(p.stem for p in accelerator_files())
-        raise DataError(f"unknown accelerator '{name}'; known: {known}")
-    return load_accelerator_file(path)
+    files = _data_files("accelerators")
+    if not _NAME.match(name) or name not in files:
+        raise DataError(f"unknown accelerator '{name}'; known: {', '.join(files)}")
+    return load_accelerator_file(files[name])
 
 
 def match_accelerator(device_name: str) -> Accelerator | None:

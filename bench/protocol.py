@@ -23,6 +23,10 @@ WARMUP_ITERS = 5
 MIN_WINDOW_ITERS = 5
 
 
+class ShortWindow(ValueError):
+    """Too few iterations after the warm-up for a measurement: the run is ``incomplete``."""
+
+
 def window(iterations: tuple[Iteration, ...]) -> tuple[Iteration, ...]:
     """The steady-state iterations: those after the warm-up."""
     return tuple(it for it in iterations if it.index > WARMUP_ITERS)
@@ -45,14 +49,18 @@ def metrics(iterations: tuple[Iteration, ...], preset: Preset, global_batch: int
     ``bf16_peak_tflops``: the accelerator's dense bf16 peak, given when ``peak_tflops`` is another
     format's (fp8 runs), so the record also says how the run compares with bf16 hardware peak.
 
-    Raises ValueError when the window holds fewer than ``MIN_WINDOW_ITERS`` iterations.
+    Raises :class:`ShortWindow` when the window holds fewer than ``MIN_WINDOW_ITERS``
+    iterations, and ValueError when the median step time is zero (no rate can be computed).
     """
     steady = window(iterations)
     if len(steady) < MIN_WINDOW_ITERS:
-        raise ValueError(f"only {len(steady)} iterations after the {WARMUP_ITERS} warm-up ones; "
-                         f"the protocol needs {MIN_WINDOW_ITERS} (raise --iters)")
+        raise ShortWindow(f"only {len(steady)} iterations after the {WARMUP_ITERS} warm-up ones; "
+                          f"the protocol needs {MIN_WINDOW_ITERS} (raise --iters)")
     times = [it.elapsed_ms / 1000.0 for it in steady]
     median = statistics.median(times)
+    if median <= 0:
+        raise ValueError(f"the log's median step time over the window is {median} s; a step "
+                         "cannot take no time, so the log's timings are not measurements")
     samples_per_s = global_batch / median
     tflops = flops_per_iteration(preset, global_batch) / median / gpus / 1e12
     tflops_nc = flops_per_iteration(preset, global_batch, causal=False) / median / gpus / 1e12

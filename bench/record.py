@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -226,7 +227,9 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.file}: {self.message}"
+        # A file name may hold a newline or escape codes: shown quoted, it cannot fake a line.
+        name = self.file if self.file.isprintable() else ascii(self.file)
+        return f"{name}: {self.message}"
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
@@ -668,6 +671,36 @@ def build_record(**fields_: Any) -> Record:
     return record_from_dict(data)
 
 
+IMPLAUSIBLE_NOTE_PREFIX = "metrics."
+"""Notes key prefix under which a run's rejected metrics are kept (``metrics.mfu``, ...)."""
+
+
+def build_finished_record(failure_log_tail: Sequence[str] = (), **fields_: Any) -> Record:
+    """:func:`build_record` for a run that ended: its metrics cannot cost it its record.
+
+    When the metrics fail the record's checks (an MFU above 1 from an impossible step time, a
+    throughput that disagrees with the step time), the run is recorded as ``failed`` with those
+    problems as the reason, ``failure_log_tail`` as its log tail, and every computed number kept
+    in ``notes`` as ``metrics.<name>`` (non-finite ones as text, which JSON can hold).
+    """
+    try:
+        return build_record(**fields_)
+    except RecordError as error:
+        metrics = fields_.get("metrics")
+        if metrics is None:
+            raise  # not the metrics: a bug in the caller, which no status can record
+        kept = _as_dict(metrics) if isinstance(metrics, Metrics) else dict(metrics)
+        notes = {**dict(fields_.get("notes") or {}), **{
+            IMPLAUSIBLE_NOTE_PREFIX + key: value if not isinstance(value, float)
+            or math.isfinite(value) else repr(value) for key, value in kept.items()}}
+        reason = ("the run finished, but its metrics are implausible, so it is not a result: "
+                  + "; ".join(error.problems) + f" (the numbers are kept in notes as "
+                  f"{IMPLAUSIBLE_NOTE_PREFIX}*)")
+        return build_record(**{**fields_, "status": Status.FAILED, "reason": reason,
+                               "metrics": None, "notes": notes,
+                               "log_tail": list(failure_log_tail)})
+
+
 def validate_record(data: Any) -> list[str]:
     """Every problem with a decoded JSON record; an empty list means it is a valid record."""
     try:
@@ -782,6 +815,25 @@ def record_path(records_dir: Path | str, run_id: str) -> Path:
     return Path(records_dir) / f"{run_id}.json"
 
 
+def check_records_dir(records_dir: Path | str) -> None:
+    """Create ``records_dir`` and write and remove a test file in it, before a run starts.
+
+    Raises ValueError naming the directory when it cannot hold records (a file is in the way, no
+    permission, a read-only file system), so the GPUs are not used for a run whose record would
+    be lost.
+    """
+    directory = Path(records_dir)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(dir=directory, prefix=".write-test.", suffix=_TEMP_SUFFIX)
+        os.close(fd)
+        os.unlink(temp_name)
+    except OSError as error:
+        raise ValueError(f"records directory {directory} cannot hold records "
+                         f"({error.strerror or error}); give a writable directory with "
+                         "--records-dir") from None
+
+
 def write_record(records_dir: Path | str, record: Record) -> Path:
     """Write ``record`` to ``<records_dir>/<run_id>.json`` atomically and return the path.
 
@@ -838,13 +890,24 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def load_record(path: Path | str) -> Record:
-    """Read and validate one record file; raises :class:`RecordError` or ``OSError``."""
+    """Read and validate one record file; raises :class:`RecordError` or ``OSError``.
+
+    Whatever the file holds, the failure is a :class:`RecordError`: text that is not JSON or not
+    UTF-8, an integer longer than Python converts (4300 digits), nesting deeper than the decoder's
+    recursion limit, or something that is not a regular file (a FIFO would block the read).
+    """
     path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
-    with open(path, "rb") as handle:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RecordError(["not a regular file"])
+    with open(fd, "rb") as handle:
         text = handle.read()
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except RecursionError:
+        raise RecordError(["not a record: JSON nested too deeply to read"]) from None
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, too many digits
         raise RecordError([f"not valid JSON ({error})"]) from None
     record = record_from_dict(data)
     name = os.path.basename(path)

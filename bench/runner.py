@@ -24,8 +24,8 @@ from bench import provenance
 from bench.flops import flops_per_iteration
 from bench.logparse import ParseResult, parse_iteration, parse_log
 from bench.plan import LaunchPlan
-from bench.protocol import metrics
-from bench.record import Record, Status, build_record, write_record
+from bench.protocol import ShortWindow, metrics
+from bench.record import Record, Status, build_finished_record, check_records_dir, write_record
 from bench.render import torchrun
 from bench.rundir import create_run_dir
 
@@ -55,7 +55,7 @@ class Progress:
 
     def iteration(self, line: str) -> None:
         it = parse_iteration(line)
-        if it is None:
+        if it is None or it.elapsed_ms <= 0:  # a zero step time has no rate; the record says why
             return
         lay = self.launch.layout
         seconds = it.elapsed_ms / 1000.0
@@ -93,14 +93,17 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
-            hang_s: float, on_line: callable = lambda line: None) -> tuple[int | None, bool]:
-    """Run ``argv`` writing its output to ``log_path``; returns (exit code, timed out)."""
+            hang_s: float, on_line: callable = lambda line: None) -> tuple[int | None, str | None]:
+    """Run ``argv`` writing its output to ``log_path``.
+
+    Returns (exit code, why the watchdog stopped it: None when it ended by itself).
+    """
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1, start_new_session=True)
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
     start = last_output = time.monotonic()
-    timed_out = False
+    stopped = None
     try:
         with log_path.open("a") as log:
             while True:
@@ -117,20 +120,21 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
                     log.flush()
                     on_line(line)
                 if now - start > timeout_s or now - last_output > hang_s:
-                    timed_out = True
-                    reason = (f"wall-clock limit of {timeout_s:.0f} s" if now - start > timeout_s
-                              else f"no output for {hang_s:.0f} s (a hung rank?)")
-                    log.write(f"bench: stopping the run: {reason}\n")
+                    stopped = (f"it reached the wall-clock limit of {timeout_s:.0f} s (--timeout)"
+                               if now - start > timeout_s else
+                               f"no output came for {hang_s:.0f} s, so a rank is taken to hang "
+                               "(--hang-timeout)")
+                    log.write(f"bench: stopping the run: {stopped}\n")
                     _stop(proc)
                     break
     except BaseException:
         _stop(proc)  # Ctrl-C or any error here must not leave ranks running
         raise
     try:
-        return proc.wait(timeout=30), timed_out
-    except subprocess.TimeoutExpired:
+        return proc.wait(timeout=30), stopped
+    except subprocess.TimeoutExpired:  # the output closed, but the process lives on
         _stop(proc)
-        return None, True
+        return None, "its output closed, but it did not exit within 30 s"
 
 
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
@@ -143,13 +147,17 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
             run_metrics = metrics(result.iterations, launch.preset, launch.layout.global_batch,
                                   launch.world_size, launch.peak_tflops or 0.0, result.peak_mem_gb,
                                   launch.bf16_peak_tflops)
-        except ValueError as exc:
+        except ShortWindow as exc:
             status, reason = Status.INCOMPLETE, str(exc)
+        except ValueError as exc:
+            status, reason = Status.FAILED, str(exc)
     lay = launch.layout
     acc = launch.accelerator
-    return build_record(
-        run_id=launch.run_id, status=status, reason=reason, started_at=_utc(started),
-        finished_at=_utc(finished), engine=launch.engine, precision=launch.precision,
+    tail = log_text.splitlines()[-LOG_TAIL_LINES:]
+    return build_finished_record(
+        failure_log_tail=tail, run_id=launch.run_id, status=status, reason=reason,
+        started_at=_utc(started), finished_at=_utc(finished), engine=launch.engine,
+        precision=launch.precision,
         preset={k: v for k, v in asdict(launch.preset).items()
                 if k in ("name", "layers", "hidden", "heads", "seq_length", "vocab_size")},
         layout={"name": lay.name, "tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "vp": lay.vp,
@@ -160,16 +168,21 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
                   "peak_source": acc.peak_source if acc else "unknown"},
         nodes=launch.nodes, gpus=launch.world_size, argv=list(torchrun.command(launch)),
         env=dict(launch.env), provenance=provenance.collect(), metrics=run_metrics,
-        log_tail=log_text.splitlines()[-LOG_TAIL_LINES:] if status is not Status.OK else [],
+        log_tail=tail if status is not Status.OK else [],
         notes={**dict(launch.variant), **dict(launch.labels)})
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
               hang_s: float, verbose: bool = False) -> Record:
-    """Run ``launch`` with torchrun here and write its record; returns the record."""
+    """Run ``launch`` with torchrun here and write its record; returns the record.
+
+    Everything that would lose the record is checked first: the GPU model must be known (for
+    MFU) and ``records_dir`` must take a file (:func:`bench.record.check_records_dir`).
+    """
     if launch.accelerator is None:
         raise ValueError("the GPU model is unknown to the kit, so MFU cannot be computed: add "
                          "its file to platforms/accelerators/ (dense peak and source)")
+    check_records_dir(records_dir)
     run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch)})
     log_path = run_dir / "train.log"
     env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1"}
@@ -184,23 +197,29 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     failure = None
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        code, timed_out = execute(torchrun.command(launch), env, log_path, timeout_s, hang_s,
-                                  on_line)
+        code, stopped = execute(torchrun.command(launch), env, log_path, timeout_s, hang_s,
+                                on_line)
     except KeyboardInterrupt:
-        code, timed_out = None, False
+        code, stopped = None, None
         failure = (Status.FAILED, "interrupted by the user (Ctrl-C)")
         stop: BaseException = KeyboardInterrupt()
     except Terminated:
-        code, timed_out = None, False
+        code, stopped = None, None
         failure = (Status.FAILED, "the benchmark was terminated (SIGTERM) before the run ended")
         stop = SystemExit(128 + signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.done()
     log_text = log_path.read_text(errors="replace")
-    result = parse_log(log_text, timed_out=timed_out, exit_code=code)
+    result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
+                       stop_reason=stopped)
     record = make_record(launch, result, started, time.time(), log_text, failure)
-    write_record(records_dir, record)
+    try:
+        write_record(records_dir, record)
+    except OSError as error:  # the directory went away or filled up during the run
+        kept = write_record(run_dir, record)
+        raise ValueError(f"the record could not be written to {records_dir} "
+                         f"({error.strerror or error}); it is in {kept}: move it there") from None
     if failure:
         raise stop  # the user asked to stop: after the record, not before
     return record

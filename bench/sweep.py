@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.layout import Layout, valid_layouts
-from bench.memory import GB, estimate_bytes, fits
+from bench.memory import GB, estimate_bytes, fits, grad_bytes
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import Platform
 from bench.presets import Preset
@@ -20,15 +20,17 @@ SWEEP_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS + 2
 
 
 def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
-               gpus_per_node: int | None = None) -> tuple[list[Layout], list[tuple[Layout, float]]]:
+               grad: int = 2, gpus_per_node: int | None = None
+               ) -> tuple[list[Layout], list[tuple[Layout, float]]]:
     """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``;
+    ``grad``: bytes per gradient (``bench.memory.grad_bytes``), as the planner counts them;
     tensor parallelism stays within ``gpus_per_node`` (default: all GPUs are one node)."""
     keep, skipped = [], []
     for lay in valid_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
-        if fits(preset, lay, device_gb):
+        if fits(preset, lay, device_gb, grad):
             keep.append(lay)
         else:
-            skipped.append((lay, estimate_bytes(preset, lay) / GB))
+            skipped.append((lay, estimate_bytes(preset, lay, grad) / GB))
     return keep, skipped
 
 
@@ -46,7 +48,9 @@ def sweep_plans(preset: Preset, platform: Platform, options: Options,
                          f"a sweep on {platform.name} needs its size: --gpus N or --nodes N")
     mbs = options.mbs or preset.micro_batch
     gbs = options.gbs or preset.global_batch
-    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, per_node or None)
+    grad = grad_bytes(options.engine or platform.default_engine,
+                      options.precision or platform.default_precision, options.tuning.grad_reduce_bf16)
+    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, grad, per_node or None)
     if not keep:
         raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
                          "the memory estimate; try a smaller --mbs or more GPUs")

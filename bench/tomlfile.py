@@ -20,6 +20,9 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise DataError(f"{path}: file not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise DataError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib does not say which file it read
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); TOML "
+                        "files must be UTF-8") from None
 
 
 def take(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str,

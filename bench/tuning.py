@@ -8,7 +8,7 @@ the results page, so it is never averaged with runs of the default configuration
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,20 @@ class Tuning:
         """Whether a Megatron-engine setting is off its default."""
         return not (self.overlap and self.grad_reduce_bf16 and self.fused_loss)
 
+    def at_layout(self, dp: int, precision: str) -> tuple[Tuning, tuple[str, ...]]:
+        """The settings with those that change nothing at this layout and precision put back to
+        the default (so the run is not recorded as a variant), and a note for each."""
+        tuning, notes = self, []
+        if not self.overlap and dp == 1:
+            tuning = replace(tuning, overlap=True)
+            notes.append("--no-overlap changes nothing with DP 1 (there is no data-parallel "
+                         "reduce to overlap): dropped, the run is the default configuration")
+        if not self.grad_reduce_bf16 and precision == "fp16":
+            tuning = replace(tuning, grad_reduce_bf16=True)
+            notes.append(f"--grad-reduce fp32 changes nothing under {precision} (gradients are "
+                         "reduced in fp32 already): dropped, the run is the default configuration")
+        return tuning, tuple(notes)
+
     def variant(self) -> tuple[tuple[str, str], ...]:
         """The non-default settings as (note key, value) pairs, in a fixed order."""
         pairs = []
@@ -43,7 +57,11 @@ class Tuning:
 
 
 DEFAULT_TUNING = Tuning()
-TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args")  # the keys variant() may use
+# The note keys a plan's variant may use: these settings, then the DeepSpeed ZeRO settings
+# (bench.engines.deepspeed.ZeroSettings.variant) and a sequence length away from the preset's.
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args", "zero_offload",
+                    "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
+                    "allgather_bucket_size", "seq_length")
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from bench.capabilities import Capabilities, megatron_flags, probe
 from bench.plan import plan
 from bench.platforms import DataError, load_platform, load_platform_file
 from bench.presets import get_preset
-from tests.conftest import options, require
+from tests.conftest import megatron_python, options
 
 NGC = Capabilities(transformer_engine=True, apex_layer_norm=True, fused_wgrad=True, fused_softmax=True)
 TE_ONLY = Capabilities(transformer_engine=True)
@@ -123,6 +122,4 @@ def test_probe_reads_megatrons_own_flags_in_the_python_that_trains(tmp_path: Pat
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     assert probe(str(bare / "bin" / "python")) is None
-    megatron_python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
-    require(bool(megatron_python) and Path(megatron_python).exists(), "BENCH_MEGATRON_PYTHON not set")
-    assert probe(megatron_python) == Capabilities()
+    assert probe(megatron_python()) == Capabilities()

@@ -21,11 +21,11 @@ def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
 
 @pytest.mark.parametrize("args,expect", [
     (["13b", "tp2pp8", "--platform", "lumi"], ["#SBATCH --nodes=2", "singularity exec",
-                                               "--nproc-per-node=8", "--fp16"]),
+                                               "--cpu-bind=mask_cpu:", "--fp16"]),
     (["175b", "tp8pp16", "--platform", "azure-h100"], ["#SBATCH --nodes=16", "--container-image",
                                                        "--tensor-model-parallel-size 8"]),
-    (["6.7b", "tp2pp1", "--platform", "polaris"], ["#PBS -l select=1:system=polaris", "mpiexec",
-                                                   "module load conda/2023-10-04"]),
+    (["6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris"],
+     ["#PBS -l select=1:system=polaris", "mpiexec", "module load conda/2026-10-01"]),
 ])
 def test_dry_run_prints_the_job_script(tmp_path: Path, args: list[str], expect: list[str]) -> None:
     result = run_cli("run", *args, "--dry-run", cwd=tmp_path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
@@ -18,7 +17,7 @@ from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import load_presets
 from bench.tuning import Tuning
-from tests.conftest import options, require
+from tests.conftest import megatron_python, options
 
 CHECKER = Path(__file__).with_name("megatron_argcheck.py")
 
@@ -37,10 +36,7 @@ def _cases() -> list[tuple[str, str, int]]:
 
 def _check(plans: list, capabilities: list[Capabilities] | None = None) -> list[dict]:
     """Megatron's parser and validator (and, given capabilities, the entry's checks) on each plan."""
-    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
-    require(bool(python) and Path(python).exists(),
-            "BENCH_MEGATRON_PYTHON: a Python 3.12 with torch and megatron-core 0.19.2 "
-            "(nox -s tests makes one)")
+    python = megatron_python()
     payload = [{"argv": list(p.train_args), "env": dict(p.env), "world_size": p.world_size}
                for p in plans]
     for case, caps in zip(payload, capabilities or [], strict=False):
@@ -61,6 +57,10 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     tuned = Tuning(overlap=False, grad_reduce_bf16=False, fused_loss=False, extra_args=("--manual-gc",))
     plans.append(plan(load_presets()["6.7b"], "tp1pp1", platform,
                       options(gpus=8, gpus_present=8, tuning=tuned)))
+    # Checkpoints, real data and a longer sequence (the Azure and Polaris seeds' options).
+    plans.append(plan(load_presets()["1.3b"], "tp2pp1", platform,
+                      options(gpus=8, gpus_present=8, seq_length=4096, save="/tmp/ck",
+                              save_interval=5, data_path="/tmp/data/my-gpt3_00_text_document")))
     for launch in plans:
         assert launch.entry == ENTRY
     results = _check(plans)
@@ -92,8 +92,7 @@ def test_every_capability_combination_is_accepted_by_megatron_and_the_entry() ->
 @pytest.mark.parametrize("flag", ["--no-such-megatron-flag"])
 def test_checker_rejects_unknown_flags(flag: str) -> None:
     """The check has teeth: a flag Megatron does not know is reported."""
-    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
-    require(bool(python) and Path(python).exists(), "BENCH_MEGATRON_PYTHON not set")
+    python = megatron_python()
     launch = plan(load_presets()["125m"], "tp1pp1", load_platform("local"),
                   options(gpus=1, gpus_present=1))
     payload = [{"argv": [*launch.train_args, flag], "env": dict(launch.env), "world_size": 1}]

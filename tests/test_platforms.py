@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.cli import main
 from bench.platforms import (
     REPO_PLATFORMS_DIR,
+    load_accelerator,
     load_accelerator_file,
     load_platform,
     load_platform_file,
@@ -34,7 +36,7 @@ def test_every_accelerator_loads_with_a_source(path: Path) -> None:
 def test_required_platforms_and_peaks() -> None:
     expected = {"azure-h100": ("slurm", "srun", "pyxis", 8, 989.0),
                 "azure-h200": ("slurm", "srun", "pyxis", 8, 989.0),
-                "lumi": ("slurm", "torchrun", "singularity", 8, 191.5),
+                "lumi": ("slurm", "srun", "singularity", 8, 191.5),
                 "polaris": ("pbs", "mpiexec", "venv", 4, 312.0)}
     for name, (sched, launcher, runtime, gpn, peak) in expected.items():
         p = load_platform(name)
@@ -69,7 +71,15 @@ def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
     (("accelerator = \"mi250x-gcd\"", "accelerator = \"mi300\""), "unknown accelerator 'mi300'"),
     (("walltime = \"01:00:00\"", "walltime = \"1h\""), "walltime '1h'"),
     (("OMP_NUM_THREADS = \"7\"", "OMP-THREADS = \"7\""), "not a valid environment variable"),
-    (("cpus_per_task = 56", "cpu_per_task = 56"), "unknown key(s) cpu_per_task"),
+    (("cpus_per_task = 7", "cpu_per_task = 7"), "unknown key(s) cpu_per_task"),
+    (('library_path = ["${EBROOTAWSMINOFIMINRCCL}/lib"]', 'library_path = ["$(evil)/lib"]'),
+     "library_path entry '$(evil)/lib' must be an absolute folder"),
+    (('library_path = ["${EBROOTAWSMINOFIMINRCCL}/lib"]', 'library_path = ["lib"]'),
+     "library_path entry 'lib'"),
+    (('cpu_bind = "mask_cpu:', 'cpu_bind = "mask_cpu:0xfe;reboot,'), "is not a Slurm --cpu-bind"),
+    (('launcher = "srun"', 'launcher = "torchrun"'), "cpu_bind binds srun's per-GPU tasks"),
+    (("[job]", '[storage]\nstage = "scratch/stage"\n\n[job]'),
+     "[storage]: 'stage' must be an absolute path"),
 ])
 def test_bad_platform_file_names_file_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               change: tuple[str, str], message: str) -> None:
@@ -90,3 +100,31 @@ def test_job_overrides_option_beats_environment(monkeypatch: pytest.MonkeyPatch)
     assert (p.job.account, p.job.partition) == ("project_opt", "dev-g")
     with pytest.raises(DataError, match="walltime"):
         with_job_overrides(load_platform("lumi"), walltime="soon")
+
+
+def test_user_folder_adds_to_the_kit_and_its_files_win(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A folder holding just a copied file: the kit's platforms and accelerators stay known."""
+    mine = tmp_path / "mine"
+    (mine / "accelerators").mkdir(parents=True)
+    shutil.copy(REPO_PLATFORMS_DIR / "azure-h100.toml", mine / "mycluster.toml")
+    lumi = (REPO_PLATFORMS_DIR / "lumi.toml").read_text().replace("standard-g", "small-g")
+    (mine / "lumi.toml").write_text(lumi)
+    h100 = (REPO_PLATFORMS_DIR / "accelerators/h100-sxm.toml").read_text()
+    (mine / "accelerators/h100-sxm.toml").write_text(h100.replace("memory_gb = 80", "memory_gb = 94"))
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(mine))
+    assert load_platform("mycluster").accelerator == "h100-sxm"
+    assert load_platform("lumi").job.partition == "small-g"  # the user's file of the same name
+    assert load_platform("polaris").accelerator == "a100-sxm"  # the kit's, still there
+    assert load_accelerator("h100-sxm").memory_gb == 94
+    assert load_accelerator("mi250x-gcd").memory_gb == 64
+    assert main(["platforms"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if "  " in line}
+    assert rows["mycluster"] == rows["lumi"] == "user" and rows["polaris"] == rows["local"] == "kit"
+    assert "h100-sxm (user)" in out and "a100-sxm (kit)" in out and f"user: {mine}" in out
+
+
+def test_platforms_dir_that_is_not_a_folder_is_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "nowhere"))
+    assert main(["run", "1.3b", "tp1pp1", "--platform", "lumi", "--dry-run"]) == 2
+    assert f"BENCH_PLATFORMS_DIR={tmp_path / 'nowhere'} is not a folder" in capsys.readouterr().err

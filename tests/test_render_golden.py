@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import dry_run_text
+from bench.engines.deepspeed import ZeroSettings
 from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import get_preset
@@ -20,24 +21,35 @@ from tests.conftest import options
 
 GOLDEN = Path(__file__).with_name("golden")
 
-AZURE_DATA = {"data_path": "/shared/data/slimpajama_text_document",
-              "vocab_file": "/shared/data/gpt2-vocab.json",
-              "merge_file": "/shared/data/gpt2-merges.txt"}
+SEED_003_DATA = {"data_path": "data/meg-gpt2_text_document", "vocab_file": "data/gpt2-vocab.json",
+                 "merge_file": "data/gpt2-merges.txt"}
+SEED_003_ZERO = ZeroSettings(offload="cpu", overlap_comm=True, contiguous_gradients=True,
+                             reduce_bucket_size=200_000_000, allgather_bucket_size=200_000_000)
 
-# (platform, engine, preset, layout, extra options)
+# (platform, engine, preset, layout, extra options). The cluster cases include each seed's own run
+# as the kit expresses it (README, "Platforms": differences from the seed, and why).
 CASES = [
     ("lumi", "megatron-deepspeed", "13b", "tp2pp8", {}),
     ("lumi", "megatron", "13b", "tp2pp8", {}),
-    ("azure-h100", "megatron", "175b", "tp8pp16", {}),
-    ("azure-h100", "megatron-deepspeed", "13b", "tp2pp1", {"nodes": 2, **AZURE_DATA}),
+    # Seed 001: GPT-3 175B on 16 ND H100 v5 nodes, sequence parallel, checkpoints on AMLFS ...
+    ("azure-h100", "megatron", "175b", "tp8pp16sp", {"save": ""}),
+    # ... after its first step, the two-node small-model system check.
+    ("azure-h100", "megatron", "syscheck", "tp1pp1", {"nodes": 2}),
+    ("azure-h100", "megatron-deepspeed", "13b", "tp2pp1", {"nodes": 2}),
     ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1}),
-    ("azure-h200", "megatron-deepspeed", "13b", "tp1pp1zero2", {"nodes": 2, **AZURE_DATA}),
-    ("polaris", "megatron-deepspeed", "6.7b", "tp2pp1", {}),
+    ("azure-h200", "megatron-deepspeed", "13b", "tp1pp1zero2", {"nodes": 2}),
+    ("polaris", "megatron-deepspeed", "6.7b", "tp4pp1", {"mbs": 1}),  # tp2pp1 needs ~68 GB of 40
+    # Seed 002: GPT25B at sequence 4096, micro batch 1, GAS 1, Megatron sequence parallel, ZeRO-1.
+    ("polaris", "megatron-deepspeed", "25b", "tp4pp2spzero1",
+     {"nodes": 8, "seq_length": 4096, "mbs": 1, "gbs": 4, "account": "datascience"}),
     ("polaris", "megatron", "13b", "tp4pp2", {"nodes": 4, "account": "datascience"}),
     ("local", "megatron", "1.3b", "tp1pp1", {"gpus_present": 1, "gpu_name": "NVIDIA H200"}),
     ("local", "megatron-deepspeed", "345m", "tp4pp1",
-     {"gpus_present": 4, "gpu_name": "NVIDIA H200", "data_path": "data/meg-gpt2_text_document",
-      "vocab_file": "data/gpt2-vocab.json", "merge_file": "data/gpt2-merges.txt"}),
+     {"gpus_present": 4, "gpu_name": "NVIDIA H200", **SEED_003_DATA}),
+    # Seed 003: 345M on one 4-GPU VM, TP4, fp16, ZeRO-3 with CPU offload, overlap, 2e8 buckets.
+    ("local", "megatron-deepspeed", "345m", "tp4pp1zero3",
+     {"gpus_present": 4, "gpu_name": "NVIDIA H100 80GB HBM3", "precision": "fp16", "mbs": 1,
+      "gbs": 4, "zero": SEED_003_ZERO, **SEED_003_DATA}),
 ]
 
 

@@ -41,8 +41,12 @@ def evil_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str,
     text = text.replace('NCCL_DEBUG = "WARN"', f"NCCL_DEBUG = \"WARN\"\nEVIL = {json.dumps(payload)}")
     text = text.replace('image = "ghcr.io#megatron-bench-kit/cuda:latest"',
                         f"image = {json.dumps('img' + payload)}")
-    text = text.replace('binds = ["/shared:/shared", "/opt/microsoft:/opt/microsoft"]',
-                        f"binds = [{json.dumps('/x:' + payload)}]")
+    squashed = "/data/megatron-bench/striped_directory/megatron-bench-kit-cuda_latest.sqsh"
+    text = text.replace(f'squashed_image = "{squashed}"',
+                        f"squashed_image = {json.dumps('/img' + payload)}")
+    text = text.replace(
+        'binds = ["/shared:/shared", "/opt/microsoft:/opt/microsoft", "/data:/data"]',
+        f"binds = [\"/data:/data\", {json.dumps('/x:' + payload)}]")
     text = text.replace('partition = "gpu"', 'partition = "gpu #1"')
     (tmp_path / "platforms/evil.toml").write_text(text)
     monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "platforms"))
@@ -52,7 +56,8 @@ def evil_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str,
 def test_values_are_inert(tmp_path: Path, evil_platform: tuple[str, Path]) -> None:
     payload, pwned = evil_platform
     launch = plan(get_preset("125m"), "tp1pp1", load_platform("evil"),
-                  options(nodes=1, account="acct $(touch " + str(pwned) + ")"))
+                  options(nodes=1, account="acct $(touch " + str(pwned) + ")",
+                          save=f"/data/ck{payload}"))
     script = slurm.render(launch)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -69,8 +74,9 @@ def test_values_are_inert(tmp_path: Path, evil_platform: tuple[str, Path]) -> No
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     srun = next(c for c in calls if c["tool"] == "srun")
     assert srun["env"]["EVIL"] == payload
-    assert f"--container-image=img{payload}" in srun["argv"]
-    assert f"--container-mounts=/x:{payload}" in srun["argv"]
+    assert f"--container-image=/img{payload}" in srun["argv"]
+    assert f"--container-mounts=/data:/data,/x:{payload},{tmp_path}:{tmp_path}" in srun["argv"]
+    assert f"/data/ck{payload}" in srun["argv"]
     assert "BENCH_END status=0" in result.stdout
     # Directive values with '#' or spaces are quoted, so sbatch does not cut them at the '#'.
     assert '#SBATCH --partition="gpu #1"' in script

@@ -7,6 +7,7 @@ import pytest
 from bench.platforms import load_platform
 from bench.presets import get_preset
 from bench.sweep import SWEEP_ITERS, candidates, sweep_plans
+from bench.tuning import Tuning
 from tests.conftest import options
 
 
@@ -32,3 +33,13 @@ def test_sweep_plans_and_refusal() -> None:
     assert len({p.run_id for p in plans}) == len(plans)
     with pytest.raises(ValueError, match="no layout of 13b fits 1 GPUs of 141 GB"):
         sweep_plans(get_preset("13b"), local, options(gpus_present=1, gpu_name="NVIDIA H200"), 141)
+
+
+def test_sweep_counts_gradients_as_the_planner_does() -> None:
+    """fp32 gradients (--grad-reduce fp32): 13b dp4 no longer fits 141 GB; the sweep skips it
+    instead of handing the planner a layout it refuses."""
+    tuned = Tuning(grad_reduce_bf16=False)
+    plans, skipped = sweep_plans(get_preset("13b"), load_platform("local"),
+                                 options(gpus_present=4, gpu_name="NVIDIA H200", tuning=tuned), 141)
+    assert "tp1pp1dp4" in {lay.name for lay, _ in skipped}
+    assert plans and all(dict(p.variant) == {"grad_reduce": "fp32"} for p in plans)

@@ -52,3 +52,20 @@ def test_overlap_is_only_set_with_data_parallelism() -> None:
 def test_refusals_name_the_problem(tuning: Tuning, engine: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _plan(tuning, engine=engine)
+
+
+def test_a_setting_that_changes_nothing_at_the_layout_is_dropped_with_a_note() -> None:
+    """--no-overlap with DP 1 (tp8 on 8 GPUs): the argv is the default's, so it is no variant."""
+    default, asked = _plan(Tuning(), layout="tp8pp1"), _plan(Tuning(overlap=False), layout="tp8pp1")
+    assert asked.train_args == default.train_args
+    assert asked.variant == () and plan_summary(asked)["variant"] == {}
+    assert any(note.startswith("--no-overlap changes nothing with DP 1") for note in asked.notes)
+    # Where it does change the argv, it stays a variant.
+    assert dict(_plan(Tuning(overlap=False), layout="tp4pp1").variant) == {"overlap": "off"}
+
+
+def test_fp32_reduce_under_fp16_is_dropped_with_a_note() -> None:
+    launch = plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h100"),
+                  options(gpus=8, precision="fp16", tuning=Tuning(grad_reduce_bf16=False)))
+    assert launch.variant == ()
+    assert any("--grad-reduce fp32 changes nothing under fp16" in note for note in launch.notes)

@@ -52,3 +52,11 @@ def precision_flags(precision: str) -> list[str]:
     if precision == "fp8-current":
         return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
     return ["--bf16"]
+
+
+def checkpoint_flags(save_dir: str, interval: int) -> list[str]:
+    """Save checkpoints to ``save_dir``; both engines also save once after the last iteration."""
+    flags = ["--save", save_dir]
+    if interval:
+        flags += ["--save-interval", str(interval)]
+    return flags

@@ -6,6 +6,7 @@ The config is built as a dict here and written by the kit as JSON (never edited 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from bench.engines.common import (
@@ -24,15 +25,74 @@ DEFAULT_ZERO_STAGE = 1
 DS_CONFIG_NAME = "ds_config.json"
 
 
-def ds_config(layout: Layout, precision: str) -> dict[str, Any]:
+OFFLOADS = ("none", "cpu")
+
+
+@dataclass(frozen=True)
+class ZeroSettings:
+    """DeepSpeed ZeRO settings beyond the stage (the layout names the stage: ``zero3``).
+
+    ``offload="cpu"``: optimizer state and step on the CPU (ZeRO-Offload; Megatron-DeepSpeed then
+    steps with DeepSpeedCPUAdam, ``--cpu-optimizer``, which DeepSpeed requires for offloading).
+    ``overlap_comm``: overlap gradient reduction with the backward pass. ``contiguous_gradients``:
+    copy gradients into one buffer as they are produced. Bucket sizes are in elements; ``None``
+    keeps DeepSpeed's default. Seed 003 sets all of them (ZeRO-3, 2e8-element buckets).
+    """
+
+    offload: str = "none"
+    overlap_comm: bool = False
+    contiguous_gradients: bool = False
+    reduce_bucket_size: int | None = None
+    allgather_bucket_size: int | None = None
+
+    def variant(self) -> tuple[tuple[str, str], ...]:
+        """The settings away from DeepSpeed's defaults, as (name, value) for a run's notes."""
+        pairs = [("zero_offload", self.offload)] if self.offload != "none" else []
+        pairs += [(name, "on") for name in ("overlap_comm", "contiguous_gradients")
+                  if getattr(self, name)]
+        pairs += [(name, str(getattr(self, name))) for name in ("reduce_bucket_size",
+                  "allgather_bucket_size") if getattr(self, name) is not None]
+        return tuple(pairs)
+
+
+DEFAULT_ZERO_SETTINGS = ZeroSettings()
+
+
+def zero_problems(settings: ZeroSettings, stage: int) -> tuple[list[str], list[str]]:
+    """(problems, notes) for ZeRO ``settings`` at ``stage``: every broken rule, and what is inert."""
+    problems, notes = [], []
+    if settings.offload not in OFFLOADS:
+        problems.append(f"--zero-offload {settings.offload} is not one of {', '.join(OFFLOADS)}")
+    for name in ("reduce_bucket_size", "allgather_bucket_size"):
+        size = getattr(settings, name)
+        if size is not None and size < 1:
+            problems.append(f"{name} must be at least 1 element, got {size}")
+    if settings.allgather_bucket_size is not None and stage == 3:
+        notes.append("zero3 does not read allgather_bucket_size (stage 3 gathers parameters by "
+                     "stage3_prefetch_bucket_size); it is written as the seed writes it")
+    return problems, notes
+
+
+def ds_config(layout: Layout, precision: str,
+              zero: ZeroSettings = DEFAULT_ZERO_SETTINGS) -> dict[str, Any]:
     """DeepSpeed config for one run; batch sizes must agree with the Megatron flags."""
+    zero_config: dict[str, Any] = {"stage": zero_stage(layout)}
+    if zero.overlap_comm:
+        zero_config["overlap_comm"] = True
+    if zero.contiguous_gradients:
+        zero_config["contiguous_gradients"] = True
+    for name in ("reduce_bucket_size", "allgather_bucket_size"):
+        if getattr(zero, name) is not None:
+            zero_config[name] = getattr(zero, name)
+    if zero.offload == "cpu":
+        # The seed's "cpu_offload": true is DeepSpeed's deprecated spelling of this.
+        zero_config["offload_optimizer"] = {"device": "cpu"}
     config: dict[str, Any] = {
         "train_batch_size": layout.global_batch,
         "train_micro_batch_size_per_gpu": layout.micro_batch,
         "steps_per_print": 1,
         "gradient_clipping": 1.0,
-        "zero_optimization": {"stage": layout.zero if layout.zero is not None
-                              else DEFAULT_ZERO_STAGE},
+        "zero_optimization": zero_config,
         "wall_clock_breakdown": False,
     }
     if precision == "fp16":
@@ -44,12 +104,18 @@ def ds_config(layout: Layout, precision: str) -> dict[str, Any]:
     return config
 
 
-def ds_config_json(layout: Layout, precision: str) -> str:
-    return json.dumps(ds_config(layout, precision), indent=2, sort_keys=True) + "\n"
+def zero_stage(layout: Layout) -> int:
+    return layout.zero if layout.zero is not None else DEFAULT_ZERO_STAGE
+
+
+def ds_config_json(layout: Layout, precision: str,
+                   zero: ZeroSettings = DEFAULT_ZERO_SETTINGS) -> str:
+    return json.dumps(ds_config(layout, precision, zero), indent=2, sort_keys=True) + "\n"
 
 
 def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, data: Data,
-                   config_path: str) -> list[str]:
+                   config_path: str, zero: ZeroSettings = DEFAULT_ZERO_SETTINGS,
+                   flash_attention: bool = False) -> list[str]:
     """Megatron-DeepSpeed flags; it reads real data only, so ``data`` must name it."""
     if precision.startswith("fp8"):
         raise ValueError(f"{precision} needs Transformer Engine through the Megatron engine: use "
@@ -73,5 +139,9 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
               "--merge-file", data.merge_file, "--tokenizer-type", "GPT2BPETokenizer",
               "--data-impl", "mmap", "--split", "949,50,1",
               "--deepspeed", "--deepspeed_config", config_path,
-              "--zero-stage", str(layout.zero if layout.zero is not None else DEFAULT_ZERO_STAGE)]
+              "--zero-stage", str(zero_stage(layout))]
+    if zero.offload == "cpu":
+        flags.append("--cpu-optimizer")
+    if flash_attention:
+        flags.append("--use-flash-attn-v2")
     return flags

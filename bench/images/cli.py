@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench.images import engine, polaris, singularity, upstreams
+from bench.images import engine, polaris, refs, singularity, upstreams
 from bench.images.context import BuildContext, assemble, fetch_github_upstream
 from bench.images.pins import REPO_ROOT, load_pins, load_polaris_recipe
 
@@ -43,41 +43,54 @@ def cmd_build(args) -> int:
     print(f"image: {result.tag}")
     if args.target == "rocm":
         definition = singularity.render_definition(context.dockerfile, context.buildargs)
-        def_path = context.directory / "megatron-bench-rocm.def"  # platforms/lumi.toml's image
+        def_path = context.directory / "megatron-bench-rocm.def"
         def_path.write_text(definition)
         print(f"Singularity definition: {def_path}")
+        # Where platforms/lumi.toml's image points: this file in the directory jobs run from.
+        sif = refs.image_file(load_pins().target(args.target), "singularity")
         for program in ("apptainer", "singularity"):
-            sif = BUILD_DIR / args.target / "megatron-bench-rocm.sif"
-            argv = [program, "build", "--fakeroot", str(sif), def_path.name]
+            argv = [program, "build", "--fakeroot", str(Path.cwd() / sif), def_path.name]
             if engine.shutil.which(program):
                 print("$ (cd " + shlex.quote(str(context.directory)) + " && " + shlex.join(argv) + ")")
                 engine.subprocess_run(argv, cwd=context.directory)
+                print(refs.for_jobs(sif, Path.cwd()))
                 break
         else:
             print(f"not built: no apptainer/singularity here; on LUMI run in {context.directory}:\n"
-                  f"  singularity build --fakeroot megatron-bench-rocm.sif {def_path.name}")
+                  f"  singularity build --fakeroot megatron-bench-rocm.sif {def_path.name}\n"
+                  "and keep the .sif in the directory you submit from (lumi's default image)")
+    print(f"to run it on a cluster, push it to a registry the cluster can reach:\n"
+          f"  nox -s push -- {args.target} --registry HOST/OWNER   (with the same build options)")
     return 0
 
 
 def cmd_push(args) -> int:
     context = _context(args)
     registry = args.registry or load_pins().target(args.target).registry
-    for pushed in engine.push(context.tag, registry, extra_tags=tuple(args.also_tag)):
-        print(f"pushed {pushed.pinned}")
+    pushed = engine.push(context.tag, registry, extra_tags=tuple(args.also_tag))
+    for each in pushed:
+        print(f"pushed {each.pinned}")
+    print(refs.for_jobs(refs.pyxis_reference(pushed[0].reference)) + " (pyxis; Singularity: "
+          f"singularity pull megatron-bench-{args.target}.sif docker://{pushed[0].reference})")
     return 0
 
 
 def cmd_pull(args) -> int:
     target = load_pins().target(args.target)
-    registry = args.registry or target.registry
-    separator = "@" if args.tag.startswith("sha256:") else ":"
-    reference = f"{registry}/{target.image}{separator}{args.tag}"
+    reference = refs.registry_reference(target, args.registry, args.tag)
     if args.runtime == "docker":
         print(f"pulled {reference}: {engine.pull(reference)}")
+        print(refs.for_jobs(refs.pyxis_reference(reference)) + " (pyxis pulls it at job start)")
         return 0
-    suffix = ".sqsh" if args.runtime == "enroot" else ".sif"
-    output = f"{target.image.replace('/', '-')}_{args.tag.replace(':', '-')}{suffix}"
-    engine.run_if_present(engine.runtime_pull_command(args.runtime, reference, output))
+    output = refs.image_file(target, args.runtime, args.tag)
+    argv = engine.runtime_pull_command(args.runtime, reference, output)
+    if not engine.run_if_present(argv):
+        raise engine.EngineError(f"nothing was pulled: {argv[0]} is not installed here; run the "
+                                 "command above where it is (the cluster's login node)")
+    if not Path(output).exists():
+        raise engine.EngineError(f"{argv[0]} finished but {output} is not there: nothing was pulled")
+    print(f"pulled {reference} into {Path.cwd() / output}")
+    print(refs.for_jobs(output, Path.cwd()))
     return 0
 
 

@@ -22,6 +22,10 @@ from bench.images import buildkit
 from bench.images.context import BuildContext
 
 STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3/17 : RUN ..."
+# What an engine says when a registry cannot be reached or its TLS certificate is not trusted.
+UNREACHABLE = re.compile(r"no such host|dial tcp|i/o timeout|connection refused|TLS handshake|"
+                         r"x509|server misbehaving|name resolution|network is unreachable",
+                         re.IGNORECASE)
 LOG_TAIL_LINES = 40
 LAYER_ID = re.compile(r"^[0-9a-f]{12}$")  # the short layer ids of push/pull progress chunks
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -174,16 +178,22 @@ def build(
     if buildargs.get("BASE_DIGEST", "unknown") == "unknown":
         buildargs["BASE_DIGEST"] = base_digest(buildargs.get("BASE_IMAGE", ""), engine)
     labels = {"dev.megatron-bench.inputs.sha256": context.content_hash}
-    if builder == "buildkit":
-        tail, error = buildkit.follow(buildkit.build(
-            engine, str(context.directory), context.tag, buildargs, labels, network_mode), show)
-        if error:
-            raise EngineError("\n".join([*tail[-LOG_TAIL_LINES:], error]))
-    else:
-        _follow(engine.api.build(
-            path=str(context.directory), tag=context.tag, buildargs=buildargs, labels=labels,
-            rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
-        ), show)  # fmt: skip
+    try:
+        if builder == "buildkit":
+            tail, error = buildkit.follow(buildkit.build(
+                engine, str(context.directory), context.tag, buildargs, labels, network_mode), show)
+            if error:
+                raise EngineError("\n".join([*tail[-LOG_TAIL_LINES:], error]))
+        else:
+            _follow(engine.api.build(
+                path=str(context.directory), tag=context.tag, buildargs=buildargs, labels=labels,
+                rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
+            ), show)  # fmt: skip
+    except EngineError as error:
+        base = buildargs.get("BASE_IMAGE", "")
+        if UNREACHABLE.search(str(error)) and _image_or_none(engine, base) is None:
+            raise EngineError(f"{error}\n{base_hint(base)}") from None
+        raise
     image = engine.images.get(context.tag)
     seconds = time.monotonic() - start
     show(f"built {context.tag} in {seconds:.1f} s")
@@ -198,6 +208,15 @@ def base_digest(base: str, engine) -> str:
     if not base or _image_or_none(engine, base) is None:
         return "unknown"  # the build itself will say the base is missing
     return repo_digest(base, engine=engine) or "unknown"
+
+
+def base_hint(base: str) -> str:
+    registry = base.partition("/")[0]
+    return (f"hint: the base image {base} could not be fetched from {registry}. Build on a base "
+            f"this machine can reach with --base IMAGE (a mirror, or an image already in the "
+            f"engine: docker load / docker tag). Where a proxy re-signs TLS, the engine needs its "
+            f"CA in /etc/docker/certs.d/{registry}/ca.crt, and --ca-cert PATH trusts it inside the "
+            f"build for pip.")
 
 
 def _image_or_none(engine, tag: str):
@@ -245,10 +264,19 @@ def push(tag: str, registry: str, *, engine=None, extra_tags: tuple[str, ...] = 
 
 def pull(reference: str, *, engine=None, show: Callable[[str], None] = print) -> str:
     """Pull ``repository:tag`` or ``repository[:tag]@sha256:...``; return the local image id."""
+    import docker.errors
+
     engine = engine or client()
     repository, version = split_reference(reference)
-    _stream(engine.api.pull(repository, version, stream=True, decode=True),
-            LayerProgress("pulling", reference, show), f"pull of {reference}")
+    try:
+        _stream(engine.api.pull(repository, version, stream=True, decode=True),
+                LayerProgress("pulling", reference, show), f"pull of {reference}")
+    except (EngineError, docker.errors.APIError) as error:  # APIError: refused up front
+        message = str(error) if isinstance(error, EngineError) else f"pull of {reference} failed: {error}"
+        if UNREACHABLE.search(message):
+            message += (f"\nhint: {reference.partition('/')[0]} cannot be reached from here; pull "
+                        "from a registry that can with --registry HOST/OWNER")
+        raise EngineError(message) from None
     local = f"{repository}@{version}" if version.startswith("sha256:") else f"{repository}:{version}"
     return engine.images.get(local).id
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -80,8 +80,21 @@ class Pins:
 
 
 @dataclass(frozen=True)
+class ModuleFacts:
+    """What one conda module ships (``python`` empty: not known here, checked when building)."""
+
+    torch: str
+    source: str
+    python: str = ""
+
+
+@dataclass(frozen=True)
 class PolarisRecipe:
-    """The Polaris conda module + venv recipe (no container on Polaris)."""
+    """The Polaris conda module + venv recipe (no container on Polaris).
+
+    ``requires``: the lowest ``python`` and ``torch`` the pins accept; ``conda_modules``: what each
+    known module ships, by module name.
+    """
 
     conda_module: str
     venv: str
@@ -89,6 +102,10 @@ class PolarisRecipe:
     requirements: tuple[str, ...]
     upstream: str
     checkout: str
+    module_path: str = ""
+    flash_attention: bool = False  # the module has flash-attn 2, checked when building
+    requires: dict[str, str] = field(default_factory=dict)
+    conda_modules: dict[str, ModuleFacts] = field(default_factory=dict)
 
 
 def _require(table: dict, key: str, where: str, kind: type = str):
@@ -163,4 +180,27 @@ def load_polaris_recipe(path: Path = POLARIS_RECIPE) -> PolarisRecipe:
         requirements=_pinned(_require(data, "requirements", where, list), where),
         upstream=_require(data, "upstream", where),
         checkout=_require(data, "checkout", where),
+        module_path=data.get("module_path", ""),
+        flash_attention=data.get("flash_attention", False),
+        requires=_versions(_require(data, "requires", where, dict), f"{where} [requires]"),
+        conda_modules={name: _module_facts(table, f"{where} [conda_modules.\"{name}\"]")
+                       for name, table in _require(data, "conda_modules", where, dict).items()},
     )
+
+
+def _versions(table: dict, where: str) -> dict[str, str]:
+    for key in ("python", "torch"):
+        _require(table, key, where)
+    unknown = set(table) - {"python", "torch"}
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; allowed: python, torch")
+    return dict(table)
+
+
+def _module_facts(table: dict, where: str) -> ModuleFacts:
+    unknown = set(table) - {"python", "torch", "source"}
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}; "
+                         "allowed: python, torch, source")
+    return ModuleFacts(torch=_require(table, "torch", where), source=_require(table, "source", where),
+                       python=table.get("python", ""))

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from bench.jobs.sysinfo import LINE_PREFIX
 from bench.plan import LaunchPlan, Options, plan
 from bench.platforms import Platform
+from bench.preflight import MIN_ITERS
 from bench.presets import load_presets
 
 CHECK_WALLTIME = "00:10:00"
@@ -58,7 +59,7 @@ def check_plan(platform: Platform, nodes: int, now: datetime, **job: str | None)
     smallest = min(load_presets().values(), key=lambda p: p.layers * p.hidden ** 2)
     gpus = nodes * platform.gpus_per_node
     launch = plan(smallest, "tp1pp1", platform,
-                  Options(now=now, nodes=nodes, mbs=1, gbs=gpus, iters=1, engine="megatron",
+                  Options(now=now, nodes=nodes, mbs=1, gbs=gpus, iters=MIN_ITERS, engine="megatron",
                           walltime=CHECK_WALLTIME, **job))
     report_env = tuple(arg for name, _ in launch.env for arg in ("--env", name))
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -21,7 +21,7 @@ from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import SchedulerError, scheduler_for
 from bench.jobs.submit import RENDERERS, submit_plan
 from bench.platforms import load_platform
-from bench.record import load_record, record_path
+from bench.record import RecordError, load_record, record_path
 
 EXIT_FAILED = 1
 
@@ -50,8 +50,15 @@ def _result(run: RunDir, records_dir: Path) -> tuple[str, str, int | None]:
     """(state, result, elapsed seconds) of one run for the jobs table."""
     last = run.last_state()
     if record_exists(records_dir, run.run_id):
-        record = load_record(record_path(records_dir, run.run_id))
-        result = f"recorded {record.status.value}" + (f": {record.reason}" if record.reason else "")
+        path = record_path(records_dir, run.run_id)
+        try:
+            record = load_record(path)
+        except (RecordError, OSError) as err:  # one bad file must not hide the other runs
+            problems = err.problems if isinstance(err, RecordError) else [str(err)]
+            result = f"record unreadable: {path}: {'; '.join(problems)}"
+        else:
+            result = f"recorded {record.status.value}" + (
+                f": {record.reason}" if record.reason else "")
         return (last.state if last else "-"), result, last and last.elapsed_s
     try:
         outcome = judge(run, scheduler_for(run.submission["scheduler"]))

@@ -15,8 +15,15 @@ from bench.jobs.rundir import RunDir, list_runs
 from bench.jobs.scheduler import Scheduler, scheduler_for
 from bench.platforms import load_accelerator, peak_format
 from bench.presets import Preset
-from bench.protocol import metrics
-from bench.record import Record, RecordExistsError, Status, build_record, record_path, write_record
+from bench.protocol import ShortWindow, metrics
+from bench.record import (
+    Record,
+    RecordExistsError,
+    Status,
+    build_finished_record,
+    record_path,
+    write_record,
+)
 
 RECORDS_DIR = Path("results") / "records"
 """Where records go, relative to the root. The default is ``results/records``."""
@@ -46,8 +53,10 @@ def _status_and_metrics(plan: dict, outcome: Outcome, peak_tflops: float,
         return outcome.status, None, metrics(
             parsed.iterations, Preset(**plan["preset"]), plan["layout"]["global_batch"],
             plan["world_size"], peak_tflops, parsed.peak_mem_gb, bf16_peak_tflops)
-    except ValueError as err:  # too few iterations for the measurement window
+    except ShortWindow as err:  # too few iterations for the measurement window
         return Status.INCOMPLETE.value, str(err), None
+    except ValueError as err:  # timings that are not measurements (zero step time)
+        return Status.FAILED.value, str(err), None
 
 
 def record_exists(records_dir: Path, run_id: str) -> bool:
@@ -55,7 +64,8 @@ def record_exists(records_dir: Path, run_id: str) -> bool:
 
 
 def build_run_record(run: RunDir, outcome: Outcome) -> Record:
-    """The validated record of a finished run, from its plan.json, submission and outcome."""
+    """The validated record of a finished run, from its plan.json, submission and outcome;
+    implausible metrics make it a failed record (:func:`bench.record.build_finished_record`)."""
     plan = run.plan
     accelerator = load_accelerator(plan["accelerator"])
     peak = accelerator.peak(plan["precision"])
@@ -71,7 +81,8 @@ def build_run_record(run: RunDir, outcome: Outcome) -> Record:
         "scheduler_state": state.state if state else None,
         "exit_status": outcome.exit_status,
     }
-    return build_record(
+    return build_finished_record(
+        failure_log_tail=outcome.log_tail,
         run_id=run.run_id,
         status=status,
         reason=reason,

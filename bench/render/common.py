@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
+
 from bench.plan import LaunchPlan
+from bench.platforms import LIBRARY_DIR
 from bench.render.shell import Token, export_lines, join
 
 END_MARKER = "BENCH_END status="  # the last line a job prints; jobs tooling reads it
@@ -20,15 +23,38 @@ def header(plan: LaunchPlan) -> list[str]:
 
 def environment(plan: LaunchPlan, master_addr: str) -> list[str]:
     """Module loads, set-up lines, exports, and the rendezvous address (scheduler-made text)."""
-    lines = []
+    lines = [join(["module", "use", path]) for path in plan.platform.module_paths]
     if plan.platform.modules:
         lines.append(join(["module", "load", *plan.platform.modules]))
     lines += list(plan.platform.setup)  # site set-up lines, written by the platform's author
     if plan.platform.container_runtime == "venv" and plan.image:
         lines.append(join(["source", f"{plan.image}/bin/activate"]))
+    lines += library_path_lines(plan)
     lines += export_lines(plan.env)
     lines.append(f"export MASTER_ADDR={master_addr}")
     return lines
+
+
+def _library_dir(entry: str) -> str:
+    """A library folder as shell text: a leading ``${NAME}`` stays a variable, which must be set."""
+    match = LIBRARY_DIR.match(entry)
+    assert match, entry  # validated when the platform was loaded
+    rest = shlex.quote(match["rest"])
+    if not match["var"]:
+        return rest
+    var = match["var"]
+    return f'"${{{var}:?not set; a module of the platform should set it}}"{rest}'
+
+
+def library_path_lines(plan: LaunchPlan) -> list[str]:
+    """Put the platform's library folders first on the path the training processes see."""
+    dirs = plan.platform.library_path
+    if not dirs:
+        return []
+    # Singularity passes SINGULARITYENV_X into the container as X; other runtimes see the host's.
+    var = ("SINGULARITYENV_LD_LIBRARY_PATH" if plan.platform.container_runtime == "singularity"
+           else "LD_LIBRARY_PATH")
+    return [f"export {var}={':'.join(_library_dir(d) for d in dirs)}${{{var}:+:${var}}}"]
 
 
 def torchrun_tokens(plan: LaunchPlan, rdzv: list[Token]) -> list[Token]:

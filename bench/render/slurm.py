@@ -1,6 +1,9 @@
-"""Slurm batch scripts: srun per rank (pyxis containers) or torchrun per node (Singularity)."""
+"""Slurm batch scripts: srun per rank (pyxis or Singularity containers, optionally CPU-bound per
+GPU) or torchrun per node."""
 
 from __future__ import annotations
+
+import shlex
 
 from bench.plan import LaunchPlan
 from bench.render.common import (
@@ -14,6 +17,9 @@ from bench.render.common import (
 from bench.render.shell import Raw, Token, directive_value, wrap
 
 _MASTER_ADDR = '"$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"'
+# The job's working folder (runs/, relative data paths): bound into containers explicitly rather
+# than trusting a runtime's default mounts.
+_SUBMIT_DIR = '"$SLURM_SUBMIT_DIR"'
 
 
 def directives(plan: LaunchPlan) -> list[str]:
@@ -34,26 +40,37 @@ def directives(plan: LaunchPlan) -> list[str]:
     return lines
 
 
+def _list_with_submit_dir(prefix: str, items: list[str], submit_dir: str) -> Raw:
+    """``prefix`` + comma-separated ``items`` (quoted) + the submit folder (a scheduler variable)."""
+    return Raw(shlex.quote(prefix + "".join(f"{item}," for item in items)) + submit_dir)
+
+
+def container(plan: LaunchPlan) -> tuple[list[Token], list[Token]]:
+    """(srun options, command prefix) that run the rest of the line inside the platform's image."""
+    platform = plan.platform
+    if platform.container_runtime == "pyxis":
+        return [f"--container-image={plan.image}",
+                _list_with_submit_dir("--container-mounts=", list(platform.binds),
+                                      f"{_SUBMIT_DIR}:{_SUBMIT_DIR}"),
+                Raw(f"--container-workdir={_SUBMIT_DIR}")], []
+    if platform.container_runtime == "singularity":
+        return [], ["singularity", "exec", "--bind",
+                    _list_with_submit_dir("", list(platform.binds), _SUBMIT_DIR),
+                    "--pwd", Raw(_SUBMIT_DIR), plan.image]
+    return [], []
+
+
 def launch(plan: LaunchPlan) -> list[Token]:
     """The srun line: one task per GPU (srun) or one torchrun per node."""
     platform = plan.platform
-    runtime: list[Token] = []
-    if platform.container_runtime == "pyxis":
-        runtime = [f"--container-image={plan.image}"]
-        if platform.binds:
-            runtime.append(f"--container-mounts={','.join(platform.binds)}")
-        runtime.append(Raw('--container-workdir="$SLURM_SUBMIT_DIR"'))
+    srun_options, inside = container(plan)
     if platform.launcher == "srun":
-        return ["srun", *runtime, *rankenv(plan)]
-    command: list[Token] = ["srun", *runtime]
-    if platform.container_runtime == "singularity":
-        command += ["singularity", "exec"]
-        if platform.binds:
-            command += ["--bind", ",".join(platform.binds)]
-        command.append(plan.image)
+        if platform.cpu_bind:
+            srun_options.insert(0, f"--cpu-bind={platform.cpu_bind}")
+        return ["srun", *srun_options, *inside, *rankenv(plan)]
     rdzv: list[Token] = [Raw('--rdzv-id="$SLURM_JOB_ID"'), "--rdzv-backend=c10d",
                          Raw('--rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT"')]
-    return command + torchrun_tokens(plan, rdzv)
+    return ["srun", *srun_options, *inside, *torchrun_tokens(plan, rdzv)]
 
 
 def render(plan: LaunchPlan) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bench.layout import LayoutSpec
 from bench.record import LayoutInfo, Problem, Record
 from bench.results.data import Published, PublishedRow, ReferenceRange
-from bench.results.runs import Run
+from bench.results.runs import Run, platform_label
 from bench.tuning import TUNING_NOTE_KEYS
 
 # Notes that label a run but do not change what was run; they do not split configurations.
@@ -156,9 +156,11 @@ def _sweep(run: Run) -> str | None:
 def configuration(run: Run | Record) -> tuple:
     """What makes two runs the same configuration (ok runs of one are pooled)."""
     p, lay = run.preset, run.layout
+    label = (run.platform_label if isinstance(run, Run)
+             else platform_label(run.platform.name, run.provenance.gpu_model))
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
-        run.platform.name, run.engine, run.precision, run.nodes, run.gpus,
+        label, run.engine, run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
         lay.micro_batch, lay.global_batch, variant(run.notes.items()),
     )  # fmt: skip
@@ -224,7 +226,7 @@ def _measured_row(runs: list[Run], ranges: Sequence[ReferenceRange]) -> Row:
     assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
     return Row(
-        published=False, model=median.preset.name.lower(), platform=median.platform.name,
+        published=False, model=median.preset.name.lower(), platform=median.platform_label,
         accelerator=median.platform.accelerator, engine=median.engine,
         precision=median.precision, nodes=median.nodes, gpus=median.gpus,
         layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,

@@ -173,6 +173,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{path}: not valid TOML ({error})") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
 
 
 def load_published(path: Path | str) -> Published:

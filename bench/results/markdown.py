@@ -8,6 +8,7 @@ TFLOP/s 1, % 1, GB 1); units are in the headers; a dash means "not used" for mea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from bench.results.aggregate import ModelTable, Report, Row, display_name
@@ -59,6 +60,22 @@ def _text(value: str | None) -> str:
     if not value:
         return DASH
     return " ".join(value.replace("|", "\\|").split())
+
+
+def _code(text: str) -> str:
+    """``text`` (a file name, which may hold anything) as an inline code span showing it
+    literally: control characters as escapes (a newline as ``\\n``), the fence longer than any
+    run of backticks inside."""
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    fence = "`" * (max(map(len, re.findall("`+", shown)), default=0) + 1)
+    pad = " " if shown[:1] in ("`", " ") or shown[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def _plain(text: str) -> str:
+    """Untrusted text (a skipped file's problem, quoting its contents) as literal Markdown:
+    one line, with every character that could start a link, emphasis, code or HTML escaped."""
+    return re.sub(r"([\\`*_\[\]<>|~&])", r"\\\1", " ".join(text.split())) or DASH
 
 
 def _link(text: str, target: str | None) -> str:
@@ -133,7 +150,7 @@ def _failed_section(failed: Sequence[Run], records_link: str) -> list[str]:
               ("model", False), ("layout", False), ("GPUs", True), ("date", False))
     rows = [
         [_link(r.run_id, f"{records_link}/{r.run_id}.json"), r.status.value, _text(r.reason),
-         _text(r.platform.name), display_name(r.preset.name.lower()), _text(r.layout.name),
+         _text(r.platform_label), display_name(r.preset.name.lower()), _text(r.layout.name),
          str(r.gpus), r.started_at[:10]]
         for r in failed
     ]
@@ -244,7 +261,7 @@ def render(report: Report, plots: Sequence[PlotSpec], records_link: str) -> str:
     lines += _failed_section(report.failed, records_link)
     lines += ["## Skipped files", ""]
     if report.problems:
-        lines += [f"- `{p.file}`: {_text(p.message)}" for p in report.problems] + [""]
+        lines += [f"- {_code(p.file)}: {_plain(p.message)}" for p in report.problems] + [""]
     else:
         lines += ["None.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"

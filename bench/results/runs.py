@@ -32,6 +32,18 @@ from bench.record import (
 # Below this many files one process is faster than starting workers (about 30 ms).
 PARALLEL_MIN_FILES = 400
 _TEMP_SUFFIX = ".tmp"
+# Platforms that are whatever machine ran them: their rows also name the GPU.
+MACHINE_PLATFORMS = ("local",)
+_VENDORS = ("NVIDIA ", "AMD ")
+
+
+def platform_label(platform: str, gpu_model: str | None) -> str:
+    """``local · H200`` for a local run on an H200 (from the GPU name the driver reported); other
+    platforms name their hardware already (``azure-h200``) and keep their name."""
+    if platform not in MACHINE_PLATFORMS or not gpu_model:
+        return platform
+    gpu = next((gpu_model[len(v):] for v in _VENDORS if gpu_model.startswith(v)), gpu_model)
+    return f"{platform} · {gpu.strip()}"
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class Run:
     gpus: int
     metrics: Metrics | None
     notes: Mapping[str, JsonScalar]
+    platform_label: str  # what the page shows: the platform, and a local run's GPU
 
     @property
     def ok(self) -> bool:
@@ -64,6 +77,7 @@ class Run:
             preset=record.preset, layout=record.layout, platform=record.platform,
             nodes=record.nodes, gpus=record.gpus, metrics=record.metrics,
             notes=dict(record.notes),
+            platform_label=platform_label(record.platform.name, record.provenance.gpu_model),
         )  # fmt: skip
 
 

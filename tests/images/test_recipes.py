@@ -96,11 +96,11 @@ def test_polaris_recipe_renders_the_seed_steps_and_is_a_dry_run_here(capsys):
     recipe, pins = load_polaris_recipe(), load_pins()
     script = polaris.render_script(recipe, pins, "/src/Megatron-DeepSpeed", root=Path("/kit"))
     lines = script.splitlines()
-    assert lines[4] == f"module load {recipe.conda_module}"
+    assert lines[4:6] == [f"module use {recipe.module_path}", f"module load {recipe.conda_module}"]
     assert f"python3 -m venv --system-site-packages {recipe.venv}" in lines
     assert (f"{recipe.venv}/bin/python3 -m pip install --no-deps --no-build-isolation "
             "deepspeed==0.18.2") in lines
-    assert ("venvs/polaris/2023-10-04/bin/python3 /kit/bench/images/series.py apply "
+    assert (f"{recipe.venv}/bin/python3 /kit/bench/images/series.py apply "
             "/kit/patches/megatron-deepspeed/series Megatron-DeepSpeed") in lines
     if not polaris.module_command_exists():
         assert polaris.run(script, execute=False) == 0

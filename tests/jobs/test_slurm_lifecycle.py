@@ -9,6 +9,7 @@ time limit, a command that deletes its own output.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,11 @@ TRAINS_NOTHING = ("-c", "print('exits 0 without a single iteration')")
 REAL_LOG = REPO / "tests" / "fixtures" / "logs" / "megatron_ok_6.7b_dp4_h200x4.log"
 REPLAYS_REAL_LOG = ("-c", "import os, sys; os.environ['RANK'] == '0' and "
                           f"sys.stdout.write(open({str(REAL_LOG)!r}).read())")
+# The same log with every step a thousand times faster: metrics no GPU can reach (MFU far above 1),
+# which must still give the run its record, as a failed one keeping the numbers.
+IMPLAUSIBLE_LOG_NAME = "implausible-6.7b.log"
+REPLAYS_IMPLAUSIBLE_LOG = ("-c", "import os, sys; os.environ['RANK'] == '0' and "
+                                 f"sys.stdout.write(open({IMPLAUSIBLE_LOG_NAME!r}).read())")
 DELETES_OWN_OUTPUT = ("-c", ("import os; os.remove(os.path.join('runs', "
                              "os.environ['SLURM_JOB_NAME'], "
                              "'slurm-' + os.environ['SLURM_JOB_ID'] + '.out'))"))
@@ -78,12 +84,16 @@ def _submit(root: Path, preset: str, entry: tuple[str, ...], walltime: str = "00
 def root(kit_env, tmp_path_factory) -> Path:
     """A kit root whose jobs all ran to their end; they are submitted together to overlap."""
     root = tmp_path_factory.mktemp("kit-root")
+    (root / IMPLAUSIBLE_LOG_NAME).write_text(re.sub(
+        r"(elapsed time per iteration \(ms\): )([\d.]+)",
+        lambda m: f"{m[1]}{float(m[2]) / 1000:.4f}", REAL_LOG.read_text()))
     started = time.monotonic()
     runs = [_submit(root, "125m", SLEEPS, walltime="00:01:00"),
             _submit(root, "350m", FAILS),
             _submit(root, "760m", DELETES_OWN_OUTPUT),
             _submit(root, "2.7b", TRAINS_NOTHING),
-            _submit(root, "6.7b", REPLAYS_REAL_LOG, gpus=4)]
+            _submit(root, "6.7b", REPLAYS_REAL_LOG, gpus=4),
+            _submit(root, "345m", REPLAYS_IMPLAUSIBLE_LOG)]
     check = _kit(root, "check", "--platform", "ci-slurm", "--nodes", "1", "--poll", "0.5")
     (root / "check.stdout").write_text(check.stdout + check.stderr)
     waited = _kit(root, "run", "1.3b", "tp1pp1", "--platform", "ci-slurm", "--gpus", "1",
@@ -145,11 +155,16 @@ def test_wait_follows_the_job_to_its_end(root: Path) -> None:
 def test_collect_records_failures_with_reasons(root: Path) -> None:
     first = _kit(root, "collect")
     assert first.returncode == 0, first.stderr
-    assert "6 new record(s)" in first.stdout, first.stdout
+    assert "7 new record(s)" in first.stdout, first.stdout
     records, problems = load_records(root / "results" / "records")
     assert problems == []
     by_preset = {r.preset.name: r for r in records}
-    assert set(by_preset) == {"125m", "350m", "760m", "1.3b", "2.7b", "6.7b"}  # check: no record
+    assert set(by_preset) == {"125m", "345m", "350m", "760m", "1.3b", "2.7b", "6.7b"}  # no check
+    implausible = by_preset.pop("345m")
+    assert implausible.status == "failed" and implausible.metrics is None
+    assert "implausible" in implausible.reason and "metrics.mfu" in implausible.reason
+    assert implausible.notes["metrics.mfu"] > 1 and implausible.notes["metrics.window_iters"] == 7
+    assert implausible.log_tail and implausible.notes["job_id"] == _run(root, "345m_").job_id
     finished = by_preset.pop("6.7b")
     assert finished.status == "ok" and finished.metrics is not None
     assert finished.metrics.window_iters == 7 and finished.gpus == 4
@@ -168,7 +183,7 @@ def test_collect_records_failures_with_reasons(root: Path) -> None:
     assert by_preset["350m"].notes["job_id"] == _run(root, "350m_").job_id
 
     again = _kit(root, "collect")
-    assert "0 new record(s)" in again.stdout and "6 already recorded" in again.stdout
+    assert "0 new record(s)" in again.stdout and "7 already recorded" in again.stdout
 
 
 def test_jobs_lists_every_run(root: Path) -> None:

@@ -1,7 +1,7 @@
 """Fixtures for the training entry's tests: the Python that has torch + megatron-core 0.19.2.
 
-``BENCH_MEGATRON_PYTHON`` names it (``nox -s tests`` makes one). Unset, these tests skip locally
-and fail in CI (``CI=true``), where the environment must provide it.
+``BENCH_MEGATRON_PYTHON`` names it (``nox -s tests`` makes one where a Python 3.12 exists). Unset,
+these tests skip locally with the command that enables them, and fail in CI (``CI=true``).
 """
 
 from __future__ import annotations
@@ -13,20 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tests import conftest
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-IN_CI = os.environ.get("CI") == "true"
 
 
 @pytest.fixture(scope="session")
 def megatron_python() -> str:
-    python = os.environ.get("BENCH_MEGATRON_PYTHON", "")
-    if not python or not Path(python).exists():
-        reason = ("BENCH_MEGATRON_PYTHON must name a Python 3.12 with torch and megatron-core 0.19.2 "
-                  f"(got {python!r})")
-        if IN_CI:
-            pytest.fail(f"CI must provide this: {reason}")
-        pytest.skip(reason)
-    return python
+    return conftest.megatron_python()
 
 
 @pytest.fixture(scope="session")
