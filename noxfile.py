@@ -54,12 +54,22 @@ def smoke(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the test suite (real engines, Slurm and Megatron's parser where the machine has them)."""
-    install(session, "-e", ".[test,images,results]")
+    install(session, "-e", ".[test,images,results,data]")
     try:  # a Python 3.12 venv with megatron-core, or the reason the Megatron checks will skip
         env = megatron_env(log=session.log)
     except (ValueError, subprocess.CalledProcessError) as exc:
         session.error(str(exc))
     session.run("pytest", *session.posargs, env=env)
+
+
+@nox.session(default=False)
+def data(session: nox.Session) -> None:
+    """Tokenize text (jsonl or .txt) into Megatron's .bin/.idx with GPT-2's BPE (--data-path)."""
+    if not session.posargs or session.posargs[0].startswith("-"):
+        session.error("Usage: nox -s data -- INPUT... --vocab-file VOCAB --merge-file MERGES "
+                      "[--out-dir data]")
+    install(session, "-e", ".[data]")
+    session.run("python", "-m", "bench", "data", *session.posargs)
 
 
 @nox.session

@@ -2,8 +2,8 @@
 cluster login node where only Python exists.
 
 Commands: ``run`` (plan, print or submit/run a benchmark), ``compare`` (two configurations against
-their noise), ``results``, ``presets``, ``platforms``, the image commands, and the job commands
-``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
+their noise), ``data`` (text -> Megatron .bin/.idx), ``results``, ``presets``, ``platforms``, the
+image commands, and the job commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from pathlib import Path
 from bench import compare
 from bench.campaign import load_campaign
 from bench.capabilities import Capabilities, probe
+from bench.dataset import cli as dataset_cli
 from bench.engines.deepspeed import OFFLOADS, ZeroSettings
+from bench.flops import RECOMPUTE
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
 from bench.jobs.cli import EXIT_FAILED, add_wait_options
@@ -85,6 +87,9 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
     parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
+    parser.add_argument("--recompute", choices=RECOMPUTE, help="activation recompute: full "
+                        "(every layer) or selective (core attention); TFLOP/s stay model FLOPs, "
+                        "the record adds the hardware FLOPs figure")
     parser.add_argument("--force", action="store_true", help="plan it even when the memory "
                         "estimate says it does not fit the GPU")
     parser.add_argument("--seq-length", type=int, help="sequence length (default: the preset's)")
@@ -148,6 +153,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                           contiguous_gradients=args.contiguous_gradients,
                           reduce_bucket_size=args.reduce_bucket,
                           allgather_bucket_size=args.allgather_bucket),
+        recompute=args.recompute,
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 
@@ -483,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     add_compare_parser(sub)
     results_cli.add_parser(sub)
+    dataset_cli.add_parser(sub)
     images_cli.register(sub)
     sub.add_parser("presets", help="list model presets").set_defaults(func=cmd_presets)
     sub.add_parser("platforms", help="list platforms").set_defaults(func=cmd_platforms)

@@ -21,6 +21,18 @@ triangle, so Megatron-Core >= 0.12 counts the attention term once instead of twi
 The kit reports the **causal** convention first ("megatron-causal") and carries the non-causal
 figure beside it, so its rows compare with either kind of published table. B is the global batch
 in sequences, s the sequence length, l layers, h hidden size, V the padded vocabulary.
+
+**Activation recompute** does work that the model does not need, so it is not in these *model*
+FLOPs (MFU). Counting it gives *hardware* FLOPs (the seeds' published rows with
+``--checkpoint-activations``, and Megatron-DeepSpeed's own logged "TFLOPs", count them):
+
+- full recompute runs each layer's forward pass again in the backward pass: the layers cost
+  4 x forward instead of 3 x (the logit layer is not recomputed);
+- selective recompute (Megatron's ``--recompute-granularity selective``) recomputes core attention
+  only: the attention-score term once more.
+
+The kit's TFLOP/s/GPU and MFU are model FLOPs whatever the recompute; a record of a run with
+recompute says so and carries the hardware figure beside it.
 """
 
 from __future__ import annotations
@@ -28,22 +40,33 @@ from __future__ import annotations
 from bench.presets import Preset
 
 CAUSAL = "megatron-causal"
+RECOMPUTE = ("full", "selective")
 
 
-def flops_per_iteration(preset: Preset, global_batch: int, causal: bool = True) -> float:
-    """Model FLOPs of one training iteration (forward + backward) over ``global_batch`` sequences.
+def flops_per_iteration(preset: Preset, global_batch: int, causal: bool = True,
+                        recompute: str | None = None) -> float:
+    """FLOPs of one training iteration (forward + backward) over ``global_batch`` sequences.
 
     ``causal=True`` is Megatron-Core >= 0.12's convention; ``False`` the older non-causal one.
     The MLP term uses the preset's ffn_hidden (4h for GPT-3), which the 72-form assumes.
+    ``recompute=None`` gives model FLOPs; ``"full"`` or ``"selective"`` the hardware FLOPs of a run
+    with that activation recompute (the module docstring says what each adds).
     """
+    if recompute not in (None, *RECOMPUTE):
+        raise ValueError(f"recompute {recompute!r} is not one of {RECOMPUTE}")
     b, s, h, v = global_batch, preset.seq_length, preset.hidden, preset.vocab_size
     layers = preset.layers
     attention_scores = (2 if causal else 4) * s * h  # per token per layer, forward
     projections = 8 * h * h
     mlp = 4 * h * preset.ffn_hidden
     logits = 2 * h * v
-    forward_per_token = layers * (projections + mlp + attention_scores) + logits
-    return 3.0 * b * s * forward_per_token
+    layer_forward = projections + mlp + attention_scores
+    per_token = 3.0 * (layers * layer_forward + logits)
+    if recompute == "full":
+        per_token += layers * layer_forward
+    elif recompute == "selective":
+        per_token += layers * attention_scores
+    return b * s * per_token
 
 
 def mfu(tflops_per_gpu: float, peak_tflops: float) -> float:

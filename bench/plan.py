@@ -23,6 +23,7 @@ from bench.engines.deepspeed import (
     zero_stage,
 )
 from bench.engines.megatron import ENTRY, megatron_args
+from bench.flops import RECOMPUTE
 from bench.layout import Layout, build_layout, parse_layout_name
 from bench.memory import GB, check_fits, estimate_bytes, grad_bytes
 from bench.platforms import (
@@ -78,6 +79,7 @@ class Options:
     save: str | None = None
     save_interval: int | None = None
     zero: ZeroSettings = DEFAULT_ZERO_SETTINGS
+    recompute: str | None = None  # activation recompute: None, "full" or "selective"
     gpus_present: int = 0
     gpu_name: str = ""
     # The n-th of N measurements of one configuration (``--repeat N``): the run id gets ``-r<n>``
@@ -122,6 +124,7 @@ class LaunchPlan:
     # How the run was made (sweep, repeat group, campaign), recorded in the run's notes too.
     labels: tuple[tuple[str, str], ...] = field(default=())
     memory_gb: float = 0.0  # estimated peak per GPU (bench.memory)
+    recompute: str | None = None  # activation recompute (bench.flops counts it as hardware FLOPs)
 
     @property
     def world_size(self) -> int:
@@ -259,8 +262,13 @@ def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
 
 def plan(preset: Preset, layout_name: str, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError."""
-    # Settings away from the kit's defaults besides the A/B tuning: ZeRO settings, sequence length.
+    if options.recompute not in (None, *RECOMPUTE):
+        raise ValueError(f"--recompute {options.recompute}: use one of {', '.join(RECOMPUTE)}")
+    # Settings away from the kit's defaults besides the A/B tuning: ZeRO settings, sequence length,
+    # activation recompute.
     other_variant = options.zero.variant()
+    if options.recompute:
+        other_variant += (("recompute", options.recompute),)
     if options.seq_length is not None and options.seq_length != preset.seq_length:
         if options.seq_length < 1:
             raise ValueError(f"--seq-length must be at least 1, got {options.seq_length}")
@@ -304,7 +312,8 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     if engine == "megatron":
         entry = ENTRY
         _check_capabilities(caps, precision, layout, platform)
-        args = megatron_args(preset, layout, precision, options.iters, caps, data.path, tuning)
+        args = megatron_args(preset, layout, precision, options.iters, caps, data.path, tuning,
+                             options.recompute)
     else:
         if options.tuning.changes_megatron_defaults:  # asked for, even where a no-op
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
@@ -317,7 +326,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         entry = (f"{platform.megatron_deepspeed_dir}/pretrain_gpt.py",)
         args = deepspeed_args(preset, layout, precision, options.iters, data,
                               f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}", options.zero,
-                              platform.flash_attention)
+                              platform.flash_attention, options.recompute)
         ds_config = ds_config_json(layout, precision, options.zero)
     if save:
         args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval)
@@ -344,4 +353,5 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
         image=options.image or platform.storage.squashed_image or platform.image, entry=entry,
         train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
         ds_config=ds_config, capabilities=caps, notes=tuple(notes),
-        variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb)
+        variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
+        recompute=options.recompute)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from bench import provenance
+from bench.engine_notes import run_notes
 from bench.flops import flops_per_iteration
 from bench.logparse import ParseResult, parse_iteration, parse_log
 from bench.plan import LaunchPlan
@@ -169,7 +170,7 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
         nodes=launch.nodes, gpus=launch.world_size, argv=list(torchrun.command(launch)),
         env=dict(launch.env), provenance=provenance.collect(), metrics=run_metrics,
         log_tail=tail if status is not Status.OK else [],
-        notes={**dict(launch.variant), **dict(launch.labels)})
+        notes={**dict(launch.variant), **run_notes(launch, result), **dict(launch.labels)})
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,

@@ -58,10 +58,11 @@ class Tuning:
 
 DEFAULT_TUNING = Tuning()
 # The note keys a plan's variant may use: these settings, then the DeepSpeed ZeRO settings
-# (bench.engines.deepspeed.ZeroSettings.variant) and a sequence length away from the preset's.
+# (bench.engines.deepspeed.ZeroSettings.variant), a sequence length away from the preset's and the
+# activation recompute (--recompute).
 TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args", "zero_offload",
                     "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
-                    "allgather_bucket_size", "seq_length")
+                    "allgather_bucket_size", "seq_length", "recompute")
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:

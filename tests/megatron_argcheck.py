@@ -39,7 +39,9 @@ def check(case: dict) -> dict:
             problems = check_args(args, attention, Capabilities(**case["capabilities"]))
             if problems:
                 return {"ok": False, "error": "entry refuses: " + " ".join(problems)}
-        return {"ok": True, "error": "", "dp": args.data_parallel_size}
+        return {"ok": True, "error": "", "dp": args.data_parallel_size,
+                "recompute": [args.recompute_granularity, args.recompute_method,
+                              args.recompute_num_layers]}
     except SystemExit:
         return {"ok": False, "error": err.getvalue().strip().splitlines()[-1]}
     except Exception as exc:  # the validator reports with assert and ValueError alike

@@ -46,3 +46,21 @@ def test_linear_in_batch_and_mfu() -> None:
     assert mfu(494.5, 989.0) == pytest.approx(0.5)
     with pytest.raises(ValueError):
         mfu(1.0, 0.0)
+
+
+def test_recompute_counts_hardware_flops() -> None:
+    preset = get_preset("1.3b")  # l=24, h=2048, s=2048, V=51200
+    layers, h, s, v = 24, 2048, 2048, 51200
+    layer = 24 * h * h + 2 * s * h  # causal forward per token per layer
+    model = 3 * s * (layers * layer + 2 * h * v)
+    assert flops_per_iteration(preset, 1) == pytest.approx(model, rel=1e-12)
+    # Full recompute: each layer's forward once more, not the logits.
+    assert flops_per_iteration(preset, 1, recompute="full") == pytest.approx(
+        model + s * layers * layer, rel=1e-12)
+    # Selective: core attention (the score term) once more.
+    assert flops_per_iteration(preset, 1, recompute="selective") == pytest.approx(
+        model + s * layers * 2 * s * h, rel=1e-12)
+    assert flops_per_iteration(preset, 1, recompute="full") / flops_per_iteration(preset, 1) \
+        == pytest.approx(1.31, abs=0.01)  # the logits keep it under 4/3
+    with pytest.raises(ValueError, match="not one of"):
+        flops_per_iteration(preset, 1, recompute="some")

@@ -85,10 +85,21 @@ def test_nan_detection_on_a_real_line() -> None:
     assert result.status is Status.NAN and "nan iterations 1" in result.reason
 
 
+def test_megatron_deepspeed_iteration_lines() -> None:
+    # Lines in the exact phrasing of Megatron-DeepSpeed's training_log at the pinned commit: its
+    # own "TFLOPs:" figure is read as the engine's TFLOP/s, "samples per second" too.
+    result = parse_log(read("megatron_deepspeed_rendered_1.3b_tp1pp1.log"))
+    assert result.status is Status.OK and result.train_iters == 12
+    first = result.iterations[0]
+    assert (first.index, first.elapsed_ms, first.global_batch) == (1, 5100.0, 32)
+    assert first.samples_per_s == pytest.approx(6.275)
+    assert first.tflops_per_gpu == pytest.approx(float(
+        read("megatron_deepspeed_rendered_1.3b_tp1pp1.log").split("TFLOPs: ")[1].split(" ")[0]))
+    assert result.peak_mem_mb == pytest.approx(68456.7)
+
+
 def test_megatron_deepspeed_phrases() -> None:
-    # Megatron-DeepSpeed appends these phrases to the same iteration line (its training_log);
-    # no Megatron-DeepSpeed run could be made here (its source is GitHub-only), so this reuses a
-    # real Megatron line with the two phrases added.
+    # The same two phrases added to a real Megatron line.
     line = next(line for line in read("megatron_ok_1.3b_tp1pp1_h200.log").splitlines()
                 if parse_iteration(line))
     ds = line.split(" throughput per GPU")[0] + " samples per second: 25.561 | TFLOPs: 444.00 |"

@@ -61,11 +61,19 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     plans.append(plan(load_presets()["1.3b"], "tp2pp1", platform,
                       options(gpus=8, gpus_present=8, seq_length=4096, save="/tmp/ck",
                               save_interval=5, data_path="/tmp/data/my-gpt3_00_text_document")))
+    # Activation recompute, full and selective, with and without pipelining.
+    recompute = [plan(load_presets()[p], lay, platform, options(gpus=g, gpus_present=g, recompute=r))
+                 for p, lay, g, r in (("1.3b", "tp1pp1", 1, "full"), ("13b", "tp2pp4", 8, "full"),
+                                      ("2.7b", "tp1pp1", 1, "selective"))]
+    plans += recompute
     for launch in plans:
         assert launch.entry == ENTRY
     results = _check(plans)
     # Megatron derives the same data-parallel size as the kit's layout.
     assert [r["dp"] for r in results] == [p.layout.dp for p in plans]
+    assert [r["recompute"] for r in results[-3:]] == [
+        ["full", "uniform", 1], ["full", "uniform", 1], ["selective", None, None]]
+    assert results[0]["recompute"][0] is None
 
 
 def test_every_capability_combination_is_accepted_by_megatron_and_the_entry() -> None:

@@ -60,3 +60,20 @@ def checkpoint_flags(save_dir: str, interval: int) -> list[str]:
     if interval:
         flags += ["--save-interval", str(interval)]
     return flags
+
+
+def recompute_flags(recompute: str | None, engine: str) -> list[str]:
+    """Activation recompute (``bench.flops`` says how its FLOPs are counted).
+
+    Megatron-Core: full recompute of every layer (uniform, one layer per unit), or selective
+    (core attention only). Megatron-DeepSpeed: full is its DeepSpeed activation checkpointing,
+    ``--checkpoint-activations`` (what the seeds use); selective is Megatron's flag, which it kept.
+    """
+    if recompute is None:
+        return []
+    if recompute == "selective":
+        return ["--recompute-granularity", "selective"]
+    if engine == "megatron-deepspeed":
+        return ["--checkpoint-activations", "--checkpoint-num-layers", "1"]
+    return ["--recompute-granularity", "full", "--recompute-method", "uniform",
+            "--recompute-num-layers", "1"]

@@ -15,6 +15,7 @@ from bench.engines.common import (
     model_flags,
     parallel_flags,
     precision_flags,
+    recompute_flags,
 )
 from bench.layout import Layout
 from bench.platforms import Data
@@ -115,7 +116,7 @@ def ds_config_json(layout: Layout, precision: str,
 
 def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, data: Data,
                    config_path: str, zero: ZeroSettings = DEFAULT_ZERO_SETTINGS,
-                   flash_attention: bool = False) -> list[str]:
+                   flash_attention: bool = False, recompute: str | None = None) -> list[str]:
     """Megatron-DeepSpeed flags; it reads real data only, so ``data`` must name it."""
     if precision.startswith("fp8"):
         raise ValueError(f"{precision} needs Transformer Engine through the Megatron engine: use "
@@ -133,7 +134,11 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
         flags.append("--no-pipeline-parallel")
     flags += batch_flags(layout, iters)
     flags += precision_flags(precision)
+    flags += recompute_flags(recompute, "megatron-deepspeed")
     flags += list(OPTIMIZER_FLAGS)
+    # Its gradient-accumulation fusion is commented out upstream, but the flag (on by default)
+    # still demands apex's fused_weight_gradient_mlp_cuda: off, so no apex is needed.
+    flags += ["--no-gradient-accumulation-fusion"]
     flags += ["--distributed-backend", "nccl",
               "--data-path", data.path, "--vocab-file", data.vocab_file,
               "--merge-file", data.merge_file, "--tokenizer-type", "GPT2BPETokenizer",

@@ -13,6 +13,7 @@ from bench.engines.common import (
     model_flags,
     parallel_flags,
     precision_flags,
+    recompute_flags,
 )
 from bench.layout import Layout
 from bench.presets import Preset
@@ -23,7 +24,7 @@ ENTRY = ("-m", "bench.train.pretrain_gpt")
 
 def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
                   capabilities: Capabilities, data_path: str = "",
-                  tuning: Tuning = DEFAULT_TUNING) -> list[str]:
+                  tuning: Tuning = DEFAULT_TUNING, recompute: str | None = None) -> list[str]:
     """Megatron flags for one benchmark run; mock data unless ``data_path`` is given.
 
     Performance defaults (each measured on H200, see the README's results; ``tuning`` turns the
@@ -45,6 +46,7 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
         flags += ["--context-parallel-size", str(layout.cp)]
     flags += batch_flags(layout, iters)
     flags += precision_flags(precision)
+    flags += recompute_flags(recompute, "megatron")
     flags += list(OPTIMIZER_FLAGS)
     if precision != "fp16" and tuning.grad_reduce_bf16:
         flags.append("--grad-reduce-in-bf16")

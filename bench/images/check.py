@@ -42,6 +42,14 @@ def check(pins: Pins, target_name: str, root: Path = IMAGE_ROOT) -> list[tuple[s
             results.append((f"patches {name}", True, f"{len(lines)} applied in {tree}"))
         except SeriesError as error:
             results.append((f"patches {name}", False, str(error)))
+    if "megatron-deepspeed" in target.upstreams:
+        tree = Path(pins.upstreams["megatron-deepspeed"].install_dir)
+        helpers = sorted((tree / "megatron" / "data").glob("helpers*.so"))
+        results.append(("Megatron-DeepSpeed dataset helpers", bool(helpers),
+                         str(helpers[0]) if helpers else f"not built in {tree}/megatron/data"))
+        kernels = sorted((tree / "megatron" / "fused_kernels" / "build").glob("*.so"))
+        results.append(("Megatron-DeepSpeed fused kernels", True, f"{len(kernels)} built" if kernels
+                        else "not built: the base had no torch with a CUDA/ROCm toolkit"))
     results.append(("import bench", importlib.util.find_spec("bench") is not None, "the kit"))
     has_torch = importlib.util.find_spec("torch") is not None
     for spec in target.packages:

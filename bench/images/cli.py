@@ -137,7 +137,8 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ca-cert", action="append", default=[], metavar="PATH",
                         help="extra CA certificate to trust in the build (repeatable)")
     parser.add_argument("--upstream", action="append", default=[], metavar="NAME=PATH",
-                        help="local tree of a GitHub upstream instead of fetching its pinned commit")
+                        help="local tree or source archive (.tar.gz) of a GitHub upstream "
+                        "instead of fetching its pinned commit")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="build option, e.g. msamp=1 (default: msamp=0)")
 
@@ -176,7 +177,8 @@ def register(subparsers) -> None:
     definition.set_defaults(func=cmd_singularity)
 
     patches = actions.add_parser("patches", help="check each patch series against its pinned source")
-    patches.add_argument("--upstream", action="append", default=[], metavar="NAME=PATH")
+    patches.add_argument("--upstream", action="append", default=[], metavar="NAME=PATH",
+                         help="local tree or source archive (.tar.gz) of a GitHub upstream")
     patches.set_defaults(func=cmd_patches)
 
     polaris_cmd = actions.add_parser("polaris", help="render (and on Polaris run) the venv recipe")

@@ -61,6 +61,17 @@ def kit_commit(root: Path = REPO_ROOT) -> str:
     return head + ("-dirty" if dirty else "")
 
 
+def _unpack(archive: tarfile.TarFile, tree: Path) -> Path:
+    """Extract a source archive with one top directory (GitHub's, ``git archive``'s) as ``tree``."""
+    partial = tree.with_name(f".{tree.name}.partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    archive.extractall(partial, filter="data")
+    (top,) = partial.iterdir()
+    top.rename(tree)
+    shutil.rmtree(partial)
+    return tree
+
+
 def fetch_github_upstream(upstream: Upstream, cache: Path = DEFAULT_CACHE) -> Path:
     """Download (once) and unpack the source archive of a pinned GitHub commit; return its tree."""
     tree = cache / f"{upstream.name}-{upstream.commit}"
@@ -74,16 +85,32 @@ def fetch_github_upstream(upstream: Upstream, cache: Path = DEFAULT_CACHE) -> Pa
     except OSError as error:
         raise ValueError(
             f"cannot fetch {upstream.pin} ({error}); pass --upstream {upstream.name}=PATH "
-            f"with a checkout of that commit"
+            f"with a checkout or the source archive (.tar.gz) of that commit"
         ) from error
-    partial = cache / f".{tree.name}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-        archive.extractall(partial, filter="data")
-    (top,) = partial.iterdir()  # GitHub archives hold one top directory
-    top.rename(tree)
-    shutil.rmtree(partial)
-    return tree
+        return _unpack(archive, tree)
+
+
+def local_upstream(upstream: Upstream, path: Path, cache: Path = DEFAULT_CACHE) -> Path:
+    """The tree of ``--upstream NAME=PATH``: a directory as it is, or a source archive.
+
+    An archive (``<name>-<commit>.tar.gz``, as in the snapshots beside the checkout) must name the
+    pinned commit; it is unpacked once into the same cache a fetch from GitHub would fill.
+    """
+    if path.is_dir():
+        return path
+    if not path.name.endswith((".tar.gz", ".tgz")) or not path.is_file():
+        raise ValueError(f"--upstream {upstream.name}={path}: neither a directory nor a "
+                         ".tar.gz source archive")
+    if upstream.commit and upstream.commit not in path.name:
+        raise ValueError(f"--upstream {upstream.name}={path}: the archive's name does not carry "
+                         f"the pinned commit {upstream.commit}; use the archive of that commit")
+    tree = cache / f"{upstream.name}-{upstream.commit or path.name.split('.')[0]}"
+    if tree.is_dir():
+        return tree
+    cache.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, mode="r:gz") as archive:
+        return _unpack(archive, tree)
 
 
 def _copy_tree(source: Path, destination: Path) -> None:
@@ -105,7 +132,7 @@ def assemble(
     """Write the build context of ``target`` to ``out_dir`` (replaced) and return it.
 
     ``base`` replaces the pinned base image (stand-ins, mirrors). ``upstream_dirs`` maps an
-    upstream name to a local tree used instead of fetching its pinned commit. ``options`` are
+    upstream name to a local tree or source archive used instead of fetching its pinned commit. ``options`` are
     target build options (``msamp=1``). The default for each is the pinned choice.
     """
     upstream_dirs = upstream_dirs or {}
@@ -123,6 +150,8 @@ def assemble(
     shutil.copy(root / target.dockerfile, out_dir / "Dockerfile")
     shutil.copy(root / "images" / "pins.toml", out_dir / "pins.toml")
     shutil.copy(root / "images" / "common" / "install-ca.sh", out_dir / "install-ca.sh")
+    shutil.copy(root / "images" / "common" / "prebuild-megatron-deepspeed.sh",
+                out_dir / "prebuild-megatron-deepspeed.sh")
     shutil.copy(root / "bench" / "images" / "series.py", out_dir / "series.py")
     (out_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in target.requirements))
     (out_dir / "packages.txt").write_text("".join(f"{p}\n" for p in target.packages))
@@ -141,9 +170,8 @@ def assemble(
             series_dir = (root / upstream.series).parent
             _copy_tree(series_dir, out_dir / "patches" / series_dir.name)
         if upstream.kind == "github":
-            tree = upstream_dirs.get(name) or fetch_github_upstream(upstream)
-            if not tree.is_dir():
-                raise ValueError(f"--upstream {name}={tree}: not a directory")
+            given = upstream_dirs.get(name)
+            tree = local_upstream(upstream, given) if given else fetch_github_upstream(upstream)
             _copy_tree(tree, out_dir / "upstream" / name)
 
     kit = out_dir / "kit"

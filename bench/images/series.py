@@ -3,7 +3,8 @@
 Standard library only: the image build copies this file into its context and runs it with the
 base's Python before the kit is installed. A series file lists patch file names, one a line, in
 order; ``#`` starts a comment. Patches apply with ``-p1 --fuzz=0`` so a changed upstream fails loudly
-instead of applying somewhere else; on failure patch's own output names the file and the hunk.
+instead of applying somewhere else; on failure patch's own output names the file and the hunk. A
+hunk that lands at an offset fails too: its line numbers were not made against this tree.
 
 Usage: ``python3 series.py apply|check|verify-applied SERIES_FILE (DIR | --dist DISTRIBUTION)``
 """
@@ -67,6 +68,9 @@ def run_series(series_file: Path, tree: Path, mode: str) -> list[str]:
     report = []
     for patch_file in patches:
         done = _patch(patch_file, tree, extra)
+        if done.returncode == 0 and mode == "apply" and "(offset " in done.stdout:
+            raise SeriesError(f"{series_file}: {patch_file.name} applies to {tree} only at an "
+                              f"offset; regenerate it against this tree:\n{done.stdout}")
         if done.returncode != 0:
             verb = "does not apply to" if mode == "apply" else "is not applied in"
             raise SeriesError(

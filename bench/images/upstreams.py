@@ -1,8 +1,10 @@
 """Check every patch series against its pinned upstream source (``nox -s patches``).
 
 PyPI upstreams are downloaded with pip (wheel, no dependencies) and unpacked; GitHub upstreams are
-fetched as the commit's archive, or taken from ``--upstream NAME=PATH``. Where GitHub cannot be
-reached the series is reported as not checked here: the image build applies it and fails there.
+fetched as the commit's archive, or taken from ``--upstream NAME=PATH`` (a tree, or the commit's
+source archive such as the snapshots in ``../shared/upstreams/``). A series that cannot be checked
+(GitHub unreachable and no ``--upstream``) is reported as NOT CHECKED and fails the check: an
+unchecked series is not known to apply. Each patch must apply exactly: no offset, no fuzz.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from bench.images.context import DEFAULT_CACHE, fetch_github_upstream
+from bench.images.context import DEFAULT_CACHE, fetch_github_upstream, local_upstream
 from bench.images.pins import REPO_ROOT, Pins, Upstream
 from bench.images.series import SeriesError, read_series, run_series
 
@@ -39,6 +41,10 @@ def pypi_tree(upstream: Upstream, cache: Path = DEFAULT_CACHE) -> Path:
 
 def check_all(pins: Pins, upstream_dirs: dict[str, Path], root: Path = REPO_ROOT) -> tuple[list[str], bool]:
     """Dry-run every series on its pinned source. Returns (report lines, all checked ones apply)."""
+    unknown = sorted(set(upstream_dirs) - set(pins.upstreams))
+    if unknown:
+        raise ValueError(f"--upstream {', '.join(unknown)}: no such upstream in images/pins.toml "
+                         f"(known: {', '.join(sorted(pins.upstreams))})")
     lines, ok = [], True
     for name, upstream in sorted(pins.upstreams.items()):
         if not upstream.series:
@@ -51,17 +57,18 @@ def check_all(pins: Pins, upstream_dirs: dict[str, Path], root: Path = REPO_ROOT
             continue
         try:
             if name in upstream_dirs:
-                tree = upstream_dirs[name]
+                tree = local_upstream(upstream, upstream_dirs[name])
             elif upstream.kind == "pypi":
                 tree = pypi_tree(upstream)
             else:
                 tree = fetch_github_upstream(upstream)
         except (ValueError, subprocess.CalledProcessError) as error:
+            ok = False
             lines.append(f"{name} ({upstream.pin}): {count} patch(es) NOT CHECKED here: {error}")
             continue
         try:
             run_series(series, tree, "check")
-            lines.append(f"{name} ({upstream.pin}): {count} patch(es) apply cleanly to {tree}")
+            lines.append(f"{name} ({upstream.pin}): {count} patch(es) apply exactly to {tree}")
         except SeriesError as error:
             ok = False
             lines.append(f"{name} ({upstream.pin}): FAILED\n{error}")

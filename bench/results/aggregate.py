@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from bench.engine_notes import MEASUREMENT_NOTE_KEYS
 from bench.layout import LayoutSpec
 from bench.record import LayoutInfo, Problem, Record
 from bench.results.data import Published, PublishedRow, ReferenceRange
@@ -25,7 +26,8 @@ from bench.tuning import TUNING_NOTE_KEYS
 # Notes that describe how a run was made or collected, not what ran; every other note (for example
 # an A/B setting from bench.tuning) makes the run a variant of its configuration.
 BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign", "comment",
-                                   "job_id", "scheduler", "scheduler_state", "exit_status"})
+                                   "job_id", "scheduler", "scheduler_state",
+                                   "exit_status"}) | MEASUREMENT_NOTE_KEYS
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}

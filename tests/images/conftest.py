@@ -28,7 +28,7 @@ IN_CI = os.environ.get("CI") == "true"
 STANDIN_SUITE = "trixie"
 STANDIN_PACKAGES = (
     "python3", "python3-pip-whl", "python3-setuptools-whl", "ca-certificates", "patch", "git",
-    "make",
+    "make", "g++", "python3-dev",  # the real bases build Megatron-DeepSpeed's dataset helpers
 )
 # Install pip and setuptools from Debian's own wheels, offline, into /usr/local.
 STANDIN_PIP = (

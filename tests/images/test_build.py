@@ -1,8 +1,9 @@
 """Build each image for real on a stand-in base, check it inside, rebuild from cache, push and pull.
 
 The stand-in replaces only the NGC/ROCm base (unreachable from CI); every step the kit adds runs:
-CA trust, pinned pip installs, patch series, kit install. Megatron-DeepSpeed comes from the excerpt
-of its pinned commit under tests/images/upstream/ because GitHub is unreachable.
+CA trust, pinned pip installs, patch series, kit install. Megatron-DeepSpeed comes from the source
+snapshot of its pinned commit beside the checkout (../shared/upstreams/) because GitHub is
+unreachable.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import pytest
 
 from bench.images import engine as engine_api
 from bench.images.context import assemble
-from bench.images.pins import REPO_ROOT, load_pins
+from bench.images.pins import load_pins
+from tests.snapshots import snapshot_archive, snapshot_tree
 
-UPSTREAM_EXCERPTS = {"megatron-deepspeed": REPO_ROOT / "tests/images/upstream/megatron-deepspeed"}
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")  # the re-signing proxy's CA is in here
 
 
@@ -26,7 +27,8 @@ def _context(target: str, out: Path, base: str, **extra):
     # The host's CA bundle is passed as the extra CA: on this network pip cannot reach PyPI
     # from inside a build without it, which is the --ca-cert feature's reason to exist.
     return assemble(pins, pins.target(target), out, base=base, ca_certs=(HOST_CA,),
-                    upstream_dirs=UPSTREAM_EXCERPTS, **extra)
+                    upstream_dirs={"megatron-deepspeed": snapshot_archive("megatron-deepspeed")},
+                    **extra)
 
 
 def _run(engine, tag: str, *command: str) -> str:
@@ -59,10 +61,14 @@ def test_image_builds_and_checks_inside(engine, built, target):
     assert labels["dev.megatron-bench.inputs.sha256"] == context.content_hash
 
 
-def test_rocm_image_carries_the_patched_flops_formula(engine, built):
-    context, _ = built["rocm"]
+@pytest.mark.parametrize("target", ["cuda", "rocm"])
+def test_image_carries_patched_megatron_deepspeed_with_prebuilt_helpers(engine, built, target):
+    context, _ = built[target]
     source = _run(engine, context.tag, "cat", "/opt/Megatron-DeepSpeed/megatron/utils.py")
     assert "(1 + (2 / gqa) + 1)" in source and "(2 // gqa)" not in source
+    report = _run(engine, context.tag, "python3", "-m", "bench.images.check", "--target", target)
+    assert "ok   Megatron-DeepSpeed dataset helpers: /opt/Megatron-DeepSpeed/megatron/data/helpers" \
+        in report
 
 
 def test_unchanged_inputs_reuse_the_cache(engine, built, standin_base, tmp_path):
@@ -83,7 +89,7 @@ def test_unchanged_inputs_reuse_the_cache(engine, built, standin_base, tmp_path)
 def test_a_patch_that_does_not_apply_fails_naming_file_and_hunk(engine, standin_base, tmp_path):
     stale = tmp_path / "stale-upstream"
     (stale / "megatron").mkdir(parents=True)
-    text = (UPSTREAM_EXCERPTS["megatron-deepspeed"] / "megatron/utils.py").read_text()
+    text = (snapshot_tree("megatron-deepspeed") / "megatron/utils.py").read_text()
     (stale / "megatron/utils.py").write_text(text.replace("(2 // gqa)", "(2 // groups)"))
     pins = load_pins()
     context = assemble(pins, pins.target("rocm"), tmp_path / "context", base=standin_base,
@@ -112,7 +118,7 @@ def test_command_line_build_writes_the_lumi_definition(engine, built, standin_ba
 
     monkeypatch.setenv("DOCKER_HOST", engine.docker_host)
     status = main(["images", "build", "rocm", "--base", standin_base, "--ca-cert", str(HOST_CA),
-                   "--upstream", f"megatron-deepspeed={UPSTREAM_EXCERPTS['megatron-deepspeed']}",
+                   "--upstream", f"megatron-deepspeed={snapshot_archive('megatron-deepspeed')}",
                    "--network", "host"])
     out = capsys.readouterr().out
     assert status == 0, out

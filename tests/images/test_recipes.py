@@ -13,9 +13,9 @@ from bench.images import polaris, singularity, upstreams
 from bench.images.context import assemble
 from bench.images.pins import REPO_ROOT, load_pins, load_polaris_recipe
 from bench.images.series import SeriesError, read_series, run_series
+from tests.snapshots import snapshot_archive, snapshot_tree
 
 GOLDEN_DEF = REPO_ROOT / "tests/golden/singularity-lumi.def"
-EXCERPT = REPO_ROOT / "tests/images/upstream/megatron-deepspeed"
 FIXED_TAG = "megatron-bench-kit/rocm:0123456789abcdef"  # the real one hashes every kit file
 FIXED_COMMIT = "0" * 40  # the kit commit is provenance that changes with every commit
 
@@ -46,28 +46,59 @@ def test_unpinned_package_is_refused(tmp_path):
         load_pins(tmp_path / "pins.toml")
 
 
-def test_series_applies_to_the_pinned_upstream_text(tmp_path):
-    shutil.copytree(EXCERPT, tmp_path / "tree")
+def test_series_applies_exactly_to_the_pinned_upstream_tree(tmp_path):
+    shutil.copytree(snapshot_tree("megatron-deepspeed"), tmp_path / "tree")
+    tree = tmp_path / "tree"
     series = REPO_ROOT / "patches/megatron-deepspeed/series"
     with pytest.raises(SeriesError, match="is not applied"):
-        run_series(series, tmp_path / "tree", "verify-applied")
-    run_series(series, tmp_path / "tree", "apply")
-    run_series(series, tmp_path / "tree", "verify-applied")
-    assert "(1 + (2 / gqa) + 1)" in (tmp_path / "tree/megatron/utils.py").read_text()
+        run_series(series, tree, "verify-applied")
+    report = run_series(series, tree, "apply")
+    assert len(report) == len(read_series(series)) == 7
+    run_series(series, tree, "verify-applied")
+    assert "(1 + (2 / gqa) + 1)" in (tree / "megatron/utils.py").read_text()
+    assert "arch=compute_70" not in (tree / "megatron/fused_kernels/__init__.py").read_text()
+    assert "if nltk_available:" in (tree / "tools/preprocess_data.py").read_text()
+    assert not list(tree.rglob("*.orig")) and not list(tree.rglob("*.rej"))
 
 
-def test_patches_check_reports_every_series():
-    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": EXCERPT})
-    assert ok
+def test_a_patch_at_an_offset_is_refused(tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
+    utils = tree / "megatron/utils.py"
+    utils.write_text("# one more line\n" + utils.read_text())
+    with pytest.raises(SeriesError, match="only at an offset"):
+        run_series(REPO_ROOT / "patches/megatron-deepspeed/series", tree, "check")
+
+
+def test_patches_check_reports_every_series_checked_against_the_snapshot():
+    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": snapshot_archive(
+        "megatron-deepspeed")})
     text = "\n".join(lines)
-    assert "megatron-deepspeed" in text and "1 patch(es) apply cleanly" in text
-    assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply cleanly" in text
+    assert ok, text
+    assert "NOT CHECKED" not in text
+    assert "megatron-deepspeed (deepspeedai/Megatron-DeepSpeed@" in text
+    assert "7 patch(es) apply exactly" in text
+    assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply exactly" in text
+
+
+def test_an_unchecked_series_fails_the_check(tmp_path):
+    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": tmp_path / "absent.tar.gz"})
+    assert not ok
+    assert "megatron-deepspeed" in "\n".join(lines) and "NOT CHECKED" in "\n".join(lines)
+
+
+def test_an_archive_of_another_commit_is_refused(tmp_path):
+    other = tmp_path / f"megatron-deepspeed-{'1' * 40}.tar.gz"
+    shutil.copy(snapshot_archive("megatron-deepspeed"), other)
+    with pytest.raises(ValueError, match="does not carry the pinned commit"):
+        assemble(load_pins(), load_pins().target("rocm"), tmp_path / "context",
+                 upstream_dirs={"megatron-deepspeed": other})
 
 
 def _rocm_definition(tmp_path: Path) -> str:
     pins = load_pins()
     context = assemble(pins, pins.target("rocm"), tmp_path / "context",
-                       upstream_dirs={"megatron-deepspeed": EXCERPT})
+                       upstream_dirs={"megatron-deepspeed": snapshot_archive("megatron-deepspeed")})
     return singularity.render_definition(
         context.dockerfile, {**context.buildargs, "KIT_COMMIT": FIXED_COMMIT,
                              "IMAGE_TAG": FIXED_TAG})

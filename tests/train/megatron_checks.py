@@ -239,6 +239,24 @@ def check_datasets_bin() -> None:
         assert train[3]["tokens"].shape == (512,)
 
 
+def check_datasets_kit_split() -> None:
+    """The kit's own data (``python -m bench data``, prefix in BENCH_CHECK_DATA_PREFIX) with the
+    split and sample counts the kit's argv gives Megatron: 949,50,1 and no evaluation."""
+    from megatron.training import get_tokenizer
+
+    from bench.train import pretrain_gpt
+
+    prefix = os.environ["BENCH_CHECK_DATA_PREFIX"]
+    with tempfile.TemporaryDirectory() as folder:
+        argv = [a for a in _cpu_argv() if a != "--mock-data"]
+        args = _parse([*argv, "--data-path", prefix, "--split", "949,50,1",
+                       "--data-cache-path", folder])
+        train, _, _ = pretrain_gpt.build_gpt_datasets(args, get_tokenizer(), [384, 0, 0],
+                                                      lambda: True)
+        assert type(train).__name__ == "GPTDataset", type(train)
+        assert len(train) >= 384 and train[383]["tokens"].shape == (512,)
+
+
 def check_refuse_sequence_parallel() -> None:
     """Without TE or apex, --sequence-parallel is refused with a message (not a LayerNorm assert).
 

@@ -1,0 +1,55 @@
+"""``python -m bench data``: turn text into Megatron's .bin/.idx with GPT-2's BPE."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+# Documents needed for every part of the kit's --split 949,50,1 to hold one.
+SPLIT_DOCUMENTS = 1000
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    # Imported here: numpy and the tokenizers are needed by this command only.
+    from bench.dataset.gpt2 import FastPathMismatch, TokenizerFilesError
+    from bench.dataset.prepare import InputError, prepare
+
+    try:
+        result = prepare([Path(p) for p in args.inputs], Path(args.vocab_file),
+                         Path(args.merge_file), Path(args.out_dir), json_key=args.json_key,
+                         exact=args.exact)
+    except (InputError, TokenizerFilesError, FastPathMismatch) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if result.reused:
+        print(f"already prepared from the same inputs: {result.prefix} ({result.documents:,} "
+              f"documents, {result.tokens:,} tokens)")
+    else:
+        print(f"prepared {result.prefix} ({result.documents:,} documents, {result.tokens:,} "
+              f"tokens, {result.empty_skipped:,} empty documents skipped) from "
+              f"{result.text_bytes / 1e6:,.1f} MB of text in {result.seconds:.1f} s "
+              f"({result.mb_per_s:,.1f} MB/s; {result.mb_per_cpu_s:,.1f} MB per CPU-second; "
+              f"{result.tokenizer})")
+    print(f"use: --data-path {result.prefix} --vocab-file {args.vocab_file} "
+          f"--merge-file {args.merge_file}")
+    if result.documents < SPLIT_DOCUMENTS:
+        print(f"note: {result.documents} documents: the engines' split 949,50,1 leaves the "
+              f"validation or test part without a document below {SPLIT_DOCUMENTS}, and "
+              "megatron-core 0.19 was seen to hang building such a split; add text",
+              file=sys.stderr)
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    data = subparsers.add_parser(
+        "data", help="tokenize text (jsonl or .txt) into Megatron's .bin/.idx with GPT-2's BPE")
+    data.add_argument("inputs", nargs="+", help=".jsonl/.json (a document per line), .txt (a "
+                      "document per file), or folders of them")
+    data.add_argument("--vocab-file", required=True, help="GPT-2 vocab.json (encoder.json)")
+    data.add_argument("--merge-file", required=True, help="GPT-2 merges.txt (vocab.bpe)")
+    data.add_argument("--out-dir", default="data", help="where the .bin/.idx go (default data/)")
+    data.add_argument("--json-key", default="text", help="the text's key in each JSON line "
+                      "(default text)")
+    data.add_argument("--exact", action="store_true", help="tiktoken only (no tokie fast path)")
+    data.set_defaults(func=cmd_data)

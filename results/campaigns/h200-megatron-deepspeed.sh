@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# One lent H200 (Python 3.12, torch 2.11 / CUDA 13, nothing else installed, no network):
+# Megatron-DeepSpeed at the pinned commit with the kit's patch series and DeepSpeed 0.18.2, run by
+# the kit's own `python -m bench run --engine megatron-deepspeed` on real data made by
+# `python -m bench data`: 1.3b tp1pp1 in bf16 and in fp16 (dynamic loss scaling, LUMI's
+# precision), then the same model, data and batch on the megatron engine, for the side by side.
+#
+# Carry .carry-mds/ (made here by results/campaigns/gather-mds-carry.sh). Run from the repo root:
+#   OUT=$OUT bash results/campaigns/h200-megatron-deepspeed.sh
+# OUT receives at most 5 files (the device returns 8): records/*.json (one per run), logs.tar.gz
+# (every step's log and each run's train.log), summary.txt. About 6 minutes of GPU time: installs
+# 0.5 min, fused-kernel build ~1.5 min, three runs of 12 iterations at gbs 32 ~1.5 min each.
+# DRY_RUN=1 (a machine without a GPU, PYTHON a 3.12 with torch): every step but the fused-kernel
+# build runs for real, and the runs are printed (--dry-run) instead of started.
+set -uo pipefail
+OUT=${OUT:?set OUT to an output folder}
+PYTHON=${PYTHON:-python3}
+CARRY=${CARRY:-.carry-mds}
+SITE=${SITE:-/tmp/mds-site}              # DeepSpeed, megatron-core and the light dependencies
+MDS=${MDS:-/opt/Megatron-DeepSpeed}      # platforms/local.toml's megatron_deepspeed_dir (default)
+WORK=${WORK:-/tmp/mds-campaign}          # corpus, data, logs
+MBS=${MBS:-4} GBS=${GBS:-32} ITERS=${ITERS:-12}
+mkdir -p "$OUT/records" "$WORK/logs"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+summary="$WORK/logs/summary.txt"
+: > "$summary"
+
+step() {  # step NAME COMMAND...: run, log to $WORK/logs/NAME.txt, one summary line with the time
+  local name=$1 start rc
+  shift
+  start=$(date +%s)
+  "$@" > "$WORK/logs/$name.txt" 2>&1
+  rc=$?
+  echo "$name: exit $rc in $(( $(date +%s) - start )) s" | tee -a "$summary"
+  if [ "$rc" -ne 0 ]; then tail -n 25 "$WORK/logs/$name.txt" | tee -a "$summary"; fi
+  return "$rc"
+}
+
+finish() {
+  cp "$summary" "$OUT/summary.txt"
+  for run in runs/*/; do [ -f "$run/train.log" ] && cp "$run/train.log" "$WORK/logs/$(basename "$run").train.log"; done
+  tar czf "$OUT/logs.tar.gz" -C "$WORK" logs
+  exit "${1:-0}"
+}
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"; } | tee -a "$summary"
+"$PYTHON" --version | tee -a "$summary"
+
+# 1. DeepSpeed 0.18.2 from its sdist (no ops prebuilt: they build just in time) and the wheels.
+step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "$CARRY"/wheels/*.whl || finish 1
+step install-deepspeed env DS_BUILD_OPS=0 PYTHONPATH="$SITE" "$PYTHON" -m pip install -q --no-index \
+  --no-deps --no-build-isolation --target "$SITE" "$CARRY"/deepspeed-0.18.2.tar.gz || finish 1
+export PYTHONPATH="$SITE:$PWD" PATH="$SITE/bin:$PATH"
+step versions "$PYTHON" -c 'import deepspeed, torch, megatron.core, tiktoken, tokie
+print("deepspeed", deepspeed.__version__, "torch", torch.__version__, "megatron-core", megatron.core.__version__)' || finish 1
+cat "$WORK/logs/versions.txt" | tail -n 1 | tee -a "$summary"
+
+# 2. Megatron-DeepSpeed at the pin, the kit's series applied exactly, dataset helpers built.
+rm -rf "$MDS" && mkdir -p "$MDS" && tar xzf "$CARRY"/megatron-deepspeed-*.tar.gz -C "$MDS" --strip-components=1
+step patch "$PYTHON" bench/images/series.py apply patches/megatron-deepspeed/series "$MDS" || finish 1
+step helpers make -C "$MDS/megatron/data" CPPFLAGS="$("$PYTHON" -m pybind11 --includes)" \
+  LIBEXT="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" || finish 1
+
+# 3. The fused softmax kernels, built once for this GPU before the runs (each run then loads them).
+if [ "${DRY_RUN:-0}" != 1 ]; then
+  step fused-kernels env TORCH_CUDA_ARCH_LIST=9.0 bash -c "cd '$MDS' && '$PYTHON' -c 'import types
+from megatron import fused_kernels
+fused_kernels.load(types.SimpleNamespace(masked_softmax_fusion=True, rank=0))'" || finish 1
+fi
+
+# 4. Real text: the Python documentation's topics (one document per paragraph) and
+#    Megatron-DeepSpeed's own Markdown, tokenized by the kit.
+"$PYTHON" - "$WORK/corpus.jsonl" "$MDS" <<'PY'
+import json, pathlib, sys
+from pydoc_data.topics import topics
+texts = [p.strip() for t in topics.values() for p in t.split("\n\n") if len(p.strip()) > 80]
+texts += [md.read_text(errors="replace") for md in sorted(pathlib.Path(sys.argv[2]).rglob("*.md"))]
+with open(sys.argv[1], "w") as out:
+    for text in texts:
+        out.write(json.dumps({"text": text}) + "\n")
+print(len(texts), "documents")
+PY
+step data "$PYTHON" -m bench data "$WORK/corpus.jsonl" --vocab-file "$CARRY/gpt2/gpt2-vocab.json" \
+  --merge-file "$CARRY/gpt2/gpt2-merges.txt" --out-dir "$WORK/data" || finish 1
+grep '^prepared\|^already' "$WORK/logs/data.txt" | tee -a "$summary"
+prefix=$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")
+
+# 5. The runs: same model, data and batch on both engines.
+common=(1.3b tp1pp1 --mbs "$MBS" --gbs "$GBS" --iters "$ITERS" --data-path "$prefix"
+        --records-dir "$OUT/records" --timeout 240 --hang-timeout 180)
+if [ "${DRY_RUN:-0}" = 1 ]; then common+=(--dry-run); fi
+# Megatron-DeepSpeed tokenizes nothing at run time but builds GPT-2's tokenizer from the files; the
+# megatron engine reads the same ids with its null tokenizer (it refuses --vocab-file).
+tokenizer=(--vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt")
+step mds-bf16 timeout 280 "$PYTHON" -m bench run "${common[@]}" "${tokenizer[@]}" --engine megatron-deepspeed --precision bf16
+step mds-fp16 timeout 280 "$PYTHON" -m bench run "${common[@]}" "${tokenizer[@]}" --engine megatron-deepspeed --precision fp16
+step megatron-bf16 timeout 240 "$PYTHON" -m bench run "${common[@]}" --engine megatron --precision bf16
+for name in mds-bf16 mds-fp16 megatron-bf16; do tail -n 4 "$WORK/logs/$name.txt" | tee -a "$summary"; done
+finish 0

