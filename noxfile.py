@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +14,32 @@ import nox
 nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
-RUN_USAGE = "Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-run] [options]"
+RUN_USAGE = ("Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-run] "
+             "[--env auto|current|venv] [--wheelhouse DIR] [options]")
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, REPO)  # nox imports this file from anywhere; bench.testenv needs only the stdlib
+from bench import provision  # noqa: E402
 from bench.testenv import megatron_env  # noqa: E402
 
-# Training runs in the Python that has torch and megatron-core (an image, a venv, a GPU box), so
-# the GPU sessions use the current environment; the kit itself needs nothing beyond Python 3.11.
+# The kit itself needs nothing beyond Python 3.11, so the sessions that need only the kit run in
+# the current Python; the GPU sessions train in it too when it has the pins (an image, a cluster's
+# venv), else in the venv bench.provision keeps (see train()).
 IN_PLACE = {"PYTHONPATH": REPO}
+
+
+def train(session: nox.Session, name: str, *command: str) -> None:
+    """Run ``python <command> <posargs>`` in the Python that trains (--env, --wheelhouse: there)."""
+    current = shutil.which("python") or shutil.which("python3") or sys.executable
+    try:
+        chosen = provision.choose(session.posargs, current, log=session.log, session=name)
+    except (ValueError, subprocess.CalledProcessError) as exc:
+        session.error(str(exc))
+    env = dict(IN_PLACE)
+    if chosen.path_prefix:  # the venv's torchrun, started by the kit, starts the venv's Python
+        env["PATH"] = os.pathsep.join([chosen.path_prefix, os.environ.get("PATH", "")])
+    session.run(chosen.python, *command, *chosen.args, env=env, external=True)
 
 
 def install(session: nox.Session, *specs: str) -> None:
@@ -42,13 +59,21 @@ def bench(session: nox.Session) -> None:
     """Plan a GPT-3 throughput benchmark and print, submit or run it."""
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error(RUN_USAGE)
-    session.run("python", "-m", "bench", "run", *session.posargs, env=IN_PLACE)
+    train(session, "bench", "-m", "bench", "run")
 
 
 @nox.session(venv_backend="none", default=False)
 def smoke(session: nox.Session) -> None:
     """GPU node check: NCCL all-reduce, bf16 GEMM ceiling, a 2-layer GPT trained 10 iterations."""
-    session.run("python", "-m", "bench.smoke", *session.posargs, env=IN_PLACE)
+    train(session, "smoke", "-m", "bench.smoke")
+
+
+@nox.session(venv_backend="none", default=False)
+def wheelhouse(session: nox.Session) -> None:
+    """Download the training stack's wheels for an offline GPU machine (nox -s bench --wheelhouse)."""
+    if not session.posargs or session.posargs[0].startswith("-"):
+        session.error("Usage: nox -s wheelhouse -- cuda [--dest DIR] [--python PYTHON3.12]")
+    session.run("python", "-m", "bench.provision", "wheelhouse", *session.posargs, env=IN_PLACE)
 
 
 @nox.session

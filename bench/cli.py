@@ -53,6 +53,7 @@ from bench.results import cli as results_cli
 from bench.rundir import plan_summary
 from bench.runner import run_local, summary
 from bench.sweep import SWEEP_ITERS, sweep_plans
+from bench.trainenv import describe, facts, problems
 from bench.tuning import Tuning, flag_names
 
 EXIT_USAGE = 2
@@ -283,6 +284,22 @@ NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no recor
           "cluster's job script.")
 
 
+def environment_ready(launch: LaunchPlan) -> bool:
+    """Preflight of the Python that will train; False (after one error line per missing piece)
+    when a run could only die on an import: then nothing is launched and no record written."""
+    found = facts()
+    trouble = problems(found, launch.engine, launch.gpus_per_node,
+                       launch.platform.megatron_deepspeed_dir)
+    for line in trouble:
+        print(f"error: {line}", file=sys.stderr)
+    if trouble:
+        print("error: the training environment is incomplete, so nothing was run and no record "
+              "was written", file=sys.stderr)
+        return False
+    print(f"environment: {describe(found)}", file=sys.stderr)
+    return True
+
+
 def execute(args: argparse.Namespace, launches: list[LaunchPlan],
             results: list[dict[str, object]]) -> int:
     """Print, submit or run ``launches``; appends one JSON entry per launch to ``results``."""
@@ -301,6 +318,11 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
         for launch in launches:
             print_plan(launch, args.json)
         print(NO_GPU, file=sys.stderr)
+        return 1
+    # One preflight per distinct training environment the launches need.
+    needs = {(launch.engine, launch.gpus_per_node, launch.platform.megatron_deepspeed_dir): launch
+             for launch in launches}
+    if not all(environment_ready(launch) for launch in needs.values()):
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
     records = []

@@ -1,0 +1,170 @@
+"""Is the Python that will train ready? Checked before a run on this machine launches anything.
+
+A run whose environment lacks torch's GPUs, megatron-core at the pinned version (or DeepSpeed and
+the Megatron-DeepSpeed tree for that engine) would start torchrun and die on an import: a failed
+record for a problem that was knowable before launch. :func:`problems` asks the training Python
+itself (``python -m bench.trainenv`` in a child: its imports stay out of the kit's) and turns each
+missing piece into one line naming it and the command that fixes it. An environment problem is not
+a run: the caller launches nothing and writes no record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.capabilities import Capabilities
+from bench.images.pins import Pins, load_pins
+
+PROBE_TIMEOUT_S = 180  # imports torch, megatron-core, DeepSpeed: seconds, not minutes
+KIT = Path(__file__).resolve().parent.parent
+PROVISION_HINT = "or run through `nox -s bench`, which provisions a venv with the pins"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the training Python has (None: not installed)."""
+
+    python: str
+    torch: str | None = None
+    torch_error: str = ""
+    torch_cuda: str | None = None  # the CUDA torch was built for; None: a CPU-only build
+    cuda_devices: int = 0
+    megatron_core: str | None = None
+    megatron_error: str = ""
+    missing_module: str = ""  # what megatron-core's import missed, when it was a module
+    deepspeed: str | None = None
+    capabilities: Capabilities | None = None
+
+
+def pinned_version(pins: Pins, package: str) -> str:
+    """The version images/pins.toml pins ``package`` to (an upstream, else the cuda target's)."""
+    for upstream in pins.upstreams.values():
+        if upstream.kind == "pypi" and upstream.package == package:
+            return upstream.version
+    for spec in pins.target("cuda").packages:
+        name, _, version = spec.partition("==")
+        if name == package:
+            return version
+    raise ValueError(f"images/pins.toml pins no {package}")
+
+
+def _probe() -> dict[str, object]:
+    """Run inside the training Python: versions, GPUs, capabilities (JSON-ready)."""
+    from importlib import metadata
+
+    out: dict[str, object] = {"python": sys.executable}
+    try:
+        import torch
+    except ImportError as exc:
+        out["torch_error"] = str(exc)
+        return out
+    out.update(torch=torch.__version__, torch_cuda=torch.version.cuda,
+               cuda_devices=torch.cuda.device_count())
+    for key, dist in (("megatron_core", "megatron-core"), ("deepspeed", "deepspeed")):
+        try:
+            out[key] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    if "megatron_core" in out:
+        from bench.capabilities import detect
+
+        try:
+            out["capabilities"] = detect().__dict__
+        except ImportError as exc:
+            out["megatron_error"] = str(exc)
+            out["missing_module"] = getattr(exc, "name", None) or ""
+    return out
+
+
+def facts(python: str = sys.executable) -> Facts:
+    """Ask ``python`` what it has; a Python that does not run is reported as having nothing."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT), os.environ.get("PYTHONPATH")]))}
+    try:
+        done = subprocess.run([python, "-m", "bench.trainenv"], capture_output=True, text=True,
+                              timeout=PROBE_TIMEOUT_S, check=False, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Facts(python=python, torch_error=f"{python} does not run: {exc}")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Facts(python=python, torch_error=f"the probe failed: {last}")
+    raw = json.loads(done.stdout.strip().splitlines()[-1])
+    caps = raw.pop("capabilities", None)
+    raw["python"] = python
+    return Facts(**raw, capabilities=None if caps is None else Capabilities.from_dict(caps, "probe"))
+
+
+def problems(found: Facts, engine: str, gpus_needed: int, megatron_deepspeed_dir: str = "",
+             pins: Pins | None = None) -> list[str]:
+    """One line per missing piece, each naming it and the command that fixes it; [] when ready."""
+    pins = pins or load_pins()
+    py = found.python
+    pip = f"{py} -m pip install"
+    if found.torch is None:
+        return [f"torch does not import in {py} ({found.torch_error}); the kit never installs "
+                f"torch: install your machine's CUDA build (https://pytorch.org/get-started/locally/"
+                f"), e.g. `{pip} torch`"]
+    out = []
+    if found.cuda_devices < gpus_needed:
+        build = (f"built for CUDA {found.torch_cuda}" if found.torch_cuda else "a CPU-only build")
+        fix = (f"install a CUDA build: `{pip} --force-reinstall torch --index-url "
+               "https://download.pytorch.org/whl/cu128`" if not found.torch_cuda else
+               "check the driver (`nvidia-smi`) and CUDA_VISIBLE_DEVICES")
+        seen = "no GPU" if not found.cuda_devices else f"{found.cuda_devices} GPU(s)"
+        out.append(f"torch {found.torch} in {py} sees {seen} ({build}), the run needs "
+                   f"{gpus_needed}; {fix}")
+    if engine == "megatron":
+        out += _package(found.megatron_core, "megatron-core", pinned_version(pins, "megatron-core"),
+                        py, no_deps=True)
+        if found.megatron_core is not None and found.megatron_error:
+            module = found.missing_module.split(".")[0]
+            fix = f"`{pip} {module}`" if module else PROVISION_HINT
+            out.append(f"megatron-core {found.megatron_core} is installed in {py} but does not "
+                       f"import ({found.megatron_error}); {fix}")
+    else:
+        out += _package(found.deepspeed, "deepspeed", pinned_version(pins, "deepspeed"), py,
+                        no_deps=False)
+        script = Path(megatron_deepspeed_dir, "pretrain_gpt.py")
+        if not script.is_file():
+            upstream = pins.upstreams["megatron-deepspeed"]
+            out.append(f"Megatron-DeepSpeed is not at {megatron_deepspeed_dir} (no "
+                       f"{script.name}); check out the pinned tree: `git clone "
+                       f"https://github.com/{upstream.repo} {megatron_deepspeed_dir} && git -C "
+                       f"{megatron_deepspeed_dir} checkout {upstream.commit}`, or use the kit's "
+                       "image")
+    if not shutil.which("torchrun"):
+        out.append(f"torchrun is not on PATH; put the bin folder of {py}'s environment on PATH")
+    return out
+
+
+def describe(found: Facts) -> str:
+    """One line for the run's log: the training Python, its stack and its capabilities."""
+    parts = [found.python, f"torch {found.torch} ({found.cuda_devices} GPU(s))"]
+    parts += [f"{name} {version}" for name, version in (("megatron-core", found.megatron_core),
+                                                         ("deepspeed", found.deepspeed)) if version]
+    if found.capabilities is not None:
+        parts.append(found.capabilities.describe())
+    return ", ".join(parts)
+
+
+def _package(have: str | None, name: str, pinned: str, py: str, no_deps: bool) -> list[str]:
+    install = f"`{py} -m pip install {'--no-deps ' if no_deps else ''}{name}=={pinned}`"
+    if have is None:
+        return [f"{name} is not installed in {py}; {install}, {PROVISION_HINT}"]
+    if have != pinned:
+        return [f"{name} {have} in {py}, but the kit pins {pinned} (images/pins.toml); {install}"]
+    return []
+
+
+def main() -> int:
+    print(json.dumps(_probe()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
