@@ -3,7 +3,9 @@
 *Capabilities* are the optional CUDA extensions Megatron-Core uses when they import: Transformer
 Engine (its layer spec, fp8, sequence parallelism), apex's fused layer norm, the fused
 weight-gradient accumulation kernel (apex's ``fused_weight_gradient_mlp_cuda``; Megatron's output
-layer needs it even under Transformer Engine) and the fused masked softmax of the local attention.
+layer needs it even under Transformer Engine), the fused masked softmax of the local attention, and
+MS-AMP (the msamp-o1/msamp-o2/fp4 precisions; the kit's CUDA image has it only when built with
+``--option msamp=1``).
 
 The planner and the training entry agree through this module: a local plan *detects* them in the
 Python that will train (``python -m bench.capabilities``), a cluster platform *declares* them with its
@@ -32,11 +34,13 @@ class Capabilities:
     apex_layer_norm: bool = False  # apex FusedLayerNorm (else torch LayerNorm: no sequence parallel)
     fused_wgrad: bool = False  # fused_weight_gradient_mlp_cuda: gradient accumulation fusion
     fused_softmax: bool = False  # scaled_upper_triang_masked_softmax_cuda: the local attention's fusion
+    msamp: bool = False  # msamp imports (MS-AMP: the msamp-o1/msamp-o2/fp4 precisions)
 
     def describe(self) -> str:
         """One line for a dry run, e.g. ``Transformer Engine yes, apex layer norm no, ...``."""
         words = {"transformer_engine": "Transformer Engine", "apex_layer_norm": "apex layer norm",
-                 "fused_wgrad": "fused wgrad accumulation", "fused_softmax": "fused softmax"}
+                 "fused_wgrad": "fused wgrad accumulation", "fused_softmax": "fused softmax",
+                 "msamp": "MS-AMP"}
         return ", ".join(f"{words[f.name]} {'yes' if getattr(self, f.name) else 'no'}"
                          for f in fields(self))
 
@@ -80,7 +84,26 @@ def detect() -> Capabilities:
         apex_layer_norm=bool(HAVE_APEX),
         fused_wgrad=bool(_grad_accum_fusion_available),
         fused_softmax=importlib.util.find_spec("scaled_upper_triang_masked_softmax_cuda") is not None,
+        msamp=msamp_importable(),
     )
+
+
+def msamp_importable() -> bool:
+    """Whether ``import msamp`` works: present is not enough, its CUDA extensions and TE must load.
+
+    Tried in a child process: importing msamp overrides Transformer Engine functions for the whole
+    process (msamp/te/extension.py), which a bf16 or fp8 run must not get.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("msamp") is None:
+        return False
+    try:
+        done = subprocess.run([sys.executable, "-c", "import msamp"], capture_output=True,
+                              timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def probe(python: str = sys.executable) -> Capabilities | None:

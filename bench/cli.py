@@ -82,9 +82,17 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                         f"{SWEEP_ITERS} per layout)")
     parser.add_argument("--engine", choices=ENGINES, help="default: the platform's")
     parser.add_argument("--precision", choices=(*PRECISIONS, *PRECISION_SHORTHANDS),
-                        help="default: the platform's. fp8-delayed / fp8-current: Transformer "
-                        "Engine fp8 with delayed or current (per-tensor) scaling; fp8 = fp8-delayed")
+                        help="default: the platform's. The MS-AMP seed's modes: bf16; te = "
+                        "fp8-delayed / fp8-current: Transformer Engine fp8 with delayed or current "
+                        "(per-tensor) scaling (fp8 = fp8-delayed); msamp = msamp-o2 (MS-AMP O2 on "
+                        "TE fp8: fp8 weight gradients, fp8/fp16 Adam states; msamp-o1 keeps fp32 "
+                        "states); fp4 = msamp-o2 with MS-AMP's FP4 simulation of weights and "
+                        "activations. msamp-*/fp4 need an fp8 GPU and MS-AMP (images built with "
+                        "--option msamp=1; declare such an --image with --image-option msamp=1)")
     parser.add_argument("--image", help="container image or venv (default: the platform's)")
+    parser.add_argument("--image-option", choices=("msamp=1",),
+                        help="the --image was built with this option (`images build cuda --option "
+                        "msamp=1`): it has MS-AMP, which the platform's image lacks")
     parser.add_argument("--data-path", help="Megatron data prefix (.bin/.idx); default mock data")
     parser.add_argument("--vocab-file", help="GPT-2 vocab.json (Megatron-DeepSpeed)")
     parser.add_argument("--merge-file", help="GPT-2 merges.txt (Megatron-DeepSpeed)")
@@ -148,7 +156,8 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         image=args.image, data_path=args.data_path, vocab_file=args.vocab_file,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
-        capabilities=capabilities, force=args.force, seq_length=args.seq_length, save=args.save,
+        capabilities=capabilities, image_msamp=args.image_option == "msamp=1", force=args.force,
+        seq_length=args.seq_length, save=args.save,
         save_interval=args.save_interval,
         zero=ZeroSettings(offload=args.zero_offload, overlap_comm=args.overlap_comm,
                           contiguous_gradients=args.contiguous_gradients,

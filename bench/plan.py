@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bench.capabilities import Capabilities
-from bench.engines.common import checkpoint_flags
+from bench.engines.common import checkpoint_flags, precision_env
 from bench.engines.deepspeed import (
     DEFAULT_ZERO_SETTINGS,
     DS_CONFIG_NAME,
@@ -27,6 +27,7 @@ from bench.flops import RECOMPUTE
 from bench.layout import Layout, build_layout, parse_layout_name
 from bench.memory import GB, check_fits, estimate_bytes, grad_bytes
 from bench.platforms import (
+    MSAMP_PRECISIONS,
     Accelerator,
     Platform,
     load_accelerator,
@@ -93,6 +94,9 @@ class Options:
     # What the training Python has, detected on this machine (bench.capabilities.probe); None: not
     # probed, or it cannot import megatron-core. Used where the platform says capabilities = "auto".
     capabilities: Capabilities | None = None
+    # The --image was built with --option msamp=1 (--image-option msamp=1): it adds MS-AMP to what
+    # the platform declares for its own image.
+    image_msamp: bool = False
     force: bool = False  # plan even when the memory estimate says it cannot fit
 
 
@@ -242,6 +246,14 @@ def _save_dir(platform: Platform, options: Options, rid: str) -> str:
 
 
 def _capabilities(platform: Platform, options: Options) -> Capabilities:
+    if options.image_msamp:
+        if platform.capabilities is None:
+            raise ValueError(f"--image-option msamp=1 declares an image, but {platform.name} detects "
+                             "what its Python has (MS-AMP included): drop --image-option")
+        if not options.image:
+            raise ValueError("--image-option msamp=1 says what an --image was built with, and the "
+                             f"platform's image ({platform.image}) has no MS-AMP: give --image too")
+        return replace(platform.capabilities, msamp=True)
     if platform.capabilities is not None:
         return platform.capabilities
     return options.capabilities or Capabilities()
@@ -252,9 +264,13 @@ def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
     """What the Megatron engine cannot do without an extension, refused before anything runs."""
     where = ("detected in this Python" if platform.capabilities is None
              else f"declared by {platform.source or platform.name}")
-    if precision.startswith("fp8") and not caps.transformer_engine:
+    if peak_format(precision) == "fp8" and not caps.transformer_engine:
         raise ValueError(f"{precision} needs Transformer Engine, which this environment lacks "
                          f"({where}): use --precision bf16, or an image with Transformer Engine")
+    if precision in MSAMP_PRECISIONS and not caps.msamp:
+        raise ValueError(f"{precision} needs MS-AMP, which this environment lacks ({where}): build "
+                         "the image with `python -m bench images build cuda --option msamp=1` and "
+                         "pass it as --image with --image-option msamp=1, or use --precision fp8")
     if layout.sp and not (caps.transformer_engine or caps.apex_layer_norm):
         raise ValueError(f"layout {layout.name}: sequence parallelism needs Transformer Engine or "
                          f"apex layer norm, which this environment lacks ({where}); drop 'sp'")
@@ -333,7 +349,7 @@ def plan(preset: Preset, layout_name: str, platform: Platform, options: Options)
     check_extra_args(tuning.extra_args, args)
     memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
                                      platform.gpus_per_node or per_node, tuning, options.force)
-    env = dict(platform.env)
+    env = {**platform.env, **precision_env(precision)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
     if platform.scheduler == "none" and not options.gpus_present:

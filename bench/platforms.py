@@ -29,10 +29,16 @@ RUNTIMES = ("pyxis", "singularity", "docker", "venv", "none")
 ENGINES = ("megatron", "megatron-deepspeed")
 # fp8-delayed / fp8-current: Transformer Engine's delayed-scaling and current (per-tensor) scaling
 # recipes (bench.engines.common.precision_flags). "fp8" on the command line means fp8-delayed.
-PRECISIONS = ("bf16", "fp16", "fp8-delayed", "fp8-current")
+# msamp-o1 / msamp-o2 / fp4: MS-AMP on top of Transformer Engine fp8 (the MS-AMP seed's "msamp" mode
+# is O2; "fp4" is O2 plus MS-AMP's FP4 simulation of weights and activations).
+PRECISIONS = ("bf16", "fp16", "fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4")
 PRECISION_SHORTHANDS = {"fp8": "fp8-delayed"}
+MSAMP_PRECISIONS = ("msamp-o1", "msamp-o2", "fp4")
 # Number formats an accelerator file gives dense peaks for; a precision is measured against its own.
 PEAK_FORMATS = ("bf16", "fp16", "fp8")
+# The format each precision's GEMMs run in. FP4 is simulated (values rounded to FP4, GEMMs in fp8).
+_PEAK_FORMAT = {"bf16": "bf16", "fp16": "fp16", "fp8-delayed": "fp8", "fp8-current": "fp8",
+                "msamp-o1": "fp8", "msamp-o2": "fp8", "fp4": "fp8"}
 _WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
 # A platform or accelerator is named, never given as a path: the name picks a file in the folder.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -56,7 +62,7 @@ class Accelerator:
     peak_source: str
 
     def peak(self, precision: str) -> float:
-        """Dense peak for a precision's number format (fp8-* runs are measured against fp8)."""
+        """Dense peak for a precision's number format (fp8-*, msamp-* and fp4 runs: fp8's)."""
         fmt = peak_format(precision)
         if fmt not in self.peak_tflops:
             raise ValueError(f"{precision} cannot run on {self.model}: its data file "
@@ -66,8 +72,10 @@ class Accelerator:
 
 
 def peak_format(precision: str) -> str:
-    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8."""
-    return precision.split("-", 1)[0]
+    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8.
+
+    Records written with a precision the kit no longer offers keep their prefix (``fp8``)."""
+    return _PEAK_FORMAT.get(precision, precision.split("-", 1)[0])
 
 
 def resolve_precision(name: str) -> str:

@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.capabilities import Capabilities  # noqa: E402
+from bench.train.pretrain_gpt import add_kit_args  # noqa: E402
 from bench.train.spec import check_args, resolve_attention  # noqa: E402
 
 megatron_args.get_device_arch_version = lambda: 9
@@ -32,7 +33,7 @@ def check(case: dict) -> dict:
     sys.argv = ["pretrain_gpt.py", *case["argv"]]
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
-            args = megatron_args.parse_args()
+            args = megatron_args.parse_args(extra_args_provider=add_kit_args)  # as the entry parses
             megatron_args.validate_args(args)
         if "capabilities" in case:
             attention = resolve_attention("auto", args.transformer_impl)

@@ -97,6 +97,18 @@ def test_every_capability_combination_is_accepted_by_megatron_and_the_entry() ->
     _check(plans, caps_of)
 
 
+def test_msamp_precisions_are_accepted_by_megatron_and_the_entry() -> None:
+    """msamp-o1/msamp-o2/fp4 argv (TE fp8 + --kit-msamp) through Megatron's parser with the entry's
+    flags, on the environment they need (Transformer Engine and MS-AMP)."""
+    caps = Capabilities(transformer_engine=True, fused_wgrad=True, msamp=True)
+    plans = [plan(load_presets()[preset], lay, load_platform("local"),
+                  options(gpus=gpus, gpus_present=gpus, precision=precision, capabilities=caps))
+             for preset, lay, gpus, precision in (("345m", "tp1pp1", 1, "msamp-o1"),
+                                                  ("1.3b", "tp1pp1", 1, "msamp-o2"),
+                                                  ("6.7b", "tp2pp1", 2, "fp4"))]
+    _check(plans, [caps] * len(plans))
+
+
 @pytest.mark.parametrize("flag", ["--no-such-megatron-flag"])
 def test_checker_rejects_unknown_flags(flag: str) -> None:
     """The check has teeth: a flag Megatron does not know is reported."""

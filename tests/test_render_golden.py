@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.capabilities import Capabilities
 from bench.cli import dry_run_text
 from bench.engines.deepspeed import ZeroSettings
 from bench.plan import plan
@@ -25,6 +26,8 @@ SEED_003_DATA = {"data_path": "data/meg-gpt2_text_document", "vocab_file": "data
                  "merge_file": "data/gpt2-merges.txt"}
 SEED_003_ZERO = ZeroSettings(offload="cpu", overlap_comm=True, contiguous_gradients=True,
                              reduce_bucket_size=200_000_000, allgather_bucket_size=200_000_000)
+
+MSAMP_IMAGE = {"image": "ghcr.io#megatron-bench-kit/cuda:msamp", "image_msamp": True}
 
 # (platform, engine, preset, layout, extra options). The cluster cases include each seed's own run
 # as the kit expresses it (README, "Platforms": differences from the seed, and why).
@@ -44,6 +47,12 @@ CASES = [
      {"nodes": 8, "seq_length": 4096, "mbs": 1, "gbs": 4, "account": "datascience"}),
     ("polaris", "megatron", "13b", "tp4pp2", {"nodes": 4, "account": "datascience"}),
     ("local", "megatron", "1.3b", "tp1pp1", {"gpus_present": 1, "gpu_name": "NVIDIA H200"}),
+    # The MS-AMP seed's msamp and fp4 modes on an image built with --option msamp=1, and O1 locally.
+    ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1, "precision": "msamp-o2", **MSAMP_IMAGE}),
+    ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1, "precision": "fp4", **MSAMP_IMAGE}),
+    ("local", "megatron", "345m", "tp1pp1",
+     {"gpus_present": 1, "gpu_name": "NVIDIA H200", "precision": "msamp-o1",
+      "capabilities": Capabilities(transformer_engine=True, msamp=True)}),
     ("local", "megatron-deepspeed", "345m", "tp4pp1",
      {"gpus_present": 4, "gpu_name": "NVIDIA H200", **SEED_003_DATA}),
     # Seed 003: 345M on one 4-GPU VM, TP4, fp16, ZeRO-3 with CPU offload, overlap, 2e8 buckets.
@@ -54,8 +63,11 @@ CASES = [
 
 
 def _golden_name(case: tuple) -> str:
-    platform, engine, preset, layout, _ = case
-    return f"{platform}_{engine}_{preset}_{layout}.txt"
+    platform, engine, preset, layout, extra = case
+    # Precisions beyond bf16/fp16 are named: the same layout renders once per MS-AMP mode.
+    precision = extra.get("precision", "bf16")
+    suffix = "" if precision in ("bf16", "fp16") else f"_{precision}"
+    return f"{platform}_{engine}_{preset}_{layout}{suffix}.txt"
 
 
 @pytest.mark.parametrize("case", CASES, ids=_golden_name)

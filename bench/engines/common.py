@@ -37,6 +37,19 @@ def batch_flags(layout: Layout, iters: int) -> list[str]:
             "--eval-iters", "0", "--eval-interval", str(iters)]
 
 
+FP8_DELAYED = ("--fp8-format", "hybrid", "--fp8-recipe", "delayed",
+               "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max")
+# MS-AMP's optimization level per precision (bench.train.msamp reads --kit-msamp).
+MSAMP_LEVEL = {"msamp-o1": "O1", "msamp-o2": "O2", "fp4": "O2"}
+# What MS-AMP 9746ea8 reads (msamp/megatron/layers.py) and the seed's fp4 mode exports: FP4 weights
+# with the differentiable gradient estimator, FP4 activations. (The seed's README calls them
+# USE_W_SIMU_FP4 / USE_W_DIFFERENTIABLE_GRADIENT_ESTIMATOR / USE_A_SIMU_FP4; its scripts and MS-AMP
+# use these names.)
+FP4_SIMULATION_ENV = (("MSAMP_USE_WEIGHT_SIMULATE_FP4", "1"),
+                      ("MSAMP_USE_WEIGHT_DIFFERENTIABLE_GRADIENT_ESTIMATOR", "1"),
+                      ("MSAMP_USE_ACTIVATION_SIMULATE_FP4", "1"))
+
+
 def precision_flags(precision: str) -> list[str]:
     """bf16/fp16 mixed precision; the fp8 precisions are bf16 plus a Transformer Engine fp8 recipe.
 
@@ -47,11 +60,18 @@ def precision_flags(precision: str) -> list[str]:
     if precision == "fp16":
         return ["--fp16"]
     if precision == "fp8-delayed":
-        return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "delayed",
-                "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]
+        return ["--bf16", *FP8_DELAYED]
     if precision == "fp8-current":
         return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
+    if precision in MSAMP_LEVEL:
+        # The MS-AMP seed's msamp/fp4 modes: --fp8-hybrid (TE's delayed recipe) plus --msamp.
+        return ["--bf16", *FP8_DELAYED, "--kit-msamp", MSAMP_LEVEL[precision]]
     return ["--bf16"]
+
+
+def precision_env(precision: str) -> dict[str, str]:
+    """Environment a precision sets for the training processes (MS-AMP's FP4 simulation switches)."""
+    return dict(FP4_SIMULATION_ENV) if precision == "fp4" else {}
 
 
 def checkpoint_flags(save_dir: str, interval: int) -> list[str]:

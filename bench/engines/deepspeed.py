@@ -18,7 +18,7 @@ from bench.engines.common import (
     recompute_flags,
 )
 from bench.layout import Layout
-from bench.platforms import Data
+from bench.platforms import Data, peak_format
 from bench.presets import Preset
 
 # Where the kit's images put Megatron-DeepSpeed; a platform without images (Polaris) has a checkout.
@@ -118,9 +118,10 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
                    config_path: str, zero: ZeroSettings = DEFAULT_ZERO_SETTINGS,
                    flash_attention: bool = False, recompute: str | None = None) -> list[str]:
     """Megatron-DeepSpeed flags; it reads real data only, so ``data`` must name it."""
-    if precision.startswith("fp8"):
-        raise ValueError(f"{precision} needs Transformer Engine through the Megatron engine: use "
-                         "--engine megatron, or --precision bf16/fp16 with Megatron-DeepSpeed")
+    if peak_format(precision) == "fp8":
+        raise ValueError(f"{precision} needs Transformer Engine (and MS-AMP for msamp-*/fp4) through "
+                         "the Megatron engine: use --engine megatron, or --precision bf16/fp16 with "
+                         "Megatron-DeepSpeed")
     if layout.vp > 1 or layout.cp > 1:
         raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine has no "
                          "interleaved (vp) or context (cp) parallelism; use --engine megatron")

@@ -140,6 +140,10 @@ def assemble(
     unknown = set(options) - {"msamp"}
     if unknown:
         raise ValueError(f"unknown build option(s) {sorted(unknown)}; the only option is msamp=0|1")
+    if options.get("msamp") not in (None, "0", "1"):
+        raise ValueError(f"msamp={options['msamp']}: use msamp=0 or msamp=1")
+    if "msamp" in options and "ms-amp" not in target.optional_upstreams:
+        raise ValueError(f"target {target.name} has no MS-AMP option; it exists for cuda")
     for cert in ca_certs:
         if not cert.is_file():
             raise ValueError(f"--ca-cert {cert}: no such file")
@@ -162,13 +166,17 @@ def assemble(
     for number, cert in enumerate(ca_certs):
         shutil.copy(cert, ca_dir / f"extra-{number}.crt")
 
+    # An optional upstream's series travels only when it is built (its tree is cloned in the image).
+    optional = ("ms-amp",) if options.get("msamp") == "1" else ()
     (out_dir / "patches").mkdir()
     (out_dir / "upstream").mkdir()
-    for name in target.upstreams:
+    for name in (*target.upstreams, *optional):
         upstream = pins.upstreams[name]
         if upstream.series:
             series_dir = (root / upstream.series).parent
             _copy_tree(series_dir, out_dir / "patches" / series_dir.name)
+        if name in optional:
+            continue
         if upstream.kind == "github":
             given = upstream_dirs.get(name)
             tree = local_upstream(upstream, given) if given else fetch_github_upstream(upstream)
@@ -182,17 +190,13 @@ def assemble(
         _copy_tree(root / name, kit / name)
 
     pins_text = " ".join(
-        [*target.packages, *(pins.upstreams[u].pin for u in target.upstreams)])
+        [*target.packages, *(pins.upstreams[u].pin for u in (*target.upstreams, *optional))])
     buildargs = {
         "BASE_IMAGE": base or target.base_ref,
         "PINS": pins_text,
         "PATCHES_SHA256": tree_hash(out_dir / "patches"),
     }
     if "msamp" in options:
-        if options["msamp"] not in ("0", "1"):
-            raise ValueError(f"msamp={options['msamp']}: use msamp=0 or msamp=1")
-        if "ms-amp" not in target.optional_upstreams:
-            raise ValueError(f"target {target.name} has no MS-AMP option; it exists for cuda")
         buildargs["WITH_MSAMP"] = options["msamp"]
         buildargs["MSAMP_COMMIT"] = pins.upstreams["ms-amp"].commit
     digest = hashlib.sha256(tree_hash(out_dir).encode())

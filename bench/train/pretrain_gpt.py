@@ -37,6 +37,7 @@ for _name, _value in NCCL_SAFE_ENV.items():
 import torch
 
 from bench.capabilities import detect as detect_capabilities
+from bench.train.msamp import MSAMP_CHOICES, msamp_problem
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
     ATTENTION_CHOICES,
@@ -65,6 +66,14 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         default="fused",
         help="AdamW kernel when Megatron falls back to torch optimizers (no TE/apex): fused (one "
         "pass, like TE/apex FusedAdam) or foreach (torch's default). Default fused.",
+    )
+    group.add_argument(
+        "--kit-msamp",
+        choices=MSAMP_CHOICES,
+        default="off",
+        help="MS-AMP optimization level (the kit's msamp-o1/msamp-o2/fp4 precisions; needs MS-AMP): "
+        "O1 fp8 weight gradients, O2 also fp8/fp16 Adam moments. The FP4 simulation is O2 with "
+        "MSAMP_USE_WEIGHT_SIMULATE_FP4=1 and MSAMP_USE_ACTIVATION_SIMULATE_FP4=1. Default off.",
     )
     return parser
 
@@ -267,6 +276,10 @@ def main() -> int:
     set_startup_timestamps(program_start=_PROGRAM_START_TIME, main_entry=time.time())
     use_prebuilt_dataset_helpers()
     args = parse_megatron_args()
+    problem = msamp_problem(args.kit_msamp, os.environ)  # before any model or process group
+    if problem:
+        print(f"bench.train.pretrain_gpt: {problem}", file=sys.stderr, flush=True)
+        return 2
     try:
         config, attention = build_config_container(args)
     except ValueError as error:

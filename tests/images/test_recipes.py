@@ -61,6 +61,37 @@ def test_series_applies_exactly_to_the_pinned_upstream_tree(tmp_path):
     assert not list(tree.rglob("*.orig")) and not list(tree.rglob("*.rej"))
 
 
+def test_msamp_series_applies_exactly_to_the_pinned_snapshot(tmp_path):
+    tree = tmp_path / "tree"
+    shutil.copytree(snapshot_tree("ms-amp"), tree)
+    series = REPO_ROOT / "patches/ms-amp/series"
+    report = run_series(series, tree, "apply")
+    assert len(report) == len(read_series(series)) == 2
+    run_series(series, tree, "verify-applied")
+    assert "import transformer_engine_torch as tex" in (tree / "msamp/te/modules.py").read_text()
+    assert "TransformerEngine.git@v1.1" not in (tree / "pyproject.toml").read_text()
+    assert (tree / "Makefile").read_text().count("pip install -v --no-build-isolation .") == 3
+    assert not list(tree.rglob("*.orig")) and not list(tree.rglob("*.rej"))
+
+
+def test_msamp_option_carries_its_series_pin_and_labels(tmp_path):
+    pins = load_pins()
+    dirs = {"megatron-deepspeed": snapshot_archive("megatron-deepspeed")}
+    plain = assemble(pins, pins.target("cuda"), tmp_path / "plain", upstream_dirs=dirs)
+    assert not (plain.directory / "patches/ms-amp").exists() and "MS-AMP" not in plain.buildargs["PINS"]
+    built = assemble(pins, pins.target("cuda"), tmp_path / "msamp", upstream_dirs=dirs,
+                     options={"msamp": "1"})
+    assert (built.directory / "patches/ms-amp/series").read_bytes() == (
+        REPO_ROOT / "patches/ms-amp/series").read_bytes()
+    assert "Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5" in built.buildargs["PINS"]
+    assert built.buildargs["WITH_MSAMP"] == "1" and built.tag != plain.tag
+    dockerfile = built.dockerfile.read_text()
+    assert 'dev.megatron-bench.msamp.commit="${MSAMP_COMMIT}"' in dockerfile
+    assert "series.py apply /opt/megatron-bench/patches/ms-amp/series /opt/MS-AMP" in dockerfile
+    with pytest.raises(ValueError, match="has no MS-AMP option"):
+        assemble(pins, pins.target("rocm"), tmp_path / "rocm", options={"msamp": "1"})
+
+
 def test_a_patch_at_an_offset_is_refused(tmp_path):
     tree = tmp_path / "tree"
     shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
@@ -71,18 +102,21 @@ def test_a_patch_at_an_offset_is_refused(tmp_path):
 
 
 def test_patches_check_reports_every_series_checked_against_the_snapshot():
-    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": snapshot_archive(
-        "megatron-deepspeed")})
+    lines, ok = upstreams.check_all(load_pins(), {
+        "megatron-deepspeed": snapshot_archive("megatron-deepspeed"),
+        "ms-amp": snapshot_archive("ms-amp")})
     text = "\n".join(lines)
     assert ok, text
     assert "NOT CHECKED" not in text
     assert "megatron-deepspeed (deepspeedai/Megatron-DeepSpeed@" in text
     assert "7 patch(es) apply exactly" in text
     assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply exactly" in text
+    assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 2 patch(es) apply exactly" in text
 
 
 def test_an_unchecked_series_fails_the_check(tmp_path):
-    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": tmp_path / "absent.tar.gz"})
+    lines, ok = upstreams.check_all(load_pins(), {"megatron-deepspeed": tmp_path / "absent.tar.gz",
+                                                  "ms-amp": snapshot_archive("ms-amp")})
     assert not ok
     assert "megatron-deepspeed" in "\n".join(lines) and "NOT CHECKED" in "\n".join(lines)
 

@@ -46,9 +46,15 @@ def test_good_argv_reaches_megatron_pretrain(run_megatron) -> None:
          "--no-masked-softmax-fusion"),
         ([*GOOD_ARGV, "--kit-attention", "te"], {}, "--kit-attention te needs --transformer-impl transformer_engine"),
         ([*GOOD_ARGV, "--reset-attention-mask"], {}, "--reset-attention-mask is ignored by causal SDPA"),
+        ([*GOOD_ARGV, "--kit-msamp", "O2"], {},
+         "--kit-msamp O2 needs MS-AMP, which this Python cannot import (No module named 'msamp'): "
+         "build the image with `python -m bench images build cuda --option msamp=1`"),
+        (GOOD_ARGV, {"MSAMP_USE_WEIGHT_SIMULATE_FP4": "1"},
+         "MSAMP_USE_WEIGHT_SIMULATE_FP4 set, but MS-AMP is off"),
     ],
     ids=["persist-layer-norm", "grad-accum-fusion", "te-missing",
-         "unknown-flag", "local-softmax-fusion", "te-attention-on-local", "reset-attention-mask"],
+         "unknown-flag", "local-softmax-fusion", "te-attention-on-local", "reset-attention-mask",
+         "msamp-missing", "fp4-without-msamp"],
 )
 def test_bad_argv_is_refused_before_training(run_megatron, argv, env, message) -> None:
     result = run_megatron([*ENTRY, *argv], env=env)
@@ -63,3 +69,16 @@ def test_bad_argv_is_refused_before_training(run_megatron, argv, env, message) -
 def test_kit_attention_choices_are_enforced_by_megatrons_parser(run_megatron) -> None:
     result = run_megatron([*ENTRY, *GOOD_ARGV, "--kit-attention", "flash"])
     assert result.returncode == 2 and "invalid choice: 'flash'" in result.stderr
+
+
+def test_msamp_refusal_is_one_line_with_the_install_hint(run_megatron) -> None:
+    result = run_megatron([*ENTRY, *GOOD_ARGV, "--kit-msamp", "O1"])
+    assert result.returncode == 2, result.stderr[-3000:]
+    (line,) = [ln for ln in result.stderr.splitlines() if ln.startswith("bench.train.pretrain_gpt:")]
+    assert "needs MS-AMP" in line and "--option msamp=1" in line and "--precision fp8" in line
+    assert CUDA_BOUNDARY not in result.stderr
+
+
+def test_kit_msamp_choices_are_enforced_by_megatrons_parser(run_megatron) -> None:
+    result = run_megatron([*ENTRY, *GOOD_ARGV, "--kit-msamp", "O3"])
+    assert result.returncode == 2 and "invalid choice: 'O3'" in result.stderr

@@ -1,0 +1,96 @@
+"""MS-AMP and FP4-simulation precisions: what they render, what they are measured against, and
+every refusal (no fp8 peak, no Transformer Engine, no MS-AMP, the wrong engine) before anything runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from bench.capabilities import Capabilities
+from bench.engines.common import FP4_SIMULATION_ENV
+from bench.plan import plan
+from bench.platforms import load_platform, peak_format
+from bench.presets import get_preset
+from bench.train.msamp import msamp_problem
+from tests.conftest import options
+
+NGC = Capabilities(transformer_engine=True, apex_layer_norm=True, fused_wgrad=True, fused_softmax=True)
+MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
+FP4_ENV = dict(FP4_SIMULATION_ENV)
+
+
+@pytest.mark.parametrize(("precision", "level"), [("msamp-o1", "O1"), ("msamp-o2", "O2"), ("fp4", "O2")])
+def test_msamp_precisions_render_te_fp8_plus_the_level_against_the_fp8_peak(precision, level) -> None:
+    assert peak_format(precision) == "fp8"
+    launch = plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h200"),
+                  options(nodes=1, precision=precision, image=MSAMP_IMAGE, image_msamp=True))
+    args = " ".join(launch.train_args)
+    assert "--bf16 --fp8-format hybrid --fp8-recipe delayed" in args
+    assert f"--kit-msamp {level}" in args and "--transformer-impl transformer_engine" in args
+    assert launch.capabilities == Capabilities(**{**vars(NGC), "msamp": True})
+    assert launch.peak_tflops == 1979.0 and launch.bf16_peak_tflops == 989.0
+    env = dict(launch.env)
+    assert {k: env.get(k) for k in FP4_ENV} == (FP4_ENV if precision == "fp4" else dict.fromkeys(FP4_ENV))
+
+
+def test_locally_detected_msamp_plans_on_an_fp8_gpu() -> None:
+    caps = Capabilities(transformer_engine=True, msamp=True)
+    launch = plan(get_preset("345m"), "tp1pp1", load_platform("local"),
+                  options(gpus_present=1, gpu_name="NVIDIA H200", precision="msamp-o1", capabilities=caps))
+    assert "--kit-msamp O1" in " ".join(launch.train_args) and launch.peak_tflops == 1979.0
+
+
+@pytest.mark.parametrize(
+    ("platform", "extra", "message"),
+    [
+        # The Azure platforms' image is built without MS-AMP: refused unless an msamp=1 image is named.
+        ("azure-h200", {"nodes": 1}, r"msamp-o2 needs MS-AMP, which this environment lacks \(declared "
+         r"by .*azure-h200.toml\): build the image with `python -m bench images build cuda --option msamp=1`"),
+        ("azure-h200", {"nodes": 1, "image_msamp": True}, "says what an --image was built with.*give --image"),
+        ("local", {"gpus_present": 1, "gpu_name": "NVIDIA H200", "image_msamp": True, "capabilities": NGC},
+         "local detects what its Python has"),
+        ("local", {"gpus_present": 1, "gpu_name": "NVIDIA H200", "capabilities": NGC},
+         r"msamp-o2 needs MS-AMP, which this environment lacks \(detected in this Python\)"),
+        ("local", {"gpus_present": 1, "gpu_name": "NVIDIA H200", "capabilities": Capabilities(msamp=True)},
+         "msamp-o2 needs Transformer Engine"),
+        # A100 (Polaris): no fp8 peak in its data, so nothing fp8 is planned there.
+        ("polaris", {"engine": "megatron"}, "msamp-o2 cannot run on NVIDIA A100.*no dense fp8 peak"),
+        ("azure-h200", {"nodes": 1, "engine": "megatron-deepspeed", "image": MSAMP_IMAGE, "image_msamp": True},
+         "through the Megatron engine: use --engine megatron"),
+    ],
+    ids=["azure-default-image", "option-without-image", "option-on-local", "local-no-msamp",
+         "local-no-te", "a100-no-fp8-peak", "megatron-deepspeed"],
+)
+def test_msamp_is_refused_where_it_cannot_run(platform, extra, message) -> None:
+    preset = get_preset("6.7b")
+    layout = "tp4pp1" if platform == "polaris" else "tp1pp1"
+    with pytest.raises(ValueError, match=message):
+        plan(preset, layout, load_platform(platform), options(precision="msamp-o2", **extra))
+
+
+def test_help_keeps_the_seeds_mode_words() -> None:
+    done = subprocess.run([sys.executable, "-m", "bench", "run", "--help"], capture_output=True,
+                          text=True, check=True)
+    text = " ".join(done.stdout.split())
+    for words in ("The MS-AMP seed's modes: bf16; te = fp8-delayed", "msamp = msamp-o2", "fp4 = msamp-o2",
+                  "--image-option {msamp=1}"):
+        assert words in text, words
+
+
+def test_cli_dry_run_with_an_msamp_image() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "run", "6.7b", "tp1pp1", "--platform", "azure-h200", "--nodes", "1",
+         "--precision", "fp4", "--image", MSAMP_IMAGE, "--image-option", "msamp=1", "--dry-run"],
+        capture_output=True, text=True, check=True)
+    assert "MSAMP_USE_ACTIVATION_SIMULATE_FP4" in done.stdout and "--kit-msamp O2" in done.stdout
+    assert "MS-AMP yes" in done.stderr
+
+
+def test_entry_check_refuses_fp4_switches_without_msamp_and_msamp_without_msamp() -> None:
+    assert msamp_problem("off", {}) is None
+    assert "set, but MS-AMP is off" in msamp_problem("off", {"MSAMP_USE_ACTIVATION_SIMULATE_FP4": "1"})
+    problem = msamp_problem("O2", FP4_ENV)  # this Python has no MS-AMP
+    assert problem.startswith("--kit-msamp O2 needs MS-AMP") and "--option msamp=1" in problem
+    assert "\n" not in problem
