@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from bench.capabilities import layers_of
 from bench.engine_notes import MEASUREMENT_NOTE_KEYS
 from bench.layout import LayoutSpec
 from bench.record import LayoutInfo, Problem, Record
@@ -84,6 +85,8 @@ class Row:
     sweep: str | None
     reference: ReferenceRange | None
     verdict: Verdict
+    # fp8 rows: TFLOP/s/GPU over the bf16 dense peak, 0-100 (``percent_of_peak`` is over fp8's).
+    percent_of_bf16_peak: float | None = None
 
     @property
     def flagged(self) -> bool:
@@ -158,11 +161,14 @@ def _sweep(run: Run) -> str | None:
 def configuration(run: Run | Record) -> tuple:
     """What makes two runs the same configuration (ok runs of one are pooled)."""
     p, lay = run.preset, run.layout
-    label = (run.platform_label if isinstance(run, Run)
-             else platform_label(run.platform.name, run.provenance.gpu_model))
+    if isinstance(run, Run):
+        label, layers = run.platform_label, run.layers
+    else:
+        label = platform_label(run.platform.name, run.provenance.gpu_model)
+        layers = layers_of(run.argv)
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
-        label, run.engine, run.precision, run.nodes, run.gpus,
+        label, run.engine, layers, run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
         lay.micro_batch, lay.global_batch, variant(run.notes.items()),
     )  # fmt: skip
@@ -190,7 +196,10 @@ def find_range(ranges: Sequence[ReferenceRange], run: Run) -> ReferenceRange | N
             (entry.platform, run.platform.name),
             (entry.accelerator, run.platform.accelerator),
             (entry.model, run.preset.name),
-            (entry.precision, run.precision),
+            # A range without a precision was measured in bf16, and without Transformer Engine
+            # unless it names its layers: it judges only runs like that.
+            (entry.precision or "bf16", run.precision),
+            (entry.layers or "no TE", run.layers or "no TE"),
             (entry.engine, run.engine),
             (entry.micro_batch, run.layout.micro_batch),
             (entry.global_batch, run.layout.global_batch),
@@ -229,7 +238,8 @@ def _measured_row(runs: list[Run], ranges: Sequence[ReferenceRange]) -> Row:
     entry = find_range(ranges, median)
     return Row(
         published=False, model=median.preset.name.lower(), platform=median.platform_label,
-        accelerator=median.platform.accelerator, engine=median.engine,
+        accelerator=median.platform.accelerator,
+        engine=f"{median.engine} ({median.layers})" if median.layers else median.engine,
         precision=median.precision, nodes=median.nodes, gpus=median.gpus,
         layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,
         zero=lay.zero, micro_batch=lay.micro_batch, global_batch=lay.global_batch,
@@ -240,6 +250,7 @@ def _measured_row(runs: list[Run], ranges: Sequence[ReferenceRange]) -> Row:
         link=f"{median.run_id}.json", variant=variant(median.notes.items()),
         sweep=_sweep(median), reference=entry,
         verdict=_verdict(entry, m.tflops_per_gpu),
+        percent_of_bf16_peak=None if m.mfu_bf16_peak is None else m.mfu_bf16_peak * 100,
     )  # fmt: skip
 
 

@@ -114,7 +114,7 @@ def _row_cells(row: Row, records_link: str) -> list[str]:
         _number(row.samples_per_s, 2),
         _number(row.tokens_per_s_per_gpu, 0),
         _number(row.tflops_per_gpu, 1),
-        _number(row.percent_of_peak, 1),
+        _percent(row),
         CONVENTION_LABELS.get(row.flops_convention, row.flops_convention),
         _number(row.peak_mem_gb, 1),
         _text(row.variant),
@@ -172,6 +172,12 @@ def _legend() -> list[str]:
         "`non-causal` = Megatron <= 0.11, NeMo, dgxc (about 11 % more at 345M, 1.4 % at 175B); "
         "`recompute` = Narayanan et al. 2021, counts activation recompute (4/3 of non-causal); "
         "`unstated` = the source does not say. Compare across counts with tokens/s/GPU."),
+        ("- fp8 rows (`fp8-delayed`, `fp8-current`) are measured against the dense fp8 peak, twice "
+        "the bf16 one; their `% of peak` cell also gives the same TFLOP/s as a share of the bf16 "
+        "peak, the figure to set beside bf16 rows."),
+        ("- `engine`: for Megatron-Core, what built the layers, read from the record's argv: "
+        "`TE+apex` (Transformer Engine with apex's fused kernels, as in NGC images), `TE` "
+        "(Transformer Engine without apex), `no TE` (torch layers with SDPA attention)."),
         ("- `reference TFLOP/s/GPU` is the expected causal TFLOP/s/GPU and relative tolerance from "
         "`results/reference_ranges.toml`; `check` flags measured rows outside it in bold, and "
         "`nox -s results -- --check` fails on them."),
@@ -210,6 +216,13 @@ SUMMARY_COLUMNS: tuple[tuple[str, bool], ...] = (
 )
 
 
+def _percent(row: Row) -> str:
+    """% of the precision's dense peak; an fp8 row also says its share of the bf16 peak."""
+    if row.percent_of_bf16_peak is None:
+        return _number(row.percent_of_peak, 1)
+    return f"{_number(row.percent_of_peak, 1)} of fp8 ({_number(row.percent_of_bf16_peak, 1)} of bf16)"
+
+
 def _best_section(report: Report, records_link: str) -> list[str]:
     rows = report.best_rows
     if not rows:
@@ -218,7 +231,7 @@ def _best_section(report: Report, records_link: str) -> list[str]:
         [display_name(row.model), _text(row.precision), _text(hardware_name(row.accelerator)),
          _text(row.platform), _integer(row.gpus), _text(row.layout),
          f"{_integer(row.micro_batch)}/{_integer(row.global_batch)}",
-         _number(row.tflops_per_gpu, 1), _number(row.percent_of_peak, 1),
+         _number(row.tflops_per_gpu, 1), _percent(row),
          _number(row.tokens_per_s_per_gpu, 0), _number(row.peak_mem_gb, 1), _text(row.variant),
          _link(row.label, f"{records_link}/{row.link}")]
         for row in rows

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.capabilities import layers_of
 from bench.record import (
     JsonScalar,
     LayoutInfo,
@@ -64,6 +65,7 @@ class Run:
     metrics: Metrics | None
     notes: Mapping[str, JsonScalar]
     platform_label: str  # what the page shows: the platform, and a local run's GPU
+    layers: str = ""  # Megatron engine: TE+apex, TE or no TE (bench.capabilities.layers_of)
 
     @property
     def ok(self) -> bool:
@@ -78,6 +80,7 @@ class Run:
             nodes=record.nodes, gpus=record.gpus, metrics=record.metrics,
             notes=dict(record.notes),
             platform_label=platform_label(record.platform.name, record.provenance.gpu_model),
+            layers=layers_of(record.argv),
         )  # fmt: skip
 
 
