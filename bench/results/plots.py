@@ -62,6 +62,7 @@ class Bar:
     sweep: bool
     low: float | None
     high: float | None
+    peak: str = ""  # the peak % of peak is against, when it is not the bf16 one ("fp8")
 
 
 @dataclass(frozen=True)
@@ -94,12 +95,15 @@ def _bar(row: Row, with_precision: bool) -> Bar:
     parts = [display_name(row.model), row.layout or "", f"{row.micro_batch}/{row.global_batch}"]
     if with_precision:
         parts.append(row.precision)
+    if row.engine.endswith(")"):  # Megatron-Core's layers: "megatron (TE+apex)" -> "TE+apex"
+        parts.append(row.engine[row.engine.index("(") + 1:-1])
     if row.variant:
         parts.append(row.variant)
     ref = row.reference
     return Bar(
         label=" ".join(parts), model=row.model, tflops_per_gpu=row.tflops_per_gpu or 0.0,
         percent_of_peak=row.percent_of_peak or 0.0, sweep=row.sweep is not None,
+        peak="fp8" if row.percent_of_bf16_peak is not None else "",
         low=None if ref is None else ref.low, high=None if ref is None else ref.high,
     )  # fmt: skip
 
@@ -266,7 +270,8 @@ def _draw_bars(axes, bars: Sequence[Bar], ceiling: float | None, ceiling_label: 
     for i, bar in enumerate(bars):
         axes.text(-0.01, i, bar.label, transform=transform, ha="right", va="center")
         axes.text(max(bar.tflops_per_gpu, bar.high or 0.0) + top * 0.015, i,
-                  f"{bar.tflops_per_gpu:.0f} · {bar.percent_of_peak:.1f} %",
+                  f"{bar.tflops_per_gpu:.0f} · {bar.percent_of_peak:.1f} %"
+                  + (f" of {bar.peak} peak" if bar.peak else ""),
                   va="center", fontsize=8)
     axes.set_xlabel("TFLOP/s per GPU (labels: TFLOP/s · % of peak)")
     axes.grid(True, axis="x", alpha=0.3)
