@@ -172,6 +172,12 @@ def collect(session: nox.Session) -> None:
 
 
 @nox.session(venv_backend="none", default=False)
+def compare(session: nox.Session) -> None:
+    """B against A (run ids or selectors) in TFLOP/s/GPU and memory, with the noise band."""
+    session.run("python", "-m", "bench", "compare", *session.posargs, env=IN_PLACE)
+
+
+@nox.session(venv_backend="none", default=False)
 def check(session: nox.Session) -> None:
     """System check job: every rank reports host, devices, container, versions, NCCL variables."""
     if "--platform" not in " ".join(session.posargs):

@@ -71,6 +71,17 @@ def megatron_flags(caps: Capabilities) -> list[str]:
     return flags
 
 
+def layers_of(argv: tuple[str, ...] | list[str]) -> str:
+    """What built a Megatron-engine run's layers, read back from its argv: ``TE+apex``, ``TE`` or
+    ``no TE`` (torch layers and SDPA attention); "" for argv that does not choose (other engines)."""
+    if "--transformer-impl" not in argv:
+        return ""
+    impl = argv[list(argv).index("--transformer-impl") + 1]
+    if impl != "transformer_engine":
+        return "no TE"
+    return "TE" if "--no-gradient-accumulation-fusion" in argv else "TE+apex"
+
+
 def detect() -> Capabilities:
     """Read the availability flags megatron.core itself computes at import (needs megatron-core)."""
     import importlib.util

@@ -1,27 +1,37 @@
 """Command line: ``python -m bench <command>``; the nox sessions call this, so it also works on a
 cluster login node where only Python exists.
 
-Commands: ``run`` (plan, print or submit/run a benchmark), ``data`` (text -> Megatron .bin/.idx),
-``presets``, ``platforms``, and the job commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
+Commands: ``run`` (plan, print or submit/run a benchmark), ``compare`` (two configurations against
+their noise), ``data`` (text -> Megatron .bin/.idx), ``results``, ``presets``, ``platforms``, the
+image commands, and the job commands ``jobs``, ``collect``, ``check`` (``bench.jobs.cli``).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
+from bench import compare
+from bench.campaign import load_campaign
 from bench.capabilities import Capabilities, probe
 from bench.dataset import cli as dataset_cli
 from bench.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.flops import RECOMPUTE
 from bench.hardware import detect_gpus
 from bench.images import cli as images_cli
+from bench.jobs.cli import EXIT_FAILED, add_wait_options
 from bench.jobs.cli import add_commands as add_job_commands
-from bench.jobs.cli import add_wait_options, submit_and_maybe_follow
-from bench.plan import LaunchPlan, Options, plan
+from bench.jobs.follow import follow
+from bench.jobs.scheduler import SchedulerError, scheduler_for
+from bench.jobs.submit import check_submittable, submit_plan
+from bench.plan import LaunchPlan, Options, plan, run_id
 from bench.platforms import (
     ENGINES,
     PRECISION_SHORTHANDS,
@@ -30,6 +40,7 @@ from bench.platforms import (
     Platform,
     accelerator_files,
     job_option_default,
+    load_accelerator,
     load_platform,
     match_accelerator,
     origin,
@@ -37,8 +48,10 @@ from bench.platforms import (
     platforms_dirs,
 )
 from bench.presets import get_preset, load_presets
+from bench.record import record_path
 from bench.render import pbs, slurm, torchrun
 from bench.results import cli as results_cli
+from bench.run_record import plan_preview
 from bench.runner import run_local, summary
 from bench.sweep import SWEEP_ITERS, sweep_plans
 from bench.trainenv import describe, facts, problems
@@ -56,7 +69,8 @@ DESCRIPTION = ("Plan GPT-3-style Megatron throughput benchmarks and run them her
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that plans a run."""
-    parser.add_argument("preset", help="model preset, e.g. 1.3b or 13b (see: python -m bench presets)")
+    parser.add_argument("preset", nargs="?",
+                        help="model preset, e.g. 1.3b or 13b (see: python -m bench presets)")
     parser.add_argument("layout", nargs="?", help="parallel layout, e.g. tp1pp1, tp2pp8, tp4pp2dp2")
     parser.add_argument("--platform", default=os.environ.get("BENCH_PLATFORM", "local"),
                         help="platform file name in platforms/ (default: local, or $BENCH_PLATFORM)")
@@ -174,14 +188,48 @@ def local_options(args: argparse.Namespace, platform: Platform) -> Options:
     return options_from(args, gpus.count, gpus.name, caps)
 
 
-def make_plan(args: argparse.Namespace, layout: str) -> tuple[LaunchPlan, Platform]:
+def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
+                 tag: str | None = None) -> list[LaunchPlan]:
+    """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
+
+    All are planned (and so checked) before anything is written or launched.
+    """
+    if args.repeat < 1:
+        raise ValueError(f"--repeat must be at least 1, got {args.repeat}")
+    repeats: list[int | None] = [None] if args.repeat == 1 else list(range(1, args.repeat + 1))
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
+    check_run_options(args, platform)
     if platform.scheduler == "none":
         options = local_options(args, platform)
     else:
         options = options_from(args, 0, "")
-    return plan(preset, layout, platform, options), platform
+    options = replace(options, labels=labels, tag=tag)
+    if not args.sweep:
+        if not args.layout:
+            raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b "
+                             "tp2pp8), or --sweep")
+        return [plan(preset, args.layout, platform, replace(options, repeat=i)) for i in repeats]
+    if args.layout:
+        raise ValueError(f"give a layout ({args.layout}) or --sweep, not both")
+    if platform.accelerator != "auto":
+        accelerator = load_accelerator(platform.accelerator)
+    else:
+        accelerator = match_accelerator(options.gpu_name) if options.gpu_name else None
+    # An unknown GPU has no memory size in the data: keep every layout rather than guess.
+    device_gb = accelerator.memory_gb if accelerator else float("inf")
+    sweep_id = run_id(preset.name, "sweep", platform.name, options.now)
+    options = replace(options, labels=(*labels, ("sweep", sweep_id)))
+    launches: list[LaunchPlan] = []
+    for repeat in repeats:  # repeats interleaved: each layout once, then again
+        found, skipped = sweep_plans(preset, platform, replace(options, repeat=repeat), device_gb)
+        launches += found
+    for lay, gb in skipped:
+        print(f"skip {lay.name}: estimated {gb:.0f} GB per GPU does not fit {device_gb:.0f} GB",
+              file=sys.stderr)
+    print(f"sweep of {preset.name}: {', '.join(p.layout.name for p in found)}"
+          + (f", {args.repeat} times" if args.repeat > 1 else ""), file=sys.stderr)
+    return launches
 
 
 def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
@@ -219,8 +267,9 @@ def dry_run_text(launch: LaunchPlan) -> str:
     return out
 
 
-def print_plan(launch: LaunchPlan) -> None:
-    print(dry_run_text(launch), end="")
+def print_plan(launch: LaunchPlan, to_json: bool = False) -> None:
+    if not to_json:
+        print(dry_run_text(launch), end="")
     print_notes(launch)
 
 
@@ -232,6 +281,13 @@ def print_notes(launch: LaunchPlan) -> None:
         print(f"assumed ({source}): {launch.capabilities.describe()}", file=sys.stderr)
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
+
+
+def plan_json(launch: LaunchPlan) -> dict[str, object]:
+    """A plan for ``--json``: the plan as plan.json holds it, and its script."""
+    name, text = render_script(launch)
+    return {"plan": plan_preview(launch), "script": {"name": name, "text": text},
+            "ds_config": launch.ds_config, "notes": list(launch.notes)}
 
 
 NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no record was written. "
@@ -255,75 +311,131 @@ def environment_ready(launch: LaunchPlan) -> bool:
     return True
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    if args.sweep:
-        return cmd_sweep(args)
-    if not args.layout:
-        raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b tp2pp8),"
-                         " or --sweep")
-    launch, platform = make_plan(args, args.layout)
-    check_run_options(args, platform)
+def execute(args: argparse.Namespace, launches: list[LaunchPlan],
+            results: list[dict[str, object]]) -> int:
+    """Print, submit or run ``launches``; appends one JSON entry per launch to ``results``."""
+    say = partial(print, file=sys.stderr) if args.json else print
+    entries = [plan_json(launch) for launch in launches]
+    results += entries
     if args.dry_run:
-        print_plan(launch)
+        for launch in launches:
+            print_plan(launch, args.json)
         return 0
-    if platform.scheduler != "none":
-        print_notes(launch)
-        return submit_and_maybe_follow(launch, args.wait, args.poll)
+    if launches[0].platform.scheduler != "none":
+        for launch in launches:
+            print_notes(launch)
+        return submit_all(args, launches, entries, say)
     if not detect_gpus().count:
-        print_plan(launch)
+        for launch in launches:
+            print_plan(launch, args.json)
         print(NO_GPU, file=sys.stderr)
         return 1
-    if not environment_ready(launch):
+    # One preflight per distinct training environment the launches need.
+    needs = {(launch.engine, launch.gpus_per_node, launch.platform.megatron_deepspeed_dir): launch
+             for launch in launches}
+    if not all(environment_ready(launch) for launch in needs.values()):
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
-    print_notes(launch)
-    record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s, verbose=args.verbose)
-    print(summary([record]))
-    print(f"record: {records_dir / (record.run_id + '.json')}")
-    return 0 if record.ok else 1
-
-
-def cmd_sweep(args: argparse.Namespace) -> int:
-    """Run every layout that fits, briefly; report the best."""
-    preset = get_preset(args.preset)
-    platform = load_platform(args.platform)
-    if platform.scheduler != "none":
-        raise ValueError("--sweep runs on the GPUs of this machine (--platform local); on a "
-                         "cluster, submit one run per layout")
-    check_run_options(args, platform)
-    options = local_options(args, platform)
-    gpus = detect_gpus()
-    accelerator = match_accelerator(gpus.name) if gpus.name else None
-    # An unknown GPU has no memory size in the data: keep every layout rather than guess.
-    device_gb = accelerator.memory_gb if accelerator else float("inf")
-    plans, skipped = sweep_plans(preset, platform, options, device_gb)
-    for lay, gb in skipped:
-        print(f"skip {lay.name}: estimated {gb:.0f} GB per GPU does not fit {device_gb:.0f} GB",
-              file=sys.stderr)
-    print(f"sweep of {preset.name}: {', '.join(p.layout.name for p in plans)}", file=sys.stderr)
-    if args.dry_run or not gpus.count:
-        for launch in plans:
-            print_plan(launch)
-        if not gpus.count:
-            print(NO_GPU, file=sys.stderr)
-            return 1
-        return 0
-    if not environment_ready(plans[0]):
-        return 1
-    sweep_id = plans[0].run_id.replace(plans[0].layout.name, "sweep")
-    records_dir, timeout_s, hang_s = local_limits(args)
-    records = [run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
-                         notes={"sweep": sweep_id}, verbose=args.verbose)
-               for launch in plans]
-    print(summary(records))
+    records = []
+    for launch, entry in zip(launches, entries, strict=True):
+        print_notes(launch)
+        record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
+                           verbose=args.verbose)
+        entry["record"] = record.to_dict()
+        entry["record_path"] = str(record_path(records_dir, record.run_id))
+        records.append(record)
+    say(summary(records))
     ok = [r for r in records if r.metrics is not None]
-    if not ok:
-        print("no layout finished; see the failed records above", file=sys.stderr)
-        return 1
-    best = max(ok, key=lambda r: r.metrics.tflops_per_gpu)
-    print(f"best: {best.layout.name} at {best.metrics.tflops_per_gpu:.1f} TFLOP/s/GPU "
-          f"({100 * best.metrics.mfu:.1f}% MFU, causal) — record {best.run_id}.json")
-    return 0
+    if args.sweep:
+        if not ok:
+            print("no layout finished; see the failed records above", file=sys.stderr)
+            return 1
+        best = max(ok, key=lambda r: r.metrics.tflops_per_gpu)
+        say(f"best: {best.layout.name} at {best.metrics.tflops_per_gpu:.1f} TFLOP/s/GPU "
+            f"({100 * best.metrics.mfu:.1f}% MFU, causal) — record {best.run_id}.json")
+        return 0
+    for record in records:
+        say(f"record: {record_path(records_dir, record.run_id)}")
+    return 0 if len(ok) == len(records) else 1
+
+
+def submit_all(args: argparse.Namespace, launches: list[LaunchPlan],
+               entries: list[dict[str, object]], say: Callable[..., None]) -> int:
+    """Submit every launch (one job each); with ``--wait`` follow them in turn."""
+    for launch in launches:  # checked for all before the first is written
+        check_submittable(launch)
+    submitted = []
+    for launch, entry in zip(launches, entries, strict=True):
+        try:
+            run = submit_plan(launch, Path.cwd())
+        except SchedulerError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_FAILED
+        entry["job"] = {"run_id": run.run_id, "job_id": run.job_id, "run_dir": str(run.path)}
+        say(f"submitted {run.run_id} as job {run.job_id}; script, plan and output in {run.path}")
+        submitted.append(run)
+    if not args.wait:
+        return 0
+    failed = 0
+    for run, entry in zip(submitted, entries, strict=True):
+        outcome = follow(run, scheduler_for(run.submission["scheduler"]), poll_s=args.poll,
+                         echo=say)
+        entry["job"]["status"] = outcome.status  # type: ignore[index]
+        failed += outcome.status != "ok"
+    return EXIT_FAILED if failed else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    results: list[dict[str, object]] = []
+    if args.campaign:
+        code = run_campaign(args, results)
+    else:
+        if not args.preset:
+            raise ValueError("give a model preset and a layout (python -m bench run 13b tp2pp8), "
+                             "or --campaign FILE")
+        code = execute(args, launches_for(args), results)
+    if args.json:
+        print(json.dumps({"runs": results}, indent=2))
+    return code
+
+
+def run_campaign(args: argparse.Namespace, results: list[dict[str, object]]) -> int:
+    """Plan every selected run of the campaign file, then execute them in file order."""
+    if args.preset or args.layout or args.sweep or args.megatron_args:
+        raise ValueError("--campaign takes the configurations from its file: give no model, "
+                         "layout, --sweep or Megatron flags beside it")
+    campaign = load_campaign(args.campaign)
+    common = campaign_common_argv(args.argv)
+    planned = []
+    for entry in campaign.selected(args.only):
+        entry_args = parse_run_argv([*entry.argv[: _cut(entry.argv)], *common,
+                                     *entry.argv[_cut(entry.argv):]])
+        launches = launches_for(entry_args, labels=(("campaign", campaign.name),),
+                                tag=f"c{entry.number}")
+        planned.append((entry, entry_args, launches))
+    code = 0
+    for entry, entry_args, launches in planned:
+        print(f"campaign {campaign.name}: {entry.name} ({len(launches)} run(s))", file=sys.stderr)
+        code = max(code, execute(entry_args, launches, results))
+    return code
+
+
+def _cut(argv: tuple[str, ...]) -> int:
+    """Where the Megatron flags ('--' and after) start in a campaign run's argv."""
+    return argv.index("--") if "--" in argv else len(argv)
+
+
+def campaign_common_argv(argv: list[str]) -> list[str]:
+    """The command line's own ``run`` options, without ``run``, ``--campaign`` and ``--only``."""
+    common, skip = [], 0
+    for word in argv[1:]:
+        if skip:
+            skip -= 1
+        elif word in ("--campaign", "--only"):
+            skip = 1
+        elif not word.startswith(("--campaign=", "--only=")):
+            common.append(word)
+    return common
 
 
 def cmd_presets(_: argparse.Namespace) -> int:
@@ -353,12 +465,45 @@ def _origin(path: Path) -> str:
     return "kit" if origin(path) == "kit" else "user"
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    comparison = compare.compare_in(Path(args.records), args.a, args.b)
+    if args.json:
+        print(json.dumps(compare.to_json(comparison), indent=2))
+    else:
+        print(compare.format_text(comparison))
+    return 0
+
+
+def add_compare_parser(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "compare", help="B against A: TFLOP/s/GPU and peak memory differences with their noise",
+        description=compare.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", help="run id(s), comma-separated, or a selector such as "
+                        "'model=2.7b layout=dp4 gbs=128'")
+    parser.add_argument("b", help="the same for B")
+    parser.add_argument("--records", default="results/records",
+                        help="run records folder (default results/records)")
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.set_defaults(func=cmd_compare)
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     add_plan_options(parser)
     parser.add_argument("--dry-run", action="store_true",
                         help="print the job script or command and exit; writes nothing")
     parser.add_argument("--sweep", action="store_true",
-                        help="run every valid layout that fits the GPUs present; report the best")
+                        help="every valid layout that fits the GPUs (local: those present, report "
+                        "the best; a cluster: --gpus or --nodes, one job per layout)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="measure each configuration N times (run ids end -r1..-rN; the "
+                        "records share notes.repeat_group, for python -m bench compare)")
+    parser.add_argument("--campaign", help="a campaign TOML file listing configurations "
+                        "(results/campaigns/*.toml); options given here apply to every run")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="with --campaign: only the runs of this name or group (repeatable)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the plans (and records or job ids) as JSON on stdout; "
+                        "progress and messages go to stderr")
     local = parser.add_argument_group("runs on this machine (--platform local)")
     local.add_argument("--records-dir", help=f"where run records go (default {RECORDS_DIR})")
     local.add_argument("--timeout", type=float,
@@ -375,6 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="plan a benchmark and print, submit or run it")
     add_run_options(run)
     run.set_defaults(func=cmd_run)
+    add_compare_parser(sub)
     results_cli.add_parser(sub)
     dataset_cli.add_parser(sub)
     images_cli.register(sub)
@@ -399,18 +545,40 @@ def split_megatron_args(argv: list[str]) -> tuple[list[str], tuple[str, ...]]:
     return argv[:cut], tuple(argv[cut + 1:])
 
 
+def misplaced_flags(extra: tuple[str, ...]) -> str | None:
+    """The error for kit options written after '--', or None."""
+    misplaced = sorted(flag_names(extra) & kit_run_flags())
+    if not misplaced:
+        return None
+    return (f"{', '.join(misplaced)} after '--' would go to Megatron, but it is an option of "
+            "'python -m bench run': put it before '--'")
+
+
+def parse_run_argv(argv: list[str]) -> argparse.Namespace:
+    """A campaign run's ``run`` arguments, checked like a command line; ValueError if bad."""
+    own, extra = split_megatron_args(argv)
+    try:
+        args = build_parser().parse_args(["run", *own])
+    except SystemExit:  # argparse has printed what is wrong
+        raise ValueError(f"campaign run '{' '.join(argv)}' is not valid (see above)") from None
+    error = misplaced_flags(extra)
+    if error:
+        raise ValueError(error)
+    args.megatron_args, args.argv = extra, ["run", *own]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     own, extra = split_megatron_args(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(own)
     if extra and args.func is not cmd_run:
         print("error: Megatron flags after '--' are for 'run' only", file=sys.stderr)
         return EXIT_USAGE
-    misplaced = sorted(flag_names(extra) & kit_run_flags())
-    if misplaced:
-        print(f"error: {', '.join(misplaced)} after '--' would go to Megatron, but it is an option "
-              "of 'python -m bench run': put it before '--'", file=sys.stderr)
+    error = misplaced_flags(extra)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    args.megatron_args = extra
+    args.megatron_args, args.argv = extra, own
     try:
         return args.func(args)
     except (ValueError, FileExistsError) as exc:

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 
+# The kit's one dependency beyond the standard library, said where it is missing.
+NO_PYDANTIC = ("the kit needs pydantic >= 2.11, which this Python lacks: pip install "
+               "'pydantic>=2.11' (or pip install . in the kit's checkout)")
+
 
 class MissingExtra(ValueError):
     """An optional dependency is not installed; the message names the extra that brings it."""

@@ -83,6 +83,14 @@ class Options:
     recompute: str | None = None  # activation recompute: None, "full" or "selective"
     gpus_present: int = 0
     gpu_name: str = ""
+    # The n-th of N measurements of one configuration (``--repeat N``): the run id gets ``-r<n>``
+    # and the run's notes name the group (``repeat_group``, the run id without the suffix).
+    repeat: int | None = None
+    # Bookkeeping notes for the record (``sweep``, ``campaign``); they never split configurations.
+    labels: tuple[tuple[str, str], ...] = ()
+    # Appended to the run id as ``-<tag>``: keeps the runs of one command apart when they share
+    # preset, layout and second (a campaign's runs are tagged ``c<n>``, n their place in the file).
+    tag: str | None = None
     # What the training Python has, detected on this machine (bench.capabilities.probe); None: not
     # probed, or it cannot import megatron-core. Used where the platform says capabilities = "auto".
     capabilities: Capabilities | None = None
@@ -122,6 +130,8 @@ class LaunchPlan:
     # Settings away from the kit's defaults (bench.tuning, ZeRO settings, sequence length),
     # recorded in the run's notes.
     variant: tuple[tuple[str, str], ...] = field(default=())
+    # How the run was made (sweep, repeat group, campaign), recorded in the run's notes too.
+    labels: tuple[tuple[str, str], ...] = field(default=())
     memory_gb: float = 0.0  # estimated peak per GPU (bench.memory)
     recompute: str | None = None  # activation recompute (bench.flops counts it as hardware FLOPs)
 
@@ -294,6 +304,14 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     if accelerator is not None:
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
     rid = run_id(preset.name, layout.name, platform.name, options.now)
+    if options.tag:
+        rid = f"{rid}-{options.tag}"
+    labels = options.labels
+    if options.repeat is not None:
+        if options.repeat < 1:
+            raise ValueError(f"a repeat is numbered from 1, got {options.repeat}")
+        labels = (*labels, ("repeat_group", rid))
+        rid = f"{rid}-r{options.repeat}"
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     caps = _capabilities(platform, options)
     ds_config = None
@@ -351,5 +369,5 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         image=options.image or platform.storage.squashed_image or platform.image, entry=entry,
         train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
         ds_config=ds_config, capabilities=caps, notes=tuple(notes),
-        variant=tuning.variant() + other_variant, memory_gb=memory_gb,
+        variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
         recompute=options.recompute)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.extras import NO_PYDANTIC
+
 if TYPE_CHECKING:
     from bench.images.pins import Pins
 
@@ -59,7 +61,10 @@ def training_stack(pins: Pins | None = None, target: str = TARGET) -> Stack:
 
     The target's other packages (DeepSpeed, built from source against torch) stay with the image.
     """
-    from bench.images.pins import load_pins  # pydantic: only when the stack is asked for
+    try:
+        from bench.images.pins import load_pins  # pydantic: only when the stack is asked for
+    except ImportError as exc:  # nox's Python without pydantic: one line, not a traceback
+        raise ValueError(NO_PYDANTIC) from exc
 
     pins = pins or load_pins()
     chosen = pins.target(target)

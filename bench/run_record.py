@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from pydantic_core import to_jsonable_python
+
 from bench.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines
 from bench.plan import LaunchPlan
 from bench.presets import Preset
@@ -46,6 +48,21 @@ class PlanSummary(Strict):
     train_argv: tuple[str, ...]  # the command of each rank: python <entry> <flags>
     env: dict[str, str]
     variant: dict[str, str]  # non-default performance settings (bench.tuning)
+    labels: dict[str, str] = {}  # sweep, repeat group, campaign: grouping, not settings
+
+
+def _fields(plan: LaunchPlan) -> dict[str, object]:
+    """Every field of the plan summary but the platform and the peaks, which need the GPU."""
+    lay = plan.layout
+    return dict(
+        run_id=plan.run_id, preset=plan.preset,
+        layout=LayoutInfo(name=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp,
+                          sp=lay.sp, zero=lay.zero, micro_batch=lay.micro_batch,
+                          global_batch=lay.global_batch),
+        engine=plan.engine, precision=plan.precision, nodes=plan.nodes,
+        gpus_per_node=plan.gpus_per_node, world_size=plan.world_size, iters=plan.iters,
+        image=plan.image, train_argv=plan.train_argv, env=dict(plan.env),
+        variant=dict(plan.variant), labels=dict(plan.labels))
 
 
 def plan_summary(plan: LaunchPlan) -> PlanSummary:
@@ -54,19 +71,21 @@ def plan_summary(plan: LaunchPlan) -> PlanSummary:
     if acc is None:
         raise ValueError("the GPU model is unknown to the kit, so MFU cannot be computed: add "
                          "its file to platforms/accelerators/ (dense peak and source)")
-    lay = plan.layout
     return PlanSummary(
-        run_id=plan.run_id, preset=plan.preset,
-        layout=LayoutInfo(name=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp,
-                          sp=lay.sp, zero=lay.zero, micro_batch=lay.micro_batch,
-                          global_batch=lay.global_batch),
+        **_fields(plan),
         platform=PlatformInfo(name=plan.platform.name, accelerator=acc.name,
                               peak_tflops=acc.peak(plan.precision), peak_source=acc.peak_source),
-        bf16_peak_tflops=plan.bf16_peak_tflops,
-        engine=plan.engine, precision=plan.precision, nodes=plan.nodes,
-        gpus_per_node=plan.gpus_per_node, world_size=plan.world_size, iters=plan.iters,
-        image=plan.image, train_argv=plan.train_argv, env=dict(plan.env),
-        variant=dict(plan.variant))
+        bf16_peak_tflops=plan.bf16_peak_tflops)
+
+
+def plan_preview(plan: LaunchPlan) -> dict[str, object]:
+    """``plan.json`` as plain data for ``--json``; a plan for a GPU the kit cannot name (a dry
+    run on a machine without one) has the platform's name only and no peaks."""
+    if plan.accelerator is not None:
+        return plan_summary(plan).model_dump(mode="json")
+    platform = {"name": plan.platform.name, "accelerator": None, "peak_tflops": None,
+                "peak_source": None}
+    return {**to_jsonable_python(_fields(plan)), "platform": platform, "bf16_peak_tflops": None}
 
 
 def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None,
@@ -103,4 +122,4 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         layout=plan.layout, platform=plan.platform, nodes=plan.nodes, gpus=plan.world_size,
         argv=plan.train_argv, env=plan.env, provenance=provenance, metrics=run_metrics,
         log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_error_lines(lines[:-LOG_TAIL_LINES]),
-        notes={**plan.variant, **notes})
+        notes={**plan.variant, **notes, **plan.labels})

@@ -137,18 +137,16 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
 
 
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
-                log_text: str, notes: dict[str, object] | None = None,
-                failure: tuple[Status, str] | None = None) -> Record:
+                log_text: str, failure: tuple[Status, str] | None = None) -> Record:
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C)."""
     status, reason = failure or (result.status, result.reason)
     return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
                             result, log_text, provenance.collect(),
-                            {**run_notes(launch, result), **(notes or {})})
+                            run_notes(launch, result))
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
-              hang_s: float, notes: dict[str, object] | None = None,
-              verbose: bool = False) -> Record:
+              hang_s: float, verbose: bool = False) -> Record:
     """Run ``launch`` with torchrun here and write its record; returns the record.
 
     Everything that would lose the record is checked first: the GPU model must be known (for
@@ -187,7 +185,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
                        stop_reason=stopped)
-    record = make_record(launch, result, started, time.time(), log_text, notes, failure)
+    record = make_record(launch, result, started, time.time(), log_text, failure)
     try:
         write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.capabilities import Capabilities, megatron_flags, probe
+from bench.capabilities import Capabilities, layers_of, megatron_flags, probe
 from bench.plan import plan
 from bench.platforms import DataError, load_platform, load_platform_file
 from bench.presets import get_preset
@@ -124,3 +124,31 @@ def test_probe_reads_megatrons_own_flags_in_the_python_that_trains(tmp_path: Pat
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     assert probe(str(bare / "bin" / "python")) is None
     assert probe(megatron_python()) == Capabilities()
+
+
+def test_layers_are_read_back_from_a_records_argv() -> None:
+    assert layers_of(megatron_flags(NGC)) == "TE+apex"
+    assert layers_of(megatron_flags(TE_ONLY)) == "TE"
+    assert layers_of(megatron_flags(Capabilities())) == "no TE"
+    assert layers_of(["--zero-stage", "1"]) == ""  # Megatron-DeepSpeed chooses no layer implementation
+
+
+def test_results_page_keeps_environments_apart_and_names_both_peaks_for_fp8() -> None:
+    """On the real H200 records: TE, TE+apex and no-TE runs of one configuration are separate rows,
+    and an fp8 row is read against the fp8 peak with its share of the bf16 peak beside it."""
+    from bench.record import load_records
+    from bench.results.aggregate import build_report
+    from bench.results.data import load_published, load_ranges
+
+    runs, _ = load_records("results/records")
+    report = build_report(runs, [], load_published("results/published.toml"),
+                          load_ranges("results/reference_ranges.toml"))
+    rows = [r for r in report.measured_rows
+            if r.model == "2.7b" and r.micro_batch == 8 and r.global_batch == 64 and r.gpus == 1]
+    by_engine = {(r.engine, r.precision, r.variant): r for r in rows}
+    assert by_engine[("megatron (TE)", "bf16", "")].tflops_per_gpu == pytest.approx(487.7, abs=0.05)
+    assert by_engine[("megatron (TE+apex)", "bf16", "")].tflops_per_gpu == pytest.approx(488.0, abs=0.05)
+    fp8 = by_engine[("megatron (TE)", "fp8-delayed", "")]
+    assert fp8.percent_of_peak == pytest.approx(652.1 / 1979 * 100, abs=0.05)
+    assert fp8.percent_of_bf16_peak == pytest.approx(652.1 / 989 * 100, abs=0.05)
+    assert fp8.verdict.value == "in range"  # judged by the fp8 range, never by a bf16 one

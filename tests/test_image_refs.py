@@ -35,6 +35,14 @@ def test_platform_defaults_are_what_pull_makes() -> None:
     assert refs.image_file(pins.target("cuda"), "enroot", "0.1.0") == "megatron-bench-cuda_0.1.0.sqsh"
 
 
+def test_a_digest_in_place_of_the_tag_pins_the_image() -> None:
+    cuda = load_pins().target("cuda")
+    digest = "sha256:" + "0" * 64
+    assert (refs.registry_reference(cuda, "registry.example/team", digest)
+            == f"registry.example/team/{cuda.image}@{digest}")
+    assert refs.image_file(cuda, "enroot", digest) == f"megatron-bench-cuda_sha256-{'0' * 64}.sqsh"
+
+
 @pytest.mark.parametrize("runtime", ["enroot", "singularity"])
 def test_pull_without_the_runtime_fails(runtime: str, tmp_path: Path, monkeypatch, capfd) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # neither enroot nor singularity here

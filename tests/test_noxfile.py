@@ -42,3 +42,13 @@ def test_what_the_noxfile_imports_needs_no_pydantic() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.stdout.strip() == "imported", done.stderr
+
+
+def test_the_training_stack_without_pydantic_is_one_line_naming_it() -> None:
+    # `nox -s bench` reads the pins (pydantic) in nox's Python to choose the training Python;
+    # without pydantic there the session ends on one line naming the fix (train() shows it).
+    code = ("import sys; sys.modules['pydantic'] = None; from bench import provision\n"
+            "try:\n    provision.training_stack()\nexcept ValueError as e:\n    print(e)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert "pip install 'pydantic>=2.11'" in done.stdout and done.stdout.count("\n") == 1, done.stderr

@@ -18,13 +18,14 @@ from tests.record_factory import make_record
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "results"
+SMOKE = FIXTURES / "smoke"  # a copy of the H200 campaign's smoke report: its GEMM ceiling
 REPO = HERE.parent
 
 
 def _fixture_args(records: Path, out: Path) -> list[str]:
     return ["results", "--records", str(records), "--out", str(out),
             "--published", str(FIXTURES / "published.toml"),
-            "--ranges", str(FIXTURES / "reference_ranges.toml")]
+            "--ranges", str(FIXTURES / "reference_ranges.toml"), "--smoke", str(SMOKE)]
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def test_regeneration_is_byte_identical(workdir: Path, tmp_path: Path) -> None:
     assert first == second
     assert write_outputs(workdir, generate(
         workdir / "records", workdir, FIXTURES / "published.toml",
-        FIXTURES / "reference_ranges.toml").files) == []
+        FIXTURES / "reference_ranges.toml", smoke_dir=SMOKE).files) == []
 
 
 def test_bad_records_are_reported_by_name_and_skipped(workdir: Path, capsys) -> None:
@@ -98,7 +99,7 @@ def test_stale_plots_are_removed(workdir: Path) -> None:
 
 def test_unchanged_plots_are_reused_and_changed_ones_redrawn(workdir: Path) -> None:
     args = (workdir / "records", workdir, FIXTURES / "published.toml",
-            FIXTURES / "reference_ranges.toml")
+            FIXTURES / "reference_ranges.toml", True, SMOKE)
     drawn = generate(*args).files["plots/platform-h200.png"]
     key = plots.png_text(drawn)[plots.KEY_CHUNK]
     assert len(key) == 64
@@ -162,7 +163,8 @@ def test_repository_results_page_is_current() -> None:
     """results/README.md is generated from results/records/ only (real runs)."""
     generated = generate(REPO / "results" / "records", REPO / "results",
                          REPO / "results" / "published.toml",
-                         REPO / "results" / "reference_ranges.toml")
+                         REPO / "results" / "reference_ranges.toml",
+                         smoke_dir=REPO / "results" / "campaigns")
     for name, data in generated.files.items():
         assert (REPO / "results" / name).read_bytes() == data, f"run nox -s results ({name})"
 

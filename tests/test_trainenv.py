@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import environment_ready, make_plan
+from bench.cli import environment_ready, launches_for
 from bench.images.pins import PINS_FILE, load_pins
 from bench.trainenv import describe, facts, problems
 from tests.conftest import megatron_python
@@ -116,7 +116,7 @@ def test_run_stops_before_launch_and_says_no_record(capsys: pytest.CaptureFixtur
         pytest.skip("this Python has torch")
     args = build_parser().parse_args(["run", "125m", "tp1pp1", "--dry-run"])
     args.megatron_args = ()
-    launch, _ = make_plan(args, "tp1pp1")
+    (launch,) = launches_for(args)
     assert environment_ready(launch) is False
     err = capsys.readouterr().err
     assert "error: torch does not import in" in err

@@ -38,7 +38,8 @@ def _context(args) -> BuildContext:
 
 def cmd_build(args) -> int:
     context = _context(args)
-    result = container_engine.build(context, force=args.force, network_mode=args.network)
+    result = container_engine.build(context, force=args.force, network_mode=args.network,
+                                    builder=args.builder)
     print(f"image: {result.tag}")
     if args.target == "rocm":
         definition = singularity.render_definition(context.dockerfile, context.buildargs)
@@ -67,10 +68,10 @@ def cmd_push(args) -> int:
     context = _context(args)
     registry = args.registry or load_pins().target(args.target).registry
     pushed = container_engine.push(context.tag, registry, extra_tags=tuple(args.also_tag))
-    for reference in pushed:
-        print(f"pushed {reference}")
-    print(refs.for_jobs(refs.pyxis_reference(pushed[0])) + " (pyxis; Singularity: "
-          f"singularity pull megatron-bench-{args.target}.sif docker://{pushed[0]})")
+    for each in pushed:
+        print(f"pushed {each.pinned}")
+    print(refs.for_jobs(refs.pyxis_reference(pushed[0].reference)) + " (pyxis; Singularity: "
+          f"singularity pull megatron-bench-{args.target}.sif docker://{pushed[0].reference})")
     return 0
 
 
@@ -152,6 +153,9 @@ def register(subparsers) -> None:
     build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
     build.add_argument("--network", help="network of the RUN steps, e.g. host (default: the "
                        "engine's bridge)")
+    build.add_argument("--builder", choices=container_engine.BUILDERS, default="auto",
+                       help="BuildKit or the classic builder (default auto: BuildKit where the "
+                       "engine has it, i.e. dockerd; the classic one on podman)")
     build.set_defaults(func=_engine_errors(cmd_build))
 
     push = actions.add_parser("push", help="push the image of the current inputs")
@@ -164,7 +168,8 @@ def register(subparsers) -> None:
     pull.add_argument("target")
     pull.add_argument("--runtime", choices=RUNTIMES, default="docker")
     pull.add_argument("--registry", help="host[:port]/owner (default: the target's registry)")
-    pull.add_argument("--tag", default="latest", help="image tag (default: latest)")
+    pull.add_argument("--tag", default="latest",
+                      help="image tag, or a digest sha256:... (default: latest)")
     pull.set_defaults(func=_engine_errors(cmd_pull))
 
     definition = actions.add_parser("singularity", help="print the Singularity definition")

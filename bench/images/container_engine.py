@@ -2,7 +2,11 @@
 
 The engine is found the way the docker SDK finds it: ``DOCKER_HOST`` or the default socket. Builds
 stream the engine's log lines with a step counter; an image whose content-hash tag already exists is
-not rebuilt.
+not rebuilt. Where the engine has BuildKit (dockerd) it builds, showing BuildKit's steps and logs
+(``bench.images.buildkit``); elsewhere (podman) the classic builder. Pushes and pulls show layer
+progress from the engine's JSON stream (layers done, bytes moved) and report the manifest digest
+the registry gave, so an image can be referenced by digest; a reference may carry one
+(``repo:tag@sha256:...``, the tag then only for humans).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from bench.extras import require
+from bench.images import buildkit
 from bench.images.context import BuildContext
 from bench.logparse import LOG_TAIL_LINES
 
@@ -23,6 +28,12 @@ STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3
 UNREACHABLE = re.compile(r"no such host|dial tcp|i/o timeout|connection refused|TLS handshake|"
                          r"x509|server misbehaving|name resolution|network is unreachable",
                          re.IGNORECASE)
+LAYER_ID = re.compile(r"^[0-9a-f]{12}$")  # the short layer ids of push/pull progress chunks
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# Statuses that end a layer's transfer (push, pull; "Mounted from x" starts with "Mounted").
+LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from", "Pull complete", "Already exists")
+PROGRESS_INTERVAL_S = 2.0
+BUILDERS = ("auto", "buildkit", "classic")
 
 
 class EngineError(RuntimeError):
@@ -36,6 +47,7 @@ class BuildResult:
     built: bool  # False when the tag already existed
     seconds: float
     labels: dict[str, str]
+    builder: str = ""  # "buildkit" or "classic"; "" when not built
 
 
 def client(base_url: str | None = None):
@@ -52,6 +64,71 @@ def client(base_url: str | None = None):
             f"and set DOCKER_HOST"
         ) from error
     return api
+
+
+def split_reference(reference: str) -> tuple[str, str]:
+    """(repository, tag or digest): ``127.0.0.1:5000/x:1`` -> (``127.0.0.1:5000/x``, ``1``);
+    ``x:1@sha256:...`` and ``x@sha256:...`` -> (``x``, ``sha256:...``); no tag means ``latest``."""
+    name, at, digest = reference.partition("@")
+    slash, colon = name.rfind("/"), name.rfind(":")
+    repository, tag = (name[:colon], name[colon + 1:]) if colon > slash else (name, "latest")
+    if at:
+        if not DIGEST.fullmatch(digest):
+            raise ValueError(f"{reference}: the part after '@' is not a sha256:<64 hex> digest")
+        return repository, digest
+    return repository, tag
+
+
+class LayerProgress:
+    """Layer progress of a push or pull from the engine's JSON stream, shown as one summary line
+    (layers done of those seen, MB moved of those known) at most every ``interval_s``."""
+
+    def __init__(self, action: str, reference: str, show: Callable[[str], None],
+                 interval_s: float = PROGRESS_INTERVAL_S, clock: Callable[[], float] = time.monotonic):
+        self.action, self.reference, self.show = action, reference, show
+        self.interval_s, self.clock = interval_s, clock
+        self.layers: set[str] = set()
+        self.done: set[str] = set()
+        self.bytes: dict[str, tuple[int, int]] = {}  # layer -> (current, total)
+        self.digest: str | None = None
+        self._shown_at: float | None = None
+
+    def update(self, chunk: dict) -> None:
+        layer, status = chunk.get("id", ""), chunk.get("status", "")
+        if LAYER_ID.match(layer):
+            self.layers.add(layer)
+            detail = chunk.get("progressDetail") or {}
+            if detail.get("total"):
+                self.bytes[layer] = (int(detail.get("current", 0)), int(detail["total"]))
+            if status.startswith(LAYER_DONE):
+                self.done.add(layer)
+                if layer in self.bytes:
+                    self.bytes[layer] = (self.bytes[layer][1], self.bytes[layer][1])
+        found = DIGEST.search(str((chunk.get("aux") or {}).get("Digest", ""))) or (
+            DIGEST.search(status) if "digest" in status.lower() else None)
+        if found:
+            self.digest = found.group(0)
+        now = self.clock()
+        if self._shown_at is None or now - self._shown_at >= self.interval_s:
+            self._shown_at = now
+            self.show(self.line())
+
+    def line(self) -> str:
+        current = sum(c for c, _ in self.bytes.values()) / 1e6
+        total = sum(t for _, t in self.bytes.values()) / 1e6
+        return (f"{self.action} {self.reference}: {len(self.done)}/{len(self.layers)} layers, "
+                f"{current:.1f}/{total:.1f} MB")
+
+
+def _stream(chunks: Iterable[dict], progress: LayerProgress, what: str) -> str | None:
+    """Feed a push or pull stream to ``progress``; raise EngineError on an error chunk; return
+    the digest the engine reported."""
+    for chunk in chunks:
+        if "error" in chunk:
+            raise EngineError(f"{what} failed: {chunk['error']}")
+        progress.update(chunk)
+    progress.show(progress.line() + (f", digest {progress.digest}" if progress.digest else ""))
+    return progress.digest
 
 
 def _follow(chunks: Iterable[dict], show: Callable[[str], None]) -> list[str]:
@@ -77,11 +154,15 @@ def build(
     force: bool = False,
     network_mode: str | None = None,
     show: Callable[[str], None] = print,
+    builder: str = "auto",
 ) -> BuildResult:
     """Build ``context`` unless its tag exists (``force`` rebuilds, still using the layer cache).
 
     ``network_mode`` is the RUN steps' network; the default is the engine's (a bridge).
+    ``builder``: ``buildkit``, ``classic``, or ``auto`` (BuildKit where the engine has it).
     """
+    if builder not in BUILDERS:
+        raise ValueError(f"builder {builder!r} is not one of {', '.join(BUILDERS)}")
     engine = engine or client()
     start = time.monotonic()
     if not force:
@@ -90,23 +171,43 @@ def build(
             show(f"{context.tag} is up to date (inputs unchanged); not rebuilt")
             return BuildResult(context.tag, existing.id, False, time.monotonic() - start,
                                existing.labels or {})
-    show(f"building {context.tag} from {context.directory}")
-    chunks = engine.api.build(
-        path=str(context.directory), tag=context.tag, buildargs=context.buildargs,
-        labels={"dev.megatron-bench.inputs.sha256": context.content_hash},
-        rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
-    )
+    if builder == "auto":
+        builder = "buildkit" if buildkit.supports_buildkit(engine) else "classic"
+    show(f"building {context.tag} from {context.directory} ({builder} builder)")
+    buildargs = dict(context.buildargs)
+    if buildargs.get("BASE_DIGEST", "unknown") == "unknown":
+        buildargs["BASE_DIGEST"] = base_digest(buildargs.get("BASE_IMAGE", ""), engine)
+    labels = {"dev.megatron-bench.inputs.sha256": context.content_hash}
     try:
-        _follow(chunks, show)
+        if builder == "buildkit":
+            tail, error = buildkit.follow(buildkit.build(
+                engine, str(context.directory), context.tag, buildargs, labels, network_mode), show)
+            if error:
+                raise EngineError("\n".join([*tail[-LOG_TAIL_LINES:], error]))
+        else:
+            _follow(engine.api.build(
+                path=str(context.directory), tag=context.tag, buildargs=buildargs, labels=labels,
+                rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
+            ), show)  # fmt: skip
     except EngineError as error:
-        base = context.buildargs.get("BASE_IMAGE", "")
+        base = buildargs.get("BASE_IMAGE", "")
         if UNREACHABLE.search(str(error)) and _image_or_none(engine, base) is None:
             raise EngineError(f"{error}\n{base_hint(base)}") from None
         raise
     image = engine.images.get(context.tag)
     seconds = time.monotonic() - start
     show(f"built {context.tag} in {seconds:.1f} s")
-    return BuildResult(context.tag, image.id, True, seconds, image.labels or {})
+    return BuildResult(context.tag, image.id, True, seconds, image.labels or {}, builder)
+
+
+def base_digest(base: str, engine) -> str:
+    """The digest of the base a build uses: the one its reference pins, else the one the engine
+    has for the local image (pulled from a registry), else ``unknown``."""
+    if "@" in base:
+        return split_reference(base)[1]
+    if not base or _image_or_none(engine, base) is None:
+        return "unknown"  # the build itself will say the base is missing
+    return repo_digest(base, engine=engine) or "unknown"
 
 
 def base_hint(base: str) -> str:
@@ -133,40 +234,63 @@ def remote_name(registry: str, tag: str) -> tuple[str, str]:
     return f"{registry.rstrip('/')}/{name}", version
 
 
+@dataclass(frozen=True)
+class Pushed:
+    """A pushed reference and the manifest digest the registry gave it (None if it gave none)."""
+
+    reference: str
+    digest: str | None
+
+    @property
+    def pinned(self) -> str:
+        """``repository:tag@sha256:...``: what job scripts should name to get exactly this image."""
+        return f"{self.reference}@{self.digest}" if self.digest else self.reference
+
+
 def push(tag: str, registry: str, *, engine=None, extra_tags: tuple[str, ...] = (),
-         show: Callable[[str], None] = print) -> list[str]:
-    """Tag ``tag`` under ``registry`` (plus ``extra_tags``) and push; return the pushed references."""
+         show: Callable[[str], None] = print) -> list[Pushed]:
+    """Tag ``tag`` under ``registry`` (plus ``extra_tags``) and push; return what was pushed."""
     engine = engine or client()
     repository, version = remote_name(registry, tag)
     pushed = []
     for version_tag in (version, *extra_tags):
         engine.api.tag(tag, repository, version_tag)
-        show(f"pushing {repository}:{version_tag}")
-        for chunk in engine.api.push(repository, version_tag, stream=True, decode=True):
-            if "error" in chunk:
-                raise EngineError(f"push of {repository}:{version_tag} failed: {chunk['error']}")
-        pushed.append(f"{repository}:{version_tag}")
+        reference = f"{repository}:{version_tag}"
+        digest = _stream(engine.api.push(repository, version_tag, stream=True, decode=True),
+                         LayerProgress("pushing", reference, show), f"push of {reference}")
+        pushed.append(Pushed(reference, digest))
     return pushed
 
 
 def pull(reference: str, *, engine=None, show: Callable[[str], None] = print) -> str:
-    """Pull ``repository:tag`` through the engine; return the local image id."""
+    """Pull ``repository:tag`` or ``repository[:tag]@sha256:...``; return the local image id."""
     import docker.errors
 
     engine = engine or client()
-    repository, _, version = reference.rpartition(":")
-    show(f"pulling {reference}")
+    repository, version = split_reference(reference)
     try:
-        for chunk in engine.api.pull(repository, version, stream=True, decode=True):
-            if "error" in chunk:
-                raise EngineError(f"pull of {reference} failed: {chunk['error']}")
+        _stream(engine.api.pull(repository, version, stream=True, decode=True),
+                LayerProgress("pulling", reference, show), f"pull of {reference}")
     except (EngineError, docker.errors.APIError) as error:  # APIError: refused up front
         message = str(error) if isinstance(error, EngineError) else f"pull of {reference} failed: {error}"
         if UNREACHABLE.search(message):
             message += (f"\nhint: {reference.partition('/')[0]} cannot be reached from here; pull "
                         "from a registry that can with --registry HOST/OWNER")
         raise EngineError(message) from None
-    return engine.images.get(reference).id
+    local = f"{repository}@{version}" if version.startswith("sha256:") else f"{repository}:{version}"
+    return engine.images.get(local).id
+
+
+def repo_digest(reference: str, *, engine=None) -> str | None:
+    """The registry digest of a local image (from a pull or push), or None: a locally built or
+    loaded image has none until it is pushed."""
+    engine = engine or client()
+    repository, _ = split_reference(reference)
+    for entry in engine.images.get(reference).attrs.get("RepoDigests") or []:
+        name, _, digest = entry.partition("@")
+        if name == repository or name.endswith("/" + repository):
+            return digest
+    return None
 
 
 def runtime_pull_command(runtime: str, reference: str, output: str) -> list[str]:

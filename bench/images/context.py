@@ -192,7 +192,7 @@ def assemble(
     pins_text = " ".join(
         [*target.packages, *(pins.upstreams[u].pin for u in (*target.upstreams, *optional))])
     buildargs = {
-        "BASE_IMAGE": base or target.base,
+        "BASE_IMAGE": base or target.base_ref,
         "PINS": pins_text,
         "PATCHES_SHA256": tree_hash(out_dir / "patches"),
     }
@@ -203,8 +203,13 @@ def assemble(
     for key in sorted(buildargs):
         digest.update(f"{key}={buildargs[key]}\0".encode())
     content_hash = digest.hexdigest()
-    # The kit commit is provenance, not an input: the kit's files are hashed already.
+    # The kit commit is provenance, not an input: the kit's files are hashed already. The tag is
+    # the hash's, baked into the image so a run inside it can name the image it ran in.
     buildargs["KIT_COMMIT"] = kit_commit(root)
+    buildargs["IMAGE_TAG"] = f"{target.image}:{content_hash[:16]}"
+    # A base pinned by digest names it; otherwise the engine resolves it when it builds.
+    pinned = buildargs["BASE_IMAGE"].partition("@")[2]
+    buildargs["BASE_DIGEST"] = pinned or "unknown"
     return BuildContext(
         target=target.name,
         directory=out_dir,

@@ -6,6 +6,7 @@ every error names the file and the table.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -17,6 +18,7 @@ from bench.schema import Strict, load_toml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO_ROOT / "images" / "pins.toml"
 POLARIS_RECIPE = REPO_ROOT / "images" / "polaris" / "recipe.toml"
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 def _pinned(specs: tuple[str, ...]) -> tuple[str, ...]:
@@ -27,6 +29,13 @@ def _pinned(specs: tuple[str, ...]) -> tuple[str, ...]:
 
 
 Pinned = Annotated[tuple[str, ...], AfterValidator(_pinned)]
+
+
+def _digest(digest: str) -> str:
+    if digest and not DIGEST.match(digest):
+        raise ValueError(f"base_digest {digest!r} is not sha256:<64 hex digits>; give the "
+                         "published digest, or \"\" when none is known (tag only)")
+    return digest
 
 
 class Upstream(Strict):
@@ -61,17 +70,32 @@ class Upstream(Strict):
 
 
 class Target(Strict):
-    """One image recipe: its Dockerfile, default base, pinned packages and upstreams."""
+    """One image recipe: its Dockerfile, default base, pinned packages and upstreams.
+
+    ``base`` is the base image's tag (for humans); ``base_digest`` its manifest digest, "" when no
+    published digest is known (the base is then pinned by tag only).
+    """
 
     name: SkipJsonSchema[str] = Field("", exclude=True)  # the table's key, set when loaded
     dockerfile: str
     image: str
     registry: str
     base: str
+    base_digest: Annotated[str, AfterValidator(_digest)]
     packages: Pinned
     requirements: Pinned
     upstreams: tuple[str, ...]
     optional_upstreams: tuple[str, ...]
+
+    @property
+    def base_ref(self) -> str:
+        """What builds pull: ``repository@digest`` when the digest is known (a tag beside a
+        digest is refused by Singularity and podman), else the tag."""
+        if not self.base_digest:
+            return self.base
+        name = self.base.rsplit("@", 1)[0]
+        slash, colon = name.rfind("/"), name.rfind(":")
+        return f"{name[:colon] if colon > slash else name}@{self.base_digest}"
 
 
 class Pins(Strict):

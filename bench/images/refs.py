@@ -19,8 +19,10 @@ _SUFFIX = {"enroot": ".sqsh", "singularity": ".sif", "apptainer": ".sif"}
 
 
 def registry_reference(target: Target, registry: str | None = None, tag: str = RELEASE_TAG) -> str:
-    """``registry/owner/name:tag`` of the target's image (default registry: the target's)."""
-    return f"{(registry or target.registry).rstrip('/')}/{target.image}:{tag}"
+    """``registry/owner/name:tag`` of the target's image (default registry: the target's); a
+    ``sha256:...`` digest in place of the tag gives ``registry/owner/name@sha256:...``."""
+    separator = "@" if tag.startswith("sha256:") else ":"
+    return f"{(registry or target.registry).rstrip('/')}/{target.image}{separator}{tag}"
 
 
 def pyxis_reference(reference: str) -> str:
@@ -32,7 +34,7 @@ def pyxis_reference(reference: str) -> str:
 def image_file(target: Target, runtime: str, tag: str = RELEASE_TAG) -> str:
     """The file ``pull --runtime enroot|singularity`` (and an Apptainer build) write, e.g.
     ``megatron-bench-rocm.sif``; a tag other than the release one is part of the name."""
-    stem = f"megatron-bench-{target.name}" + ("" if tag == RELEASE_TAG else f"_{tag}")
+    stem = f"megatron-bench-{target.name}" + ("" if tag == RELEASE_TAG else f"_{tag.replace(':', '-')}")
     return stem + _SUFFIX[runtime]
 
 

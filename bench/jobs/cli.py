@@ -1,4 +1,4 @@
-"""The job commands of ``python -m bench``: ``jobs``, ``collect``, ``check``, and ``run --wait``.
+"""The job commands of ``python -m bench``: ``jobs``, ``collect``, ``check``; ``--wait`` for ``run``.
 
 All of them work in the *root*: the directory holding ``runs/`` (default: the current directory,
 where ``run`` writes its run directories) and ``results/records/``.
@@ -7,7 +7,9 @@ where ``run`` writes its run directories) and ``results/records/``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -17,7 +19,6 @@ from bench.jobs.outcome import judge
 from bench.jobs.scheduler import SchedulerError, scheduler_for
 from bench.jobs.submit import RENDERERS, submit_plan
 from bench.jobs.system_check import check_plan, compare, format_report, gather
-from bench.plan import LaunchPlan
 from bench.platforms import job_option_default, load_platform
 from bench.record import RecordError, load_record, record_path
 from bench.rundir import RunDir, list_runs
@@ -37,20 +38,6 @@ def add_wait_options(parser: argparse.ArgumentParser) -> None:
                              "progress from its output, until it ends")
     parser.add_argument("--poll", type=float, default=POLL_S,
                         help=f"seconds between scheduler queries while waiting (default {POLL_S})")
-
-
-def submit_and_maybe_follow(launch: LaunchPlan, wait: bool, poll_s: float = POLL_S) -> int:
-    """``run`` on a cluster: submit, print the job id; with ``wait`` follow it to the end."""
-    try:
-        run = submit_plan(launch, Path.cwd())
-    except SchedulerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_FAILED
-    print(f"submitted {run.run_id} as job {run.job_id}; script, plan and output in {run.path}")
-    if not wait:
-        return 0
-    outcome = follow(run, scheduler_for(run.submission["scheduler"]), poll_s=poll_s)
-    return 0 if outcome.status == "ok" else EXIT_FAILED
 
 
 def _elapsed(seconds: int | None) -> str:
@@ -95,12 +82,17 @@ def _result(run: RunDir, records_dir: Path) -> tuple[str, str, int | None]:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     runs = list_runs(args.root)
+    found = [(run, *_result(run, args.root / RECORDS_DIR)) for run in runs]
+    if args.json:
+        print(json.dumps([{"run_id": run.run_id, "job_id": run.job_id, "kind": run.kind,
+                           "state": state, "elapsed_s": elapsed, "result": result}
+                          for run, state, result, elapsed in found], indent=2))
+        return 0
     if not runs:
         print(f"no submitted runs under {args.root / 'runs'}")
         return 0
     rows = [("run id", "job id", "state", "elapsed", "result")]
-    for run in runs:
-        state, result, elapsed = _result(run, args.root / RECORDS_DIR)
+    for run, state, result, elapsed in found:
         rows.append((run.run_id, run.job_id, state, _elapsed(elapsed), result))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
@@ -115,6 +107,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     except SchedulerError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FAILED
+    if args.json:
+        print(json.dumps([{**asdict(item), "record": str(record_path(records_dir, item.run_id))
+                           if item.action != "running" else None} for item in done], indent=2))
+        return 0
     for item in done:
         if item.action == "recorded":
             print(f"{item.run_id}: recorded {item.status}"
@@ -156,12 +152,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``jobs``, ``collect`` and ``check`` on the kit's command line."""
     jobs = sub.add_parser("jobs", help="list the kit's submitted runs: job id, state, result")
     _root_option(jobs)
+    jobs.add_argument("--json", action="store_true", help="print the runs as a JSON list")
     jobs.set_defaults(func=cmd_jobs)
 
     coll = sub.add_parser("collect", help="write a record for every finished run (idempotent)")
     _root_option(coll)
     coll.add_argument("--records", type=Path,
                       help=f"records folder (default: <root>/{RECORDS_DIR})")
+    coll.add_argument("--json", action="store_true",
+                      help="print what was done per run as a JSON list")
     coll.set_defaults(func=cmd_collect)
 
     check = sub.add_parser("check", help="system check: every rank reports host, devices, "

@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from bench.capabilities import layers_of
 from bench.engine_notes import MEASUREMENT_NOTE_KEYS
 from bench.layout import LayoutSpec
 from bench.record import LayoutInfo, Problem, Record
@@ -25,8 +26,9 @@ from bench.tuning import TUNING_NOTE_KEYS
 # Notes that label a run but do not change what was run; they do not split configurations.
 # Notes that describe how a run was made or collected, not what ran; every other note (for example
 # an A/B setting from bench.tuning) makes the run a variant of its configuration.
-BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "comment", "job_id", "scheduler",
-                                   "scheduler_state", "exit_status", "nodelist"}) | MEASUREMENT_NOTE_KEYS
+BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign", "comment",
+                                   "job_id", "scheduler", "scheduler_state", "exit_status",
+                                   "nodelist"}) | MEASUREMENT_NOTE_KEYS
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -54,6 +56,7 @@ class Row:
     published: bool
     model: str
     platform: str
+    accelerator: str  # the record's platform.accelerator, or the published row's
     engine: str
     precision: str
     nodes: int | None
@@ -82,6 +85,8 @@ class Row:
     sweep: str | None
     reference: ReferenceRange | None
     verdict: Verdict
+    # fp8 rows: TFLOP/s/GPU over the bf16 dense peak, 0-100 (``percent_of_peak`` is over fp8's).
+    percent_of_bf16_peak: float | None = None
 
     @property
     def flagged(self) -> bool:
@@ -114,6 +119,16 @@ class Report:
     def flagged_rows(self) -> list[Row]:
         return [row for row in self.measured_rows if row.flagged]
 
+    @property
+    def best_rows(self) -> list[Row]:
+        """The measured row with the most TFLOP/s/GPU per model and precision, in table order."""
+        best: dict[tuple[str, str], Row] = {}
+        for row in self.measured_rows:
+            key = (row.model, row.precision)
+            if key not in best or (row.tflops_per_gpu or 0.0) > (best[key].tflops_per_gpu or 0.0):
+                best[key] = row
+        return list(best.values())
+
 
 def model_sort_key(name: str) -> tuple[float, str]:
     """Order model names by parameter count ("125m" < "1.3b" < "13b"); others last by name."""
@@ -127,7 +142,8 @@ def display_name(model: str) -> str:
     return model[:-1] + model[-1].upper() if _SIZE.match(model) else model
 
 
-def _variant(notes: Iterable[tuple[str, object]]) -> str:
+def variant(notes: Iterable[tuple[str, object]]) -> str:
+    """The notes that make a run a variant of its configuration, as ``key=value, ...``."""
     parts = []
     for key, value in sorted(notes):
         if key in BOOKKEEPING_NOTE_KEYS:
@@ -142,13 +158,14 @@ def _sweep(run: Record) -> str | None:
     return None if sweep is None else str(sweep)
 
 
-def _configuration(run: Record) -> tuple:
+def configuration(run: Record) -> tuple:
+    """What makes two runs the same configuration (ok runs of one are pooled)."""
     p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
-        label_of(run), run.engine, run.precision, run.nodes, run.gpus,
+        label_of(run), run.engine, layers_of(run.argv), run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
-        lay.micro_batch, lay.global_batch, _variant(run.notes.items()),
+        lay.micro_batch, lay.global_batch, variant(run.notes.items()),
     )  # fmt: skip
 
 
@@ -174,7 +191,10 @@ def find_range(ranges: Sequence[ReferenceRange], run: Record) -> ReferenceRange 
             (entry.platform, run.platform.name),
             (entry.accelerator, run.platform.accelerator),
             (entry.model, run.preset.name),
-            (entry.precision, run.precision),
+            # A range without a precision was measured in bf16, and without Transformer Engine
+            # unless it names its layers: it judges only runs like that.
+            (entry.precision or "bf16", run.precision),
+            (entry.layers or "no TE", layers_of(run.argv) or "no TE"),
             (entry.engine, run.engine),
             (entry.micro_batch, run.layout.micro_batch),
             (entry.global_batch, run.layout.global_batch),
@@ -211,18 +231,22 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
     m, lay = median.metrics, median.layout
     assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
+    layers = layers_of(median.argv)
     return Row(
         published=False, model=median.preset.name.lower(), platform=label_of(median),
-        engine=median.engine, precision=median.precision, nodes=median.nodes, gpus=median.gpus,
+        accelerator=median.platform.accelerator,
+        engine=f"{median.engine} ({layers})" if layers else median.engine,
+        precision=median.precision, nodes=median.nodes, gpus=median.gpus,
         layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,
         zero=lay.zero, micro_batch=lay.micro_batch, global_batch=lay.global_batch,
         samples_per_s=m.samples_per_s, tokens_per_s_per_gpu=m.tokens_per_s_per_gpu,
         tflops_per_gpu=m.tflops_per_gpu, percent_of_peak=m.mfu * 100,
         flops_convention=m.flops_convention, peak_mem_gb=m.peak_mem_gb,
         date=median.started_at[:10], runs=len(runs), label=median.run_id,
-        link=f"{median.run_id}.json", variant=_variant(median.notes.items()),
+        link=f"{median.run_id}.json", variant=variant(median.notes.items()),
         sweep=_sweep(median), reference=entry,
         verdict=_verdict(entry, m.tflops_per_gpu),
+        percent_of_bf16_peak=None if m.mfu_bf16_peak is None else m.mfu_bf16_peak * 100,
     )  # fmt: skip
 
 
@@ -232,7 +256,8 @@ def _published_row(row: PublishedRow, published: Published) -> Row:
     if tokens is None and None not in (row.samples_per_s, row.seq_length, row.gpus):
         tokens = row.samples_per_s * row.seq_length / row.gpus  # type: ignore[operator]
     return Row(
-        published=True, model=row.model.lower(), platform=row.platform, engine=row.engine,
+        published=True, model=row.model.lower(), platform=row.platform,
+        accelerator=row.accelerator, engine=row.engine,
         precision=row.precision, nodes=row.nodes, gpus=row.gpus, layout=None, tp=row.tp,
         pp=row.pp, dp=row.dp, vp=row.vp, cp=row.cp, sp=row.sp, zero=row.zero,
         micro_batch=row.micro_batch, global_batch=row.global_batch,
@@ -262,7 +287,7 @@ def build_report(
     failed = []
     for run in runs:
         if run.ok:
-            groups[_configuration(run)].append(run)
+            groups[configuration(run)].append(run)
             shapes[run.preset.name.lower()].add(_shape(run))
         else:
             failed.append(run)

@@ -1,18 +1,22 @@
-"""``python -m bench results [--check] [--records DIR] [--out DIR]``.
+"""``python -m bench results [--check | --csv] [--records DIR] [--out DIR]``.
 
 Without ``--check``: regenerate ``<out>/README.md`` and ``<out>/plots/`` (exit 0).
 With ``--check``: write nothing; exit 1 when a measured row is outside its reference range.
+With ``--csv``: write nothing; print every table row (measured and published) as CSV.
 Skipped record files are listed on stderr in both modes; a broken TOML data file exits 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from bench.extras import require
 from bench.results import generate as gen
+from bench.results.aggregate import Row
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -23,8 +27,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if a measured row is outside its range")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 if a measured row is outside its range")
+    mode.add_argument("--csv", action="store_true",
+                      help="write nothing; print the table rows as CSV on stdout")
     parser.add_argument("--records", type=Path, default=gen.RECORDS_DIR,
                         help="run records directory (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=gen.RESULTS_DIR,
@@ -33,6 +40,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="published figures (default: %(default)s)")
     parser.add_argument("--ranges", type=Path, default=gen.RANGES_FILE,
                         help="reference ranges (default: %(default)s)")
+    parser.add_argument("--smoke", type=Path, default=gen.SMOKE_DIR,
+                        help="folder of smoke reports (*smoke*.json) whose GEMM ceilings the "
+                        "plots draw (default: %(default)s)")
     parser.set_defaults(func=run)
 
 
@@ -42,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.check:
             require("matplotlib", "results", "drawing the results plots")
         generated = gen.generate(args.records, args.out, args.published, args.ranges,
-                                 draw_plots=not args.check)
+                                 draw_plots=not (args.check or args.csv), smoke_dir=args.smoke)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -51,11 +61,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped {problem}", file=sys.stderr)
     if args.check:
         return _check(report)
+    if args.csv:
+        _csv(report)
+        return 0
     changed = gen.write_outputs(args.out, generated.files)
     print(f"{args.out / gen.PAGE}: {report.ok_runs} ok and {len(report.failed)} failed runs, "
           f"{len(report.measured_rows)} measured rows, {len(generated.files) - 1} plots; "
           f"{len(changed)} file(s) changed, {len(report.problems)} record file(s) skipped")
     return 0
+
+
+CSV_SKIP = ("reference", "verdict")
+
+
+def _csv(report: gen.Report) -> None:
+    """Every row of every model table, in page order; empty cells for absent values."""
+    names = [f.name for f in fields(Row) if f.name not in CSV_SKIP]
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow([*names, "reference_tflops_per_gpu", "reference_tolerance", "check"])
+    for table in report.tables:
+        for row in table.rows:
+            ref = row.reference
+            writer.writerow([*("" if getattr(row, n) is None else getattr(row, n) for n in names),
+                             "" if ref is None else ref.tflops_per_gpu,
+                             "" if ref is None else ref.tolerance, row.verdict.value])
 
 
 def _check(report: gen.Report) -> int:

@@ -99,8 +99,10 @@ class ReferenceRange:
     given; a run with an A/B setting (``bench.tuning``) matches only a range whose notes name it.
     ``layout`` is read like a layout name (``tp1pp1dp4``, ``dp4``, ``tp2pp2``) and compared
     by its degrees with the record's layout, so ``dp4`` matches the canonical ``tp1pp1dp4``; a name
-    without ``dp`` matches any data-parallel degree. The first matching range in file order
-    applies, so list specific ranges before general ones.
+    without ``dp`` matches any data-parallel degree. A range without ``precision`` judges bf16 runs
+    only, and one without ``layers`` (``TE+apex``, ``TE`` or ``no TE``) judges runs built without
+    Transformer Engine only, as every range was measured before the kit ran TE. The first matching
+    range in file order applies, so list specific ranges before general ones.
     """
 
     platform: str
@@ -116,6 +118,7 @@ class ReferenceRange:
     global_batch: int | None = None
     gpus: int | None = None
     notes: Mapping[str, Any] | None = None
+    layers: str | None = None  # TE+apex, TE or no TE (the default): bench.capabilities.layers_of
 
     @cached_property
     def layout_spec(self) -> LayoutSpec | None:

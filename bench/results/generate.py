@@ -18,11 +18,13 @@ from bench.results import markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
+from bench.results.hardware import load_ceilings
 
 RESULTS_DIR = Path("results")
 RECORDS_DIR = RESULTS_DIR / "records"
 PUBLISHED_FILE = RESULTS_DIR / "published.toml"
 RANGES_FILE = RESULTS_DIR / "reference_ranges.toml"
+SMOKE_DIR = RESULTS_DIR / "campaigns"  # the smoke checks' reports: measured GEMM ceilings
 PAGE = "README.md"
 PLOTS_DIR = "plots"
 
@@ -41,6 +43,7 @@ def generate(
     published_file: Path = PUBLISHED_FILE,
     ranges_file: Path = RANGES_FILE,
     draw_plots: bool = True,
+    smoke_dir: Path = SMOKE_DIR,
 ) -> Generated:
     """Load everything and render the page (and, with ``draw_plots``, the PNGs) in memory.
 
@@ -51,11 +54,12 @@ def generate(
     """
     published = load_published(published_file)
     ranges = load_ranges(ranges_file)
+    ceilings = load_ceilings(smoke_dir)
     # The drawing process imports matplotlib while this one loads the records.
     with Drawer() if draw_plots else contextlib.nullcontext() as drawer:
         runs, problems = load_records(records_dir)
         report = build_report(runs, problems, published, ranges)
-        specs = plots.plan_plots(report)
+        specs = plots.plan_plots(report, ceilings)
         records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
         files = {PAGE: markdown.render(report, specs, records_link).encode()}
         if drawer is not None:

@@ -2,7 +2,8 @@
 
 Left panel: TFLOP/s per GPU of every measured configuration (one bar per table row, grouped and
 coloured by model), each bar labelled with its TFLOP/s and % of peak (MFU, causal count), its
-reference range drawn as a black line, and bars of runs from a sweep hatched. Right panel, when a
+reference range drawn as a black line, bars of runs from a sweep hatched, and the GEMM ceiling the
+smoke check measured on the platform's GPU as a dashed vertical line. Right panel, when a
 model was measured on several GPU counts: tokens/s of all GPUs against GPUs for the best row per
 count, with dashed ideal linear scaling from the smallest count.
 
@@ -30,6 +31,7 @@ from importlib import metadata
 from pathlib import Path
 
 from bench.results.aggregate import Report, Row, display_name
+from bench.results.hardware import Ceiling, accelerator_of
 
 DPI = 100
 PANEL_WIDTH_IN = 6.5  # the bar panel, without its labels
@@ -60,6 +62,7 @@ class Bar:
     sweep: bool
     low: float | None
     high: float | None
+    peak: str = ""  # the peak % of peak is against, when it is not the bf16 one ("fp8")
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,9 @@ class PlotSpec:
     title: str
     bars: tuple[Bar, ...]
     series: tuple[Series, ...] = ()
+    ceiling: float | None = None  # measured GEMM TFLOP/s per GPU, drawn as a line
+    ceiling_label: str = ""
+    ceiling_source: str = ""  # where the ceiling was measured, for the page
 
 
 def _slug(name: str) -> str:
@@ -89,12 +95,15 @@ def _bar(row: Row, with_precision: bool) -> Bar:
     parts = [display_name(row.model), row.layout or "", f"{row.micro_batch}/{row.global_batch}"]
     if with_precision:
         parts.append(row.precision)
+    if row.engine.endswith(")"):  # Megatron-Core's layers: "megatron (TE+apex)" -> "TE+apex"
+        parts.append(row.engine[row.engine.index("(") + 1:-1])
     if row.variant:
         parts.append(row.variant)
     ref = row.reference
     return Bar(
         label=" ".join(parts), model=row.model, tflops_per_gpu=row.tflops_per_gpu or 0.0,
         percent_of_peak=row.percent_of_peak or 0.0, sweep=row.sweep is not None,
+        peak="fp8" if row.percent_of_bf16_peak is not None else "",
         low=None if ref is None else ref.low, high=None if ref is None else ref.high,
     )  # fmt: skip
 
@@ -116,7 +125,18 @@ def _series(rows: Sequence[Row]) -> tuple[Series, ...]:
     )
 
 
-def plan_plots(report: Report) -> list[PlotSpec]:
+def _ceiling(rows: Sequence[Row], ceilings: Mapping[str, Ceiling]) -> Ceiling | None:
+    """The measured ceiling of the one accelerator all rows ran on, if there is one."""
+    names = set()
+    for row in rows:
+        accelerator = accelerator_of(row.accelerator)
+        if accelerator is None:
+            return None
+        names.add(accelerator.name)
+    return ceilings.get(names.pop()) if len(names) == 1 else None
+
+
+def plan_plots(report: Report, ceilings: Mapping[str, Ceiling] | None = None) -> list[PlotSpec]:
     """One plot per platform with measured rows, in platform order; bars in table order."""
     by_platform: dict[str, list[Row]] = defaultdict(list)
     for row in report.measured_rows:  # tables are ordered by model size
@@ -128,9 +148,16 @@ def plan_plots(report: Report) -> list[PlotSpec]:
         title = f"{platform}: TFLOP/s per GPU and % of peak (causal count) per model and layout"
         if series:
             title += "; tokens/s against GPUs"
+        ceiling = _ceiling(rows, ceilings or {})
         specs.append(PlotSpec(
             filename=f"platform-{_slug(platform)}.png", title=title,
             bars=tuple(_bar(row, with_precision) for row in rows), series=series,
+            ceiling=ceiling.tflops_per_gpu if ceiling else None,
+            ceiling_label=(f"measured {ceiling.dtype} GEMM ceiling, {ceiling.gpu_model}: "
+                           f"{ceiling.tflops_per_gpu:.0f}" if ceiling else ""),
+            ceiling_source=(f"{ceiling.gpu_model}: {ceiling.tflops_per_gpu:.1f} TFLOP/s "
+                            f"({ceiling.dtype}, {ceiling.date}, `{ceiling.file}`)"
+                            if ceiling else ""),
         ))  # fmt: skip
     return specs
 
@@ -206,7 +233,7 @@ def _render(spec: PlotSpec, key: str) -> bytes:
     # Fixed margins in inches instead of a layout engine, which would draw the figure twice.
     bottom, top = 0.6 / height, 1 - 0.75 / height
     bars = figure.add_axes((label_in / width, bottom, PANEL_WIDTH_IN / width, top - bottom))
-    _draw_bars(bars, spec.bars)
+    _draw_bars(bars, spec.bars, spec.ceiling, spec.ceiling_label)
     if spec.series:
         left = (label_in + PANEL_WIDTH_IN + 0.3 + 0.75) / width
         scaling = figure.add_axes((left, bottom, SCALING_WIDTH_IN / width, top - bottom))
@@ -218,7 +245,7 @@ def _render(spec: PlotSpec, key: str) -> bytes:
     return buffer.getvalue()
 
 
-def _draw_bars(axes, bars: Sequence[Bar]) -> None:
+def _draw_bars(axes, bars: Sequence[Bar], ceiling: float | None, ceiling_label: str) -> None:
     models = list(dict.fromkeys(bar.model for bar in bars))
     colours = {model: f"C{i % 10}" for i, model in enumerate(models)}
     positions = range(len(bars))
@@ -232,7 +259,10 @@ def _draw_bars(axes, bars: Sequence[Bar]) -> None:
         axes.hlines([i for i, _ in ranged], [b.low for _, b in ranged],
                     [b.high for _, b in ranged], colors="black", linewidth=1.2,
                     label="reference range (±tolerance)")
-    top = max(max(bar.tflops_per_gpu for bar in bars), max(b.high or 0.0 for b in bars))
+    if ceiling is not None:
+        axes.axvline(ceiling, color="dimgray", linestyle="--", linewidth=1.2, label=ceiling_label)
+    top = max(max(bar.tflops_per_gpu for bar in bars), max(b.high or 0.0 for b in bars),
+              ceiling or 0.0)
     axes.set_xlim(0, top * 1.22)  # room for the value labels
     axes.set_ylim(len(bars) - 0.5, -0.5)  # first row on top, like the tables
     axes.set_yticks([])
@@ -240,7 +270,8 @@ def _draw_bars(axes, bars: Sequence[Bar]) -> None:
     for i, bar in enumerate(bars):
         axes.text(-0.01, i, bar.label, transform=transform, ha="right", va="center")
         axes.text(max(bar.tflops_per_gpu, bar.high or 0.0) + top * 0.015, i,
-                  f"{bar.tflops_per_gpu:.0f} · {bar.percent_of_peak:.1f} %",
+                  f"{bar.tflops_per_gpu:.0f} · {bar.percent_of_peak:.1f} %"
+                  + (f" of {bar.peak} peak" if bar.peak else ""),
                   va="center", fontsize=8)
     axes.set_xlabel("TFLOP/s per GPU (labels: TFLOP/s · % of peak)")
     axes.grid(True, axis="x", alpha=0.3)

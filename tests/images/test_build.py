@@ -104,9 +104,10 @@ def test_a_patch_that_does_not_apply_fails_naming_file_and_hunk(engine, standin_
 def test_push_to_and_pull_from_a_local_registry(engine, built, registry):
     context, _ = built["cuda"]
     pushed = engine_api.push(context.tag, registry, engine=engine, extra_tags=("0.1.0",))
-    assert pushed[0] == f"{registry}/{context.tag}"
-    engine.images.remove(pushed[1])
-    image_id = engine_api.pull(pushed[1], engine=engine)
+    assert pushed[0].reference == f"{registry}/{context.tag}"
+    assert pushed[0].digest == pushed[1].digest is not None  # one image, two tags
+    engine.images.remove(pushed[1].reference)
+    image_id = engine_api.pull(pushed[1].pinned, engine=engine)
     assert image_id == engine.images.get(context.tag).id
 
 

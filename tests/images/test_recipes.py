@@ -15,6 +15,7 @@ from bench.images.series import SeriesError, read_series, run_series
 from tests.conftest import assert_golden
 from tests.snapshots import snapshot_archive, snapshot_tree
 
+FIXED_TAG = "megatron-bench-kit/rocm:0123456789abcdef"  # the real one hashes every kit file
 FIXED_COMMIT = "0" * 40  # the kit commit is provenance that changes with every commit
 
 
@@ -132,7 +133,8 @@ def _rocm_definition(tmp_path: Path) -> str:
     context = assemble(pins, pins.target("rocm"), tmp_path / "context",
                        upstream_dirs={"megatron-deepspeed": snapshot_archive("megatron-deepspeed")})
     return singularity.render_definition(
-        context.dockerfile, {**context.buildargs, "KIT_COMMIT": FIXED_COMMIT})
+        context.dockerfile, {**context.buildargs, "KIT_COMMIT": FIXED_COMMIT,
+                             "IMAGE_TAG": FIXED_TAG})
 
 
 def test_lumi_singularity_definition_matches_golden(tmp_path):
@@ -141,7 +143,8 @@ def test_lumi_singularity_definition_matches_golden(tmp_path):
 
 def test_singularity_definition_has_spythons_faults_fixed(tmp_path):
     definition = _rocm_definition(tmp_path)
-    assert "From: rocm/pytorch:rocm6.4.1_ubuntu24.04_py3.12_pytorch_release_2.6.0" in definition
+    assert ("From: rocm/pytorch@sha256:"
+            "c76af9bfb1c25b0f40d4c29e8652105c57250bf018d23ff595b06bd79666fdd7") in definition
     assert "${" not in definition and "ARG " not in definition  # ARGs resolved
     assert "exec /bin/bash" not in definition
     assert 'exec python3 -m bench.images.check --target rocm "$@"' in definition
