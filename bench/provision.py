@@ -127,7 +127,14 @@ def ensure_venv(base_python: str, stack: Stack, venv: Path, wheelhouse: Path | N
     if python.exists() and stamp.exists() and stamp.read_text().strip() == key:
         return str(python)
     index, folders = _pip_source(wheelhouse, env)
-    missing = wheelhouse_problems(stack, folders) if folders else []
+    # A requirement the base Python already has stays the base's: the venv sees the base's packages
+    # (--system-site-packages), and a pinned older copy would shadow the version they need (seen on
+    # a GPU machine: pinned regex 2024.11.6 broke its transformers, which megatron.training imports).
+    have = _versions(base_python, [_name(spec) for spec in stack.requirements]) or []
+    base = {spec: version for spec, version in zip(stack.requirements, have) if version}
+    wanted = Stack(packages=stack.packages,
+                   requirements=tuple(spec for spec in stack.requirements if spec not in base))
+    missing = wheelhouse_problems(wanted, folders) if folders else []
     if missing:
         where = ", ".join(str(f) for f in folders)
         raise ValueError(f"the wheelhouse {where} does not hold the pinned {'; '.join(missing)} "
@@ -135,6 +142,9 @@ def ensure_venv(base_python: str, stack: Stack, venv: Path, wheelhouse: Path | N
                          f"wheelhouse -- {TARGET} --dest DIR`")
     log(f"provisioning the training venv {venv} from {base_python} (it sees that Python's "
         f"torch; pins: {' '.join(stack.pins)})")
+    if base:
+        log("kept from the base Python (its packages may need these versions): " + ", ".join(
+            f"{_name(spec)} {version} (pin {spec.partition('==')[2]})" for spec, version in base.items()))
     stamp.unlink(missing_ok=True)  # a half-made venv must not pass for a finished one
     made = subprocess.run([base_python, "-m", "venv", "--clear", "--system-site-packages", str(venv)],
                           check=False)
@@ -143,7 +153,7 @@ def ensure_venv(base_python: str, stack: Stack, venv: Path, wheelhouse: Path | N
                          "Ubuntu install its venv module: `apt install python3-venv` (or "
                          "python3.X-venv for that Python's version)")
     pip = [str(python), "-m", "pip", "install", "--disable-pip-version-check", *index]
-    steps = [(list(stack.requirements), []), (list(stack.packages), ["--no-deps"])]
+    steps = [(list(wanted.requirements), []), (list(stack.packages), ["--no-deps"])]
     for specs, extra in steps:
         if not specs:
             continue
@@ -182,22 +192,33 @@ def _link_torchrun(venv: Path) -> None:
     script.chmod(0o755)
 
 
-def has_stack(python: str, stack: Stack) -> bool:
-    """Whether ``python`` has every pin installed (metadata only: no torch import, ~0.1 s)."""
-    names = [spec.partition("==")[0] for spec in stack.pins]
+def _versions(python: str, names: Sequence[str]) -> list[str | None] | None:
+    """The installed version of each of ``names`` in ``python`` (metadata only, no torch import,
+    ~0.1 s), None for one it lacks; None altogether when that Python does not run."""
     code = ("import importlib.metadata as m, json, sys\n"
             "def v(n):\n try: return m.version(n)\n except m.PackageNotFoundError: return None\n"
-            f"print(json.dumps([v(n) for n in {names!r}]))")
+            f"print(json.dumps([v(n) for n in {list(names)!r}]))")
     try:
         done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60,
                               check=False)
     except OSError:
+        return None
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def _name(spec: str) -> str:
+    return spec.partition("==")[0]
+
+
+def has_stack(python: str, stack: Stack) -> bool:
+    """Whether ``python`` can train as it is: the packages at their pins, every requirement
+    present (at its own version: see :func:`ensure_venv`)."""
+    have = _versions(python, [_name(spec) for spec in stack.pins])
+    if have is None:
         return False
-    if done.returncode != 0:
-        return False
-    have = json.loads(done.stdout)
-    return all(f"{name}=={version}" == spec for name, version, spec in zip(names, have, stack.pins,
-                                                                       strict=True))
+    found = dict(zip(stack.pins, have, strict=True))
+    return (all(f"{_name(spec)}=={found[spec]}" == spec for spec in stack.packages)
+            and all(found[spec] for spec in stack.requirements))
 
 
 @dataclass(frozen=True)

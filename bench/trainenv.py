@@ -79,8 +79,11 @@ def _probe() -> dict[str, object]:
 
         try:
             out["capabilities"] = detect().__dict__
+            # What the entry imports before it trains: a package of this Python that breaks it
+            # (a shadowed dependency of transformers, say) shows here, not after torchrun.
+            import megatron.training  # noqa: F401
         except ImportError as exc:
-            out["megatron_error"] = str(exc)
+            out["megatron_error"] = (str(exc).splitlines() or [repr(exc)])[0]
             out["missing_module"] = getattr(exc, "name", None) or ""
     return out
 

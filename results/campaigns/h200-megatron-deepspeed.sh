@@ -47,12 +47,26 @@ finish() {
 "$PYTHON" --version | tee -a "$summary"
 
 # 1. DeepSpeed 0.18.2 from its sdist (no ops prebuilt: they build just in time) and the wheels.
-step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "$CARRY"/wheels/*.whl || finish 1
+# Only what the machine's Python lacks: a pinned older copy on PYTHONPATH would shadow the machine's
+# own (seen: regex 2024.11.6 broke its transformers, which megatron.training imports). pybind11
+# always: it only builds the dataset helpers, and the pinned one knows NumPy 2's C API.
+mapfile -t wheels < <("$PYTHON" - "$CARRY"/wheels/*.whl <<'PY'
+import importlib.metadata as m, pathlib, sys
+for wheel in sys.argv[1:]:
+    try:
+        name = pathlib.Path(wheel).name.split("-")[0]
+        m.version("pybind11-always" if name == "pybind11" else name)
+    except m.PackageNotFoundError:
+        print(wheel)
+PY
+)
+step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" || finish 1
 step install-deepspeed env DS_BUILD_OPS=0 PYTHONPATH="$SITE" "$PYTHON" -m pip install -q --no-index \
   --no-deps --no-build-isolation --target "$SITE" "$CARRY"/deepspeed-0.18.2.tar.gz || finish 1
 export PYTHONPATH="$SITE:$PWD" PATH="$SITE/bin:$PATH"
-step versions "$PYTHON" -c 'import deepspeed, torch, megatron.core, tiktoken, tokie
-print("deepspeed", deepspeed.__version__, "torch", torch.__version__, "megatron-core", megatron.core.__version__)' || finish 1
+step versions "$PYTHON" -c 'import deepspeed, torch, megatron.core, tiktoken, tokie, numpy, pybind11
+print("deepspeed", deepspeed.__version__, "torch", torch.__version__, "megatron-core", megatron.core.__version__,
+      "numpy", numpy.__version__, "pybind11", pybind11.__version__)' || finish 1
 cat "$WORK/logs/versions.txt" | tail -n 1 | tee -a "$summary"
 
 # 2. Megatron-DeepSpeed at the pin, the kit's series applied exactly, dataset helpers built.
