@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 from dataclasses import dataclass
 
 from bench.status import Status
@@ -47,6 +48,9 @@ OUT_OF_MEMORY = re.compile(
     r"|NCCL WARN Cuda failure (?:\d+ )?'out of memory'")
 NCCL_WATCHDOG_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|"
                                    r"ProcessGroupNCCL.*[Tt]imeout")
+# torchrun's line for a worker that died of a signal (a negative exit code): a segfault in a C++
+# extension leaves no traceback, and the launcher's ChildFailedError says nothing of the cause.
+WORKER_KILLED = re.compile(r"failed \(exitcode: -(?P<signal>\d+)\) local_rank: (?P<rank>\d+)")
 # "ERROR:logger:message" or "SomethingError: message"; Megatron's argument dump ("name ..... value")
 # is excluded by the dots.
 FIRST_ERROR = re.compile(r"^(?!.*\.\.\.\.)(?:.*\bERROR:|\s*\w*Error: |.*\berror: )")
@@ -156,7 +160,8 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
     if watchdog:
         return result(Status.TIMEOUT, f"NCCL collective timed out: {watchdog[:300]}")
     if exit_code not in (0, None) or (_first(TRACEBACK, lines) and not finished):
-        error = _first(FIRST_ERROR, lines) or _first(TRACEBACK, list(reversed(lines)))
+        error = (_killed(lines) or _first(FIRST_ERROR, lines)
+                 or _first(TRACEBACK, list(reversed(lines))))
         return result(Status.CRASHED, f"exit code {exit_code}" + (f": {error[:300]}" if error
                                                                   else ""))
     if not finished:
@@ -164,6 +169,19 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
         return result(Status.INCOMPLETE, f"the log ends before the last iteration "
                       f"(logged iterations: {seen})")
     return result(Status.OK, None)
+
+
+def _killed(lines: list[str]) -> str | None:
+    """"local rank R was killed by signal N (SIGNAME)" from torchrun's report, if a worker was."""
+    found = next((m for m in map(WORKER_KILLED.search, lines) if m), None)
+    if found is None:
+        return None
+    number = int(found["signal"])
+    try:
+        name = f" ({signal.Signals(number).name})"
+    except ValueError:
+        name = ""
+    return f"local rank {found['rank']} was killed by signal {number}{name}"
 
 
 def first_error_lines(lines: list[str]) -> list[str]:

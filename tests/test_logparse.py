@@ -105,3 +105,11 @@ def test_megatron_deepspeed_phrases() -> None:
     ds = line.split(" throughput per GPU")[0] + " samples per second: 25.561 | TFLOPs: 444.00 |"
     it = parse_iteration(ds)
     assert it.samples_per_s == pytest.approx(25.561) and it.tflops_per_gpu == pytest.approx(444.0)
+
+
+def test_a_worker_killed_by_a_signal_is_named() -> None:
+    """Megatron-DeepSpeed on the lent H200: rank 0 segfaulted in its C++ dataset helper while the
+    sample index was built; torchrun's ChildFailedError alone would not say why."""
+    result = parse_log(read("megatron_deepspeed_segfault_1.3b_tp1pp1_h200.log"), exit_code=1)
+    assert result.status is Status.CRASHED and not result.iterations
+    assert result.reason == "exit code 1: local rank 0 was killed by signal 11 (SIGSEGV)"

@@ -17,6 +17,7 @@ from bench.provision import (
     choose,
     download,
     ensure_venv,
+    has_stack,
     training_stack,
     wheelhouse_problems,
 )
@@ -69,8 +70,11 @@ def test_creates_from_the_wheelhouse_without_an_index_then_reuses_it_at_once(
 def test_refuses_a_wheelhouse_without_the_pinned_version(tmp_path: Path,
                                                          small_wheelhouse: Path) -> None:
     other = Stack(packages=("einops==0.8.1",), requirements=("six==1.16.0", "tqdm==4.67.1"))
+    base = tmp_path / "base"  # without six or tqdm: a base that has one keeps it (test below)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True)
     with pytest.raises(ValueError) as refused:
-        ensure_venv(sys.executable, other, tmp_path / "venv", small_wheelhouse, print, _offline_env())
+        ensure_venv(str(base / "bin" / "python"), other, tmp_path / "venv", small_wheelhouse, print,
+                    _offline_env())
     assert str(refused.value) == (
         f"the wheelhouse {small_wheelhouse} does not hold the pinned six==1.16.0 (it has 1.17.0); "
         "tqdm==4.67.1 (it has none) (images/pins.toml); refill it on a connected machine with "
@@ -87,6 +91,28 @@ def test_a_changed_pin_makes_the_venv_again(tmp_path: Path, small_wheelhouse: Pa
     gone = subprocess.run([str(venv / "bin" / "python"), "-c", "import einops"], check=False,
                           capture_output=True)
     assert gone.returncode != 0  # made again with --clear, not patched up
+
+
+def test_a_requirement_the_base_has_stays_the_bases(tmp_path: Path, small_wheelhouse: Path) -> None:
+    """The venv sees the base's packages: a pinned older copy would shadow the version they need
+    (on a GPU machine, the pinned regex 2024.11.6 broke that machine's transformers)."""
+    base = tmp_path / "base"
+    subprocess.run([sys.executable, "-m", "venv", str(base)], check=True)
+    base_python = str(base / "bin" / "python")
+    subprocess.run([base_python, "-m", "pip", "install", "-q", "--no-index", "--find-links",
+                    str(small_wheelhouse), "six==1.17.0"], check=True, env=_offline_env())
+    stack = Stack(packages=("einops==0.8.1",), requirements=("six==1.16.0",))
+    assert not has_stack(base_python, stack)  # no einops: provision
+    logged: list[str] = []
+    # The wheelhouse has no six 1.16.0, and needs none: six is not installed.
+    python = ensure_venv(base_python, stack, tmp_path / "venv", small_wheelhouse, logged.append,
+                         _offline_env())
+    six = subprocess.run([python, "-c", "import six; print(six.__version__, six.__file__)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert six.startswith(f"1.17.0 {base}")
+    assert ("kept from the base Python (its packages may need these versions): six 1.17.0 "
+            "(pin 1.16.0)") in logged
+    assert has_stack(python, stack)  # the packages at their pins, the requirement present
 
 
 def test_pips_own_no_index_needs_find_links(tmp_path: Path) -> None:
