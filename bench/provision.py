@@ -130,8 +130,9 @@ def ensure_venv(base_python: str, stack: Stack, venv: Path, wheelhouse: Path | N
     # A requirement the base Python already has stays the base's: the venv sees the base's packages
     # (--system-site-packages), and a pinned older copy would shadow the version they need (seen on
     # a GPU machine: pinned regex 2024.11.6 broke its transformers, which megatron.training imports).
-    have = _versions(base_python, [_name(spec) for spec in stack.requirements]) or []
-    base = {spec: version for spec, version in zip(stack.requirements, have) if version}
+    names = [_name(spec) for spec in stack.requirements]
+    have = _versions(base_python, names) or [None] * len(names)
+    base = {spec: version for spec, version in zip(stack.requirements, have, strict=True) if version}
     wanted = Stack(packages=stack.packages,
                    requirements=tuple(spec for spec in stack.requirements if spec not in base))
     missing = wheelhouse_problems(wanted, folders) if folders else []
