@@ -32,8 +32,10 @@ def _docker(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=ENGINE_TIMEOUT_S)
 
 
-def _last_line(text: str) -> str:
-    return (text.strip().splitlines() or ["no output"])[-1]
+def _said(stderr: str) -> str:
+    """docker's own error line (``docker: ...``, before its usage hint), else the last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()] or ["no output"]
+    return next((line for line in lines if line.startswith("docker: ")), lines[-1])
 
 
 def check_engine(image: str) -> None:
@@ -45,7 +47,7 @@ def check_engine(image: str) -> None:
     found = _docker("image", "inspect", "--format", "{{.Id}}", image)
     if found.returncode == 0:
         return
-    said = _last_line(found.stderr)
+    said = _said(found.stderr)
     if NOT_FOUND.search(said):
         raise ValueError(f"image {image} is not in this machine's docker ({said}): pull it "
                          f"(`docker pull {image}`; the kit's: `python -m bench images pull "
@@ -62,7 +64,7 @@ def probe(image: str, workdir: str, binds: Sequence[str] = (),
     done = subprocess.run(argv, capture_output=True, text=True, check=False,
                           timeout=PROBE_TIMEOUT_S)
     if done.returncode == DOCKER_FAILED:
-        said = _last_line(done.stderr)
+        said = _said(done.stderr)
         if NO_GPU_RUNTIME.search(said):
             raise ValueError(f"docker cannot give the container GPUs ({said}): install the NVIDIA "
                              "Container Toolkit and restart dockerd, or leave out --image")
