@@ -236,8 +236,8 @@ def _check_binds(platform: Platform, image: str, paths: dict[str, str]) -> None:
             raise ValueError(f"{flag} {path} is outside every folder bound into the container on "
                              f"{platform.name} ({', '.join(platform.binds) or 'none'}): use a "
                              "folder under one of them or relative to the submit (working) "
-                             "folder, or add "
-                             f"its folder to binds in {platform.source or platform.name}")
+                             f"folder, or add its folder to binds in "
+                             f"{platform.source or platform.name}")
 
 
 def _save_dir(platform: Platform, options: Options, rid: str) -> str:
@@ -331,7 +331,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     save = _save_dir(platform, options, rid)
     image = options.image or platform.storage.squashed_image or platform.image
     _check_binds(platform, image, {"--data-path": data.path, "--vocab-file": data.vocab_file,
-                            "--merge-file": data.merge_file, "--save": save})
+                                   "--merge-file": data.merge_file, "--save": save})
     if engine == "megatron":
         entry = ENTRY
         _check_capabilities(caps, precision, layout, platform)

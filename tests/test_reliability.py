@@ -474,3 +474,13 @@ def test_a_hostile_record_does_not_stop_the_jobs_table(tmp_path: Path) -> None:
     assert any(line.startswith("bad_run") and "record unreadable: " in line
                and "bad_run.json: not a record: JSON nested too deeply" in line for line in lines)
 
+
+
+def test_data_outside_the_container_of_a_local_image_run_is_refused() -> None:
+    """A run in an image sees the working folder and the platform's binds, nothing else."""
+    local = load_platform("local")
+    with pytest.raises(ValueError, match=r"^--data-path /data/d is outside every folder bound "
+                       r"into the container on local \(none\): use a folder under one of them or "
+                       r"relative to the submit \(working\) folder"):
+        plan(get_preset("1.3b"), "tp1pp1", local, options(image="x:1", data_path="/data/d"))
+    assert plan(get_preset("1.3b"), "tp1pp1", local, options(data_path="/data/d")).image == ""
