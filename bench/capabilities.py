@@ -8,19 +8,17 @@ MS-AMP (the msamp-o1/msamp-o2/fp4 precisions; the kit's CUDA image has it only w
 ``--option msamp=1``).
 
 The planner and the training entry agree through this module: a local plan *detects* them in the
-Python that will train (``python -m bench.capabilities``), a cluster platform *declares* them with its
-image (``[capabilities]`` in ``platforms/<name>.toml``), and :func:`megatron_flags` turns them into
-the only environment flags a plan carries. No user adds a flag for the environment.
+Python that will train (``bench.trainenv``'s probe calls :func:`detect` there), a cluster
+platform *declares* them with its image (``[capabilities]`` in ``platforms/<name>.toml``), and
+:func:`megatron_flags` turns them into the only environment flags a plan carries. No user adds a
+flag for the environment.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass, fields
 
 # A probe imports torch, megatron-core and Transformer Engine: seconds, not minutes.
 PROBE_TIMEOUT_S = 120
@@ -115,34 +113,3 @@ def msamp_importable() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
-
-
-def probe(python: str = sys.executable) -> Capabilities | None:
-    """Detect in the Python that will train, in a child process (imports stay out of the kit's).
-
-    None when that Python cannot import megatron-core: nothing can train there, and the plan says so.
-    """
-    kit = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [kit, os.environ.get("PYTHONPATH")]))}
-    try:
-        done = subprocess.run([python, "-m", "bench.capabilities"], capture_output=True, text=True,
-                              timeout=PROBE_TIMEOUT_S, check=False, env=env)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if done.returncode != 0:
-        return None
-    return Capabilities.from_dict(json.loads(done.stdout.strip().splitlines()[-1]), "capability probe")
-
-
-def main() -> int:
-    try:
-        caps = detect()
-    except ImportError as exc:
-        print(f"megatron-core is not importable here: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(asdict(caps)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

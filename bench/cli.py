@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 
-from bench import compare
+from bench import compare, dockerrun
 from bench.campaign import load_campaign
-from bench.capabilities import Capabilities, probe
+from bench.capabilities import Capabilities
 from bench.dataset import cli as dataset_cli
 from bench.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.flops import RECOMPUTE
@@ -54,7 +54,7 @@ from bench.results import cli as results_cli
 from bench.run_record import plan_preview
 from bench.runner import run_local, summary
 from bench.sweep import SWEEP_ITERS, sweep_plans
-from bench.trainenv import describe, facts, problems
+from bench.trainenv import Facts, describe, facts, problems
 from bench.tuning import Tuning, flag_names
 
 EXIT_USAGE = 2
@@ -170,21 +170,43 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                       fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
 
 
-def render_script(launch: LaunchPlan) -> tuple[str, str]:
-    """(file name, text) of the job script or command for the plan's scheduler."""
+def render_script(launch: LaunchPlan, workdir: Path | None = None) -> tuple[str, str]:
+    """(file name, text) of the job script or command for the plan's scheduler; a run here
+    starts in ``workdir`` (default: the current folder)."""
     scheduler = launch.platform.scheduler
     if scheduler == "slurm":
         return "job.sbatch", slurm.render(launch)
     if scheduler == "pbs":
         return "job.pbs", pbs.render(launch)
-    return "command.sh", torchrun.render(launch)
+    return "command.sh", torchrun.render(launch, str(workdir or Path.cwd()))
+
+
+def training_facts(args: argparse.Namespace, platform: Platform) -> Facts | None:
+    """What the Python that will train has, asked once per command: it gives the plan its
+    capabilities and is the preflight of a run (:func:`environment_ready`). With ``--image`` on a
+    docker platform that Python is the image's, asked in a container; a machine where docker
+    cannot start the image is refused here, before anything is written (a dry run says so in a
+    note and plans without the image's capabilities)."""
+    if not (args.image and platform.container_runtime == "docker"):
+        return facts(megatron_deepspeed_dir=platform.megatron_deepspeed_dir)
+    try:
+        dockerrun.check_engine(args.image)
+        return dockerrun.probe(args.image, str(Path.cwd()), platform.binds,
+                               platform.megatron_deepspeed_dir)
+    except ValueError as exc:
+        if not args.dry_run:
+            raise
+        print(f"note: the image's Python was not probed: {exc}", file=sys.stderr)
+        return None
 
 
 def local_options(args: argparse.Namespace, platform: Platform) -> Options:
     """Options with what this machine has: its GPUs, and (where the platform says "auto") the
-    capabilities of this Python, which is the one torchrun starts."""
+    capabilities of the Python that will train. Its facts are kept in ``args.training_facts``
+    for the preflight, so that Python is asked once."""
     gpus = detect_gpus()
-    caps = probe() if platform.capabilities is None else None
+    found = args.training_facts = training_facts(args, platform)
+    caps = found.capabilities if found is not None and platform.capabilities is None else None
     return options_from(args, gpus.count, gpus.name, caps)
 
 
@@ -258,9 +280,9 @@ def local_limits(args: argparse.Namespace) -> tuple[Path, float, float]:
             args.hang_timeout or HANG_TIMEOUT_S)
 
 
-def dry_run_text(launch: LaunchPlan) -> str:
+def dry_run_text(launch: LaunchPlan, workdir: Path | None = None) -> str:
     """What ``--dry-run`` prints: the script or command, then the DeepSpeed config if any."""
-    name, text = render_script(launch)
+    name, text = render_script(launch, workdir)
     out = f"# {name} for run {launch.run_id}\n{text}"
     if launch.ds_config is not None:
         out += f"# ds_config.json\n{launch.ds_config}"
@@ -295,10 +317,10 @@ NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no recor
           "cluster's job script.")
 
 
-def environment_ready(launch: LaunchPlan) -> bool:
-    """Preflight of the Python that will train; False (after one error line per missing piece)
-    when a run could only die on an import: then nothing is launched and no record written."""
-    found = facts()
+def environment_ready(launch: LaunchPlan, found: Facts) -> bool:
+    """Preflight of the Python that will train, from its facts (:func:`training_facts`); False
+    (after one error line per missing piece) when a run could only die on an import: then nothing
+    is launched and no record written."""
     trouble = problems(found, launch.engine, launch.gpus_per_node,
                        launch.platform.megatron_deepspeed_dir)
     for line in trouble:
@@ -333,7 +355,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
     # One preflight per distinct training environment the launches need.
     needs = {(launch.engine, launch.gpus_per_node, launch.platform.megatron_deepspeed_dir): launch
              for launch in launches}
-    if not all(environment_ready(launch) for launch in needs.values()):
+    if not all(environment_ready(launch, args.training_facts) for launch in needs.values()):
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
     records = []

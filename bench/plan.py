@@ -91,7 +91,7 @@ class Options:
     # Appended to the run id as ``-<tag>``: keeps the runs of one command apart when they share
     # preset, layout and second (a campaign's runs are tagged ``c<n>``, n their place in the file).
     tag: str | None = None
-    # What the training Python has, detected on this machine (bench.capabilities.probe); None: not
+    # What the training Python has, detected where the run trains (bench.trainenv.facts); None: not
     # probed, or it cannot import megatron-core. Used where the platform says capabilities = "auto".
     capabilities: Capabilities | None = None
     # The --image was built with --option msamp=1 (--image-option msamp=1): it adds MS-AMP to what
@@ -138,6 +138,11 @@ class LaunchPlan:
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def in_docker(self) -> bool:
+        """A run on this machine inside ``image``, started by ``docker run`` (bench.render.docker)."""
+        return self.platform.container_runtime == "docker" and bool(self.image)
 
     @property
     def run_dir(self) -> str:
@@ -222,16 +227,17 @@ def _bound(path: str, binds: tuple[str, ...]) -> bool:
     return any(path == d or path.startswith(d + "/") for d in inside)
 
 
-def _check_binds(platform: Platform, paths: dict[str, str]) -> None:
+def _check_binds(platform: Platform, image: str, paths: dict[str, str]) -> None:
     """Refuse data or checkpoint folders a container would not see (before anything is written)."""
-    if platform.container_runtime not in ("pyxis", "singularity"):
+    if platform.container_runtime not in ("pyxis", "singularity", "docker") or not image:
         return
     for flag, path in paths.items():
         if path and not _bound(path, platform.binds):
             raise ValueError(f"{flag} {path} is outside every folder bound into the container on "
                              f"{platform.name} ({', '.join(platform.binds) or 'none'}): use a "
-                             "folder under one of them or relative to the submit folder, or add "
-                             f"its folder to binds in {platform.source or platform.name}")
+                             "folder under one of them or relative to the submit (working) "
+                             f"folder, or add its folder to binds in "
+                             f"{platform.source or platform.name}")
 
 
 def _save_dir(platform: Platform, options: Options, rid: str) -> str:
@@ -323,8 +329,9 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         ("path", options.data_path), ("vocab_file", options.vocab_file),
         ("merge_file", options.merge_file)) if v})
     save = _save_dir(platform, options, rid)
-    _check_binds(platform, {"--data-path": data.path, "--vocab-file": data.vocab_file,
-                            "--merge-file": data.merge_file, "--save": save})
+    image = options.image or platform.storage.squashed_image or platform.image
+    _check_binds(platform, image, {"--data-path": data.path, "--vocab-file": data.vocab_file,
+                                   "--merge-file": data.merge_file, "--save": save})
     if engine == "megatron":
         entry = ENTRY
         _check_capabilities(caps, precision, layout, platform)
@@ -356,7 +363,9 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
                      "NVIDIA GPUs with a working driver to run")
     if engine == "megatron" and platform.capabilities is None and options.capabilities is None:
-        notes.append("megatron-core is not importable in this Python, so Transformer Engine and "
+        where = (f"the image {image}" if platform.container_runtime == "docker" and image
+                 else "this Python")
+        notes.append(f"megatron-core did not import in {where}, so Transformer Engine and "
                      "apex could not be detected: the plan assumes neither")
     notes += [*tuning_notes, memory_note]
     if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
@@ -366,7 +375,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters,
-        image=options.image or platform.storage.squashed_image or platform.image, entry=entry,
+        image=image, entry=entry,
         train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
         ds_config=ds_config, capabilities=caps, notes=tuple(notes),
         variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,

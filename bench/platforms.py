@@ -181,6 +181,8 @@ class PlatformFile(Strict):
     description: str
     scheduler: Literal["slurm", "pbs", "none"]
     launcher: Literal["srun", "torchrun", "mpiexec"]
+    # docker (scheduler "none" only): `docker run --gpus all` of `image` or --image; with neither,
+    # the run uses the Python the kit is started from (the local platform without --image).
     container_runtime: Literal["pyxis", "singularity", "docker", "venv", "none"]
     gpus_per_node: Annotated[int, Field(ge=0)]  # 0 = count the GPUs present (the local platform)
     accelerator: str  # a name in platforms/accelerators/, or "auto" to detect
@@ -242,8 +244,11 @@ class PlatformFile(Strict):
         if self.cpu_bind and (self.scheduler != "slurm" or self.launcher != "srun"):
             raise ValueError("cpu_bind binds srun's per-GPU tasks: it needs scheduler 'slurm' and "
                              "launcher 'srun'")
-        if self.container_runtime in ("pyxis", "singularity", "docker") and not self.image:
+        if self.container_runtime in ("pyxis", "singularity") and not self.image:
             raise ValueError(f"container_runtime '{self.container_runtime}' needs 'image'")
+        if self.container_runtime == "docker" and self.scheduler != "none":
+            raise ValueError("container_runtime 'docker' runs an image on this machine (scheduler "
+                             "'none'); job scripts start images with pyxis or Singularity")
         for key in _JOB_KEYS_UNUSED[self.scheduler]:
             if getattr(self.job, key):
                 raise ValueError(f"[job]: '{key}' does not apply to scheduler '{self.scheduler}', "

@@ -246,8 +246,9 @@ def _take(args: list[str], flag: str) -> str | None:
 
 
 def _runs_here(args: list[str], env: dict[str, str], session: str) -> bool:
-    """Training on this machine's GPUs: GPUs present and, for a run, a local platform and not a
-    dry run (a cluster's job trains in its image; nothing to train on, nothing to install)."""
+    """Training on this machine's GPUs in its own Python: GPUs present and, for a run, a local
+    platform, no image and not a dry run (a cluster's job and ``--image`` on a docker platform
+    train in the image; nothing to train on, nothing to install)."""
     from bench.hardware import detect_gpus
     from bench.platforms import load_platform
 
@@ -257,7 +258,9 @@ def _runs_here(args: list[str], env: dict[str, str], session: str) -> bool:
             return False
         platform = _take(list(kit), "--platform") or env.get("BENCH_PLATFORM", "local")
         try:
-            if load_platform(platform).scheduler != "none":
+            loaded = load_platform(platform)
+            if loaded.scheduler != "none" or (
+                    loaded.container_runtime == "docker" and _take(list(kit), "--image")):
                 return False
         except ValueError:
             return False  # the kit itself says what is wrong with the name

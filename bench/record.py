@@ -42,9 +42,11 @@ CONSISTENCY_RTOL = 0.01
 _TEMP_SUFFIX = ".tmp"
 _RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 _PRECISION = r"^[a-z0-9][a-z0-9_-]*$"
+_DIGEST = r"^sha256:[0-9a-f]{64}$"
 _UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
 PATTERN_HINTS.update({_RUN_ID: "letters, digits, '.', '_' or '-' (it is the file name)",
-                      _PRECISION: "lower-case like bf16, fp16, fp8", _UTC: "UTC like 2026-11-21T20:15:00Z"})
+                      _PRECISION: "lower-case like bf16, fp16, fp8", _UTC: "UTC like 2026-11-21T20:15:00Z",
+                      _DIGEST: "sha256:<64 lower-case hex digits>"})
 
 Text = Annotated[str, Field(min_length=1)]
 Count = Annotated[int, Field(ge=1)]
@@ -104,8 +106,18 @@ class Provenance(Strict):
     """Where the numbers came from; every key is present, null when it could not be determined.
 
     ``hostname`` is one host the run ran on, or null. A cluster run's record (``bench jobs
-    collect``) knows only ``kit_commit`` and ``image``; the scheduler's node list is in its notes
-    (``nodelist``). Cluster records written before this held the node list in ``hostname``.
+    collect``) knows ``kit_commit``, ``image`` and what the job printed of its image's digest; the
+    scheduler's node list is in its notes (``nodelist``). Cluster records written before this held
+    the node list in ``hostname``.
+
+    ``image_digest`` is the identity of the image the run's container runtime started, read at run
+    time, never from the plan; ``image_digest_kind`` says what it is: ``registry`` (a registry's
+    manifest digest: the reference the runtime pulled was pinned ``@sha256:...``, or the engine's
+    RepoDigests of the image it started), ``image-id`` (the engine's local image ID, the digest
+    of the image's configuration: an image that never came from a registry) or ``file-sha256``
+    (sha256 of the image file, ``.sqsh`` or ``.sif``, at job start). Both are null for a run
+    without an image and where the runtime does not say (a tag pulled by pyxis); records written
+    before the kind existed lack it.
     """
 
     kit_commit: Text | None
@@ -117,8 +129,15 @@ class Provenance(Strict):
     gpu_count: Count | None
     driver: Text | None
     image: Text | None
-    image_digest: Text | None
+    image_digest: Annotated[str, Field(pattern=_DIGEST)] | None
     hostname: Text | None
+    image_digest_kind: Literal["registry", "image-id", "file-sha256"] | None = None
+
+    @model_validator(mode="after")
+    def _digest_has_kind(self) -> Provenance:
+        if (self.image_digest is None) != (self.image_digest_kind is None):
+            raise ValueError("image_digest and image_digest_kind are set together or not at all")
+        return self
 
 
 class Metrics(Strict):

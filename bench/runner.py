@@ -1,7 +1,9 @@
 """Run a plan on this machine: torchrun under a watchdog, a live progress line, one record.
 
 The training processes run in their own process group, so a timeout (wall-clock limit, or no
-output for ``hang_s`` seconds: a hung rank) or Ctrl-C stops all of them. Whatever happens, the run
+output for ``hang_s`` seconds: a hung rank) or Ctrl-C stops all of them. A plan in an image runs
+as ``docker run ... IMAGE torchrun ...`` (``bench.render.docker``); its container is removed after
+the engine has said which image it started (``bench.dockerrun``). Whatever happens, the run
 ends as exactly one record, written atomically; a failed run is recorded as failed, with its reason
 and the last log lines, never with numbers.
 """
@@ -19,13 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from bench import provenance
+from bench import dockerrun, provenance
 from bench.engine_notes import run_notes
 from bench.flops import flops_per_iteration
 from bench.logparse import ParseResult, parse_iteration, parse_log
 from bench.plan import LaunchPlan
 from bench.record import Record, Status, check_records_dir, write_record
-from bench.render import torchrun
+from bench.render import docker, torchrun
 from bench.run_record import build_run_record, plan_summary
 from bench.rundir import create_run_dir
 
@@ -137,11 +139,13 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
 
 
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
-                log_text: str, failure: tuple[Status, str] | None = None) -> Record:
-    """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C)."""
+                log_text: str, failure: tuple[Status, str] | None = None,
+                origin: dict[str, object] | None = None) -> Record:
+    """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C);
+    ``origin``: :func:`provenance.collect`'s arguments for a run in an image."""
     status, reason = failure or (result.status, result.reason)
     return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
-                            result, log_text, provenance.collect(),
+                            result, log_text, provenance.collect(**(origin or {})),
                             run_notes(launch, result))
 
 
@@ -155,8 +159,10 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     """
     plan_summary(launch)
     check_records_dir(records_dir)
-    run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch)})
+    workdir = str(runs_root.resolve())  # a container sees it at the same path
+    run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)})
     log_path = run_dir / "train.log"
+    # For docker, the plan's environment goes in as --env options; this is the client's.
     env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1"}
     progress = Progress(launch)
 
@@ -168,9 +174,10 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     started = time.time()
     failure = None
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    origin = None
     try:
-        code, stopped = execute(torchrun.command(launch), env, log_path, timeout_s, hang_s,
-                                on_line)
+        code, stopped = execute(torchrun.launch_command(launch, workdir), env, log_path,
+                                timeout_s, hang_s, on_line)
     except KeyboardInterrupt:
         code, stopped = None, None
         failure = (Status.FAILED, "interrupted by the user (Ctrl-C)")
@@ -182,10 +189,12 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.done()
+        if launch.in_docker:
+            origin = _docker_origin(launch, workdir)
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
                        stop_reason=stopped)
-    record = make_record(launch, result, started, time.time(), log_text, failure)
+    record = make_record(launch, result, started, time.time(), log_text, failure, origin)
     try:
         write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run
@@ -195,6 +204,18 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     if failure:
         raise stop  # the user asked to stop: after the record, not before
     return record
+
+
+def _docker_origin(launch: LaunchPlan, workdir: str) -> dict[str, object]:
+    """What the engine says the run's container started (then the container is removed), and
+    the command that reads the image's software versions."""
+    name = docker.container_name(launch.run_id)
+    try:
+        digest = dockerrun.started_image(name, launch.image)
+    finally:
+        dockerrun.remove(name)
+    python = [*docker.run_prefix(launch.image, workdir, launch.platform.binds), "python"]
+    return {"python": python, "image": launch.image, "digest": digest}
 
 
 def summary(records: list[Record]) -> str:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.capabilities import Capabilities, layers_of, megatron_flags, probe
+from bench.capabilities import Capabilities, layers_of, megatron_flags
 from bench.plan import plan
 from bench.platforms import DataError, load_platform, load_platform_file
 from bench.presets import get_preset
+from bench.trainenv import facts
 from tests.conftest import megatron_python, options
 
 NGC = Capabilities(transformer_engine=True, apex_layer_norm=True, fused_wgrad=True, fused_softmax=True)
@@ -119,11 +120,12 @@ def test_dry_run_says_which_capabilities_it_assumed() -> None:
 @pytest.mark.needs_megatron
 def test_probe_reads_megatrons_own_flags_in_the_python_that_trains(tmp_path: Path) -> None:
     """A Python without megatron-core gets None (nothing can train there), never a guess; the
-    Megatron venv of the tests (CPU torch, no TE, no apex) reports exactly that."""
+    Megatron venv of the tests (CPU torch, no TE, no apex) reports exactly that. The preflight's
+    one probe (bench.trainenv.facts) gives the plan its capabilities."""
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    assert probe(str(bare / "bin" / "python")) is None
-    assert probe(megatron_python()) == Capabilities()
+    assert facts(str(bare / "bin" / "python")).capabilities is None
+    assert facts(megatron_python()).capabilities == Capabilities()
 
 
 def test_layers_are_read_back_from_a_records_argv() -> None:

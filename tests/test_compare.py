@@ -112,7 +112,7 @@ def test_repeat_runs_a_configuration_n_times_into_one_group(monkeypatch, tmp_pat
     replay = [sys.executable, "-c", f"print(open({str(LOG)!r}).read(), end='')"]
     monkeypatch.setattr(runner.torchrun, "command", lambda plan: replay)
     # The replay needs no training Python; the preflight of one is tests/test_trainenv.py's.
-    monkeypatch.setattr(cli, "environment_ready", lambda launch: True)
+    monkeypatch.setattr(cli, "environment_ready", lambda launch, found: True)
     code = cli.main(["run", "1.3b", "tp1pp1", "--mbs", "4", "--gbs", "32", "--iters", "15",
                      "--repeat", "2", "--json", "--records-dir", "records"])
     assert code == 0

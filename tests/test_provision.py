@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import hardware, provision
 from bench.images.pins import load_pins
 from bench.provision import (
     STAMP,
@@ -187,3 +188,12 @@ def test_a_pip_failure_is_one_clear_error_and_leaves_no_stamp(tmp_path: Path) ->
         ensure_venv(sys.executable, Stack(packages=("einops==0.8.1",), requirements=()), venv,
                     broken, print, _offline_env())
     assert not (venv / STAMP).exists()  # the next start tries again rather than trusting it
+
+
+def test_a_run_in_an_image_provisions_nothing_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--image on the local platform trains in the image's Python: no venv for this one."""
+    monkeypatch.setattr(hardware, "detect_gpus", lambda: hardware.LocalGPUs(1, "NVIDIA H200", ""))
+    kit = ["1.3b", "tp1pp1"]
+    assert provision._runs_here(kit, {}, "bench")
+    assert not provision._runs_here([*kit, "--image", "megatron-bench-kit/cuda:1"], {}, "bench")
+    assert not provision._runs_here([*kit, "--image=megatron-bench-kit/cuda:1"], {}, "bench")

@@ -301,8 +301,6 @@ def test_a_records_dir_lost_during_the_run_keeps_the_record_in_the_run_dir(monke
     (["--merge-file", "m.txt"], ["--merge-file does not apply to the megatron engine"]),
     (["--account", "a"], ["--account does not apply on platform local", "no scheduler"]),
     (["--walltime", "01:00:00"], ["--walltime does not apply on platform local", "--timeout"]),
-    (["--image", "nvcr.io/nvidia/pytorch:25.03-py3"], ["--image does not apply on platform "
-                                                       "local"]),
     (["--platform", "lumi", "--records-dir", "r"], ["--records-dir apply to runs on this machine",
                                                     "python -m bench collect"]),
     (["--platform", "lumi", "--timeout", "60", "--verbose"], ["--timeout, --verbose apply"]),
@@ -326,6 +324,18 @@ def test_a_records_dir_lost_during_the_run_keeps_the_record_in_the_run_dir(monke
 def test_bad_input_is_refused_in_one_line_writing_nothing(tmp_path: Path, args: list[str],
                                                           fragments: list[str]) -> None:
     refused(run_cli("run", "1.3b", "tp1pp1", *args, cwd=tmp_path), *fragments)
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_image_without_docker_is_refused_before_anything_is_written(tmp_path: Path,
+                                                                       tmp_path_factory) -> None:
+    """--image on the local platform runs in docker: where there is none, one line with the fix
+    (the engine's own answers are tests/images/test_local_docker.py's)."""
+    no_tools = tmp_path_factory.mktemp("empty-bin")
+    refused(run_cli("run", "1.3b", "tp1pp1", "--image", "nvcr.io/nvidia/pytorch:25.03-py3",
+                    cwd=tmp_path, env={"PATH": str(no_tools)}),
+            "--image runs the benchmark with `docker run --gpus all`, but docker is not on PATH",
+            "NVIDIA Container Toolkit", "leave out --image")
     assert not list(tmp_path.iterdir())
 
 
@@ -464,3 +474,13 @@ def test_a_hostile_record_does_not_stop_the_jobs_table(tmp_path: Path) -> None:
     assert any(line.startswith("bad_run") and "record unreadable: " in line
                and "bad_run.json: not a record: JSON nested too deeply" in line for line in lines)
 
+
+
+def test_data_outside_the_container_of_a_local_image_run_is_refused() -> None:
+    """A run in an image sees the working folder and the platform's binds, nothing else."""
+    local = load_platform("local")
+    with pytest.raises(ValueError, match=r"^--data-path /data/d is outside every folder bound "
+                       r"into the container on local \(none\): use a folder under one of them or "
+                       r"relative to the submit \(working\) folder"):
+        plan(get_preset("1.3b"), "tp1pp1", local, options(image="x:1", data_path="/data/d"))
+    assert plan(get_preset("1.3b"), "tp1pp1", local, options(data_path="/data/d")).image == ""

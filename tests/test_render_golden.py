@@ -20,6 +20,8 @@ from bench.platforms import load_platform
 from bench.presets import get_preset
 from tests.conftest import GOLDEN, assert_golden, options
 
+# Where a local run starts (a container mounts it): fixed, so the goldens do not name this machine.
+WORKDIR = Path("/home/me/megatron-bench-kit")
 SEED_003_DATA = {"data_path": "data/meg-gpt2_text_document", "vocab_file": "data/gpt2-vocab.json",
                  "merge_file": "data/gpt2-merges.txt"}
 SEED_003_ZERO = ZeroSettings(offload="cpu", overlap_comm=True, contiguous_gradients=True,
@@ -45,6 +47,11 @@ CASES = [
      {"nodes": 8, "seq_length": 4096, "mbs": 1, "gbs": 4, "account": "datascience"}),
     ("polaris", "megatron", "13b", "tp4pp2", {"nodes": 4, "account": "datascience"}),
     ("local", "megatron", "1.3b", "tp1pp1", {"gpus_present": 1, "gpu_name": "NVIDIA H200"}),
+    # --image on the local platform: docker run --gpus all of the kit's image, as probed there.
+    ("local", "megatron", "1.3b", "tp1pp1",
+     {"gpus_present": 2, "gpu_name": "NVIDIA H200", "image": "megatron-bench-kit/cuda:0123456789ab",
+      "capabilities": Capabilities(transformer_engine=True, apex_layer_norm=True,
+                                   fused_wgrad=True, fused_softmax=True)}),
     # The MS-AMP seed's msamp and fp4 modes on an image built with --option msamp=1, and O1 locally.
     ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1, "precision": "msamp-o2", **MSAMP_IMAGE}),
     ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1, "precision": "fp4", **MSAMP_IMAGE}),
@@ -65,6 +72,8 @@ def _golden_name(case: tuple) -> str:
     # Precisions beyond bf16/fp16 are named: the same layout renders once per MS-AMP mode.
     precision = extra.get("precision", "bf16")
     suffix = "" if precision in ("bf16", "fp16") else f"_{precision}"
+    if platform == "local" and "image" in extra:
+        suffix += "_docker"
     return f"{platform}_{engine}_{preset}_{layout}{suffix}.txt"
 
 
@@ -73,7 +82,7 @@ def test_golden_render(case: tuple) -> None:
     platform, engine, preset, layout, extra = case
     launch = plan(get_preset(preset), layout, load_platform(platform),
                   options(engine=engine, **extra))
-    assert_golden(_golden_name(case), dry_run_text(launch))
+    assert_golden(_golden_name(case), dry_run_text(launch, WORKDIR))
 
 
 @pytest.mark.parametrize("case", CASES, ids=_golden_name)

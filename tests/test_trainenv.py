@@ -99,7 +99,7 @@ def test_megatron_deepspeed_engine_needs_deepspeed_and_the_tree(tmp_path: Path,
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no torchrun on it
     tree = tmp_path / "Megatron-DeepSpeed"
     commit = load_pins().upstreams["megatron-deepspeed"].commit
-    assert problems(facts(python), "megatron-deepspeed", 0, str(tree)) == [
+    assert problems(facts(python, str(tree)), "megatron-deepspeed", 0, str(tree)) == [
         f"deepspeed is not installed in {python}; `{python} -m pip install deepspeed==0.18.2`, or "
         "run through `nox -s bench`, which provisions a venv with the pins",
         f"Megatron-DeepSpeed is not at {tree} (no pretrain_gpt.py); check out the pinned tree: "
@@ -117,7 +117,7 @@ def test_run_stops_before_launch_and_says_no_record(capsys: pytest.CaptureFixtur
     args = build_parser().parse_args(["run", "125m", "tp1pp1", "--dry-run"])
     args.megatron_args = ()
     (launch,) = launches_for(args)
-    assert environment_ready(launch) is False
+    assert environment_ready(launch, args.training_facts) is False
     err = capsys.readouterr().err
     assert "error: torch does not import in" in err
     assert err.rstrip().endswith("the training environment is incomplete, so nothing was run and "

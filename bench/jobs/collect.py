@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench.jobs.outcome import Outcome, judge
 from bench.jobs.scheduler import Scheduler, scheduler_for
+from bench.provenance import image_digest_from_output
 from bench.record import Record, RecordExistsError, record_path, write_record
 from bench.run_record import build_run_record
 from bench.rundir import RunDir, list_runs
@@ -38,7 +39,8 @@ def record_exists(records_dir: Path, run_id: str) -> bool:
 def record_of(run: RunDir, outcome: Outcome) -> Record:
     """The validated record of a finished run, from its plan.json, submission and outcome.
 
-    Provenance is what the kit knows here: the kit commit that submitted the run and its image.
+    Provenance is what the kit knows here: the kit commit that submitted the run, its image, and
+    the image digest the job printed before launch (null where it printed none, or no digest).
     The scheduler's node list goes into the notes (``nodelist``), not into ``hostname``.
     """
     state = outcome.state
@@ -50,7 +52,8 @@ def record_of(run: RunDir, outcome: Outcome) -> Record:
         "nodelist": state.nodes if state else None,
     }
     plan = run.plan
-    provenance = {"kit_commit": run.submission["kit_commit"], "image": plan.image or None}
+    provenance = {"kit_commit": run.submission["kit_commit"], "image": plan.image or None,
+                  **image_digest_from_output(outcome.log_text)}
     return build_run_record(plan, outcome.status, outcome.reason, outcome.started_at,
                             outcome.finished_at, outcome.parsed, outcome.log_text, provenance,
                             notes)

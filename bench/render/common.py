@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from bench.plan import LaunchPlan
@@ -9,6 +10,8 @@ from bench.platforms import LIBRARY_DIR
 from bench.render.shell import Token, export_lines, join
 
 END_MARKER = "BENCH_END status="  # the last line a job prints; jobs tooling reads it
+# bench.provenance.IMAGE_DIGEST_LINE reads what these lines print.
+_PINNED = re.compile(r"@(?P<digest>sha256:[0-9a-f]{64})$")
 
 
 def header(plan: LaunchPlan) -> list[str]:
@@ -61,6 +64,38 @@ def torchrun_tokens(plan: LaunchPlan, rdzv: list[Token]) -> list[Token]:
     """``torchrun`` for one node's GPUs, followed by the training entry and flags."""
     return ["torchrun", f"--nnodes={plan.nodes}", f"--nproc-per-node={plan.gpus_per_node}",
             *rdzv, *plan.entry, *plan.train_args]
+
+
+def _is_image_file(plan: LaunchPlan) -> bool:
+    """pyxis takes a squashfs file for a path starting ``/`` or ``./``; Singularity anything
+    without a ``scheme://`` (a ``.sif``, relative to the submit folder)."""
+    if plan.platform.container_runtime == "pyxis":
+        return plan.image.startswith(("/", "./"))
+    return "://" not in plan.image
+
+
+def image_digest_lines(plan: LaunchPlan) -> list[str]:
+    """The line a container job prints before launch: the digest of the image its runtime starts.
+
+    An image file is hashed on the node at job start (the file the runtime opens, not the one the
+    plan meant); a registry reference pinned by ``@sha256:`` is that digest, which the runtime
+    verifies when it pulls. A tag names no digest, and pyxis and Singularity do not say which one
+    they pulled: the line says so. Runs without a container print nothing.
+    """
+    if plan.platform.container_runtime not in ("pyxis", "singularity"):
+        return []
+    image = shlex.quote(plan.image)
+    if _is_image_file(plan):
+        # stdin, not a file argument: sha256sum escapes names with backslashes or newlines.
+        return [f"printf 'BENCH_IMAGE_DIGEST=sha256:%s kind=file-sha256 image=%s\\n' "
+                f"\"$(sha256sum < {image} | cut -d ' ' -f 1)\" {image}"]
+    pinned = _PINNED.search(plan.image)
+    if pinned:
+        return [join(["echo", f"BENCH_IMAGE_DIGEST={pinned['digest']} kind=registry "
+                              f"image={plan.image}"])]
+    return [join(["echo", f"BENCH_IMAGE_DIGEST=unknown image={plan.image} why=a tag names no "
+                          f"digest and {plan.platform.container_runtime} does not say which it "
+                          "pulled; pin the image by digest (@sha256:...) to have it recorded"])]
 
 
 def finish() -> list[str]:

@@ -11,6 +11,7 @@ from bench.render.common import (
     environment,
     finish,
     header,
+    image_digest_lines,
     rankenv,
     torchrun_tokens,
 )
@@ -79,5 +80,5 @@ def render(plan: LaunchPlan) -> str:
         raise ValueError(f"platform {plan.platform.name} uses {plan.platform.scheduler}, not Slurm")
     lines = ["#!/bin/bash", *directives(plan), *header(plan), *ds_config_line(plan),
              "set -uo pipefail", *environment(plan, _MASTER_ADDR), "",
-             wrap(launcher_command(plan)), *finish()]
+             *image_digest_lines(plan), wrap(launcher_command(plan)), *finish()]
     return "\n".join(lines) + "\n"
