@@ -25,8 +25,12 @@ def _plans(result) -> list[dict]:
 @pytest.mark.parametrize("path", CAMPAIGNS, ids=[p.stem for p in CAMPAIGNS])
 def test_every_campaign_file_plans(tmp_path: Path, path: Path) -> None:
     campaign = load_campaign(path)
-    plans = _plans(run_cli("run", "--campaign", str(path), "--gpus", "4", "--dry-run", "--json",
-                           cwd=tmp_path))
+    # fp8 needs Transformer Engine, which this machine lacks: such a campaign is planned where a
+    # platform declares it (the NGC image of azure-h200), the rest on the local platform.
+    fp8 = any(arg.startswith("fp8") for run in campaign.runs for arg in run.argv)
+    where = ["--platform", "azure-h200"] if fp8 else []
+    plans = _plans(run_cli("run", "--campaign", str(path), "--gpus", "4", *where, "--dry-run",
+                           "--json", cwd=tmp_path))
     assert len(plans) >= len(campaign.runs)
     assert len({p["run_id"] for p in plans}) == len(plans), "run ids must be unique"
     assert all(p["labels"]["campaign"] == path.stem for p in plans)

@@ -21,7 +21,7 @@ export PYTHONPATH=/tmp/te-site:/tmp/mc-site:$PWD
 python3 -m bench.capabilities > "$work/logs/capabilities.txt" || exit 3
 cat "$work/logs/capabilities.txt"
 python3 -m bench run --campaign results/campaigns/h200-te-attention.toml --only "$group" \
-  --records-dir "$work/records" > "$work/logs/campaign.txt" 2>&1
+  --records-dir "$work/records" --timeout 240 --hang-timeout 150 > "$work/logs/campaign.txt" 2>&1
 echo "campaign $group: exit $?"
 grep -E '^ +[0-9.]+b ' "$work/logs/campaign.txt"
 tar -czf "$OUT/te-$group.tgz" -C "$work" records logs
