@@ -16,6 +16,7 @@ from bench.results import plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.hardware import hardware_name, load_ceilings
+from tests.record_factory import make_record
 from tests.test_results import FIXTURES, SMOKE, _fixture_args
 
 
@@ -69,3 +70,14 @@ def test_a_broken_smoke_report_exits_2_naming_it(tmp_path: Path, capsys) -> None
     args[args.index("--smoke") + 1] = str(tmp_path / "smoke")
     assert main(args) == 2
     assert "bad-smoke.json: schema is not 'bench.smoke/1'" in capsys.readouterr().err
+
+
+def test_a_run_on_real_data_is_its_own_row() -> None:
+    """Tokenized data (--data-path in argv) against the engine's mock data: never pooled."""
+    mock = make_record()
+    real = make_record(run_id="13b_dp4_h200x4_20261121T203000Z",
+                       argv=[*mock.argv, "--data-path", "data/gpt2-0123_text_document"])
+    rows = build_report([mock, real], [], load_published(FIXTURES / "published.toml"),
+                        []).measured_rows
+    notes = "attention=sdpa"  # the factory's run: an engine note, which names a variant too
+    assert sorted((r.runs, r.variant) for r in rows) == [(1, notes), (1, f"{notes}, data=real")]

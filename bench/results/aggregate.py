@@ -153,6 +153,14 @@ def variant(notes: Iterable[tuple[str, object]]) -> str:
     return ", ".join(parts)
 
 
+def _variant(run: Record) -> str:
+    """The variant text of a run's row: its variant notes, and ``data=real`` for a run on a
+    tokenized corpus (``--data-path``; read from argv, so older records say it too) rather than
+    the engine's mock data, which the kit's throughput rows otherwise use."""
+    real = "data=real" if "--data-path" in run.argv else ""
+    return ", ".join(filter(None, (variant(run.notes.items()), real)))
+
+
 def _sweep(run: Record) -> str | None:
     sweep = run.notes.get("sweep", run.notes.get("sweep_id"))
     return None if sweep is None else str(sweep)
@@ -165,7 +173,7 @@ def configuration(run: Record) -> tuple:
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
         label_of(run), run.engine, layers_of(run.argv), run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
-        lay.micro_batch, lay.global_batch, variant(run.notes.items()),
+        lay.micro_batch, lay.global_batch, _variant(run),
     )  # fmt: skip
 
 
@@ -243,7 +251,7 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
         tflops_per_gpu=m.tflops_per_gpu, percent_of_peak=m.mfu * 100,
         flops_convention=m.flops_convention, peak_mem_gb=m.peak_mem_gb,
         date=median.started_at[:10], runs=len(runs), label=median.run_id,
-        link=f"{median.run_id}.json", variant=variant(median.notes.items()),
+        link=f"{median.run_id}.json", variant=_variant(median),
         sweep=_sweep(median), reference=entry,
         verdict=_verdict(entry, m.tflops_per_gpu),
         percent_of_bf16_peak=None if m.mfu_bf16_peak is None else m.mfu_bf16_peak * 100,
