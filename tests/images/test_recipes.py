@@ -52,9 +52,10 @@ def test_series_applies_exactly_to_the_pinned_upstream_tree(tmp_path):
     with pytest.raises(SeriesError, match="is not applied"):
         run_series(series, tree, "verify-applied")
     report = run_series(series, tree, "apply")
-    assert len(report) == len(read_series(series)) == 7
+    assert len(report) == len(read_series(series)) == 8
     run_series(series, tree, "verify-applied")
     assert "(1 + (2 / gqa) + 1)" in (tree / "megatron/utils.py").read_text()
+    assert "helpers.build_sample_idx(" not in (tree / "megatron/data/gpt_dataset.py").read_text()
     assert "arch=compute_70" not in (tree / "megatron/fused_kernels/__init__.py").read_text()
     assert "if nltk_available:" in (tree / "tools/preprocess_data.py").read_text()
     assert not list(tree.rglob("*.orig")) and not list(tree.rglob("*.rej"))
