@@ -109,7 +109,7 @@ def test_patches_check_reports_every_series_checked_against_the_snapshot():
     assert ok, text
     assert "NOT CHECKED" not in text
     assert "megatron-deepspeed (deepspeedai/Megatron-DeepSpeed@" in text
-    assert "7 patch(es) apply exactly" in text
+    assert "8 patch(es) apply exactly" in text
     assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply exactly" in text
     assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 2 patch(es) apply exactly" in text
 

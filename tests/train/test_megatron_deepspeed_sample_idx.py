@@ -218,11 +218,13 @@ def test_seq_length_one_against_the_upstream_loop(patched, upstream_loop):
 
 
 def test_large_dataset_is_vectorized(helpers, patched):
-    # 200,000 documents x 3 epochs, about 510 million tokens: half a million samples of 1024 and 32
-    # million of 16, which a loop over samples in Python would take minutes for.
+    # 200,000 documents x 5 epochs, about 3.5 billion tokens (past 2**31: the documents' start
+    # tokens need int64): 1.7 million samples of 2048 and 35 million of 100, which a loop over
+    # samples in Python would take minutes for.
     rng = np.random.default_rng(3)
-    sizes = rng.integers(0, 1700, 200_000).astype(np.int32)
-    doc_idx = np.tile(np.arange(len(sizes), dtype=np.int32), 3)
+    sizes = rng.integers(0, 7000, 200_000).astype(np.int32)
+    doc_idx = np.tile(np.arange(len(sizes), dtype=np.int32), 5)
     rng.shuffle(doc_idx)
-    for seq_length in (1024, 16):
-        assert_same(helpers, patched, sizes, doc_idx, seq_length, 3, int(sizes.sum()))
+    assert 5 * int(sizes.sum()) > 2**31
+    for seq_length in (2048, 100):
+        assert_same(helpers, patched, sizes, doc_idx, seq_length, 5, int(sizes.sum()))
