@@ -52,9 +52,10 @@ def test_series_applies_exactly_to_the_pinned_upstream_tree(tmp_path):
     with pytest.raises(SeriesError, match="is not applied"):
         run_series(series, tree, "verify-applied")
     report = run_series(series, tree, "apply")
-    assert len(report) == len(read_series(series)) == 7
+    assert len(report) == len(read_series(series)) == 8
     run_series(series, tree, "verify-applied")
     assert "(1 + (2 / gqa) + 1)" in (tree / "megatron/utils.py").read_text()
+    assert "helpers.build_sample_idx(" not in (tree / "megatron/data/gpt_dataset.py").read_text()
     assert "arch=compute_70" not in (tree / "megatron/fused_kernels/__init__.py").read_text()
     assert "if nltk_available:" in (tree / "tools/preprocess_data.py").read_text()
     assert not list(tree.rglob("*.orig")) and not list(tree.rglob("*.rej"))
@@ -108,7 +109,7 @@ def test_patches_check_reports_every_series_checked_against_the_snapshot():
     assert ok, text
     assert "NOT CHECKED" not in text
     assert "megatron-deepspeed (deepspeedai/Megatron-DeepSpeed@" in text
-    assert "7 patch(es) apply exactly" in text
+    assert "8 patch(es) apply exactly" in text
     assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply exactly" in text
     assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 2 patch(es) apply exactly" in text
 

@@ -15,14 +15,11 @@ import pytest
 from bench.dataset.npm import fetch_gpt2_files
 from bench.dataset.prepare import prepare
 from bench.images.pins import REPO_ROOT
-from bench.images.series import run_series
 from bench.plan import plan
 from bench.platforms import load_platform
 from bench.presets import load_presets
 from tests.conftest import options
-from tests.snapshots import snapshot_tree
 
-SERIES = REPO_ROOT / "patches/megatron-deepspeed/series"
 CACHE = Path.home() / ".cache" / "megatron-bench"
 # DeepSpeed and the light dependencies of DeepSpeed and Megatron-DeepSpeed, as images/pins.toml pins
 # them (the same list results/campaigns/gather-mds-carry.sh carries to the GPUs).
@@ -44,14 +41,6 @@ def deepspeed_site(megatron_python) -> Path:
                        check=True, env={**os.environ, "DS_BUILD_OPS": "0"}, timeout=900)
         partial.rename(site)
     return site
-
-
-@pytest.fixture(scope="session")
-def patched_tree(tmp_path_factory) -> Path:
-    tree = tmp_path_factory.mktemp("mds") / "Megatron-DeepSpeed"
-    shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
-    run_series(SERIES, tree, "apply")
-    return tree
 
 
 def _run(python: str, site: Path, tree: Path, args: list[str], stdin: str = "",
