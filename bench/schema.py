@@ -15,9 +15,9 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Annotated, Any, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.tomlfile import DataError, read_toml
 
@@ -31,8 +31,14 @@ _PHRASES = {
     "model_type": "must be a table", "string_too_short": "must not be empty",
 }  # fmt: skip
 _KEYED = re.compile(r"^\w+: ")  # a validator's problem line that names its key
-# What a pattern means, said in the error (pydantic's message shows only the regex).
+# What a pattern means, said in the error after the value (pydantic's message shows the regex).
 PATTERN_HINTS: dict[str, str] = {}
+
+
+def matching(pattern: str, hint: str) -> Any:
+    """A string type that must match ``pattern``; an error says ``'<value>' <hint>``."""
+    PATTERN_HINTS[pattern] = hint
+    return Annotated[str, Field(pattern=pattern)]
 
 
 class Strict(BaseModel):
@@ -58,7 +64,7 @@ def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
         elif kind == "missing":
             lines.append(f"missing key '{where}'")
         elif kind == "string_pattern_mismatch" and e["ctx"]["pattern"] in PATTERN_HINTS:
-            lines.append(f"{where}: {e['input']!r} must be {PATTERN_HINTS[e['ctx']['pattern']]}")
+            lines.append(f"{where}: {e['input']!r} {PATTERN_HINTS[e['ctx']['pattern']]}")
         elif kind in ("literal_error", "enum"):
             lines.append(f"key '{where}' is {e['input']!r}, expected {e['ctx']['expected']}")
         else:
