@@ -54,8 +54,7 @@ NonNegative = Annotated[int, Field(ge=0)]
 
 
 def walltime_problem(value: str) -> str | None:
-    """What is wrong with a duration as Slurm and PBS read it (minutes and seconds below 60, hours
-    below 24 after a day count, more than zero), or None."""
+    """What is wrong with a duration as Slurm and PBS read it, or None."""
     match = _WALLTIME.match(value)
     if not match:
         return f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS"
@@ -98,9 +97,8 @@ class Accelerator(AcceleratorFile):
 
 
 def peak_format(precision: str) -> str:
-    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8.
-
-    Records written with a precision the kit no longer offers keep their prefix (``fp8``)."""
+    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8 (a
+    record's precision the kit no longer offers: its prefix)."""
     return "fp8" if precision in MSAMP_PRECISIONS else precision.split("-", 1)[0]
 
 
@@ -255,8 +253,7 @@ def platforms_dirs() -> list[Path]:
 
 def _data_files(subfolder: str) -> dict[str, Path]:
     """name -> file over the platforms folders; a user's file of the same name wins."""
-    found = {path.stem: path for folder in platforms_dirs() for path in (folder / subfolder).glob("*.toml")}
-    return dict(sorted(found.items()))
+    return dict(sorted({p.stem: p for folder in platforms_dirs() for p in (folder / subfolder).glob("*.toml")}.items()))
 
 
 def origin(path: Path) -> str:
@@ -302,7 +299,7 @@ def job_option_default(key: str) -> str | None:
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
     """The platform with the job settings given (None or empty: the platform file's)."""
     changes = {key: value for key, value in overrides.items() if value}
-    if problem := walltime_problem(changes.get("walltime", "00:30:00")):
+    if "walltime" in changes and (problem := walltime_problem(changes["walltime"])):
         raise DataError(f"--walltime: {problem}")
     return platform.model_copy(update={"job": platform.job.model_copy(update=changes)}) if changes else platform
 

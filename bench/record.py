@@ -2,10 +2,8 @@
 
 A *record*, ``results/records/<run_id>.json``, describes one *run*: the resolved preset, layout and
 platform, what the kit set (argv, environment), provenance, and either steady-state metrics
-(``status == "ok"``) or a failure status with a reason. The models below are the schema
-(``results/schema/record.schema.json`` is generated from them) and its one parse path, for records
-built by the kit and read from disk. Records are append-only: :func:`write_record` never overwrites
-a file; :func:`load_records` skips a bad file as a :class:`Problem` naming it.
+(``status == "ok"``) or a failure status with a reason. The models are the schema and its one parse
+path. Records are append-only; :func:`load_records` skips a bad file as a :class:`Problem`.
 
 Units: seconds, samples/s, tokens/s and TFLOP/s (10^12 FLOP/s) per GPU, MFU as a fraction of the
 dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names how
@@ -278,32 +276,24 @@ def record_from_json(text: str | bytes) -> Record:
 def record_from_dict(data: Any) -> Record:
     """Validate a decoded JSON record: it is checked as the JSON text it stands for."""
     try:
-        return record_from_json(json.dumps(data))
+        text = json.dumps(data)
     except (TypeError, ValueError) as error:
-        if isinstance(error, RecordError):
-            raise
         raise RecordError([f"not JSON data ({error})"]) from None
+    return record_from_json(text)
 
 
 def build_record(**fields: Any) -> Record:
-    """Build a validated record from plain values (nested parts as mappings or models).
-
-    Takes the record's keys except ``schema``; ``log_tail``, ``log_errors`` and ``notes`` default
-    to empty, ``provenance`` keys default to null. Raises :class:`RecordError`.
-    """
+    """A validated record from its keys but ``schema`` (nested parts as mappings or models);
+    ``provenance`` keys default to null. Raises :class:`RecordError`."""
     data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in fields.items()}
     data["provenance"] = {**dict.fromkeys(Provenance.model_fields), **(data.get("provenance") or {})}
     return record_from_dict({"schema": SCHEMA, **data})
 
 
 def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -> Record:
-    """:func:`build_record` for a run that ended: its metrics cannot cost it its record.
-
-    When the metrics fail the record's checks (an MFU above 1 from an impossible step time, a
-    throughput that disagrees with the step time), the run is recorded as ``failed`` with those
-    problems as the reason, ``failure_log_tail`` as its log tail, and every computed number kept
-    in ``notes`` as ``metrics.<name>`` (non-finite ones as text, which JSON can hold).
-    """
+    """:func:`build_record` for a run that ended: metrics that fail the checks (an MFU above 1
+    from an impossible step time) make it ``failed``, with the problems as reason, this log tail,
+    and the numbers kept in ``notes`` as ``metrics.<name>`` (non-finite ones as text)."""
     try:
         return build_record(**fields)
     except RecordError as error:
@@ -325,18 +315,12 @@ def record_path(records_dir: Path | str, run_id: str) -> Path:
 
 
 def check_records_dir(records_dir: Path | str) -> None:
-    """Create ``records_dir`` and write and remove a test file in it, before a run starts.
-
-    Raises ValueError naming the directory when it cannot hold records (a file is in the way, no
-    permission, a read-only file system), so the GPUs are not used for a run whose record would
-    be lost.
-    """
+    """Before a run, a ValueError naming ``records_dir`` if it cannot hold records (a file in the
+    way, no permission, a read-only file system): the GPUs are not used for a record that is lost."""
     directory = Path(records_dir)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(dir=directory, prefix=".write-test.", suffix=_TEMP_SUFFIX)
-        os.close(fd)
-        os.unlink(temp_name)
+        tempfile.TemporaryFile(dir=directory).close()  # unnamed where it can be: nothing left behind
     except OSError as error:
         raise ValueError(f"records directory {directory} cannot hold records "
                          f"({error.strerror or error}); give a writable directory with "
@@ -346,9 +330,8 @@ def check_records_dir(records_dir: Path | str) -> None:
 def write_record(records_dir: Path | str, record: Record) -> Path:
     """Write ``record`` to ``<records_dir>/<run_id>.json`` atomically and return the path.
 
-    The JSON goes to a fsynced temporary file in the same (created) directory, then is hard-linked
-    to the final name: ``os.link`` fails rather than replace a file, so a record is never
-    overwritten (:class:`RecordExistsError`) and never seen half-written. The temporary file is
+    A fsynced temporary file is hard-linked to the final name: ``os.link`` fails rather than replace
+    a file (:class:`RecordExistsError`), and no reader sees half a record. The temporary file is
     removed on every path, KeyboardInterrupt included.
     """
     if not isinstance(record, Record):
@@ -381,12 +364,8 @@ def write_record(records_dir: Path | str, record: Record) -> Path:
 
 
 def load_record(path: Path | str) -> Record:
-    """Read and validate one record file; raises :class:`RecordError` or ``OSError``.
-
-    Whatever the file holds, the failure is a :class:`RecordError`: text that is not JSON or not
-    UTF-8, an integer longer than Python converts (4300 digits), nesting deeper than the decoder's
-    recursion limit, or something that is not a regular file (a FIFO would block the read).
-    """
+    """Read and validate one record file; whatever it holds (not JSON or UTF-8, 4300-digit numbers,
+    deep nesting, a FIFO that would block the read), a :class:`RecordError`, else ``OSError``."""
     path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -401,11 +380,8 @@ def load_record(path: Path | str) -> Record:
 
 
 def load_records(records_dir: Path | str) -> tuple[list[Record], list[Problem]]:
-    """Every valid record in ``records_dir`` (by file name) and every skipped file.
-
-    A missing directory holds no records. ``*.json`` files that do not load and leftover
-    temporary files of an interrupted write are problems; other files are ignored.
-    """
+    """Every valid record in ``records_dir`` (by file name), and as problems the ``*.json`` files
+    that do not load and leftovers of interrupted writes; other files are ignored."""
     directory = os.fspath(records_dir)
     records: list[Record] = []
     skipped: list[Problem] = []

@@ -82,7 +82,7 @@ def _fields_at(model: type[BaseModel] | None, path: str) -> list[str]:
         if model is not None and part in model.model_fields:
             model = next((t for t in _types(model.model_fields[part].annotation)
                           if isinstance(t, type) and issubclass(t, BaseModel)), None)
-    return [f.alias or name for name, f in model.model_fields.items() if not f.exclude] if model else []
+    return [f.alias or name for name, f in model.model_fields.items()] if model else []
 
 
 def _types(annotation: Any) -> list[Any]:
