@@ -257,8 +257,8 @@ def _data_files(subfolder: str) -> dict[str, Path]:
 
 
 def origin(path: Path) -> str:
-    """Where a data file came from: ``kit``, or ``BENCH_PLATFORMS_DIR`` (its folder)."""
-    return "kit" if path.resolve().is_relative_to(REPO_PLATFORMS_DIR) else f"BENCH_PLATFORMS_DIR ({path.parent})"
+    """Where a data file came from: ``kit``, or ``user`` (``BENCH_PLATFORMS_DIR``)."""
+    return "kit" if path.resolve().is_relative_to(REPO_PLATFORMS_DIR) else "user"
 
 
 def platform_files() -> list[Path]:

@@ -201,7 +201,8 @@ class Record(Strict):
 
     @model_validator(mode="after")
     def _rules(self) -> Record:
-        p, status, lay, m = [], self.status.value, self.layout, self.metrics
+        p: list[str] = []
+        status, lay, m = self.status.value, self.layout, self.metrics
         if self.finished_at is not None and (datetime.fromisoformat(self.finished_at)
                                              < datetime.fromisoformat(self.started_at)):
             p.append(f"finished_at: {self.finished_at} is before started_at {self.started_at}")
@@ -221,13 +222,14 @@ class Record(Strict):
                      f"{lay.micro_batch} x dp {lay.dp}")
         if self.nodes > self.gpus:
             p.append(f"nodes: {self.nodes} nodes cannot run {self.gpus} GPUs")
-        peak, tokens = self.platform.peak_tflops, m and m.samples_per_s * self.preset.seq_length / self.gpus
-        if m and not math.isclose(m.mfu, m.tflops_per_gpu / peak, rel_tol=CONSISTENCY_RTOL):
-            p.append(f"metrics.mfu: {m.mfu} != tflops_per_gpu {m.tflops_per_gpu} / "
-                     f"platform.peak_tflops {peak}")
-        if m and not math.isclose(m.tokens_per_s_per_gpu, tokens, rel_tol=CONSISTENCY_RTOL):
-            p.append(f"metrics.tokens_per_s_per_gpu: {m.tokens_per_s_per_gpu} != samples_per_s x "
-                     f"seq_length / gpus = {tokens:.6g}")
+        if m is not None:
+            peak, tokens = self.platform.peak_tflops, m.samples_per_s * self.preset.seq_length / self.gpus
+            if not math.isclose(m.mfu, m.tflops_per_gpu / peak, rel_tol=CONSISTENCY_RTOL):
+                p.append(f"metrics.mfu: {m.mfu} != tflops_per_gpu {m.tflops_per_gpu} / "
+                         f"platform.peak_tflops {peak}")
+            if not math.isclose(m.tokens_per_s_per_gpu, tokens, rel_tol=CONSISTENCY_RTOL):
+                p.append(f"metrics.tokens_per_s_per_gpu: {m.tokens_per_s_per_gpu} != samples_per_s x "
+                         f"seq_length / gpus = {tokens:.6g}")
         if p:
             raise ValueError("\n".join(p))
         return self
