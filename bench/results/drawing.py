@@ -75,8 +75,11 @@ def _serve(conn: Connection) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.backends.backend_agg
-        import matplotlib.figure  # noqa: F401  (what render_pngs imports, before forking)
+        import matplotlib.figure
+        import matplotlib.style  # noqa: F401  (what render_pngs imports, before forking)
+        from PIL import Image
 
+        Image.preinit()  # the image formats savefig's first call would import, in every child
         # The cyclic collector would walk matplotlib's import-time objects again and again in
         # every drawing (measured: a fifth of a first plot); frozen, forked children share them.
         gc.freeze()
