@@ -62,7 +62,9 @@ def walltime_problem(value: str) -> str | None:
     if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
         return (f"walltime '{value}' is not a duration: minutes and seconds run to 59, and hours "
                 "to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
-    return None if days or hours or minutes or seconds else f"walltime '{value}' is zero; give the job some time"
+    if not (days or hours or minutes or seconds):
+        return f"walltime '{value}' is zero; give the job some time"
+    return None
 
 
 def _duration(value: str) -> str:
@@ -253,7 +255,8 @@ def platforms_dirs() -> list[Path]:
 
 def _data_files(subfolder: str) -> dict[str, Path]:
     """name -> file over the platforms folders; a user's file of the same name wins."""
-    return dict(sorted({p.stem: p for folder in platforms_dirs() for p in (folder / subfolder).glob("*.toml")}.items()))
+    found = {path.stem: path for folder in platforms_dirs() for path in (folder / subfolder).glob("*.toml")}
+    return dict(sorted(found.items()))
 
 
 def origin(path: Path) -> str:

@@ -1,6 +1,6 @@
 """Draw plots beside the loading: a forked process imports matplotlib while records load.
 
-matplotlib's import (about 0.5 s) and drawing (about 0.3 s a plot) are most of a first
+matplotlib's import (about 0.45 s) and drawing (about 0.25 s a plot) are most of a first
 regeneration, and neither needs the records. :class:`Drawer` forks a process before the records
 are loaded; it imports matplotlib while the parent loads and aggregates. When the parent knows
 which PNGs must be drawn, it draws one and forks a child for each other one (after the import,
