@@ -20,7 +20,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
 
 from bench.capabilities import Capabilities
-from bench.schema import Strict, load_toml, matching
+from bench.schema import Strict, hinted, load_toml
 from bench.tomlfile import DataError
 
 REPO_PLATFORMS_DIR = Path(__file__).resolve().parent.parent / "platforms"
@@ -45,11 +45,13 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a platform is named, neve
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``).
 LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/-]*)$")
-LibraryDir = matching(LIBRARY_DIR.pattern, "must be an absolute folder, or one under a variable: ${EBROOTX}/lib")
+LibraryDir = Annotated[str, hinted(LIBRARY_DIR.pattern,
+                                   "must be an absolute folder, or one under a variable: ${EBROOTX}/lib")]
 # Slurm's --cpu-bind: a keyword, or map_cpu/mask_cpu with a comma-separated list.
-CpuBind = matching(r"^(?:(?:v,)?(?:none|cores|threads|sockets|ldoms|rank|(?:map_cpu|mask_cpu)[:=]"
-                   r"[0-9a-fA-Fx,]+))?$", "must be a Slurm --cpu-bind value such as 'cores' or 'mask_cpu:0xfe,0xfe00'")
-AbsolutePath = matching(r"^(/.*)?$", "must be an absolute path as the job sees it")  # "" for none
+CpuBind = Annotated[str, hinted(r"^(?:(?:v,)?(?:none|cores|threads|sockets|ldoms|rank|(?:map_cpu|mask_cpu)[:=]"
+                                r"[0-9a-fA-Fx,]+))?$", "must be a Slurm --cpu-bind value such as 'cores' or "
+                                "'mask_cpu:0xfe,0xfe00'")]
+AbsolutePath = Annotated[str, hinted(r"^(/.*)?$", "must be an absolute path as the job sees it")]  # "" for none
 NonNegative = Annotated[int, Field(ge=0)]
 
 
@@ -118,7 +120,7 @@ class Job(Strict):
     account: str = ""
     partition: str = ""
     queue: str = ""
-    walltime: Annotated[matching(_WALLTIME.pattern, "must be a walltime like HH:MM:SS or D-HH:MM:SS"),  # type: ignore[valid-type]
+    walltime: Annotated[str, hinted(_WALLTIME.pattern, "must be a walltime like HH:MM:SS or D-HH:MM:SS"),
                         AfterValidator(_duration)] = "00:30:00"
     qos: str = ""
     filesystems: str = ""  # PBS -l filesystems=... (ALCF)
@@ -147,8 +149,8 @@ class Storage(Strict):
     """
 
     filesystem: str = ""
-    stage: AbsolutePath = ""  # type: ignore[valid-type]
-    squashed_image: AbsolutePath = ""  # type: ignore[valid-type]
+    stage: AbsolutePath = ""
+    squashed_image: AbsolutePath = ""
     save_interval: NonNegative = 0
 
 
@@ -190,8 +192,8 @@ class PlatformFile(Strict):
     module_paths: tuple[str, ...] = ()  # `module use` folders, before `module load`
     # Folders put first on the library path the training processes see: LD_LIBRARY_PATH, or
     # SINGULARITYENV_LD_LIBRARY_PATH inside Singularity (e.g. a NCCL/RCCL network plugin).
-    library_path: tuple[LibraryDir, ...] = ()  # type: ignore[valid-type]
-    cpu_bind: CpuBind = ""  # type: ignore[valid-type]  # for per-GPU srun tasks, e.g. LUMI's mask per GCD
+    library_path: tuple[LibraryDir, ...] = ()
+    cpu_bind: CpuBind = ""  # for per-GPU srun tasks, e.g. LUMI's mask per GCD
     storage: Storage = Storage()
 
     @field_validator("capabilities", mode="before")

@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.schema import Strict, matching, problems
+from bench.schema import Strict, hinted, problems
 from bench.status import Status
 
 SCHEMA = "bench.record/1"
@@ -57,8 +57,8 @@ Text = Annotated[str, Field(min_length=1)]
 Count = Annotated[int, Field(ge=1)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Fraction = Annotated[Positive, AfterValidator(_fraction)]
-Timestamp = Annotated[matching(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
-                               "must be UTC like 2026-11-21T20:15:00Z"), AfterValidator(_real_time)]
+Timestamp = Annotated[str, hinted(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
+                                  "must be UTC like 2026-11-21T20:15:00Z"), AfterValidator(_real_time)]
 JsonScalar = str | int | Annotated[float, Field(allow_inf_nan=False)] | bool | None
 
 
@@ -173,14 +173,14 @@ class Record(Strict):
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
 
     schema_: Literal["bench.record/1"] = Field(SCHEMA, alias="schema")
-    run_id: matching(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",  # type: ignore[valid-type]
-                     "must be letters, digits, '.', '_' or '-' (it is the file name)")
+    run_id: Annotated[str, hinted(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                                  "must be letters, digits, '.', '_' or '-' (it is the file name)")]
     status: Status
     reason: Text | None
     started_at: Timestamp
     finished_at: Timestamp | None
     engine: Literal["megatron", "megatron-deepspeed"]
-    precision: matching(r"^[a-z0-9][a-z0-9_-]*$", "must be lower-case like bf16, fp16, fp8")  # type: ignore[valid-type]
+    precision: Annotated[str, hinted(r"^[a-z0-9][a-z0-9_-]*$", "must be lower-case like bf16, fp16, fp8")]
     preset: PresetInfo
     layout: LayoutInfo
     platform: PlatformInfo

@@ -15,7 +15,7 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, get_args
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,10 +35,10 @@ _KEYED = re.compile(r"^\w+: ")  # a validator's problem line that names its key
 PATTERN_HINTS: dict[str, str] = {}
 
 
-def matching(pattern: str, hint: str) -> Any:
-    """A string type that must match ``pattern``; an error says ``'<value>' <hint>``."""
+def hinted(pattern: str, hint: str) -> Any:
+    """``Field(pattern=pattern)`` whose error says ``'<value>' <hint>``."""
     PATTERN_HINTS[pattern] = hint
-    return Annotated[str, Field(pattern=pattern)]
+    return Field(pattern=pattern)
 
 
 class Strict(BaseModel):

@@ -11,12 +11,12 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, PrivateAttr, model_validator
 
-from bench.schema import Strict, load_toml, matching
+from bench.schema import Strict, hinted, load_toml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO_ROOT / "images" / "pins.toml"
 POLARIS_RECIPE = REPO_ROOT / "images" / "polaris" / "recipe.toml"
-Pinned = tuple[matching("==", "is not pinned; write it as name==version"), ...]  # type: ignore[misc]
+Pinned = tuple[Annotated[str, hinted("==", "is not pinned; write it as name==version")], ...]
 
 
 class _Table(Strict):
@@ -37,7 +37,7 @@ class Upstream(_Table):
     package: str = ""  # pypi
     version: str = ""  # pypi
     repo: str = ""  # github owner/name
-    commit: matching(r"^([0-9a-f]{40})?$", "must be a full 40-digit commit") = ""  # type: ignore[valid-type]
+    commit: Annotated[str, hinted(r"^([0-9a-f]{40})?$", "must be a full 40-digit commit")] = ""
     install_dir: str = ""  # github: where the image keeps the patched tree
 
     @model_validator(mode="after")
@@ -69,8 +69,8 @@ class Target(_Table):
     image: str
     registry: str
     base: str
-    base_digest: matching(r"^(sha256:[0-9a-f]{64})?$", "is not sha256:<64 hex digits>; give the "  # type: ignore[valid-type]
-                          "published digest, or \"\" when none is known (tag only)")
+    base_digest: Annotated[str, hinted(r"^(sha256:[0-9a-f]{64})?$", "is not sha256:<64 hex digits>; give "
+                                       "the published digest, or \"\" when none is known (tag only)")]
     packages: Pinned
     requirements: Pinned
     upstreams: tuple[str, ...]
