@@ -474,17 +474,13 @@ def cmd_platforms(_: argparse.Namespace) -> int:
     print(f"{'platform':<12} {'from':<5} {'sched':<6} {'launcher':<9} {'runtime':<12} description")
     for path in platform_files():
         p = load_platform(path.stem)
-        print(f"{p.name:<12} {_origin(path):<5} {p.scheduler:<6} {p.launcher:<9} "
+        print(f"{p.name:<12} {origin(path):<5} {p.scheduler:<6} {p.launcher:<9} "
               f"{p.container_runtime:<12} {p.description}")
-    accelerators = ", ".join(f"{path.stem} ({_origin(path)})" for path in accelerator_files())
+    accelerators = ", ".join(f"{path.stem} ({origin(path)})" for path in accelerator_files())
     print(f"accelerators: {accelerators}")
     print(f"kit: {REPO_PLATFORMS_DIR}" + "".join(
         f"; user: {folder} (BENCH_PLATFORMS_DIR, wins over the kit)" for folder in platforms_dirs()[1:]))
     return 0
-
-
-def _origin(path: Path) -> str:
-    return "kit" if origin(path) == "kit" else "user"
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

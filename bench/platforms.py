@@ -2,13 +2,11 @@
 
 A platform file holds every site fact the kit needs: scheduler, launcher, container runtime, GPUs per
 node, the accelerator (whose peak TFLOP/s and its source live in ``platforms/accelerators/``),
-default engine and precision, environment, module loads, image, bind mounts, library folders (a
-NCCL/RCCL network plugin), CPU binding, shared storage and job defaults. A user adds a cluster by
-copying a file into a folder of their own named by ``BENCH_PLATFORMS_DIR``: its platforms and
-``accelerators/`` add to the kit's, and a file of the same name replaces the kit's. Job
-defaults (account, partition, queue, walltime) are overridden by command-line options, which default
-to ``$BENCH_ACCOUNT`` etc. The models are the files' schema (``results/schema/platform.schema.json``,
-``accelerator.schema.json``): strict types, unknown keys refused, errors naming file and key.
+default engine and precision, environment, module loads, image, bind mounts, library folders, CPU
+binding, shared storage and job defaults (overridden by command-line options, which default to
+``$BENCH_ACCOUNT`` etc.). A user adds a cluster by copying a file into a folder of their own named
+by ``BENCH_PLATFORMS_DIR``: its platforms and ``accelerators/`` add to the kit's, and a file of the
+same name replaces the kit's. The models are the files' schema (``results/schema/``).
 """
 
 from __future__ import annotations
@@ -19,10 +17,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-from pydantic import Field, create_model, field_validator, model_validator
+from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
 
 from bench.capabilities import Capabilities
-from bench.schema import PATTERN_HINTS, Strict, load_toml
+from bench.schema import Strict, hinted, load_toml
 from bench.tomlfile import DataError
 
 REPO_PLATFORMS_DIR = Path(__file__).resolve().parent.parent / "platforms"
@@ -30,44 +28,58 @@ REPO_PLATFORMS_DIR = Path(__file__).resolve().parent.parent / "platforms"
 # fp8-delayed / fp8-current: Transformer Engine's delayed-scaling and current (per-tensor) scaling
 # recipes (bench.engines.common.precision_flags). "fp8" on the command line means fp8-delayed.
 # msamp-o1 / msamp-o2 / fp4: MS-AMP on top of Transformer Engine fp8 (the MS-AMP seed's "msamp" mode
-# is O2; "fp4" is O2 plus MS-AMP's FP4 simulation of weights and activations).
+# is O2; "fp4" is O2 plus MS-AMP's FP4 simulation of weights and activations, GEMMs in fp8).
 Precision = Literal["bf16", "fp16", "fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 PRECISION_SHORTHANDS = {"fp8": "fp8-delayed"}
 MSAMP_PRECISIONS = ("msamp-o1", "msamp-o2", "fp4")
-# Number formats an accelerator file gives dense peaks for; a precision is measured against its own.
-PeakFormat = Literal["bf16", "fp16", "fp8"]
+PeakFormat = Literal["bf16", "fp16", "fp8"]  # the formats an accelerator file gives dense peaks for
 PEAK_FORMATS: tuple[str, ...] = get_args(PeakFormat)
-# The format each precision's GEMMs run in. FP4 is simulated (values rounded to FP4, GEMMs in fp8).
-_PEAK_FORMAT = {"bf16": "bf16", "fp16": "fp16", "fp8-delayed": "fp8", "fp8-current": "fp8",
-                "msamp-o1": "fp8", "msamp-o2": "fp8", "fp4": "fp8"}
 Engine = Literal["megatron", "megatron-deepspeed"]
 ENGINES: tuple[str, ...] = get_args(Engine)
 # The [capabilities] table of a platform file: Capabilities' fields, each true or false.
 CapabilitiesTable = create_model("CapabilitiesTable", __base__=Strict,
                                  **{f.name: (bool, False) for f in fields(Capabilities)})
 _WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
-PATTERN_HINTS[_WALLTIME.pattern] = "a walltime like HH:MM:SS or D-HH:MM:SS"
-# A platform or accelerator is named, never given as a path: the name picks a file in the folder.
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a platform is named, never given as a path
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``).
 LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/-]*)$")
-PATTERN_HINTS[LIBRARY_DIR.pattern] = "an absolute folder, or one under a variable: ${EBROOTX}/lib"
+LibraryDir = Annotated[str, hinted(LIBRARY_DIR.pattern,
+                                   "must be an absolute folder, or one under a variable: ${EBROOTX}/lib")]
 # Slurm's --cpu-bind: a keyword, or map_cpu/mask_cpu with a comma-separated list.
-_CPU_BIND = re.compile(r"^(?:(?:v,)?(?:none|cores|threads|sockets|ldoms|rank|"
-                       r"(?:map_cpu|mask_cpu)[:=][0-9a-fA-Fx,]+))?$")
-PATTERN_HINTS[_CPU_BIND.pattern] = "a Slurm --cpu-bind value such as 'cores' or 'mask_cpu:0xfe,0xfe00'"
-AbsolutePath = Annotated[str, Field(pattern=r"^(/.*)?$")]  # as the job sees it; "" for none
-PATTERN_HINTS[r"^(/.*)?$"] = "an absolute path as the job sees it"
+CpuBind = Annotated[str, hinted(r"^(?:(?:v,)?(?:none|cores|threads|sockets|ldoms|rank|(?:map_cpu|mask_cpu)[:=]"
+                                r"[0-9a-fA-Fx,]+))?$", "must be a Slurm --cpu-bind value such as 'cores' or "
+                                "'mask_cpu:0xfe,0xfe00'")]
+AbsolutePath = Annotated[str, hinted(r"^(/.*)?$", "must be an absolute path as the job sees it")]  # "" for none
+NonNegative = Annotated[int, Field(ge=0)]
+
+
+def walltime_problem(value: str) -> str | None:
+    """What is wrong with a duration as Slurm and PBS read it, or None."""
+    match = _WALLTIME.match(value)
+    if not match:
+        return f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS"
+    days, hours, minutes, seconds = (int(match[k] or 0) for k in ("days", "h", "m", "s"))
+    if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
+        return (f"walltime '{value}' is not a duration: minutes and seconds run to 59, and hours "
+                "to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
+    if not (days or hours or minutes or seconds):
+        return f"walltime '{value}' is zero; give the job some time"
+    return None
+
+
+def _duration(value: str) -> str:
+    if problem := walltime_problem(value):
+        raise ValueError(problem)
+    return value
 
 
 class AcceleratorFile(Strict):
     """One GPU (or GCD) model and its dense peak TFLOP/s per precision, with the source."""
 
     model: str
-    # Substrings of the device name a driver reports (e.g. "H200").
-    match: tuple[str, ...] = ()
+    match: tuple[str, ...] = ()  # substrings of the device name a driver reports (e.g. "H200")
     memory_gb: Annotated[float, Field(gt=0)]
     peak_tflops: dict[PeakFormat, Annotated[float, Field(gt=0)]]
     peak_source: Annotated[str, Field(pattern=r"\S")]  # where the peak figures come from
@@ -89,34 +101,17 @@ class Accelerator(AcceleratorFile):
 
 
 def peak_format(precision: str) -> str:
-    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8.
-
-    Records written with a precision the kit no longer offers keep their prefix (``fp8``)."""
-    return _PEAK_FORMAT.get(precision, precision.split("-", 1)[0])
+    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8 (a
+    record's precision the kit no longer offers: its prefix)."""
+    return "fp8" if precision in MSAMP_PRECISIONS else precision.split("-", 1)[0]
 
 
 def resolve_precision(name: str) -> str:
     """A precision name or shorthand to the kit's name; unknown names raise with the choices."""
     name = PRECISION_SHORTHANDS.get(name, name)
     if name not in PRECISIONS:
-        raise ValueError(f"precision '{name}' is not one of {', '.join(PRECISIONS)} "
-                         f"(fp8 = fp8-delayed)")
+        raise ValueError(f"precision '{name}' is not one of {', '.join(PRECISIONS)} (fp8 = fp8-delayed)")
     return name
-
-
-def walltime_problem(value: str) -> str | None:
-    """What is wrong with a duration as Slurm and PBS read it (minutes and seconds below 60, hours
-    below 24 after a day count, more than zero), or None."""
-    match = _WALLTIME.match(value)
-    if not match:
-        return f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS"
-    hours, minutes, seconds = (int(match[k]) for k in ("h", "m", "s"))
-    if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
-        return (f"walltime '{value}' is not a duration: minutes and seconds run to 59, and hours "
-                "to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
-    if not (int(match["days"] or 0) or hours or minutes or seconds):
-        return f"walltime '{value}' is zero; give the job some time"
-    return None
 
 
 class Job(Strict):
@@ -125,20 +120,13 @@ class Job(Strict):
     account: str = ""
     partition: str = ""
     queue: str = ""
-    walltime: Annotated[str, Field(pattern=_WALLTIME.pattern)] = "00:30:00"
+    walltime: Annotated[str, hinted(_WALLTIME.pattern, "must be a walltime like HH:MM:SS or D-HH:MM:SS"),
+                        AfterValidator(_duration)] = "00:30:00"
     qos: str = ""
     filesystems: str = ""  # PBS -l filesystems=... (ALCF)
     extra_directives: tuple[str, ...] = ()  # more scheduler options, e.g. "--exclusive"
     account_required: bool = False  # the site refuses jobs without an account (LUMI, ALCF)
     node_resources: str = ""  # PBS: appended to "select=<nodes>:", e.g. "system=polaris"
-
-    @field_validator("walltime")
-    @classmethod
-    def _duration(cls, value: str) -> str:
-        problem = walltime_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
 
 class Data(Strict):
@@ -163,7 +151,7 @@ class Storage(Strict):
     filesystem: str = ""
     stage: AbsolutePath = ""
     squashed_image: AbsolutePath = ""
-    save_interval: Annotated[int, Field(ge=0)] = 0
+    save_interval: NonNegative = 0
 
 
 # [job] keys a scheduler's renderer does not use: set, they would be silently dropped.
@@ -184,7 +172,7 @@ class PlatformFile(Strict):
     # docker (scheduler "none" only): `docker run --gpus all` of `image` or --image; with neither,
     # the run uses the Python the kit is started from (the local platform without --image).
     container_runtime: Literal["pyxis", "singularity", "docker", "venv", "none"]
-    gpus_per_node: Annotated[int, Field(ge=0)]  # 0 = count the GPUs present (the local platform)
+    gpus_per_node: NonNegative  # 0 = count the GPUs present (the local platform)
     accelerator: str  # a name in platforms/accelerators/, or "auto" to detect
     default_engine: Engine
     default_precision: Precision
@@ -197,19 +185,17 @@ class PlatformFile(Strict):
     binds: tuple[str, ...] = ()
     job: Job = Job()
     data: Data = Data()
-    cpus_per_task: Annotated[int, Field(ge=0)] = 0  # 0 = leave to the scheduler
+    cpus_per_task: NonNegative = 0  # 0 = leave to the scheduler
     # Where pretrain_gpt.py of Megatron-DeepSpeed is, as the job sees it (the kit's images use /opt).
     megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
     # What the image or venv has (bench.capabilities); "auto": detected where the run trains.
     capabilities: Literal["auto"] | CapabilitiesTable = CapabilitiesTable()  # type: ignore[valid-type]
-    # The image or venv has flash-attention 2 (Megatron-DeepSpeed's --use-flash-attn-v2).
-    flash_attention: bool = False
+    flash_attention: bool = False  # flash-attention 2 (Megatron-DeepSpeed's --use-flash-attn-v2)
     module_paths: tuple[str, ...] = ()  # `module use` folders, before `module load`
     # Folders put first on the library path the training processes see: LD_LIBRARY_PATH, or
     # SINGULARITYENV_LD_LIBRARY_PATH inside Singularity (e.g. a NCCL/RCCL network plugin).
-    library_path: tuple[Annotated[str, Field(pattern=LIBRARY_DIR.pattern)], ...] = ()
-    # Slurm --cpu-bind for per-GPU srun tasks, e.g. LUMI's mask per GCD.
-    cpu_bind: Annotated[str, Field(pattern=_CPU_BIND.pattern)] = ""
+    library_path: tuple[LibraryDir, ...] = ()
+    cpu_bind: CpuBind = ""  # for per-GPU srun tasks, e.g. LUMI's mask per GCD
     storage: Storage = Storage()
 
     @field_validator("capabilities", mode="before")
@@ -228,14 +214,12 @@ class PlatformFile(Strict):
     @field_validator("env", mode="before")
     @classmethod
     def _env(cls, env: object) -> object:
-        if not isinstance(env, dict):
-            return env
-        for key, value in env.items():
+        for key, value in env.items() if isinstance(env, dict) else ():
             if not _ENV_NAME.match(key):
                 raise ValueError(f"'{key}' is not a valid environment variable name")
             if isinstance(value, bool) or not isinstance(value, str | int | float):
                 raise ValueError(f"'{key}' must be a string or number")
-        return {key: str(value) for key, value in env.items()}
+        return {key: str(value) for key, value in env.items()} if isinstance(env, dict) else env
 
     @model_validator(mode="after")
     def _consistent(self) -> PlatformFile:
@@ -278,16 +262,17 @@ def platforms_dirs() -> list[Path]:
 
 def _data_files(subfolder: str) -> dict[str, Path]:
     """name -> file over the platforms folders; a user's file of the same name wins."""
-    found: dict[str, Path] = {}
-    for folder in platforms_dirs():
-        found.update((path.stem, path) for path in (folder / subfolder).glob("*.toml"))
+    found = {path.stem: path for folder in platforms_dirs() for path in (folder / subfolder).glob("*.toml")}
     return dict(sorted(found.items()))
 
 
 def origin(path: Path) -> str:
-    """Where a data file came from: ``kit``, or ``BENCH_PLATFORMS_DIR`` (its folder)."""
-    kit = path.resolve().is_relative_to(REPO_PLATFORMS_DIR)
-    return "kit" if kit else f"BENCH_PLATFORMS_DIR ({path.parent})"
+    """Where a data file came from: ``kit``, or ``user`` (``BENCH_PLATFORMS_DIR``)."""
+    return "kit" if path.resolve().is_relative_to(REPO_PLATFORMS_DIR) else "user"
+
+
+def platform_files() -> list[Path]:
+    return list(_data_files("").values())
 
 
 def load_platform_file(path: Path) -> Platform:
@@ -299,12 +284,7 @@ def load_platform_file(path: Path) -> Platform:
         except DataError as exc:
             raise DataError(f"{path}: key 'accelerator': {exc}") from None
     caps = None if data.capabilities == "auto" else Capabilities(**dict(data.capabilities))
-    return Platform.model_construct(**{**dict(data), "capabilities": caps}, name=path.stem,
-                                    source=str(path))
-
-
-def platform_files() -> list[Path]:
-    return list(_data_files("").values())
+    return Platform.model_construct(**{**dict(data), "capabilities": caps}, name=path.stem, source=str(path))
 
 
 def load_platform(name: str) -> Platform:
@@ -329,15 +309,10 @@ def job_option_default(key: str) -> str | None:
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
     """The platform with the job settings given (None or empty: the platform file's)."""
     changes = {key: value for key, value in overrides.items() if value}
-    problem = walltime_problem(changes["walltime"]) if "walltime" in changes else None
-    if problem:
+    if "walltime" in changes and (problem := walltime_problem(changes["walltime"])):
         raise DataError(f"--walltime: {problem}")
-    if not changes:
-        return platform
-    return platform.model_copy(update={"job": platform.job.model_copy(update=changes)})
+    return platform.model_copy(update={"job": platform.job.model_copy(update=changes)}) if changes else platform
 
-
-# --- accelerators -------------------------------------------------------------------------------
 
 def accelerator_files() -> list[Path]:
     return list(_data_files("accelerators").values())
@@ -356,8 +331,5 @@ def load_accelerator(name: str) -> Accelerator:
 
 def match_accelerator(device_name: str) -> Accelerator | None:
     """The accelerator whose ``match`` strings occur in a driver-reported device name."""
-    for path in accelerator_files():
-        acc = load_accelerator_file(path)
-        if any(m.lower() in device_name.lower() for m in acc.match):
-            return acc
-    return None
+    accelerators = map(load_accelerator_file, accelerator_files())
+    return next((a for a in accelerators if any(m.lower() in device_name.lower() for m in a.match)), None)

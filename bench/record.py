@@ -2,11 +2,8 @@
 
 A *record*, ``results/records/<run_id>.json``, describes one *run*: the resolved preset, layout and
 platform, what the kit set (argv, environment), provenance, and either steady-state metrics
-(``status == "ok"``) or a failure status with a reason. The models below are the schema, with one
-parse path (JSON text: strict types, unknown keys refused, cross-field rules as validators) for
-records built by the kit and read from disk; ``results/schema/record.schema.json`` is generated
-from them. Records are append-only: :func:`write_record` never overwrites a file; :func:`load_records`
-skips a bad file (malformed, invalid, foreign or future schema) as a :class:`Problem` naming it.
+(``status == "ok"``) or a failure status with a reason. The models are the schema and its one parse
+path. Records are append-only; :func:`load_records` skips a bad file as a :class:`Problem`.
 
 Units: seconds, samples/s, tokens/s and TFLOP/s (10^12 FLOP/s) per GPU, MFU as a fraction of the
 dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names how
@@ -28,30 +25,40 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.schema import PATTERN_HINTS, Strict, problems
+from bench.schema import Strict, hinted, problems
 from bench.status import Status
 
 SCHEMA = "bench.record/1"
-SCHEMA_PREFIX = "bench.record/"
-
 # MFU must agree with tflops_per_gpu / peak_tflops and tokens/s/GPU with samples/s * seq / gpus to
 # this relative tolerance; a mismatch means the metrics were computed from different inputs.
 CONSISTENCY_RTOL = 0.01
+IMPLAUSIBLE_NOTE_PREFIX = "metrics."  # notes keys of a run's rejected metrics: metrics.mfu, ...
 _TEMP_SUFFIX = ".tmp"
-_RUN_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-_PRECISION = r"^[a-z0-9][a-z0-9_-]*$"
-_DIGEST = r"^sha256:[0-9a-f]{64}$"
-_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
-PATTERN_HINTS.update({_RUN_ID: "letters, digits, '.', '_' or '-' (it is the file name)",
-                      _PRECISION: "lower-case like bf16, fp16, fp8", _UTC: "UTC like 2026-11-21T20:15:00Z",
-                      _DIGEST: "sha256:<64 lower-case hex digits>"})
+
+
+def _real_time(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError as error:  # the right shape, but no such day or time (month 13)
+        raise ValueError(f"{value!r} is not a date and time ({error})") from None
+    return value
+
+
+def _fraction(value: float) -> float:
+    if value > 1:
+        raise ValueError(f"{value} is a fraction of peak and must be in (0, 1]; a value above 1 "
+                         "means the wrong peak or FLOPs formula")
+    return value
+
 
 Text = Annotated[str, Field(min_length=1)]
 Count = Annotated[int, Field(ge=1)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Timestamp = Annotated[str, Field(pattern=_UTC)]
+Fraction = Annotated[Positive, AfterValidator(_fraction)]
+Timestamp = Annotated[str, hinted(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
+                                  "must be UTC like 2026-11-21T20:15:00Z"), AfterValidator(_real_time)]
 JsonScalar = str | int | Annotated[float, Field(allow_inf_nan=False)] | bool | None
 
 
@@ -129,7 +136,8 @@ class Provenance(Strict):
     gpu_count: Count | None
     driver: Text | None
     image: Text | None
-    image_digest: Annotated[str, Field(pattern=_DIGEST)] | None
+    image_digest: Annotated[str, hinted(r"^sha256:[0-9a-f]{64}$",
+                                        "must be sha256:<64 lower-case hex digits>")] | None
     hostname: Text | None
     image_digest_kind: Literal["registry", "image-id", "file-sha256"] | None = None
 
@@ -157,25 +165,17 @@ class Metrics(Strict):
     samples_per_s: Positive
     tokens_per_s_per_gpu: Positive
     tflops_per_gpu: Positive
-    mfu: Positive
+    mfu: Fraction
     flops_convention: Literal["megatron-causal"]
     tflops_per_gpu_noncausal: Positive | None
-    mfu_noncausal: Positive | None
+    mfu_noncausal: Fraction | None
     peak_mem_gb: Positive | None
     mfu_bf16_peak: Positive | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> Metrics:
-        problems = []
+    def _ordered(self) -> Metrics:
         if not self.step_time_s_p10 <= self.step_time_s_median <= self.step_time_s_p90:
-            problems.append("step times must satisfy p10 <= median <= p90")
-        for name in ("mfu", "mfu_noncausal"):
-            value = getattr(self, name)
-            if value is not None and value > 1:
-                problems.append(f"{name}: {value} is a fraction of peak and must be in (0, 1]; "
-                                "a value above 1 means the wrong peak or FLOPs formula")
-        if problems:
-            raise ValueError("\n".join(problems))
+            raise ValueError("step times must satisfy p10 <= median <= p90")
         return self
 
 
@@ -191,13 +191,14 @@ class Record(Strict):
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
 
     schema_: Literal["bench.record/1"] = Field(SCHEMA, alias="schema")
-    run_id: Annotated[str, Field(pattern=_RUN_ID)]
+    run_id: Annotated[str, hinted(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                                  "must be letters, digits, '.', '_' or '-' (it is the file name)")]
     status: Status
     reason: Text | None
     started_at: Timestamp
     finished_at: Timestamp | None
     engine: Literal["megatron", "megatron-deepspeed"]
-    precision: Annotated[str, Field(pattern=_PRECISION)]
+    precision: Annotated[str, hinted(r"^[a-z0-9][a-z0-9_-]*$", "must be lower-case like bf16, fp16, fp8")]
     preset: PresetInfo
     layout: LayoutInfo
     platform: PlatformInfo
@@ -211,16 +212,6 @@ class Record(Strict):
     notes: dict[str, JsonScalar] = {}
     log_errors: tuple[str, ...] = ()
 
-    @field_validator("started_at", "finished_at")
-    @classmethod
-    def _real_time(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                datetime.fromisoformat(value)
-            except ValueError as error:  # the right shape, but no such day or time (month 13)
-                raise ValueError(f"{value!r} is not a date and time ({error})") from None
-        return value
-
     @property
     def ok(self) -> bool:
         """True when the run finished and has metrics."""
@@ -228,7 +219,35 @@ class Record(Strict):
 
     @model_validator(mode="after")
     def _rules(self) -> Record:
-        p = _rule_problems(self)
+        p: list[str] = []
+        status, lay, m = self.status.value, self.layout, self.metrics
+        if self.finished_at is not None and (datetime.fromisoformat(self.finished_at)
+                                             < datetime.fromisoformat(self.started_at)):
+            p.append(f"finished_at: {self.finished_at} is before started_at {self.started_at}")
+        if self.ok and m is None:
+            p.append("metrics: required when status is 'ok'")
+        if self.ok and self.reason is not None:
+            p.append("reason: must be null when status is 'ok'")
+        if not self.ok and m is not None:
+            p.append(f"metrics: must be null when status is {status!r} (only ok runs have metrics)")
+        if not self.ok and not (self.reason or "").strip():
+            p.append(f"reason: required when status is {status!r}; say what went wrong")
+        if lay.tp * lay.pp * lay.cp * lay.dp != self.gpus:
+            p.append(f"layout: tp {lay.tp} x pp {lay.pp} x cp {lay.cp} x dp {lay.dp} = "
+                     f"{lay.tp * lay.pp * lay.cp * lay.dp}, but gpus is {self.gpus}")
+        if lay.global_batch % (lay.micro_batch * lay.dp):
+            p.append(f"layout: global_batch {lay.global_batch} is not a multiple of micro_batch "
+                     f"{lay.micro_batch} x dp {lay.dp}")
+        if self.nodes > self.gpus:
+            p.append(f"nodes: {self.nodes} nodes cannot run {self.gpus} GPUs")
+        if m is not None:
+            peak, tokens = self.platform.peak_tflops, m.samples_per_s * self.preset.seq_length / self.gpus
+            if not math.isclose(m.mfu, m.tflops_per_gpu / peak, rel_tol=CONSISTENCY_RTOL):
+                p.append(f"metrics.mfu: {m.mfu} != tflops_per_gpu {m.tflops_per_gpu} / "
+                         f"platform.peak_tflops {peak}")
+            if not math.isclose(m.tokens_per_s_per_gpu, tokens, rel_tol=CONSISTENCY_RTOL):
+                p.append(f"metrics.tokens_per_s_per_gpu: {m.tokens_per_s_per_gpu} != samples_per_s x "
+                         f"seq_length / gpus = {tokens:.6g}")
         if p:
             raise ValueError("\n".join(p))
         return self
@@ -242,48 +261,6 @@ class Record(Strict):
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def _rule_problems(r: Record) -> list[str]:
-    """Cross-field rules of a record whose fields are each valid."""
-    p = []
-    if r.finished_at is not None and (datetime.fromisoformat(r.finished_at)
-                                      < datetime.fromisoformat(r.started_at)):
-        p.append(f"finished_at: {r.finished_at} is before started_at {r.started_at}")
-    if r.status is Status.OK:
-        if r.metrics is None:
-            p.append("metrics: required when status is 'ok'")
-        if r.reason is not None:
-            p.append("reason: must be null when status is 'ok'")
-    else:
-        if r.metrics is not None:
-            p.append(f"metrics: must be null when status is {r.status.value!r} "
-                     "(only ok runs have metrics)")
-        if not r.reason or not r.reason.strip():
-            p.append(f"reason: required when status is {r.status.value!r}; say what went wrong")
-    lay = r.layout
-    if lay.tp * lay.pp * lay.cp * lay.dp != r.gpus:
-        p.append(f"layout: tp {lay.tp} x pp {lay.pp} x cp {lay.cp} x dp {lay.dp} = "
-                 f"{lay.tp * lay.pp * lay.cp * lay.dp}, but gpus is {r.gpus}")
-    if lay.global_batch % (lay.micro_batch * lay.dp):
-        p.append(f"layout: global_batch {lay.global_batch} is not a multiple of micro_batch "
-                 f"{lay.micro_batch} x dp {lay.dp}")
-    if r.nodes > r.gpus:
-        p.append(f"nodes: {r.nodes} nodes cannot run {r.gpus} GPUs")
-    m = r.metrics
-    if m is not None:
-        if _gap(m.mfu, m.tflops_per_gpu / r.platform.peak_tflops) > CONSISTENCY_RTOL:
-            p.append(f"metrics.mfu: {m.mfu} != tflops_per_gpu {m.tflops_per_gpu} / "
-                     f"platform.peak_tflops {r.platform.peak_tflops}")
-        tokens = m.samples_per_s * r.preset.seq_length / r.gpus
-        if _gap(m.tokens_per_s_per_gpu, tokens) > CONSISTENCY_RTOL:
-            p.append(f"metrics.tokens_per_s_per_gpu: {m.tokens_per_s_per_gpu} != samples_per_s x "
-                     f"seq_length / gpus = {tokens:.6g}")
-    return p
-
-
-def _gap(a: float, b: float) -> float:
-    return abs(a - b) / max(abs(a), abs(b))
-
-
 @dataclass(frozen=True)
 class Problem:
     """A file in the records directory that was skipped, and why."""
@@ -293,8 +270,7 @@ class Problem:
 
     def __str__(self) -> str:
         # A file name may hold a newline or escape codes: shown quoted, it cannot fake a line.
-        name = self.file if self.file.isprintable() else ascii(self.file)
-        return f"{name}: {self.message}"
+        return f"{self.file if self.file.isprintable() else ascii(self.file)}: {self.message}"
 
 
 def record_from_json(text: str | bytes) -> Record:
@@ -311,7 +287,7 @@ def record_from_json(text: str | bytes) -> Record:
         schema = data.get("schema") if isinstance(data, dict) else SCHEMA
         if schema == SCHEMA:
             raise RecordError(problems(error, Record)) from None
-        if isinstance(schema, str) and schema.startswith(SCHEMA_PREFIX):  # said before all else
+        if isinstance(schema, str) and schema.startswith("bench.record/"):  # said before all else
             raise RecordError([f"schema {schema!r} is not supported by this kit, which reads "
                                f"{SCHEMA!r}; update the kit to read this record"]) from None
         raise RecordError([f"schema {schema!r} is not a run record (expected {SCHEMA!r})"]) from None
@@ -327,38 +303,25 @@ def record_from_dict(data: Any) -> Record:
 
 
 def build_record(**fields: Any) -> Record:
-    """Build a validated record from plain values (nested parts as mappings or models).
-
-    Takes the record's keys except ``schema``; ``log_tail``, ``log_errors`` and ``notes`` default
-    to empty, ``provenance`` keys default to null. Raises :class:`RecordError`.
-    """
+    """A validated record from its keys but ``schema`` (nested parts as mappings or models);
+    ``provenance`` keys default to null. Raises :class:`RecordError`."""
     data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in fields.items()}
     data["provenance"] = {**dict.fromkeys(Provenance.model_fields), **(data.get("provenance") or {})}
     return record_from_dict({"schema": SCHEMA, **data})
 
 
-IMPLAUSIBLE_NOTE_PREFIX = "metrics."
-"""Notes key prefix under which a run's rejected metrics are kept (``metrics.mfu``, ...)."""
-
-
 def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -> Record:
-    """:func:`build_record` for a run that ended: its metrics cannot cost it its record.
-
-    When the metrics fail the record's checks (an MFU above 1 from an impossible step time, a
-    throughput that disagrees with the step time), the run is recorded as ``failed`` with those
-    problems as the reason, ``failure_log_tail`` as its log tail, and every computed number kept
-    in ``notes`` as ``metrics.<name>`` (non-finite ones as text, which JSON can hold).
-    """
+    """:func:`build_record` for a run that ended: metrics that fail the checks (an MFU above 1
+    from an impossible step time) make it ``failed``, with the problems as reason, this log tail,
+    and the numbers kept in ``notes`` as ``metrics.<name>`` (non-finite ones as text)."""
     try:
         return build_record(**fields)
     except RecordError as error:
-        metrics = fields.get("metrics")
-        if metrics is None:
+        if fields.get("metrics") is None:
             raise  # not the metrics: a bug in the caller, which no status can record
-        kept = metrics.model_dump() if isinstance(metrics, Metrics) else dict(metrics)
         notes = {**dict(fields.get("notes") or {}), **{
             IMPLAUSIBLE_NOTE_PREFIX + key: value if not isinstance(value, float)
-            or math.isfinite(value) else repr(value) for key, value in kept.items()}}
+            or math.isfinite(value) else repr(value) for key, value in dict(fields["metrics"]).items()}}
         reason = ("the run finished, but its metrics are implausible, so it is not a result: "
                   + "; ".join(error.problems) + f" (the numbers are kept in notes as "
                   f"{IMPLAUSIBLE_NOTE_PREFIX}*)")
@@ -372,18 +335,12 @@ def record_path(records_dir: Path | str, run_id: str) -> Path:
 
 
 def check_records_dir(records_dir: Path | str) -> None:
-    """Create ``records_dir`` and write and remove a test file in it, before a run starts.
-
-    Raises ValueError naming the directory when it cannot hold records (a file is in the way, no
-    permission, a read-only file system), so the GPUs are not used for a run whose record would
-    be lost.
-    """
+    """Before a run, a ValueError naming ``records_dir`` if it cannot hold records (a file in the
+    way, no permission, a read-only file system): the GPUs are not used for a record that is lost."""
     directory = Path(records_dir)
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, temp_name = tempfile.mkstemp(dir=directory, prefix=".write-test.", suffix=_TEMP_SUFFIX)
-        os.close(fd)
-        os.unlink(temp_name)
+        tempfile.TemporaryFile(dir=directory).close()  # unnamed where it can be: nothing left behind
     except OSError as error:
         raise ValueError(f"records directory {directory} cannot hold records "
                          f"({error.strerror or error}); give a writable directory with "
@@ -393,9 +350,8 @@ def check_records_dir(records_dir: Path | str) -> None:
 def write_record(records_dir: Path | str, record: Record) -> Path:
     """Write ``record`` to ``<records_dir>/<run_id>.json`` atomically and return the path.
 
-    The JSON goes to a fsynced temporary file in the same (created) directory, then is hard-linked
-    to the final name: ``os.link`` fails rather than replace a file, so a record is never
-    overwritten (:class:`RecordExistsError`) and never seen half-written. The temporary file is
+    A fsynced temporary file is hard-linked to the final name: ``os.link`` fails rather than replace
+    a file (:class:`RecordExistsError`), and no reader sees half a record. The temporary file is
     removed on every path, KeyboardInterrupt included.
     """
     if not isinstance(record, Record):
@@ -428,12 +384,8 @@ def write_record(records_dir: Path | str, record: Record) -> Path:
 
 
 def load_record(path: Path | str) -> Record:
-    """Read and validate one record file; raises :class:`RecordError` or ``OSError``.
-
-    Whatever the file holds, the failure is a :class:`RecordError`: text that is not JSON or not
-    UTF-8, an integer longer than Python converts (4300 digits), nesting deeper than the decoder's
-    recursion limit, or something that is not a regular file (a FIFO would block the read).
-    """
+    """Read and validate one record file; whatever it holds (not JSON or UTF-8, 4300-digit numbers,
+    deep nesting, a FIFO that would block the read), a :class:`RecordError`, else ``OSError``."""
     path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -448,34 +400,30 @@ def load_record(path: Path | str) -> Record:
 
 
 def load_records(records_dir: Path | str) -> tuple[list[Record], list[Problem]]:
-    """Every valid record in ``records_dir`` (by file name) and every skipped file.
-
-    A missing directory holds no records. ``*.json`` files that do not load and leftover
-    temporary files of an interrupted write are problems; other files are ignored.
-    """
+    """Every valid record in ``records_dir`` (by file name), and as problems the ``*.json`` files
+    that do not load and leftovers of interrupted writes; other files are ignored."""
     directory = os.fspath(records_dir)
     records: list[Record] = []
-    problems: list[Problem] = []
+    skipped: list[Problem] = []
     # Records hold no reference cycles: the cyclic collector would only walk the growing list of
-    # them again and again (measured: 40 % of loading 10,000 records).
+    # them again and again (measured: 15 % of loading 10,000 records), and all of them once more
+    # when enabled (0.04 s) unless they go straight into its oldest generation (freeze, unfreeze).
     collecting = gc.isenabled()
     gc.disable()
     try:
         for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-            _load_into(directory, name, records, problems)
+            if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
+                skipped.append(Problem(name, "leftover temporary file of an interrupted write; delete it"))
+            elif name.endswith(".json") and not name.startswith("."):
+                try:
+                    records.append(load_record(os.path.join(directory, name)))
+                except RecordError as error:
+                    skipped.append(Problem(name, "; ".join(error.problems)))
+                except OSError as error:
+                    skipped.append(Problem(name, f"cannot read ({error.strerror or error})"))
     finally:
         if collecting:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
-    return records, problems
-
-
-def _load_into(directory: str, name: str, records: list[Record], problems: list[Problem]) -> None:
-    if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
-        problems.append(Problem(name, "leftover temporary file of an interrupted write; delete it"))
-    elif name.endswith(".json") and not name.startswith("."):
-        try:
-            records.append(load_record(os.path.join(directory, name)))
-        except RecordError as error:
-            problems.append(Problem(name, "; ".join(error.problems)))
-        except OSError as error:
-            problems.append(Problem(name, f"cannot read ({error.strerror or error})"))
+    return records, skipped

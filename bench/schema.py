@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench.tomlfile import DataError, read_toml
 
@@ -31,8 +31,14 @@ _PHRASES = {
     "model_type": "must be a table", "string_too_short": "must not be empty",
 }  # fmt: skip
 _KEYED = re.compile(r"^\w+: ")  # a validator's problem line that names its key
-# What a pattern means, said in the error (pydantic's message shows only the regex).
+# What a pattern means, said in the error after the value (pydantic's message shows the regex).
 PATTERN_HINTS: dict[str, str] = {}
+
+
+def hinted(pattern: str, hint: str) -> Any:
+    """``Field(pattern=pattern)`` whose error says ``'<value>' <hint>``."""
+    PATTERN_HINTS[pattern] = hint
+    return Field(pattern=pattern)
 
 
 class Strict(BaseModel):
@@ -58,7 +64,7 @@ def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
         elif kind == "missing":
             lines.append(f"missing key '{where}'")
         elif kind == "string_pattern_mismatch" and e["ctx"]["pattern"] in PATTERN_HINTS:
-            lines.append(f"{where}: {e['input']!r} must be {PATTERN_HINTS[e['ctx']['pattern']]}")
+            lines.append(f"{where}: {e['input']!r} {PATTERN_HINTS[e['ctx']['pattern']]}")
         elif kind in ("literal_error", "enum"):
             lines.append(f"key '{where}' is {e['input']!r}, expected {e['ctx']['expected']}")
         else:
@@ -76,7 +82,7 @@ def _fields_at(model: type[BaseModel] | None, path: str) -> list[str]:
         if model is not None and part in model.model_fields:
             model = next((t for t in _types(model.model_fields[part].annotation)
                           if isinstance(t, type) and issubclass(t, BaseModel)), None)
-    return [f.alias or name for name, f in model.model_fields.items() if not f.exclude] if model else []
+    return [f.alias or name for name, f in model.model_fields.items()] if model else []
 
 
 def _types(annotation: Any) -> list[Any]:

@@ -6,55 +6,44 @@ every error names the file and the table.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, model_validator
-from pydantic.json_schema import SkipJsonSchema
+from pydantic import AfterValidator, PrivateAttr, model_validator
 
-from bench.schema import Strict, load_toml
+from bench.schema import Strict, hinted, load_toml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO_ROOT / "images" / "pins.toml"
 POLARIS_RECIPE = REPO_ROOT / "images" / "polaris" / "recipe.toml"
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+Pinned = tuple[Annotated[str, hinted("==", "is not pinned; write it as name==version")], ...]
 
 
-def _pinned(specs: tuple[str, ...]) -> tuple[str, ...]:
-    for spec in specs:
-        if "==" not in spec:
-            raise ValueError(f"{spec!r} is not pinned; write it as name==version")
-    return specs
+class _Table(Strict):
+    """A table of ``pins.toml``; ``name`` is its key there, set when the file is loaded."""
+
+    _name: str = PrivateAttr("")
+
+    @property
+    def name(self) -> str:
+        return self._name
 
 
-Pinned = Annotated[tuple[str, ...], AfterValidator(_pinned)]
-
-
-def _digest(digest: str) -> str:
-    if digest and not DIGEST.match(digest):
-        raise ValueError(f"base_digest {digest!r} is not sha256:<64 hex digits>; give the "
-                         "published digest, or \"\" when none is known (tag only)")
-    return digest
-
-
-class Upstream(Strict):
+class Upstream(_Table):
     """A source that a patch series applies to: a PyPI wheel or a GitHub commit."""
 
-    name: SkipJsonSchema[str] = Field("", exclude=True)  # the table's key, set when loaded
     kind: Literal["pypi", "github"]
     series: str  # path of the series file relative to the repo root; "" for none
     package: str = ""  # pypi
     version: str = ""  # pypi
     repo: str = ""  # github owner/name
-    commit: Annotated[str, Field(pattern=r"^([0-9a-f]{40})?$")] = ""  # github, a full commit
+    commit: Annotated[str, hinted(r"^([0-9a-f]{40})?$", "must be a full 40-digit commit")] = ""
     install_dir: str = ""  # github: where the image keeps the patched tree
 
     @model_validator(mode="after")
     def _complete(self) -> Upstream:
         needed = ("package", "version") if self.kind == "pypi" else ("repo", "commit")
-        missing = [key for key in needed if not getattr(self, key)]
-        if missing:
+        if missing := [key for key in needed if not getattr(self, key)]:
             raise ValueError(f"a {self.kind} upstream needs {' and '.join(missing)}")
         return self
 
@@ -69,19 +58,19 @@ class Upstream(Strict):
         return f"https://codeload.github.com/{self.repo}/tar.gz/{self.commit}"
 
 
-class Target(Strict):
+class Target(_Table):
     """One image recipe: its Dockerfile, default base, pinned packages and upstreams.
 
     ``base`` is the base image's tag (for humans); ``base_digest`` its manifest digest, "" when no
     published digest is known (the base is then pinned by tag only).
     """
 
-    name: SkipJsonSchema[str] = Field("", exclude=True)  # the table's key, set when loaded
     dockerfile: str
     image: str
     registry: str
     base: str
-    base_digest: Annotated[str, AfterValidator(_digest)]
+    base_digest: Annotated[str, hinted(r"^(sha256:[0-9a-f]{64})?$", "is not sha256:<64 hex digits>; give "
+                                       "the published digest, or \"\" when none is known (tag only)")]
     packages: Pinned
     requirements: Pinned
     upstreams: tuple[str, ...]
@@ -109,21 +98,16 @@ class Pins(Strict):
         for name, target in self.targets.items():
             for used in (*target.upstreams, *target.optional_upstreams):
                 if used not in self.upstreams:
-                    raise ValueError(f"targets.{name}: upstream {used!r} is not defined under "
-                                     "[upstreams]")
-        for group in ("upstreams", "targets"):  # each table knows its key, which names it
-            tables = getattr(self, group)
-            if any(table.name for table in tables.values()):
-                raise ValueError(f"[{group}.*] unknown key(s) name: the table's key names it")
-            object.__setattr__(self, group, {key: table.model_copy(update={"name": key})
-                                             for key, table in tables.items()})
+                    raise ValueError(f"targets.{name}: upstream {used!r} is not defined under [upstreams]")
+        for tables in (self.upstreams, self.targets):
+            for key, table in tables.items():
+                table._name = key
         return self
 
     def target(self, name: str) -> Target:
         if name not in self.targets:
             raise ValueError(f"unknown image target {name!r}; choose one of {sorted(self.targets)}")
         return self.targets[name]
-
 
 
 class ModuleFacts(Strict):
@@ -135,8 +119,7 @@ class ModuleFacts(Strict):
 
 
 def _both(requires: dict[str, str]) -> dict[str, str]:
-    missing = [key for key in ("python", "torch") if key not in requires]
-    if missing:
+    if missing := [key for key in ("python", "torch") if key not in requires]:
         raise ValueError(f"missing key(s) {', '.join(missing)}")
     return requires
 

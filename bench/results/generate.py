@@ -52,11 +52,11 @@ def generate(
 
     Bad records are skipped and listed in the report; a bad TOML file raises ValueError.
     """
-    published = load_published(published_file)
-    ranges = load_ranges(ranges_file)
-    ceilings = load_ceilings(smoke_dir)
-    # The drawing process imports matplotlib while this one loads the records.
+    # The drawing process imports matplotlib while this one loads the inputs.
     with Drawer() if draw_plots else contextlib.nullcontext() as drawer:
+        published = load_published(published_file)
+        ranges = load_ranges(ranges_file)
+        ceilings = load_ceilings(smoke_dir)
         runs, problems = load_records(records_dir)
         report = build_report(runs, problems, published, ranges)
         specs = plots.plan_plots(report, ceilings)

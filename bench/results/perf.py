@@ -7,7 +7,7 @@ plot including matplotlib's import, write), the phases of it separately (a regen
 import beside the loading, see ``bench.results.drawing``), and a second
 regeneration into the same directory (plots whose inputs did not change are reused, as after
 adding a record that changes no plot). Prints the load average, since other work on the machine
-slows every phase. The target is under 2 s for 10,000 records on a 2-core machine. Synthetic
+slows every phase. The target is 1 s for 10,000 records on a 2-core machine. Synthetic
 records never go near results/.
 """
 

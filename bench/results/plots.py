@@ -19,6 +19,7 @@ versions, which are part of the key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import re
@@ -45,6 +46,8 @@ FIXED_RC = {
     "figure.dpi": DPI,
     "path.simplify": False,
     "hatch.linewidth": 0.8,
+    # Unhinted glyphs: a fifth less drawing time, and as legible at 9 pt and 100 dpi.
+    "text.hinting": "no_hinting",
 }
 KEY_CHUNK = "bench-plot-inputs"
 
@@ -164,11 +167,16 @@ def plan_plots(report: Report, ceilings: Mapping[str, Ceiling] | None = None) ->
 
 def inputs_key(spec: PlotSpec) -> str:
     """Hash of the spec, this module's code and the versions that shape the PNG bytes."""
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    for package in ("matplotlib", "pillow"):
-        digest.update(f"{package} {metadata.version(package)}\n".encode())
+    digest = hashlib.sha256(_drawing_inputs())
     digest.update(repr(spec).encode())
     return digest.hexdigest()
+
+
+@functools.cache
+def _drawing_inputs() -> bytes:
+    # Looking up a version scans sys.path: done once, not once per plot.
+    versions = "".join(f"{p} {metadata.version(p)}\n" for p in ("matplotlib", "pillow"))
+    return Path(__file__).read_bytes() + versions.encode()
 
 
 def png_text(data: bytes) -> dict[str, str]:
@@ -241,7 +249,9 @@ def _render(spec: PlotSpec, key: str) -> bytes:
     figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None, KEY_CHUNK: key})
+    # zlib level 3 instead of 6: measured faster and, on these plots, smaller.
+    figure.savefig(buffer, format="png", dpi=DPI, metadata={"Software": None, KEY_CHUNK: key},
+                   pil_kwargs={"compress_level": 3})
     return buffer.getvalue()
 
 
