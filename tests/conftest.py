@@ -10,6 +10,7 @@ skipped here, a failure in CI (``CI=true``), where everything must be present.
 from __future__ import annotations
 
 import os
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -83,3 +84,15 @@ def assert_golden(name: str, text: str) -> None:
         path.write_text(text)
     assert path.exists(), f"missing golden {name}: run with BENCH_UPDATE_GOLDEN=1 and review"
     assert text == path.read_text(), f"{name} differs from its golden (BENCH_UPDATE_GOLDEN=1 to update)"
+
+
+@pytest.fixture(scope="session")
+def patched_tree(tmp_path_factory) -> Path:
+    """Megatron-DeepSpeed at its pinned commit (the snapshot) with the kit's whole series applied."""
+    from bench.images.series import run_series
+    from tests.snapshots import snapshot_tree
+
+    tree = tmp_path_factory.mktemp("mds") / "Megatron-DeepSpeed"
+    shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
+    run_series(Path(__file__).parents[1] / "patches/megatron-deepspeed/series", tree, "apply")
+    return tree

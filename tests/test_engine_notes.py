@@ -4,14 +4,12 @@ a recompute run counts."""
 
 from __future__ import annotations
 
-import shutil
 import statistics
 from pathlib import Path
 
 import pytest
 
 from bench.flops import flops_per_iteration
-from bench.images.series import run_series
 from bench.logparse import parse_log
 from bench.plan import plan
 from bench.platforms import load_platform
@@ -24,7 +22,6 @@ from tests.conftest import options
 from tests.snapshots import snapshot_tree
 
 FIXTURE = Path(__file__).parent / "fixtures/logs/megatron_deepspeed_rendered_1.3b_tp1pp1.log"
-SERIES = Path(__file__).parents[1] / "patches/megatron-deepspeed/series"
 
 
 def _launch(tree: Path, **extra):
@@ -35,19 +32,11 @@ def _launch(tree: Path, **extra):
         **extra))
 
 
-@pytest.fixture(scope="module")
-def patched(tmp_path_factory) -> Path:
-    tree = tmp_path_factory.mktemp("mds") / "tree"
-    shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
-    run_series(SERIES, tree, "apply")
-    return tree
-
-
-def test_megatron_deepspeed_record_carries_engine_facts(patched):
+def test_megatron_deepspeed_record_carries_engine_facts(patched_tree):
     text = FIXTURE.read_text()
     result = parse_log(text)
     assert result.status is Status.OK and len(result.iterations) == 12
-    launch = _launch(patched, recompute="full")
+    launch = _launch(patched_tree, recompute="full")
     record = make_record(launch, result, 0.0, 60.0, text)
     assert record.ok and record.engine == "megatron-deepspeed"
     notes = record.notes

@@ -8,19 +8,15 @@ enables them, and fail in CI (``CI=true``): the one gate in ``tests/conftest.py`
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from bench.images.series import run_series
 from tests import conftest
-from tests.snapshots import snapshot_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MDS_SERIES = REPO_ROOT / "patches/megatron-deepspeed/series"
 
 
 @pytest.fixture(scope="session")
@@ -38,15 +34,6 @@ def run_megatron(megatron_python: str):
 def run_host():
     """``run(args, ...)``: ``args`` under the interpreter running pytest (see run_python)."""
     return lambda args, **kw: run_python(sys.executable, args, **kw)
-
-
-@pytest.fixture(scope="session")
-def patched_tree(tmp_path_factory) -> Path:
-    """Megatron-DeepSpeed at its pinned commit (the snapshot) with the kit's whole series applied."""
-    tree = tmp_path_factory.mktemp("mds") / "Megatron-DeepSpeed"
-    shutil.copytree(snapshot_tree("megatron-deepspeed"), tree)
-    run_series(MDS_SERIES, tree, "apply")
-    return tree
 
 
 def run_python(python: str, args: list[str], timeout_s: int = 300,
