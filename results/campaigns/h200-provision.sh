@@ -22,7 +22,7 @@ t0 = float(sys.argv[1])
 for line in sys.stdin:
     print(f"{time.time() - t0:8.2f} {line}", end="")' "$start" > "$OUT/logs/$name.txt"
   local rc=${PIPESTATUS[0]}
-  echo "$name: exit $rc, $(tail -n 1 "$OUT/logs/$name.txt" | cut -c1-8) s"
+  echo "$name: exit $rc in $(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.2f}')" "$start") s"
   return "$rc"
 }
 
