@@ -53,11 +53,14 @@ finish() {
 mapfile -t wheels < <("$PYTHON" - "$CARRY"/wheels/*.whl <<'PY'
 import importlib.metadata as m, pathlib, sys
 for wheel in sys.argv[1:]:
+    name = pathlib.Path(wheel).name.split("-")[0]
     try:
-        name = pathlib.Path(wheel).name.split("-")[0]
-        m.version("pybind11-always" if name == "pybind11" else name)
+        if name != "pybind11":
+            m.version(name)
+            continue
     except m.PackageNotFoundError:
-        print(wheel)
+        pass
+    print(wheel)
 PY
 )
 step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" || finish 1
