@@ -10,8 +10,10 @@ case ${1:?build or probe} in
   build)
     rm -rf "$SRC" && mkdir -p "$SRC" "$SITE" && tar -xzf .carry/ms-amp-*.tar.gz -C "$SRC" --strip-components 1
     python3 bench/images/series.py apply patches/ms-amp/series "$SRC" || exit 1
+    # msamp's logging imports colorlog, which the machine lacks (carried as a wheel).
+    python3 -m pip install -q --no-index --no-deps --target "$SITE" .carry/colorlog-*.whl || exit 1
     # The dist_op extension needs the msccl submodule, which the snapshot lacks: not built.
-    export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=8
+    export TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=${MAX_JOBS:-8}
     for part in . msamp/operators/arithmetic msamp/operators/fp4_quantize msamp/optim; do
       echo "== $part"
       (cd "$SRC/$part" && python3 -m pip install -q --no-index --no-deps --no-build-isolation \
