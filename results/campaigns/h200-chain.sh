@@ -11,7 +11,10 @@
 # `bash .te/install.sh` writes); the MS-AMP probe; the rest of the TE attention campaign. Builds
 # that need no GPU (MS-AMP's extensions, niced) run while Megatron-DeepSpeed sets itself up.
 # Each step appends one line to /tmp/chain/status; its files are under /tmp/chain/<step>/.
+# STEPS picks some of them (default: all): mds te-pairs msamp te-more.
 set -u
+STEPS=" ${STEPS:-mds te-pairs msamp te-more} "
+want() { [[ $STEPS == *" $1 "* ]]; }
 CHAIN=/tmp/chain
 mkdir -p "$CHAIN"
 log() { echo "$(date -u +%T) $*" | tee -a "$CHAIN/status"; }
@@ -22,12 +25,16 @@ wait_for() {  # wait_for FILE SECONDS
 }
 log "chain started"
 OUT=$CHAIN bash results/campaigns/te-campaign.sh setup && log "megatron-core in /tmp/mc-site"
-MAX_JOBS=4 nice -n 19 bash results/campaigns/msamp-probe.sh build > /tmp/msamp-build.log 2>&1 &
+want msamp && MAX_JOBS=4 nice -n 19 bash results/campaigns/msamp-probe.sh build > /tmp/msamp-build.log 2>&1 &
 
-OUT=$CHAIN/mds bash results/campaigns/h200-megatron-deepspeed.sh > "$CHAIN/mds.log" 2>&1
-log "megatron-deepspeed: exit $?"
+if want mds; then
+  OUT=$CHAIN/mds bash results/campaigns/h200-megatron-deepspeed.sh > "$CHAIN/mds.log" 2>&1
+  log "megatron-deepspeed: exit $?"
+fi
 
-if wait_for /tmp/te-site/.done 1200; then
+if ! want te-pairs; then
+  :
+elif wait_for /tmp/te-site/.done 1200; then
   OUT=$CHAIN/te bash results/campaigns/te-campaign.sh results/campaigns/h200-te-attention.toml pairs \
     > "$CHAIN/te-pairs.log" 2>&1
   log "te attention pairs: exit $?"
@@ -35,9 +42,12 @@ else
   log "Transformer Engine never installed: TE steps skipped"
 fi
 wait
-bash results/campaigns/msamp-probe.sh probe > "$CHAIN/msamp-probe.log" 2>&1
-log "msamp probe: exit $?"
-if [ -f /tmp/te-site/.done ]; then
+if want msamp; then
+  wait_for /tmp/te-site/.done 1200 || log "no Transformer Engine: the probe's TE step fails"
+  bash results/campaigns/msamp-probe.sh probe > "$CHAIN/msamp-probe.log" 2>&1
+  log "msamp probe: exit $?"
+fi
+if want te-more && [ -f /tmp/te-site/.done ]; then
   OUT=$CHAIN/te bash results/campaigns/te-campaign.sh results/campaigns/h200-te-attention.toml more \
     > "$CHAIN/te-more.log" 2>&1
   log "te attention more: exit $?"

@@ -80,7 +80,7 @@ step helpers make -C "$MDS/megatron/data" CPPFLAGS="$("$PYTHON" -m pybind11 --in
 
 # 3. The fused softmax kernels, built once for this GPU before the runs (each run then loads them).
 if [ "${DRY_RUN:-0}" != 1 ]; then
-  step fused-kernels env TORCH_CUDA_ARCH_LIST=9.0 bash -c "cd '$MDS' && '$PYTHON' -c 'import types
+  step fused-kernels bash -c "cd '$MDS' && '$PYTHON' -c 'import types
 from megatron import fused_kernels
 fused_kernels.load(types.SimpleNamespace(masked_softmax_fusion=True, rank=0))'" || finish 1
 fi

@@ -18,7 +18,7 @@ fi
 campaign=$1 group=${2:?a group of the campaign}
 name=$(basename "$campaign" .toml)-$group
 work=/tmp/$name
-mkdir -p "$work/records" "$work/logs"
+mkdir -p "$work/records" "$work/logs" "$OUT"
 if [ "${NO_TE:-0}" = 1 ]; then
   export PYTHONPATH=/tmp/mc-site:$PWD
 else
