@@ -59,17 +59,27 @@ def image_digest_from_output(text: str) -> dict[str, str | None]:
     return {"image_digest": found["digest"], "image_digest_kind": found["kind"]}
 
 
+DIRTY = "-dirty"
+
+
 def kit_commit() -> str | None:
-    """The kit's git commit: ``BENCH_KIT_COMMIT`` (set in images), else the checkout's HEAD."""
+    """The kit's git commit: ``BENCH_KIT_COMMIT`` (set in images), else the checkout's HEAD, with
+    ``-dirty`` appended (as ``git describe --dirty`` does) when tracked files differ from it: the
+    code that ran is then not that commit's."""
     if os.environ.get("BENCH_KIT_COMMIT"):
         return os.environ["BENCH_KIT_COMMIT"]
     repo = Path(__file__).resolve().parent.parent
     try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-    except OSError:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0 or not head.stdout.strip():
+            return None
+        changed = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
+                                  "--untracked-files=no"], capture_output=True, text=True,
+                                 timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    return head.stdout.strip() + (DIRTY if changed.stdout.strip() else "")
 
 
 def software_versions(python: Sequence[str] = (sys.executable,)) -> dict[str, str | None]:

@@ -13,6 +13,7 @@ from bench.layout import Layout, build_layout
 from bench.memory import GB, check_fits, estimate_bytes, fits
 from bench.platforms import load_accelerator
 from bench.presets import get_preset
+from bench.provenance import DIRTY
 from bench.record import load_records
 from tests.test_cli import run_cli
 
@@ -44,7 +45,8 @@ def _record_layout(r) -> Layout:
 def _measured_gb(r) -> float:
     """Records made before the runner converted Megatron's MiB to GB stored MiB / 1000."""
     after = subprocess.run(["git", "merge-base", "--is-ancestor", MIB_TO_GB_COMMIT,
-                            r.provenance.kit_commit], cwd=REPO, check=False).returncode == 0
+                            r.provenance.kit_commit.removesuffix(DIRTY)], cwd=REPO,
+                           check=False).returncode == 0
     return r.metrics.peak_mem_gb * (1 if after else 2**20 / 1e6)
 
 

@@ -64,20 +64,55 @@ def run_series(series_file: Path, tree: Path, mode: str) -> list[str]:
             copy = Path(scratch) / "tree"
             shutil.copytree(tree, copy, symlinks=True)
             return run_series(series_file, copy, "apply")
-    extra = {"apply": (), "verify-applied": ("--reverse", "--dry-run")}[mode]
+    if mode == "verify-applied" and patches:
+        return _verify_applied(series_file, patches, tree)
     report = []
     for patch_file in patches:
-        done = _patch(patch_file, tree, extra)
+        done = _patch(patch_file, tree, ())
         if done.returncode == 0 and mode == "apply" and "(offset " in done.stdout:
             raise SeriesError(f"{series_file}: {patch_file.name} applies to {tree} only at an "
                               f"offset; regenerate it against this tree:\n{done.stdout}")
         if done.returncode != 0:
-            verb = "does not apply to" if mode == "apply" else "is not applied in"
-            raise SeriesError(
-                f"{series_file}: {patch_file.name} {verb} {tree}:\n{done.stdout}{done.stderr}"
-            )
-        report.append(f"{patch_file.name}: {'applied' if mode == 'apply' else 'ok'}")
+            raise SeriesError(f"{series_file}: {patch_file.name} does not apply to {tree}:\n"
+                              f"{done.stdout}{done.stderr}")
+        report.append(f"{patch_file.name}: applied")
     return report
+
+
+def _touched_files(patches: list[Path]) -> set[str]:
+    """The tree-relative paths (``-p1``) that a series' patches change."""
+    names = set()
+    for patch_file in patches:
+        for line in patch_file.read_text(errors="replace").splitlines():
+            if line.startswith(("--- ", "+++ ")):
+                name = line[4:].split("\t")[0].strip()
+                if name != "/dev/null" and "/" in name:
+                    names.add(name.split("/", 1)[1])
+    return names
+
+
+def _verify_applied(series_file: Path, patches: list[Path], tree: Path) -> list[str]:
+    """Undo the series, last patch first, on a copy of the files it touches.
+
+    Patches may change the same file (a later one's context holds an earlier one's lines), so each
+    is reversed against the tree as it stood right after it was applied, never the final tree.
+    """
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "tree"
+        copy.mkdir()
+        for name in _touched_files(patches):
+            if (tree / name).is_file():
+                (copy / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(tree / name, copy / name)
+        for patch_file in reversed(patches):
+            done = _patch(patch_file, copy, ("--reverse",))
+            if done.returncode != 0:
+                raise SeriesError(f"{series_file}: {patch_file.name} is not applied in {tree}:\n"
+                                  f"{done.stdout}{done.stderr}")
+    return [f"{patch_file.name}: ok" for patch_file in patches]
 
 
 def distribution_root(name: str) -> Path:

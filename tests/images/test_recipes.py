@@ -52,8 +52,10 @@ def test_series_applies_exactly_to_the_pinned_upstream_tree(tmp_path):
     with pytest.raises(SeriesError, match="is not applied"):
         run_series(series, tree, "verify-applied")
     report = run_series(series, tree, "apply")
-    assert len(report) == len(read_series(series)) == 8
-    run_series(series, tree, "verify-applied")
+    assert len(report) == len(read_series(series)) == 10
+    run_series(series, tree, "verify-applied")  # 0003 and 0010 change one file
+    assert "value_layer.reshape(" in (tree / "megatron/model/transformer.py").read_text()
+    assert "sys.modules[name] = module" in (tree / "megatron/fused_kernels/__init__.py").read_text()
     assert "(1 + (2 / gqa) + 1)" in (tree / "megatron/utils.py").read_text()
     assert "helpers.build_sample_idx(" not in (tree / "megatron/data/gpt_dataset.py").read_text()
     assert "arch=compute_70" not in (tree / "megatron/fused_kernels/__init__.py").read_text()
@@ -66,8 +68,10 @@ def test_msamp_series_applies_exactly_to_the_pinned_snapshot(tmp_path):
     shutil.copytree(snapshot_tree("ms-amp"), tree)
     series = REPO_ROOT / "patches/ms-amp/series"
     report = run_series(series, tree, "apply")
-    assert len(report) == len(read_series(series)) == 2
+    assert len(report) == len(read_series(series)) == 3
     run_series(series, tree, "verify-applied")
+    assert "if os.path.exists(DistOp.lib_path):" in (
+        tree / "msamp/operators/dist_op/dist_op.py").read_text()
     assert "import transformer_engine_torch as tex" in (tree / "msamp/te/modules.py").read_text()
     assert "TransformerEngine.git@v1.1" not in (tree / "pyproject.toml").read_text()
     assert (tree / "Makefile").read_text().count("pip install -v --no-build-isolation .") == 3
@@ -109,9 +113,9 @@ def test_patches_check_reports_every_series_checked_against_the_snapshot():
     assert ok, text
     assert "NOT CHECKED" not in text
     assert "megatron-deepspeed (deepspeedai/Megatron-DeepSpeed@" in text
-    assert "8 patch(es) apply exactly" in text
+    assert "10 patch(es) apply exactly" in text
     assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply exactly" in text
-    assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 2 patch(es) apply exactly" in text
+    assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 3 patch(es) apply exactly" in text
 
 
 def test_an_unchecked_series_fails_the_check(tmp_path):
