@@ -56,7 +56,11 @@ WORKER_KILLED = re.compile(r"failed \(exitcode: -(?P<signal>\d+)\) local_rank: (
 FIRST_ERROR = re.compile(r"^(?!.*\.\.\.\.)(?:.*\bERROR:|\s*\w*Error: |.*\berror: )")
 # Any line that names an error, for a failed run's record (``log_errors``): broader than FIRST_ERROR,
 # so that "nvcc fatal : ..." or "make: *** ... Error 1" are kept too.
-ERROR_LINE = re.compile(r"\b(error|exception|traceback|fatal|failed)\b", re.IGNORECASE)
+# "TypeError: ..." names its error inside a word, so the error words may end one.
+ERROR_LINE = re.compile(r"\w*(error|exception)\b|\b(traceback|fatal|failed)\b", re.IGNORECASE)
+# A worker's exception as torchrun prefixes it ("[rank0]: RuntimeError: ..."). The last one is the
+# cause: Python prints a chained exception ("During handling of the above exception...") last.
+RANK_EXCEPTION = re.compile(r"^\[\w*?\d+\]:\s*(?P<error>[\w.]*(?:Error|Exception)\b:?.*)")
 LOG_TAIL_LINES = 40
 """How many last log lines a failed run's record keeps (``log_tail``). The default is 40."""
 LOG_ERROR_LINES = 10
@@ -160,7 +164,7 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
     if watchdog:
         return result(Status.TIMEOUT, f"NCCL collective timed out: {watchdog[:300]}")
     if exit_code not in (0, None) or (_first(TRACEBACK, lines) and not finished):
-        error = (_killed(lines) or _first(FIRST_ERROR, lines)
+        error = (_killed(lines) or _last_rank_exception(lines) or _first(FIRST_ERROR, lines)
                  or _first(TRACEBACK, list(reversed(lines))))
         return result(Status.CRASHED, f"exit code {exit_code}" + (f": {error[:300]}" if error
                                                                   else ""))
@@ -169,6 +173,11 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
         return result(Status.INCOMPLETE, f"the log ends before the last iteration "
                       f"(logged iterations: {seen})")
     return result(Status.OK, None)
+
+
+def _last_rank_exception(lines: list[str]) -> str | None:
+    found = [m["error"].strip() for m in map(RANK_EXCEPTION.search, lines) if m]
+    return found[-1] if found else None
 
 
 def _killed(lines: list[str]) -> str | None:

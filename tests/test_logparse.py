@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.logparse import parse_iteration, parse_log
+from bench.logparse import first_error_lines, parse_iteration, parse_log
 from bench.presets import get_preset
 from bench.protocol import WARMUP_ITERS, metrics, window
 from bench.record import Status
@@ -113,3 +113,16 @@ def test_a_worker_killed_by_a_signal_is_named() -> None:
     result = parse_log(read("megatron_deepspeed_segfault_1.3b_tp1pp1_h200.log"), exit_code=1)
     assert result.status is Status.CRASHED and not result.iterations
     assert result.reason == "exit code 1: local rank 0 was killed by signal 11 (SIGSEGV)"
+
+
+def test_a_workers_last_exception_is_the_reason() -> None:
+    """Megatron-DeepSpeed on the lent H200 (before patch 0009 reshaped the value): upstream catches
+    a TypeError and retries, the retry raises; torchrun's ChildFailedError comes last."""
+    text = read("megatron_deepspeed_view_error_1.3b_tp1pp1_h200.log")
+    result = parse_log(text, exit_code=1)
+    assert result.status is Status.CRASHED
+    assert result.reason.startswith("exit code 1: RuntimeError: view size is not compatible")
+    errors = first_error_lines(text.splitlines())
+    assert any("TypeError: ParallelAttention.forward() got an unexpected keyword" in line
+               for line in errors)
+    assert any("RuntimeError: view size is not compatible" in line for line in errors)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bench.capabilities import layers_of
 from bench.engine_notes import MEASUREMENT_NOTE_KEYS
 from bench.layout import LayoutSpec
+from bench.platforms import peak_format
 from bench.record import LayoutInfo, Problem, Record
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.runs import label_of
@@ -199,11 +200,11 @@ def find_range(ranges: Sequence[ReferenceRange], run: Record) -> ReferenceRange 
             (entry.platform, run.platform.name),
             (entry.accelerator, run.platform.accelerator),
             (entry.model, run.preset.name),
-            # A range without a precision was measured in bf16, and without Transformer Engine
-            # unless it names its layers: it judges only runs like that.
+            # A range without a precision was measured in bf16, on the megatron engine without
+            # Transformer Engine unless it names them: it judges only runs like that.
             (entry.precision or "bf16", run.precision),
             (entry.layers or "no TE", layers_of(run.argv) or "no TE"),
-            (entry.engine, run.engine),
+            (entry.engine or "megatron", run.engine),
             (entry.micro_batch, run.layout.micro_batch),
             (entry.global_batch, run.layout.global_batch),
             (entry.gpus, run.gpus),
@@ -254,7 +255,9 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
         link=f"{median.run_id}.json", variant=_variant(median),
         sweep=_sweep(median), reference=entry,
         verdict=_verdict(entry, m.tflops_per_gpu),
-        percent_of_bf16_peak=None if m.mfu_bf16_peak is None else m.mfu_bf16_peak * 100,
+        # Only fp8 is measured against a peak other than bf16's (older fp16 records carry both).
+        percent_of_bf16_peak=(m.mfu_bf16_peak * 100 if m.mfu_bf16_peak is not None
+                              and peak_format(median.precision) == "fp8" else None),
     )  # fmt: skip
 
 

@@ -100,8 +100,9 @@ class ReferenceRange:
     ``layout`` is read like a layout name (``tp1pp1dp4``, ``dp4``, ``tp2pp2``) and compared
     by its degrees with the record's layout, so ``dp4`` matches the canonical ``tp1pp1dp4``; a name
     without ``dp`` matches any data-parallel degree. A range without ``precision`` judges bf16 runs
-    only, and one without ``layers`` (``TE+apex``, ``TE`` or ``no TE``) judges runs built without
-    Transformer Engine only, as every range was measured before the kit ran TE. The first matching
+    only, one without ``engine`` judges megatron-engine runs only, and one without ``layers``
+    (``TE+apex``, ``TE`` or ``no TE``) judges runs built without Transformer Engine only, as every
+    range was measured before the kit ran TE. The first matching
     range in file order applies, so list specific ranges before general ones.
     """
 
