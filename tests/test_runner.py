@@ -122,10 +122,16 @@ def test_run_directory_is_never_reused(monkeypatch, launch, tmp_path: Path) -> N
 
 @pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 def test_ctrl_c_records_a_failed_run_and_stops(monkeypatch, launch, tmp_path: Path) -> None:
-    argv, pid_file = _hanging(tmp_path)
-    threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start()
-    with pytest.raises(KeyboardInterrupt):
-        _run_with(monkeypatch, argv, launch, tmp_path)
+    # Ctrl-C raises KeyboardInterrupt under Python's own SIGINT handler, which a terminal's process
+    # has; a test process started where SIGINT is ignored (a background job) has not.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        argv, pid_file = _hanging(tmp_path)
+        threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            _run_with(monkeypatch, argv, launch, tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert not _alive(int(pid_file.read_text()))
     files = sorted(p.name for p in (tmp_path / "records").iterdir())
     assert files == [f"{launch.run_id}.json"]
