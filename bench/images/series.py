@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PATCH_FLAGS = ("-p1", "--forward", "--batch", "--fuzz=0", "--no-backup-if-mismatch")
@@ -57,9 +59,6 @@ def run_series(series_file: Path, tree: Path, mode: str) -> list[str]:
         raise SeriesError(f"{tree}: upstream tree not found for series {series_file}")
     patches = read_series(series_file)
     if mode == "check" and patches:
-        import shutil
-        import tempfile
-
         with tempfile.TemporaryDirectory() as scratch:
             copy = Path(scratch) / "tree"
             shutil.copytree(tree, copy, symlinks=True)
@@ -97,9 +96,6 @@ def _verify_applied(series_file: Path, patches: list[Path], tree: Path) -> list[
     Patches may change the same file (a later one's context holds an earlier one's lines), so each
     is reversed against the tree as it stood right after it was applied, never the final tree.
     """
-    import shutil
-    import tempfile
-
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "tree"
         copy.mkdir()
