@@ -16,7 +16,8 @@ A campaign is a TOML file::
 
 Every other key is an option of ``python -m bench run`` with ``_`` for ``-`` (``gpus``,
 ``nodes``, ``mbs``, ``gbs``, ``iters``, ``engine``, ``precision``, ``image``, ``data_path``,
-``platform``, ``no_overlap``, ``grad_reduce``, ``no_fused_loss``, ``repeat``, ``timeout``,
+``platform``, ``no_overlap``, ``grad_reduce``, ``no_fused_loss``, ``no_fused_attention``,
+``repeat``, ``timeout``,
 ``hang_timeout``, ...). Each run becomes the argv of one ``run`` command, so it is checked by the
 same parser; options given on the command line beside ``--campaign`` apply to every run and win
 over the file (e.g. ``--platform``, ``--records-dir``, ``--dry-run``). Every run's record names
@@ -39,7 +40,8 @@ OPTION_TYPES: dict[str, type] = {
     "platform": str, "gpus": int, "nodes": int, "mbs": int, "gbs": int, "iters": int,
     "engine": str, "precision": str, "image": str, "data_path": str, "vocab_file": str,
     "merge_file": str, "account": str, "partition": str, "queue": str, "walltime": str,
-    "no_overlap": bool, "grad_reduce": str, "no_fused_loss": bool, "repeat": int,
+    "no_overlap": bool, "grad_reduce": str, "no_fused_loss": bool,
+    "no_fused_attention": bool, "repeat": int,
     "timeout": float, "hang_timeout": float, "verbose": bool,
 }
 

@@ -135,6 +135,9 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
                         help="gradient accumulation and reduction type under bf16 (default bf16)")
     tuning.add_argument("--no-fused-loss", action="store_true",
                         help="Megatron's unfused cross-entropy loss instead of its fused one")
+    tuning.add_argument("--no-fused-attention", action="store_true",
+                        help="Megatron-DeepSpeed's unfused core attention (it stores the s x s "
+                        "scores) instead of flash-attn or torch's SDPA")
 
 
 def _elements(text: str) -> int:
@@ -167,7 +170,8 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                           allgather_bucket_size=args.allgather_bucket),
         recompute=args.recompute,
         tuning=Tuning(overlap=not args.no_overlap, grad_reduce_bf16=args.grad_reduce == "bf16",
-                      fused_loss=not args.no_fused_loss, extra_args=args.megatron_args))
+                      fused_loss=not args.no_fused_loss,
+                      fused_attention=not args.no_fused_attention, extra_args=args.megatron_args))
 
 
 def render_script(launch: LaunchPlan, workdir: Path | None = None) -> tuple[str, str]:

@@ -10,7 +10,9 @@
   the recomputed forward work (``bench.flops``).
 - Megatron-DeepSpeed runs: ``zero_stage`` (the stage DeepSpeed ran with), ``deepspeed`` (its
   version in the training Python) and ``patch_series`` (sha256 of the kit's series, and whether it
-  is applied in the tree that ran).
+  is applied in the tree that ran); ``apex`` (its version) where the training Python has NVIDIA
+  apex, whose fused layer norm and FusedAdam Megatron-DeepSpeed then uses instead of torch's (patch
+  0002): a configuration of its own on the results page.
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ def patch_series_state(tree: Path, series: Path = MDS_SERIES) -> str:
     return f"{digest} applied"
 
 
-def deepspeed_version() -> str | None:
+def installed_version(dist: str) -> str | None:
     try:
-        return importlib.metadata.version("deepspeed")
+        return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
 
@@ -78,6 +80,8 @@ def run_notes(launch: LaunchPlan, result: ParseResult) -> dict[str, str | float 
             notes["hardware_tflops_per_gpu"] = round(hardware / step / launch.world_size / 1e12, 2)
     if launch.engine == "megatron-deepspeed":
         notes["zero_stage"] = lay.zero if lay.zero is not None else DEFAULT_ZERO_STAGE
-        notes["deepspeed"] = deepspeed_version()
+        notes["deepspeed"] = installed_version("deepspeed")
         notes["patch_series"] = patch_series_state(Path(launch.platform.megatron_deepspeed_dir))
+        if apex := installed_version("apex"):
+            notes["apex"] = apex
     return notes

@@ -333,6 +333,9 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     _check_binds(platform, image, {"--data-path": data.path, "--vocab-file": data.vocab_file,
                                    "--merge-file": data.merge_file, "--save": save})
     if engine == "megatron":
+        if not tuning.fused_attention:
+            raise ValueError("--no-fused-attention is a Megatron-DeepSpeed setting: the megatron "
+                             "engine's attention is torch's SDPA or Transformer Engine's")
         entry = ENTRY
         _check_capabilities(caps, precision, layout, platform)
         args = megatron_args(preset, layout, precision, options.iters, caps, data.path, tuning,
@@ -349,7 +352,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         entry = (f"{platform.megatron_deepspeed_dir}/pretrain_gpt.py",)
         args = deepspeed_args(preset, layout, precision, options.iters, data,
                               f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}", options.zero,
-                              platform.flash_attention, options.recompute)
+                              platform.flash_attention, options.recompute,
+                              tuning.fused_attention)
         ds_config = ds_config_json(layout, precision, options.zero)
     if save:
         args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval)

@@ -16,11 +16,14 @@ class Tuning:
     """``overlap``: overlap the data-parallel gradient reduce-scatter and parameter all-gather with
     compute (dp > 1). ``grad_reduce_bf16``: keep and reduce gradients in bf16 under bf16/fp8
     instead of fp32. ``fused_loss``: Megatron's fused cross-entropy loss. All three are Megatron
-    engine settings. ``extra_args``: more Megatron flags, appended after the kit's."""
+    engine settings. ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or
+    torch's SDPA (patch 0011) instead of its unfused core attention, which stores the s x s scores;
+    a Megatron-DeepSpeed setting. ``extra_args``: more Megatron flags, appended after the kit's."""
 
     overlap: bool = True
     grad_reduce_bf16: bool = True
     fused_loss: bool = True
+    fused_attention: bool = True
     extra_args: tuple[str, ...] = ()
 
     @property
@@ -51,6 +54,8 @@ class Tuning:
             pairs.append(("grad_reduce", "fp32"))
         if not self.fused_loss:
             pairs.append(("fused_loss", "off"))
+        if not self.fused_attention:
+            pairs.append(("core_attention", "unfused"))
         if self.extra_args:
             pairs.append(("megatron_args", " ".join(self.extra_args)))
         return tuple(pairs)
@@ -60,8 +65,8 @@ DEFAULT_TUNING = Tuning()
 # The note keys a plan's variant may use: these settings, then the DeepSpeed ZeRO settings
 # (bench.engines.deepspeed.ZeroSettings.variant), a sequence length away from the preset's and the
 # activation recompute (--recompute).
-TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "megatron_args", "zero_offload",
-                    "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "core_attention", "megatron_args",
+                    "zero_offload", "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
                     "allgather_bucket_size", "seq_length", "recompute")
 
 

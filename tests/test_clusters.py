@@ -200,6 +200,8 @@ def test_polaris_seed_run_is_preset_layout_and_options() -> None:
                  options(engine="megatron-deepspeed", gpus_present=1, data_path="d",
                          vocab_file="v", merge_file="m"))
     assert "--use-flash-attn-v2" not in local.train_args
+    # Elsewhere torch's fused attention (patch 0011), never the unfused s x s scores.
+    assert "--use-torch-sdpa" in local.train_args and "--use-torch-sdpa" not in launch.train_args
 
 
 # --- Azure 175B -------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def test_overlap_is_only_set_with_data_parallelism() -> None:
     (Tuning(extra_args=("fused",)), "megatron", "must start with a flag"),
     (Tuning(overlap=False), "megatron-deepspeed", "Megatron-engine settings"),
     (Tuning(fused_loss=False), "megatron-deepspeed", "Megatron-engine settings"),
+    (Tuning(fused_attention=False), "megatron", "a Megatron-DeepSpeed setting"),
 ])
 def test_refusals_name_the_problem(tuning: Tuning, engine: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
@@ -69,3 +70,18 @@ def test_fp32_reduce_under_fp16_is_dropped_with_a_note() -> None:
                   options(gpus=8, precision="fp16", tuning=Tuning(grad_reduce_bf16=False)))
     assert launch.variant == ()
     assert any("--grad-reduce fp32 changes nothing under fp16" in note for note in launch.notes)
+
+
+def test_megatron_deepspeed_attention_is_fused_unless_asked_and_unfused_is_a_variant() -> None:
+    """Without flash-attn, torch's SDPA (patch 0011); --no-fused-attention keeps upstream's
+    unfused core attention for an A/B, and the run is a variant."""
+    data = {"data_path": "d", "vocab_file": "v", "merge_file": "m"}
+    fused = plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+                 options(gpus_present=1, gpu_name="NVIDIA H200", engine="megatron-deepspeed", **data))
+    unfused = plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+                   options(gpus_present=1, gpu_name="NVIDIA H200", engine="megatron-deepspeed",
+                           tuning=Tuning(fused_attention=False), **data))
+    assert "--use-torch-sdpa" in fused.train_args and fused.variant == ()
+    assert "--use-torch-sdpa" not in unfused.train_args
+    assert dict(unfused.variant) == {"core_attention": "unfused"}
+    assert plan_summary(unfused).variant == {"core_attention": "unfused"}

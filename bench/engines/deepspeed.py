@@ -116,7 +116,8 @@ def ds_config_json(layout: Layout, precision: str,
 
 def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, data: Data,
                    config_path: str, zero: ZeroSettings = DEFAULT_ZERO_SETTINGS,
-                   flash_attention: bool = False, recompute: str | None = None) -> list[str]:
+                   flash_attention: bool = False, recompute: str | None = None,
+                   fused_attention: bool = True) -> list[str]:
     """Megatron-DeepSpeed flags; it reads real data only, so ``data`` must name it."""
     if peak_format(precision) == "fp8":
         raise ValueError(f"{precision} needs Transformer Engine (and MS-AMP for msamp-*/fp4) through "
@@ -148,6 +149,8 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
               "--zero-stage", str(zero_stage(layout))]
     if zero.offload == "cpu":
         flags.append("--cpu-optimizer")
-    if flash_attention:
-        flags.append("--use-flash-attn-v2")
+    # Without flash-attn, torch's fused attention (the kit's patch 0011) rather than the unfused
+    # core attention, which stores the s x s scores (kept for A/B: --no-fused-attention).
+    if fused_attention:
+        flags.append("--use-flash-attn-v2" if flash_attention else "--use-torch-sdpa")
     return flags

@@ -7,6 +7,8 @@
 # .carry-mds/ (about 17 MB; the device carries at most 64 MiB):
 #   deepspeed-0.18.2.tar.gz                 DeepSpeed's sdist (the pin in images/pins.toml)
 #   megatron-deepspeed-<commit>.tar.gz      Megatron-DeepSpeed at the pinned commit (the snapshot)
+#   apex-<commit>.tar.gz                    NVIDIA apex (the snapshot; the NGC base image of the
+#                                           kit's CUDA image has its own, a bare machine has none)
 #   wheels/*.whl                            cp312 manylinux / pure wheels: megatron-core 0.19.2
 #                                           (the megatron engine's runs), DeepSpeed's and
 #                                           Megatron-DeepSpeed's light dependencies, the tokenizers
@@ -20,6 +22,7 @@ grep -qxF "/$CARRY/" "$exclude" 2>/dev/null || echo "/$CARRY/" >> "$exclude"
 commit=$(python3 -c 'from bench.images.pins import load_pins
 print(load_pins().upstreams["megatron-deepspeed"].commit)')
 cp "../shared/upstreams/megatron-deepspeed-$commit.tar.gz" "$CARRY/"
+cp ../shared/upstreams/apex-*.tar.gz "$CARRY/"
 
 pip download -q --no-deps --no-binary :all: deepspeed==0.18.2 -d "$CARRY"
 # Versions as images/pins.toml pins them (plus what pydantic and the data step need).

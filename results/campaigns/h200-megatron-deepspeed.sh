@@ -2,14 +2,17 @@
 # One lent H200 (Python 3.12, torch 2.11 / CUDA 13, nothing else installed, no network):
 # Megatron-DeepSpeed at the pinned commit with the kit's patch series and DeepSpeed 0.18.2, run by
 # the kit's own `python -m bench run --engine megatron-deepspeed` on real data made by
-# `python -m bench data`: 1.3b tp1pp1 in bf16 and in fp16 (dynamic loss scaling, LUMI's
-# precision), then the same model, data and batch on the megatron engine, for the side by side.
+# `python -m bench data`: 1.3b tp1pp1 in bf16 (attention through torch's SDPA, patch 0011, and,
+# for the A/B, upstream's unfused core attention) and in fp16 (dynamic loss scaling, LUMI's
+# precision), the same model, data and batch on the megatron engine, for the side by side; then,
+# with NVIDIA apex built here meanwhile (fused layer norm, FusedAdam), both engines again.
 #
 # Carry .carry-mds/ (made here by results/campaigns/gather-mds-carry.sh). Run from the repo root:
 #   OUT=$OUT bash results/campaigns/h200-megatron-deepspeed.sh
-# OUT receives at most 5 files (the device returns 8): records/*.json (one per run), logs.tar.gz
-# (every step's log and each run's train.log), summary.txt. About 6 minutes of GPU time: installs
-# 0.5 min, fused-kernel build ~1.5 min, three runs of 12 iterations at gbs 32 ~1.5 min each.
+# OUT receives: records/*.json (one per run), logs.tar.gz (every step's log and each run's
+# train.log), summary.txt. About 12 minutes: installs 0.5 min, fused-kernel and apex builds ~3 min
+# side by side, six runs of 16 iterations at gbs 32 ~1.3 min each. Start it in the background
+# (setsid) and collect $OUT in later calls: it outlasts the device's 10 minutes per call.
 # DRY_RUN=1 (a machine without a GPU, PYTHON a 3.12 with torch): every step but the fused-kernel
 # build runs for real, and the runs are printed (--dry-run) instead of started.
 set -uo pipefail
@@ -19,7 +22,8 @@ CARRY=${CARRY:-.carry-mds}
 SITE=${SITE:-/tmp/mds-site}              # DeepSpeed, megatron-core and the light dependencies
 MDS=${MDS:-/opt/Megatron-DeepSpeed}      # platforms/local.toml's megatron_deepspeed_dir (default)
 WORK=${WORK:-/tmp/mds-campaign}          # corpus, data, logs
-MBS=${MBS:-4} GBS=${GBS:-32} ITERS=${ITERS:-12}
+APEX_SITE=${APEX_SITE:-/tmp/apex-site}  # apex, added to the path for the last runs only
+MBS=${MBS:-4} GBS=${GBS:-32} ITERS=${ITERS:-16}
 mkdir -p "$OUT/records" "$WORK/logs"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 summary="$WORK/logs/summary.txt"
@@ -72,6 +76,21 @@ print("deepspeed", deepspeed.__version__, "torch", torch.__version__, "megatron-
       "numpy", numpy.__version__, "pybind11", pybind11.__version__)' || finish 1
 cat "$WORK/logs/versions.txt" | tail -n 1 | tee -a "$summary"
 
+# NVIDIA apex (the snapshot carried), built for this GPU while the rest sets up
+# (DEVICE.md: ~170 s alone). Its own step log; the apex runs wait for it.
+apex_build() {
+  rm -rf /tmp/apex-src && mkdir -p /tmp/apex-src && tar xzf "$CARRY"/apex-*.tar.gz -C /tmp/apex-src --strip-components=1 &&
+  cd /tmp/apex-src && env TORCH_CUDA_ARCH_LIST="$(PYTHONPATH="$SITE" "$PYTHON" -c 'import torch
+print("%d.%d" % torch.cuda.get_device_capability())')" APEX_CPP_EXT=1 APEX_CUDA_EXT=1 \
+    APEX_PARALLEL_BUILD=8 NVCC_APPEND_FLAGS="--threads 2" \
+    "$PYTHON" -m pip wheel -q --no-build-isolation --no-deps --no-index -w /tmp/apex-wheel . &&
+  "$PYTHON" -m pip install -q --no-index --no-deps --target "$APEX_SITE" /tmp/apex-wheel/apex-*.whl
+}
+if [ "${DRY_RUN:-0}" != 1 ]; then
+  ( step apex-build apex_build ) &
+  apex_pid=$!
+fi
+
 # 2. Megatron-DeepSpeed at the pin, the kit's series applied exactly, dataset helpers built.
 rm -rf "$MDS" && mkdir -p "$MDS" && tar xzf "$CARRY"/megatron-deepspeed-*.tar.gz -C "$MDS" --strip-components=1
 step patch "$PYTHON" bench/images/series.py apply patches/megatron-deepspeed/series "$MDS" || finish 1
@@ -109,8 +128,17 @@ if [ "${DRY_RUN:-0}" = 1 ]; then common+=(--dry-run); fi
 # Megatron-DeepSpeed tokenizes nothing at run time but builds GPT-2's tokenizer from the files; the
 # megatron engine reads the same ids with its null tokenizer (it refuses --vocab-file).
 tokenizer=(--vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt")
-step mds-bf16 timeout 280 "$PYTHON" -m bench run "${common[@]}" "${tokenizer[@]}" --engine megatron-deepspeed --precision bf16
-step mds-fp16 timeout 280 "$PYTHON" -m bench run "${common[@]}" "${tokenizer[@]}" --engine megatron-deepspeed --precision fp16
+mds=("${common[@]}" "${tokenizer[@]}" --engine megatron-deepspeed)
+step mds-bf16 timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16
+step mds-bf16-unfused timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16 --no-fused-attention
+step mds-fp16 timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision fp16
 step megatron-bf16 timeout 240 "$PYTHON" -m bench run "${common[@]}" --engine megatron --precision bf16
-for name in mds-bf16 mds-fp16 megatron-bf16; do tail -n 4 "$WORK/logs/$name.txt" | tee -a "$summary"; done
+runs=(mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16)
+if [ "${DRY_RUN:-0}" != 1 ] && wait "$apex_pid" && [ -d "$APEX_SITE/apex" ]; then
+  export PYTHONPATH="$APEX_SITE:$PYTHONPATH"
+  step mds-bf16-apex timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16
+  step megatron-bf16-apex timeout 240 "$PYTHON" -m bench run "${common[@]}" --engine megatron --precision bf16
+  runs+=(mds-bf16-apex megatron-bf16-apex)
+fi
+for name in "${runs[@]}"; do tail -n 4 "$WORK/logs/$name.txt" | tee -a "$summary"; done
 finish 0
