@@ -20,7 +20,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
 
 from bench.capabilities import Capabilities
-from bench.schema import Strict, hinted, load_toml
+from bench.schema import NonNegative, Positive, Strict, hinted, load_toml
 from bench.tomlfile import DataError
 
 REPO_PLATFORMS_DIR = Path(__file__).resolve().parent.parent / "platforms"
@@ -34,7 +34,6 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 PRECISION_SHORTHANDS = {"fp8": "fp8-delayed"}
 MSAMP_PRECISIONS = ("msamp-o1", "msamp-o2", "fp4")
 PeakFormat = Literal["bf16", "fp16", "fp8"]  # the formats an accelerator file gives dense peaks for
-PEAK_FORMATS: tuple[str, ...] = get_args(PeakFormat)
 Engine = Literal["megatron", "megatron-deepspeed"]
 ENGINES: tuple[str, ...] = get_args(Engine)
 # The [capabilities] table of a platform file: Capabilities' fields, each true or false.
@@ -52,26 +51,19 @@ CpuBind = Annotated[str, hinted(r"^(?:(?:v,)?(?:none|cores|threads|sockets|ldoms
                                 r"[0-9a-fA-Fx,]+))?$", "must be a Slurm --cpu-bind value such as 'cores' or "
                                 "'mask_cpu:0xfe,0xfe00'")]
 AbsolutePath = Annotated[str, hinted(r"^(/.*)?$", "must be an absolute path as the job sees it")]  # "" for none
-NonNegative = Annotated[int, Field(ge=0)]
 
 
-def walltime_problem(value: str) -> str | None:
-    """What is wrong with a duration as Slurm and PBS read it, or None."""
+def check_walltime(value: str) -> str:
+    """A duration as Slurm and PBS read it; a ValueError says what is wrong with it."""
     match = _WALLTIME.match(value)
     if not match:
-        return f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS"
+        raise ValueError(f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
     days, hours, minutes, seconds = (int(match[k] or 0) for k in ("days", "h", "m", "s"))
     if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
-        return (f"walltime '{value}' is not a duration: minutes and seconds run to 59, and hours "
-                "to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
+        raise ValueError(f"walltime '{value}' is not a duration: minutes and seconds run to 59, "
+                         "and hours to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
     if not (days or hours or minutes or seconds):
-        return f"walltime '{value}' is zero; give the job some time"
-    return None
-
-
-def _duration(value: str) -> str:
-    if problem := walltime_problem(value):
-        raise ValueError(problem)
+        raise ValueError(f"walltime '{value}' is zero; give the job some time")
     return value
 
 
@@ -80,8 +72,8 @@ class AcceleratorFile(Strict):
 
     model: str
     match: tuple[str, ...] = ()  # substrings of the device name a driver reports (e.g. "H200")
-    memory_gb: Annotated[float, Field(gt=0)]
-    peak_tflops: dict[PeakFormat, Annotated[float, Field(gt=0)]]
+    memory_gb: Positive
+    peak_tflops: dict[PeakFormat, Positive]
     peak_source: Annotated[str, Field(pattern=r"\S")]  # where the peak figures come from
 
 
@@ -121,7 +113,7 @@ class Job(Strict):
     partition: str = ""
     queue: str = ""
     walltime: Annotated[str, hinted(_WALLTIME.pattern, "must be a walltime like HH:MM:SS or D-HH:MM:SS"),
-                        AfterValidator(_duration)] = "00:30:00"
+                        AfterValidator(check_walltime)] = "00:30:00"
     qos: str = ""
     filesystems: str = ""  # PBS -l filesystems=... (ALCF)
     extra_directives: tuple[str, ...] = ()  # more scheduler options, e.g. "--exclusive"
@@ -309,8 +301,11 @@ def job_option_default(key: str) -> str | None:
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
     """The platform with the job settings given (None or empty: the platform file's)."""
     changes = {key: value for key, value in overrides.items() if value}
-    if "walltime" in changes and (problem := walltime_problem(changes["walltime"])):
-        raise DataError(f"--walltime: {problem}")
+    if "walltime" in changes:
+        try:
+            check_walltime(changes["walltime"])
+        except ValueError as error:
+            raise DataError(f"--walltime: {error}") from None
     return platform.model_copy(update={"job": platform.job.model_copy(update=changes)}) if changes else platform
 
 

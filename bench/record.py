@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.schema import Strict, hinted, problems
+from bench.schema import Count, NonNegative, Positive, Strict, Text, hinted, problems
 from bench.status import Status
 
 SCHEMA = "bench.record/1"
@@ -53,9 +53,6 @@ def _fraction(value: float) -> float:
     return value
 
 
-Text = Annotated[str, Field(min_length=1)]
-Count = Annotated[int, Field(ge=1)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Fraction = Annotated[Positive, AfterValidator(_fraction)]
 Timestamp = Annotated[str, hinted(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
                                   "must be UTC like 2026-11-21T20:15:00Z"), AfterValidator(_real_time)]
@@ -157,7 +154,7 @@ class Metrics(Strict):
     peak (fp8); null otherwise, and absent in records written before it existed.
     """
 
-    warmup_iters: Annotated[int, Field(ge=0)]
+    warmup_iters: NonNegative
     window_iters: Count
     step_time_s_median: Positive
     step_time_s_p10: Positive

@@ -15,7 +15,7 @@ import re
 import sys
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Annotated, Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -29,10 +29,16 @@ _PHRASES = {
     "string_type": "must be a string", "bool_type": "must be true or false",
     "list_type": "must be a list", "tuple_type": "must be a list", "dict_type": "must be a table",
     "model_type": "must be a table", "string_too_short": "must not be empty",
+    "finite_number": "must be a finite number",
 }  # fmt: skip
 _KEYED = re.compile(r"^\w+: ")  # a validator's problem line that names its key
 # What a pattern means, said in the error after the value (pydantic's message shows the regex).
 PATTERN_HINTS: dict[str, str] = {}
+# Value types the models share. JSON and TOML can both spell inf and nan: never a measurement.
+Text = Annotated[str, Field(min_length=1)]
+Count = Annotated[int, Field(ge=1)]
+NonNegative = Annotated[int, Field(ge=0)]
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 def hinted(pattern: str, hint: str) -> Any:

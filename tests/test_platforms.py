@@ -133,3 +133,12 @@ def test_platforms_dir_that_is_not_a_folder_is_refused(tmp_path: Path, monkeypat
     monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "nowhere"))
     assert main(["run", "1.3b", "tp1pp1", "--platform", "lumi", "--dry-run"]) == 2
     assert f"BENCH_PLATFORMS_DIR={tmp_path / 'nowhere'} is not a folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_accelerator_peak_must_be_a_finite_number(tmp_path: Path, value: str) -> None:
+    """TOML spells inf and nan; a peak of either would make every MFU zero or undefined."""
+    text = (REPO_PLATFORMS_DIR / "accelerators/h100-sxm.toml").read_text()
+    (tmp_path / "x.toml").write_text(text.replace("bf16 = 989.0", f"bf16 = {value}"))
+    with pytest.raises(DataError, match="x.toml: key 'peak_tflops.bf16' must be a finite number"):
+        load_accelerator_file(tmp_path / "x.toml")
