@@ -9,9 +9,12 @@
 #
 # Carry .carry-mds/ (made here by results/campaigns/gather-mds-carry.sh). Run from the repo root:
 #   OUT=$OUT bash results/campaigns/h200-megatron-deepspeed.sh
-# OUT receives: records/*.json (one per run), logs.tar.gz (every step's log and each run's
-# train.log), summary.txt. About 12 minutes: installs 0.5 min, fused-kernel and apex builds ~3 min
-# side by side, six runs of 16 iterations at gbs 32 ~1.3 min each. Start it in the background
+# RUNS picks runs by name (default: mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16
+# mds-bf16-apex megatron-bf16-apex; also mds-bf16-mbs8 and mds-bf16-without-last-patch, the A/B
+# of the series' last patch). OUT receives: records/*.json (one per run), logs.tar.gz (every
+# step's log and each run's train.log), summary.txt. About 12 minutes: installs 0.5 min,
+# fused-kernel and apex builds ~3.5 min side by side, six runs of 16 iterations at gbs 32 ~1.3 min
+# each. Start it in the background
 # (setsid) and collect $OUT in later calls: it outlasts the device's 10 minutes per call.
 # DRY_RUN=1 (a machine without a GPU, PYTHON a 3.12 with torch): every step but the fused-kernel
 # build runs for real, and the runs are printed (--dry-run) instead of started.
@@ -129,16 +132,34 @@ if [ "${DRY_RUN:-0}" = 1 ]; then common+=(--dry-run); fi
 # megatron engine reads the same ids with its null tokenizer (it refuses --vocab-file).
 tokenizer=(--vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt")
 mds=("${common[@]}" "${tokenizer[@]}" --engine megatron-deepspeed)
-step mds-bf16 timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16
-step mds-bf16-unfused timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16 --no-fused-attention
-step mds-fp16 timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision fp16
-step megatron-bf16 timeout 240 "$PYTHON" -m bench run "${common[@]}" --engine megatron --precision bf16
-runs=(mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16)
-if [ "${DRY_RUN:-0}" != 1 ] && wait "$apex_pid" && [ -d "$APEX_SITE/apex" ]; then
-  export PYTHONPATH="$APEX_SITE:$PYTHONPATH"
-  step mds-bf16-apex timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16
-  step megatron-bf16-apex timeout 240 "$PYTHON" -m bench run "${common[@]}" --engine megatron --precision bf16
-  runs+=(mds-bf16-apex megatron-bf16-apex)
-fi
+apex_ready() {  # the apex build's outcome, waited for once
+  if [ -z "${apex_ok:-}" ]; then
+    apex_ok=no
+    if [ "${DRY_RUN:-0}" != 1 ] && wait "$apex_pid" && [ -d "$APEX_SITE/apex" ]; then apex_ok=yes; fi
+  fi
+  [ "$apex_ok" = yes ]
+}
+last_patch=$(grep -v '^#' patches/megatron-deepspeed/series | tail -n 1)
+run() {  # run NAME: one run of the campaign, by name
+  local apex=()
+  case $1 in *-apex)
+    apex_ready || { echo "$1: skipped, apex did not build" | tee -a "$summary"; return; }
+    apex=(env PYTHONPATH="$APEX_SITE:$PYTHONPATH") ;;
+  esac
+  case $1 in
+    mds-bf16|mds-bf16-apex) step "$1" "${apex[@]}" timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16 ;;
+    mds-bf16-mbs8) step "$1" timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16 --mbs 8 ;;
+    mds-bf16-unfused) step "$1" timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16 --no-fused-attention ;;
+    mds-bf16-without-last-patch)  # the A/B of the series' last patch: reversed for this run only
+      patch -R -p1 --fuzz=0 -s -d "$MDS" < "patches/megatron-deepspeed/$last_patch" &&
+        step "$1" timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision bf16
+      patch -p1 --forward --fuzz=0 -s -d "$MDS" < "patches/megatron-deepspeed/$last_patch" ;;
+    mds-fp16) step "$1" timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision fp16 ;;
+    megatron-bf16|megatron-bf16-apex) step "$1" "${apex[@]}" timeout 240 "$PYTHON" -m bench run "${common[@]}" --engine megatron --precision bf16 ;;
+    *) echo "$1: no such run" | tee -a "$summary" ;;
+  esac
+}
+read -ra runs <<< "${RUNS:-mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16 mds-bf16-apex megatron-bf16-apex}"
+for name in "${runs[@]}"; do run "$name"; done
 for name in "${runs[@]}"; do tail -n 4 "$WORK/logs/$name.txt" | tee -a "$summary"; done
 finish 0

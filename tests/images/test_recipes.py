@@ -52,7 +52,7 @@ def test_series_applies_exactly_to_the_pinned_upstream_tree(tmp_path):
     with pytest.raises(SeriesError, match="is not applied"):
         run_series(series, tree, "verify-applied")
     report = run_series(series, tree, "apply")
-    assert len(report) == len(read_series(series)) == 11
+    assert len(report) == len(read_series(series)) == 12
     run_series(series, tree, "verify-applied")  # 0003 and 0010 change one file
     assert "value_layer.reshape(" in (tree / "megatron/model/transformer.py").read_text()
     assert "sys.modules[name] = module" in (tree / "megatron/fused_kernels/__init__.py").read_text()
@@ -113,7 +113,7 @@ def test_patches_check_reports_every_series_checked_against_the_snapshot():
     assert ok, text
     assert "NOT CHECKED" not in text
     assert "megatron-deepspeed (deepspeedai/Megatron-DeepSpeed@" in text
-    assert "11 patch(es) apply exactly" in text
+    assert "12 patch(es) apply exactly" in text
     assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply exactly" in text
     assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 3 patch(es) apply exactly" in text
 
