@@ -14,8 +14,9 @@ no s x s scores, and no activation recomputation):
 
 Against the peaks measured on H200 (``results/records/``, tests/test_memory.py) it is within -19%
 to +18% of every megatron-engine run, half of them within 3.5%; it is a filter, not a promise.
-Megatron-DeepSpeed without flash-attn keeps the s x s attention scores, which it does not model:
-its 1.3b runs used 62 GB where it says 40 GB.
+Megatron-DeepSpeed's unfused attention (``--no-fused-attention``) keeps the s x s scores, which
+it does not model: 62 GB for 1.3b where it says 40 GB. With torch SDPA (the kit's default for it)
+the same runs used 28-32 GB.
 """
 
 from __future__ import annotations

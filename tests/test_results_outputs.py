@@ -81,3 +81,23 @@ def test_a_run_on_real_data_is_its_own_row() -> None:
                         []).measured_rows
     notes = "attention=sdpa"  # the factory's run: an engine note, which names a variant too
     assert sorted((r.runs, r.variant) for r in rows) == [(1, notes), (1, f"{notes}, data=real")]
+
+
+def test_megatron_deepspeed_runs_of_another_patch_series_are_their_own_rows() -> None:
+    """A run notes the sha256 of the patch series in its tree: another series is other code (the
+    H200 1.3b went from 260 to 420 TFLOP/s with two patches), so runs of two series are never
+    pooled, and a tree that lacked part of the series says so."""
+    base = make_record()
+
+    def with_series(run_id: str, state: str):
+        return make_record(run_id=run_id, engine="megatron-deepspeed",
+                           notes={**base.notes, "patch_series": state})
+
+    runs = [with_series("13b_dp4_h200x4_20261121T203000Z", "sha256:8fba20b3a947b3a4 applied"),
+            with_series("13b_dp4_h200x4_20261121T203100Z", "sha256:7c5051a71637d60d applied"),
+            with_series("13b_dp4_h200x4_20261121T203200Z", "sha256:7c5051a71637d60d NOT applied in "
+                        "/opt/Megatron-DeepSpeed: series: 0012-x.patch is not applied")]
+    rows = build_report(runs, [], load_published(FIXTURES / "published.toml"), []).measured_rows
+    assert sorted(r.variant for r in rows) == [
+        "attention=sdpa, patches=7c5051a7", "attention=sdpa, patches=7c5051a7 (not all applied)",
+        "attention=sdpa, patches=8fba20b3"]

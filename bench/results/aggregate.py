@@ -154,12 +154,24 @@ def variant(notes: Iterable[tuple[str, object]]) -> str:
     return ", ".join(parts)
 
 
+def _patches(run: Record) -> str:
+    """``patches=<sha256 prefix>`` of the Megatron-DeepSpeed patch series a run noted: another
+    series is other code (patches 11 and 12 moved 1.3b from 260 to 420 TFLOP/s), so its runs are
+    not pooled; ``(not all applied)`` where the record says the tree lacked part of it."""
+    series = run.notes.get("patch_series")
+    if not isinstance(series, str) or not series.startswith("sha256:"):
+        return ""
+    applied = "" if series.endswith(" applied") and " NOT " not in series else " (not all applied)"
+    return f"patches={series.split()[0].removeprefix('sha256:')[:8]}{applied}"
+
+
 def _variant(run: Record) -> str:
-    """The variant text of a run's row: its variant notes, and ``data=real`` for a run on a
-    tokenized corpus (``--data-path``; read from argv, so older records say it too) rather than
-    the engine's mock data, which the kit's throughput rows otherwise use."""
+    """The variant text of a run's row: its variant notes, its Megatron-DeepSpeed patch series,
+    and ``data=real`` for a run on a tokenized corpus (``--data-path``; read from argv, so older
+    records say it too) rather than the engine's mock data, which the kit's throughput rows
+    otherwise use."""
     real = "data=real" if "--data-path" in run.argv else ""
-    return ", ".join(filter(None, (variant(run.notes.items()), real)))
+    return ", ".join(filter(None, (variant(run.notes.items()), _patches(run), real)))
 
 
 def _sweep(run: Record) -> str | None:
