@@ -1,6 +1,7 @@
 """Megatron-DeepSpeed at the pinned commit with the kit's series, on CPU with DeepSpeed 0.18.2 (as
 the images pin it): its own argument parser and validator on the kit's argv, the apex fallbacks,
-the fused-kernel architectures, and its own tools/preprocess_data.py against ``bench data``."""
+the fused-kernel architectures, its own tools/preprocess_data.py against ``bench data``, the torch
+SDPA attention against the unfused one, and the compiled element-wise fusions."""
 
 from __future__ import annotations
 
@@ -145,3 +146,75 @@ def test_its_own_preprocess_tool_runs_without_nltk_and_matches_bench_data(
     for suffix in (".bin", ".idx"):
         mds = (tmp_path / f"mds_text_document{suffix}").read_bytes()
         assert mds == kit.prefix.with_name(kit.prefix.name + suffix).read_bytes(), suffix
+
+
+SDPA_AGAINST_UNFUSED = """
+import types
+import torch
+from megatron import global_vars
+from megatron.core import parallel_state
+from megatron.model.enums import AttnMaskType
+from megatron.model.transformer import CoreAttention
+
+parallel_state.set_tensor_model_parallel_world_size(1)
+parallel_state.get_global_memory_buffer = lambda: types.SimpleNamespace(  # CPU: no CUDA buffer
+    get_tensor=lambda shape, dtype, name: torch.empty(shape, dtype=dtype))
+# sequence_parallel: both paths then skip the CUDA RNG tracker, which a CPU has not.
+config = types.SimpleNamespace(fp16=False, bf16=False, apply_query_key_layer_scaling=True,
+                               attention_softmax_in_fp32=True, sequence_parallel=True, kv_channels=16,
+                               num_attention_heads=4, masked_softmax_fusion=False,
+                               attention_dropout=0.0)
+def attention(use_torch_sdpa, mask_type=AttnMaskType.causal, reset_attention_mask=False):
+    global_vars._GLOBAL_ARGS = types.SimpleNamespace(
+        use_torch_sdpa=use_torch_sdpa, reset_attention_mask=reset_attention_mask,
+        curriculum_learning_legacy=False, data_efficiency_curriculum_learning=False)
+    return CoreAttention(3, config, mask_type)  # layer 3: query-key layer scaling by 3
+torch.manual_seed(0)
+s, b, heads, dim = 32, 2, 4, 16
+q, k, v = (torch.randn(s, b, heads, dim) for _ in range(3))
+causal = torch.triu(torch.ones(s, s, dtype=torch.bool), 1)[None, None]
+sdpa, unfused = attention(True), attention(False)
+assert sdpa.use_torch_sdpa and not unfused.use_torch_sdpa
+out, ref = sdpa(q, k, v, causal), unfused(q, k, v, causal)
+assert out.shape == ref.shape == (s, b, heads * dim), out.shape
+torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+# Only the plain causal mask: a padding mask or per-document masks keep the unfused path.
+assert not attention(True, AttnMaskType.padding).use_torch_sdpa
+assert not attention(True, reset_attention_mask=True).use_torch_sdpa
+print("max difference", (out - ref).abs().max().item())
+"""
+
+
+def test_torch_sdpa_attention_equals_the_unfused_path(megatron_python, deepspeed_site, patched_tree):
+    """Patch 11 on CPU: --use-torch-sdpa gives the unfused core attention's output (same layout,
+    same net scale with query-key layer scaling), and only for the plain causal mask."""
+    done = _run(megatron_python, deepspeed_site, patched_tree, ["-c", SDPA_AGAINST_UNFUSED])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "max difference" in done.stdout
+
+
+COMPILED_FUSIONS = """
+import torch
+from megatron.model import fused_bias_gelu, transformer
+from megatron.model.jit_fuser import jit_fuser
+assert jit_fuser is torch.compile, jit_fuser
+torch.manual_seed(0)
+bias, y, g = torch.randn(64), torch.randn(8, 64), torch.randn(8, 64)
+x = bias + y
+tanh = torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x))
+torch.testing.assert_close(fused_bias_gelu.bias_gelu(bias, y), x * 0.5 * (1.0 + tanh))
+grad = 0.5 * x * ((1 - tanh * tanh) * (0.79788456 + 0.1070322243 * x * x)) + 0.5 * (1 + tanh)
+torch.testing.assert_close(fused_bias_gelu.bias_gelu_back(g, bias, y), grad * g)
+residual = torch.randn(8, 64)
+torch.testing.assert_close(transformer.bias_dropout_add_fused_train(y, bias, residual, 0.0),
+                           residual + x)
+print("compiled fusions ok")
+"""
+
+
+def test_fusions_compile_and_keep_their_arithmetic(megatron_python, deepspeed_site, patched_tree):
+    """Patch 12 on CPU: the bias-GeLU (forward and gradient) and bias-dropout-add functions are
+    torch.compile'd (TorchScript fuses nothing on today's torch) and compute what they did."""
+    done = _run(megatron_python, deepspeed_site, patched_tree, ["-c", COMPILED_FUSIONS])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "compiled fusions ok" in done.stdout
