@@ -11,7 +11,8 @@
 #   OUT=$OUT bash results/campaigns/h200-megatron-deepspeed.sh
 # RUNS picks runs by name (default: mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16
 # mds-bf16-apex megatron-bf16-apex; also mds-bf16-mbs8 and mds-bf16-without-last-patch, the A/B
-# of the series' last patch). OUT receives: records/*.json (one per run), logs.tar.gz (every
+# of the series' last patch; on a two-GPU machine mds-2.7b-zero1, mds-2.7b-zero2, mds-6.7b-zero1,
+# mds-6.7b-zero2 and megatron-6.7b-dp2, the same data and batch 32 at micro-batch 2). OUT receives: records/*.json (one per run), logs.tar.gz (every
 # step's log and each run's train.log), summary.txt. About 12 minutes: installs 0.5 min,
 # fused-kernel and apex builds ~3.5 min side by side, six runs of 16 iterations at gbs 32 ~1.3 min
 # each. Start it in the background
@@ -125,9 +126,12 @@ grep '^prepared\|^already' "$WORK/logs/data.txt" | tee -a "$summary"
 prefix=$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")
 
 # 5. The runs: same model, data and batch on both engines.
-common=(1.3b tp1pp1 --mbs "$MBS" --gbs "$GBS" --iters "$ITERS" --data-path "$prefix"
-        --records-dir "$OUT/records" --timeout 240 --hang-timeout 180)
-if [ "${DRY_RUN:-0}" = 1 ]; then common+=(--dry-run); fi
+data=(--gbs "$GBS" --iters "$ITERS" --data-path "$prefix" --records-dir "$OUT/records"
+      --timeout 240 --hang-timeout 180)
+if [ "${DRY_RUN:-0}" = 1 ]; then data+=(--dry-run); fi
+common=(1.3b tp1pp1 --mbs "$MBS" "${data[@]}")
+# Two GPUs (a two-GPU machine): data parallel with ZeRO-1 or -2, micro-batch 2, longer limits.
+two=(--gpus 2 --mbs 2 "${data[@]}" --timeout 420 --hang-timeout 300)
 # Megatron-DeepSpeed tokenizes nothing at run time but builds GPT-2's tokenizer from the files; the
 # megatron engine reads the same ids with its null tokenizer (it refuses --vocab-file).
 tokenizer=(--vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt")
@@ -156,10 +160,15 @@ run() {  # run NAME: one run of the campaign, by name
       patch -p1 --forward --fuzz=0 -s -d "$MDS" < "patches/megatron-deepspeed/$last_patch" ;;
     mds-fp16) step "$1" timeout 280 "$PYTHON" -m bench run "${mds[@]}" --precision fp16 ;;
     megatron-bf16|megatron-bf16-apex) step "$1" "${apex[@]}" timeout 240 "$PYTHON" -m bench run "${common[@]}" --engine megatron --precision bf16 ;;
+    mds-2.7b-zero1|mds-2.7b-zero2|mds-6.7b-zero1|mds-6.7b-zero2)
+      IFS=- read -r _ model zero <<< "$1"
+      step "$1" timeout 480 "$PYTHON" -m bench run "$model" "dp2$zero" "${two[@]}" "${tokenizer[@]}" \
+        --engine megatron-deepspeed --precision bf16 ;;
+    megatron-6.7b-dp2) step "$1" timeout 480 "$PYTHON" -m bench run 6.7b dp2 "${two[@]}" --engine megatron --precision bf16 ;;
     *) echo "$1: no such run" | tee -a "$summary" ;;
   esac
 }
 read -ra runs <<< "${RUNS:-mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16 mds-bf16-apex megatron-bf16-apex}"
 for name in "${runs[@]}"; do run "$name"; done
-for name in "${runs[@]}"; do tail -n 4 "$WORK/logs/$name.txt" | tee -a "$summary"; done
+for name in "${runs[@]}"; do [ ! -f "$WORK/logs/$name.txt" ] || tail -n 4 "$WORK/logs/$name.txt" | tee -a "$summary"; done
 finish 0
