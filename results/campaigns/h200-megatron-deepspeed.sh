@@ -33,14 +33,17 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 summary="$WORK/logs/summary.txt"
 : > "$summary"
 
-step() {  # step NAME COMMAND...: run, log to $WORK/logs/NAME.txt, one summary line with the time
-  local name=$1 start rc
+step() {  # step NAME COMMAND...: run, log to $WORK/logs/NAME.txt (NAME-2.txt... for a repeated
+  # name; the file is $last_log), one summary line with the time
+  local name=$1 start rc n=1
   shift
+  last_log="$WORK/logs/$name.txt"
+  while [ -e "$last_log" ]; do n=$((n + 1)); last_log="$WORK/logs/$name-$n.txt"; done
   start=$(date +%s)
-  "$@" > "$WORK/logs/$name.txt" 2>&1
+  "$@" > "$last_log" 2>&1
   rc=$?
   echo "$name: exit $rc in $(( $(date +%s) - start )) s" | tee -a "$summary"
-  if [ "$rc" -ne 0 ]; then tail -n 25 "$WORK/logs/$name.txt" | tee -a "$summary"; fi
+  if [ "$rc" -ne 0 ]; then tail -n 25 "$last_log" | tee -a "$summary"; fi
   return "$rc"
 }
 
@@ -169,6 +172,11 @@ run() {  # run NAME: one run of the campaign, by name
   esac
 }
 read -ra runs <<< "${RUNS:-mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16 mds-bf16-apex megatron-bf16-apex}"
-for name in "${runs[@]}"; do run "$name"; done
-for name in "${runs[@]}"; do [ ! -f "$WORK/logs/$name.txt" ] || tail -n 4 "$WORK/logs/$name.txt" | tee -a "$summary"; done
+run_logs=()
+for name in "${runs[@]}"; do
+  last_log=""
+  run "$name"
+  if [ -n "$last_log" ]; then run_logs+=("$last_log"); fi
+done
+for log in "${run_logs[@]}"; do tail -n 4 "$log" | tee -a "$summary"; done
 finish 0
