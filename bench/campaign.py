@@ -17,12 +17,12 @@ A campaign is a TOML file::
 Every other key is an option of ``python -m bench run`` with ``_`` for ``-`` (``gpus``,
 ``nodes``, ``mbs``, ``gbs``, ``iters``, ``engine``, ``precision``, ``image``, ``data_path``,
 ``platform``, ``no_overlap``, ``grad_reduce``, ``no_fused_loss``, ``no_fused_attention``,
-``repeat``, ``timeout``,
-``hang_timeout``, ...). Each run becomes the argv of one ``run`` command, so it is checked by the
-same parser; options given on the command line beside ``--campaign`` apply to every run and win
-over the file (e.g. ``--platform``, ``--records-dir``, ``--dry-run``). Every run's record names
-the campaign (``notes.campaign``, the file's stem), and its run id ends ``-c<n>``, n the run's
-place in the file, so runs of one preset and layout planned in the same second stay apart.
+``repeat``, ``timeout``, ``hang_timeout``, ...). Each run becomes the argv of one ``run`` command,
+so it is checked by the same parser; options given on the command line beside ``--campaign`` apply
+to every run and win over the file (e.g. ``--platform``, ``--records-dir``, ``--dry-run``). Every
+run's record names the campaign (``notes.campaign``, the file's stem), and its run id ends
+``-c<n>``, n the run's place in the file, so runs of one preset and layout planned in the same
+second stay apart.
 """
 
 from __future__ import annotations

@@ -161,8 +161,9 @@ def _patches(run: Record) -> str:
     series = run.notes.get("patch_series")
     if not isinstance(series, str) or not series.startswith("sha256:"):
         return ""
-    applied = "" if series.endswith(" applied") and " NOT " not in series else " (not all applied)"
-    return f"patches={series.split()[0].removeprefix('sha256:')[:8]}{applied}"
+    digest, _, state = series.partition(" ")  # bench.engine_notes.patch_series_state
+    applied = "" if state == "applied" else " (not all applied)"
+    return f"patches={digest.removeprefix('sha256:')[:8]}{applied}"
 
 
 def _variant(run: Record) -> str:
