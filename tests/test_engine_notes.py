@@ -4,11 +4,13 @@ a recompute run counts."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import statistics
 from pathlib import Path
 
 import pytest
 
+from bench.engine_notes import installed_version
 from bench.flops import flops_per_iteration
 from bench.logparse import parse_log
 from bench.plan import plan
@@ -66,3 +68,13 @@ def test_a_tree_without_the_series_is_named(tmp_path):
     record = make_record(launch, parse_log(FIXTURE.read_text()), 0.0, 60.0, "")
     assert " NOT applied in " in record.notes["patch_series"]
     assert "recompute" not in record.notes and "hardware_tflops_per_gpu" not in record.notes
+
+
+def test_apex_is_noted_only_where_installed_and_splits_configurations(patched_tree):
+    """apex changes Megatron-DeepSpeed's layer norm and optimizer, so its version is a note that
+    makes a row of its own; this Python has no apex, so the note is absent, not null."""
+    assert installed_version("pytest") == importlib.metadata.version("pytest")
+    assert installed_version("apex") is None and installed_version("no-such-dist") is None
+    record = make_record(_launch(patched_tree), parse_log(FIXTURE.read_text()), 0.0, 60.0, "")
+    assert "apex" not in record.notes
+    assert "apex" not in BOOKKEEPING_NOTE_KEYS
