@@ -85,9 +85,9 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--precision", choices=(*PRECISIONS, *PRECISION_SHORTHANDS),
                         help="default: the platform's. The MS-AMP seed's modes: bf16; te = "
                         "fp8-delayed / fp8-current: Transformer Engine fp8 with delayed or current "
-                        "(per-tensor) scaling (fp8 = fp8-delayed); msamp = msamp-o2 (MS-AMP O2 on "
-                        "TE fp8: fp8 weight gradients, fp8/fp16 Adam states; msamp-o1 keeps fp32 "
-                        "states); fp4 = msamp-o2 with MS-AMP's FP4 simulation of weights and "
+                        "(per-tensor) scaling (fp8 = fp8-delayed); msamp = msamp-o2 (MS-AMP's FP8 "
+                        "linears in megatron-core's layers and its LBAdamW: fp8/fp16 Adam states; "
+                        "msamp-o1 keeps fp32 states); fp4 = msamp-o2 with MS-AMP's FP4 simulation of weights and "
                         "activations. msamp-*/fp4 need an fp8 GPU and MS-AMP (images built with "
                         "--option msamp=1; declare such an --image with --image-option msamp=1)")
     parser.add_argument("--image", help="container image or venv (default: the platform's)")

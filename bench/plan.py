@@ -268,7 +268,7 @@ def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
     """What the Megatron engine cannot do without an extension, refused before anything runs."""
     where = ("detected in this Python" if platform.capabilities is None
              else f"declared by {platform.source or platform.name}")
-    if peak_format(precision) == "fp8" and not caps.transformer_engine:
+    if peak_format(precision) == "fp8" and precision not in MSAMP_PRECISIONS and not caps.transformer_engine:
         raise ValueError(f"{precision} needs Transformer Engine, which this environment lacks "
                          f"({where}): use --precision bf16, or an image with Transformer Engine")
     if precision in MSAMP_PRECISIONS and not caps.msamp:

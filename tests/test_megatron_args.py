@@ -104,7 +104,7 @@ def test_every_capability_combination_is_accepted_by_megatron_and_the_entry() ->
 @pytest.mark.slow
 @pytest.mark.needs_megatron
 def test_msamp_precisions_are_accepted_by_megatron_and_the_entry() -> None:
-    """msamp-o1/msamp-o2/fp4 argv (TE fp8 + --kit-msamp) through Megatron's parser with the entry's
+    """msamp-o1/msamp-o2/fp4 argv (--kit-msamp on the local layers) through Megatron's parser with the entry's
     flags, on the environment they need (Transformer Engine and MS-AMP)."""
     caps = Capabilities(transformer_engine=True, fused_wgrad=True, msamp=True)
     plans = [plan(load_presets()[preset], lay, load_platform("local"),

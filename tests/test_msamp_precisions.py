@@ -22,24 +22,27 @@ FP4_ENV = dict(FP4_SIMULATION_ENV)
 
 
 @pytest.mark.parametrize(("precision", "level"), [("msamp-o1", "O1"), ("msamp-o2", "O2"), ("fp4", "O2")])
-def test_msamp_precisions_render_te_fp8_plus_the_level_against_the_fp8_peak(precision, level) -> None:
+def test_msamp_precisions_render_msamp_fp8_linears_against_the_fp8_peak(precision, level) -> None:
+    """MS-AMP's own FP8 linears in megatron-core's local layers: no Transformer Engine recipe."""
     assert peak_format(precision) == "fp8"
     launch = plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h200"),
                   options(nodes=1, precision=precision, image=MSAMP_IMAGE, image_msamp=True))
     args = " ".join(launch.train_args)
-    assert "--bf16 --fp8-format hybrid --fp8-recipe delayed" in args
-    assert f"--kit-msamp {level}" in args and "--transformer-impl transformer_engine" in args
+    assert f"--bf16 --kit-msamp {level}" in args and "--fp8-format" not in args
+    assert "--transformer-impl local" in args
     assert launch.capabilities == Capabilities(**{**vars(NGC), "msamp": True})
     assert launch.peak_tflops == 1979.0 and launch.bf16_peak_tflops == 989.0
     env = dict(launch.env)
     assert {k: env.get(k) for k in FP4_ENV} == (FP4_ENV if precision == "fp4" else dict.fromkeys(FP4_ENV))
 
 
-def test_locally_detected_msamp_plans_on_an_fp8_gpu() -> None:
-    caps = Capabilities(transformer_engine=True, msamp=True)
+@pytest.mark.parametrize("te", [True, False], ids=["with-te", "without-te"])
+def test_locally_detected_msamp_plans_on_an_fp8_gpu_with_or_without_te(te) -> None:
+    caps = Capabilities(transformer_engine=te, msamp=True)
     launch = plan(get_preset("345m"), "tp1pp1", load_platform("local"),
                   options(gpus_present=1, gpu_name="NVIDIA H200", precision="msamp-o1", capabilities=caps))
-    assert "--kit-msamp O1" in " ".join(launch.train_args) and launch.peak_tflops == 1979.0
+    args = " ".join(launch.train_args)
+    assert "--kit-msamp O1" in args and "--transformer-impl local" in args and launch.peak_tflops == 1979.0
 
 
 @pytest.mark.parametrize(
@@ -53,15 +56,13 @@ def test_locally_detected_msamp_plans_on_an_fp8_gpu() -> None:
          "local detects what its Python has"),
         ("local", {"gpus_present": 1, "gpu_name": "NVIDIA H200", "capabilities": NGC},
          r"msamp-o2 needs MS-AMP, which this environment lacks \(detected in this Python\)"),
-        ("local", {"gpus_present": 1, "gpu_name": "NVIDIA H200", "capabilities": Capabilities(msamp=True)},
-         "msamp-o2 needs Transformer Engine"),
         # A100 (Polaris): no fp8 peak in its data, so nothing fp8 is planned there.
         ("polaris", {"engine": "megatron"}, "msamp-o2 cannot run on NVIDIA A100.*no dense fp8 peak"),
         ("azure-h200", {"nodes": 1, "engine": "megatron-deepspeed", "image": MSAMP_IMAGE, "image_msamp": True},
          "through the Megatron engine: use --engine megatron"),
     ],
     ids=["azure-default-image", "option-without-image", "option-on-local", "local-no-msamp",
-         "local-no-te", "a100-no-fp8-peak", "megatron-deepspeed"],
+         "a100-no-fp8-peak", "megatron-deepspeed"],
 )
 def test_msamp_is_refused_where_it_cannot_run(platform, extra, message) -> None:
     preset = get_preset("6.7b")

@@ -6,8 +6,11 @@ argv the planner makes through that parser.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bench.capabilities import Capabilities, megatron_flags
 from bench.engines.common import (
+    MSAMP_LEVEL,
     OPTIMIZER_FLAGS,
     batch_flags,
     model_flags,
@@ -55,6 +58,9 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     if tuning.fused_loss:
         # Megatron's own fused cross entropy (torch.compile'd), not TE's, which Megatron warns about.
         flags += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "native"]
+    if precision in MSAMP_LEVEL:
+        # MS-AMP's FP8 linears replace megatron-core's local ones: no Transformer Engine layers.
+        capabilities = replace(capabilities, transformer_engine=False)
     flags += megatron_flags(capabilities)
     flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
               "--log-throughput", "--tokenizer-type", "NullTokenizer",

@@ -32,7 +32,7 @@ from functools import partial
 import torch
 
 from bench.capabilities import detect as detect_capabilities
-from bench.train.msamp import MSAMP_CHOICES, msamp_problem
+from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
     ATTENTION_CHOICES,
@@ -66,8 +66,9 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         "--kit-msamp",
         choices=MSAMP_CHOICES,
         default="off",
-        help="MS-AMP optimization level (the kit's msamp-o1/msamp-o2/fp4 precisions; needs MS-AMP): "
-        "O1 fp8 weight gradients, O2 also fp8/fp16 Adam moments. The FP4 simulation is O2 with "
+        help="MS-AMP optimization level (the kit's msamp-o1/msamp-o2/fp4 precisions; needs MS-AMP and "
+        "--transformer-impl local): O1 MS-AMP's FP8 linears in every transformer layer, O2 also "
+        "MS-AMP's LBAdamW (fp8/fp16 Adam moments). The FP4 simulation is O2 with "
         "MSAMP_USE_WEIGHT_SIMULATE_FP4=1 and MSAMP_USE_ACTIVATION_SIMULATE_FP4=1. Default off.",
     )
     return parser
@@ -243,7 +244,7 @@ def build_config_container(args: Namespace):
             "the training arguments do not fit this environment:\n  - " + "\n  - ".join(problems)
         )
     model_config = gpt_config_from_args(args)
-    model_config.transformer_layer_spec = layer_spec_provider(attention)
+    model_config.transformer_layer_spec = layer_spec_provider(attention, fp8_linears=args.kit_msamp != "off")
     return pretrain_cfg_container_from_args(args, model_config), attention
 
 
@@ -271,7 +272,8 @@ def main() -> int:
     set_startup_timestamps(program_start=_PROGRAM_START_TIME, main_entry=time.time())
     use_prebuilt_dataset_helpers()
     args = parse_megatron_args()
-    problem = msamp_problem(args.kit_msamp, os.environ)  # before any model or process group
+    # before any model or process group
+    problem = msamp_problem(args.kit_msamp, os.environ, args.transformer_impl)
     if problem:
         print(f"bench.train.pretrain_gpt: {problem}", file=sys.stderr, flush=True)
         return 2
@@ -280,10 +282,11 @@ def main() -> int:
     except ValueError as error:
         print(f"bench.train.pretrain_gpt: {error}", file=sys.stderr, flush=True)
         return 2
-    adam = select_torch_adam(args.kit_torch_adam)
+    adam = use_msamp_adam() if args.kit_msamp == "O2" else select_torch_adam(args.kit_torch_adam)
     print_rank_0(
         f"> bench kit: attention {attention}, transformer_impl {args.transformer_impl}, "
-        f"adam {adam}, megatron-core {_megatron_core_version()}, torch {torch.__version__}"
+        f"adam {adam}, msamp {args.kit_msamp}, megatron-core {_megatron_core_version()}, "
+        f"torch {torch.__version__}"
     )
     pretrain(
         config,

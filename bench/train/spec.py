@@ -102,24 +102,31 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
     return problems
 
 
-def layer_spec_provider(attention: str):
+def layer_spec_provider(attention: str, fp8_linears: bool = False):
     """Return a ``transformer_layer_spec`` callable for ``GPTModelConfig`` (None keeps Megatron's).
 
     The callable builds Megatron's default spec for the config (TE or local, as
-    ``--transformer-impl`` says) and, for ``sdpa``, swaps in :class:`SDPACoreAttention`.
+    ``--transformer-impl`` says), swaps in :class:`SDPACoreAttention` for ``sdpa``, and with
+    ``fp8_linears`` (``--kit-msamp``) MS-AMP's FP8 linears (:func:`bench.train.msamp.with_fp8_linears`).
     """
-    if attention in ("te", "local"):
+    if attention in ("te", "local") and not fp8_linears:
         return None
 
-    def sdpa_layer_spec(config, vp_stage=None):
+    def kit_layer_spec(config, vp_stage=None):
         from megatron.training.models.gpt import default_layer_spec
 
-        from bench.train.attention import SDPACoreAttention
-
         spec = default_layer_spec(config, vp_stage)
-        return with_core_attention(spec, SDPACoreAttention)
+        if attention == "sdpa":
+            from bench.train.attention import SDPACoreAttention
 
-    return sdpa_layer_spec
+            spec = with_core_attention(spec, SDPACoreAttention)
+        if fp8_linears:
+            from bench.train.msamp import with_fp8_linears
+
+            spec = with_fp8_linears(spec)
+        return spec
+
+    return kit_layer_spec
 
 
 def with_core_attention(spec, core_attention):
