@@ -27,7 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.schema import Count, NonNegative, Positive, Strict, Text, hinted, problems
+from bench.schema import Count, Finite, NonNegative, Positive, Strict, Text, hinted, problems
 from bench.status import Status
 
 SCHEMA = "bench.record/1"
@@ -183,6 +183,8 @@ class Record(Strict):
     alike; the launcher (torchrun, srun, mpiexec) is the platform's. Records of local runs written
     before this held the torchrun command line. ``log_errors`` holds the first error lines of a failed
     run's log before ``log_tail`` (the cause often scrolls out of the tail); older records lack it.
+    ``lm_losses`` is the ``lm loss`` of every logged iteration in order, up to the first non-finite
+    one (loss curves are drawn from it); older records lack it.
     """
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
@@ -208,6 +210,7 @@ class Record(Strict):
     log_tail: tuple[str, ...] = ()
     notes: dict[str, JsonScalar] = {}
     log_errors: tuple[str, ...] = ()
+    lm_losses: tuple[Finite, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -9,6 +9,9 @@ runner and ``collect`` both call :func:`build_run_record`; the fields mean the s
 
 from __future__ import annotations
 
+import itertools
+import math
+
 from collections.abc import Mapping
 
 from pydantic_core import to_jsonable_python
@@ -122,4 +125,5 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         layout=plan.layout, platform=plan.platform, nodes=plan.nodes, gpus=plan.world_size,
         argv=plan.train_argv, env=plan.env, provenance=provenance, metrics=run_metrics,
         log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_error_lines(lines[:-LOG_TAIL_LINES]),
-        notes={**plan.variant, **notes, **plan.labels})
+        notes={**plan.variant, **notes, **plan.labels},
+        lm_losses=list(itertools.takewhile(math.isfinite, parsed.losses)) if parsed else [])

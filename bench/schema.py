@@ -39,6 +39,7 @@ Text = Annotated[str, Field(min_length=1)]
 Count = Annotated[int, Field(ge=1)]
 NonNegative = Annotated[int, Field(ge=0)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
 def hinted(pattern: str, hint: str) -> Any:

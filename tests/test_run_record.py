@@ -36,3 +36,16 @@ def test_a_local_and_a_cluster_record_of_one_plan_differ_only_where_runs_differ(
     assert {key for key in a if a[key] != b[key]} == {"started_at", "finished_at", "provenance",
                                                      "notes"}
     assert a["argv"] == list(launch.train_argv)
+
+
+def test_the_record_keeps_every_iterations_lm_loss_in_order() -> None:
+    """Loss curves are drawn from records: the real log's ``lm loss`` values, one per iteration."""
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+                  options(gpus_present=1, gpu_name="NVIDIA H200", mbs=4, gbs=32, iters=15))
+    text = LOG.read_text()
+    parsed = parse_log(text, timed_out=False, exit_code=0)
+    record = build_run_record(plan_summary(launch), parsed.status, parsed.reason, "2026-11-21T20:31:40Z",
+                              "2026-11-21T20:32:20Z", parsed, text, {"kit_commit": "0123abc"}, {})
+    logged = [float(v) for v in __import__("re").findall(r"lm loss: ([0-9.E+-]+)", text)]
+    assert len(logged) == 15 and list(record.lm_losses) == logged
+    assert json.loads(json.dumps(record.to_dict()))["lm_losses"] == logged
