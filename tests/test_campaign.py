@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.campaign import load_campaign
+from bench.config.campaign import load_campaign
 from tests.test_cli import REPO, run_cli
 
 CAMPAIGNS = sorted((REPO / "results" / "campaigns").glob("*.toml"))

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.capabilities import Capabilities, layers_of, megatron_flags
-from bench.plan import plan
-from bench.platforms import DataError, load_platform, load_platform_file
-from bench.presets import get_preset
-from bench.trainenv import facts
+from bench.config.capabilities import Capabilities, layers_of, megatron_flags
+from bench.config.platforms import DataError, load_platform, load_platform_file
+from bench.config.presets import get_preset
+from bench.planning.plan import plan
+from bench.running.trainenv import facts
 from tests.conftest import megatron_python, options
 
 NGC = Capabilities(transformer_engine=True, apex_layer_norm=True, fused_wgrad=True, fused_softmax=True)
@@ -121,7 +121,7 @@ def test_dry_run_says_which_capabilities_it_assumed() -> None:
 def test_probe_reads_megatrons_own_flags_in_the_python_that_trains(tmp_path: Path) -> None:
     """A Python without megatron-core gets None (nothing can train there), never a guess; the
     Megatron venv of the tests (CPU torch, no TE, no apex) reports exactly that. The preflight's
-    one probe (bench.trainenv.facts) gives the plan its capabilities."""
+    one probe (bench.running.trainenv.facts) gives the plan its capabilities."""
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     assert facts(str(bare / "bin" / "python")).capabilities is None
@@ -138,7 +138,7 @@ def test_layers_are_read_back_from_a_records_argv() -> None:
 def test_results_page_keeps_environments_apart_and_names_both_peaks_for_fp8() -> None:
     """On the real H200 records: TE, TE+apex and no-TE runs of one configuration are separate rows,
     and an fp8 row is read against the fp8 peak with its share of the bf16 peak beside it."""
-    from bench.record import load_records
+    from bench.records.record import load_records
     from bench.results.aggregate import build_report
     from bench.results.data import load_published, load_ranges
 

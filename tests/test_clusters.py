@@ -14,15 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import build_parser, options_from
-from bench.engines.deepspeed import ZeroSettings, ds_config
+from bench.cli import build_parser
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
 from bench.images import polaris
 from bench.images.pins import load_pins, load_polaris_recipe
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
+from bench.planning.engines.deepspeed import ZeroSettings, ds_config
+from bench.planning.plan import plan
 from bench.render import pbs, slurm
 from bench.results.data import load_published
+from bench.running.arguments import options_from
 from tests.conftest import options
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,7 +98,7 @@ def test_lumi_script_runs_with_standins_one_bound_task_per_gcd(tmp_path: Path) -
     assert argv[1:3] == ["singularity", "exec"]
     assert argv[3] == "--bind" and argv[4].endswith(f",{tmp_path}")  # the submit folder, explicitly
     assert argv[5:7] == ["--pwd", str(tmp_path)]
-    assert argv[8:11] == ["python", "-m", "bench.rankenv"]
+    assert argv[8:11] == ["python", "-m", "bench.train.rankenv"]
     assert srun["env"]["SINGULARITYENV_LD_LIBRARY_PATH"] == f"{plugin}/lib"
     assert srun["env"]["NCCL_NET"] == "AWS Libfabric"
     assert "#SBATCH --ntasks-per-node=8" in script and "#SBATCH --cpus-per-task=7" in script

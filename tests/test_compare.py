@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from bench import cli, hardware, runner
-from bench.compare import Comparison, compare_in, select
-from bench.engine_notes import MEASUREMENT_NOTE_KEYS
-from bench.hardware import LocalGPUs
-from bench.record import load_records, write_record
+from bench import cli
+from bench.records.engine_notes import MEASUREMENT_NOTE_KEYS
+from bench.records.record import load_records, write_record
+from bench.results.compare import Comparison, compare_in, select
+from bench.running import command
+from bench.running import gpus as hardware
+from bench.running import local as runner
+from bench.running.gpus import LocalGPUs
 from tests.record_factory import make_record
 
 HERE = Path(__file__).parent
@@ -107,12 +110,12 @@ def test_repeat_runs_a_configuration_n_times_into_one_group(monkeypatch, tmp_pat
     """
     monkeypatch.chdir(tmp_path)
     one_h200 = LocalGPUs(1, "NVIDIA H200", "570.00")
-    monkeypatch.setattr(cli, "detect_gpus", lambda: one_h200)
+    monkeypatch.setattr(command, "detect_gpus", lambda: one_h200)
     monkeypatch.setattr(hardware, "detect_gpus", lambda: one_h200)
     replay = [sys.executable, "-c", f"print(open({str(LOG)!r}).read(), end='')"]
     monkeypatch.setattr(runner.torchrun, "command", lambda plan: replay)
     # The replay needs no training Python; the preflight of one is tests/test_trainenv.py's.
-    monkeypatch.setattr(cli, "environment_ready", lambda launch, found: True)
+    monkeypatch.setattr(command, "environment_ready", lambda launch, found: True)
     code = cli.main(["run", "1.3b", "tp1pp1", "--mbs", "4", "--gbs", "32", "--iters", "15",
                      "--repeat", "2", "--json", "--records-dir", "records"])
     assert code == 0

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.engine_notes import installed_version
-from bench.flops import flops_per_iteration
-from bench.logparse import parse_log
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.protocol import window
-from bench.record import Status
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.measure.flops import flops_per_iteration
+from bench.measure.logparse import parse_log
+from bench.measure.protocol import window
+from bench.planning.plan import plan
+from bench.records.engine_notes import installed_version
+from bench.records.record import Status
 from bench.results.aggregate import BOOKKEEPING_NOTE_KEYS
-from bench.runner import make_record
+from bench.running.local import make_record
 from tests.conftest import options
 from tests.snapshots import snapshot_tree
 

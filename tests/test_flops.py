@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.flops import flops_per_iteration, mfu
-from bench.presets import get_preset
+from bench.config.presets import get_preset
+from bench.measure.flops import flops_per_iteration, mfu
 
 # Per-sequence TFLOP at s = 2048, V = 51200 (REFERENCE table): (non-causal, causal).
 PUBLISHED_PER_SAMPLE = {"1.3b": (18.6, 17.4), "2.7b": (36.7, 34.6), "6.7b": (88.3, 85.0),

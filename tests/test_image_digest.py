@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import dry_run_text
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.provenance import image_digest_from_output
-from bench.record import build_record
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.plan import plan
+from bench.records.record import build_record
 from bench.render import slurm
+from bench.running.command import dry_run_text
+from bench.running.provenance import image_digest_from_output
 from tests.conftest import options
 from tests.record_factory import record_fields
 from tests.test_clusters import _run_with_standins

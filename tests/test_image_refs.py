@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.config.platforms import REPO_PLATFORMS_DIR, load_platform_file
 from bench.images import refs
 from bench.images.pins import load_pins
-from bench.platforms import REPO_PLATFORMS_DIR, load_platform_file
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.layout import build_layout, parse_layout_name, valid_layouts
-from bench.presets import get_preset
+from bench.config.presets import get_preset
+from bench.planning.layout import build_layout, parse_layout_name, valid_layouts
 
 
 @pytest.mark.parametrize("name,expected", [

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.logparse import first_error_lines, parse_iteration, parse_log
-from bench.presets import get_preset
-from bench.protocol import WARMUP_ITERS, metrics, window
-from bench.record import Status
+from bench.config.presets import get_preset
+from bench.measure.logparse import first_error_lines, parse_iteration, parse_log
+from bench.measure.protocol import WARMUP_ITERS, metrics, window
+from bench.records.record import Status
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.capabilities import Capabilities
-from bench.engines.megatron import ENTRY
-from bench.layout import valid_layouts
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import load_presets
-from bench.tuning import Tuning
+from bench.config.capabilities import Capabilities
+from bench.config.platforms import load_platform
+from bench.config.presets import load_presets
+from bench.planning.engines.megatron import ENTRY
+from bench.planning.layout import valid_layouts
+from bench.planning.plan import plan
+from bench.planning.tuning import Tuning
 from tests.conftest import megatron_python, options
 
 CHECKER = Path(__file__).with_name("megatron_argcheck.py")

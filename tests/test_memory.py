@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.layout import Layout, build_layout
-from bench.memory import GB, check_fits, estimate_bytes, fits
-from bench.platforms import load_accelerator
-from bench.presets import get_preset
-from bench.provenance import DIRTY
-from bench.record import load_records
+from bench.config.platforms import load_accelerator
+from bench.config.presets import get_preset
+from bench.planning.layout import Layout, build_layout
+from bench.planning.memory import GB, check_fits, estimate_bytes, fits
+from bench.records.record import load_records
+from bench.running.provenance import DIRTY
 from tests.test_cli import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def _measured_gb(r) -> float:
 def test_estimate_against_every_measured_peak() -> None:
     """The error the README states: every run of results/records with a measured peak."""
     records, _ = load_records(REPO / "results" / "records")
-    # The estimate models flash-style attention (bench/memory.py); Megatron-DeepSpeed's own attention
+    # The estimate models flash-style attention (bench/planning/memory.py); Megatron-DeepSpeed's own attention
     # keeps the s x s scores (1.3b: 62 GB measured, 40 GB estimated), which it does not model.
     measured = [r for r in records if r.metrics is not None and r.metrics.peak_mem_gb
                 and r.engine == "megatron"]

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-from bench.capabilities import Capabilities
-from bench.engines.common import FP4_SIMULATION_ENV
-from bench.plan import plan
-from bench.platforms import load_platform, peak_format
-from bench.presets import get_preset
+from bench.config.capabilities import Capabilities
+from bench.config.platforms import load_platform, peak_format
+from bench.config.presets import get_preset
+from bench.planning.engines.common import FP4_SIMULATION_ENV
+from bench.planning.plan import plan
 from bench.train.msamp import msamp_problem
 from tests.conftest import options
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import build_parser, main
-from bench.platforms import (
+from bench.config.platforms import (
     REPO_PLATFORMS_DIR,
     load_accelerator,
     load_accelerator_file,
@@ -17,7 +17,7 @@ from bench.platforms import (
     match_accelerator,
     with_job_overrides,
 )
-from bench.tomlfile import DataError
+from bench.config.tomlfile import DataError
 
 
 @pytest.mark.parametrize("path", sorted(REPO_PLATFORMS_DIR.glob("*.toml")), ids=lambda p: p.stem)
@@ -42,7 +42,7 @@ def test_required_platforms_and_peaks() -> None:
         p = load_platform(name)
         assert (p.scheduler, p.launcher, p.container_runtime, p.gpus_per_node) == (
             sched, launcher, runtime, gpn)
-        from bench.platforms import load_accelerator
+        from bench.config.platforms import load_accelerator
         assert load_accelerator(p.accelerator).peak("bf16") == peak
     assert load_platform("lumi").default_precision == "fp16"
     assert load_platform("azure-h100").env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5-topo.xml"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.presets import KIT_PRESETS_DIR, get_preset, load_presets, preset_files
-from bench.tomlfile import DataError
+from bench.config.presets import KIT_PRESETS_DIR, get_preset, load_presets, preset_files
+from bench.config.tomlfile import DataError
 
 
 @pytest.mark.parametrize("path", sorted(KIT_PRESETS_DIR.glob("*.toml")), ids=lambda p: p.name)

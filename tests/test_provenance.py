@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _kit_commit(checkout: Path) -> str:
-    return subprocess.run([sys.executable, "-c", "from bench.provenance import kit_commit; "
+    return subprocess.run([sys.executable, "-c", "from bench.running.provenance import kit_commit; "
                            "print(kit_commit())"], cwd=checkout, capture_output=True, text=True,
                           check=True).stdout.strip()
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import hardware, provision
 from bench.images.pins import load_pins
-from bench.provision import (
+from bench.running import gpus as hardware
+from bench.running import provision
+from bench.running.provision import (
     STAMP,
     Stack,
     choose,
@@ -22,7 +23,7 @@ from bench.provision import (
     training_stack,
     wheelhouse_problems,
 )
-from bench.trainenv import facts, problems
+from bench.running.trainenv import facts, problems
 from tests.conftest import megatron_python
 
 SMALL = Stack(packages=("einops==0.8.1",), requirements=("six==1.17.0",))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import record as rec
-from bench.record import (
+from bench.records import record as rec
+from bench.records.record import (
     SCHEMA,
     RecordError,
     RecordExistsError,

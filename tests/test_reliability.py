@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import runner
-from bench.logparse import parse_log
-from bench.plan import plan
-from bench.platforms import REPO_PLATFORMS_DIR, load_platform
-from bench.presets import get_preset
-from bench.record import Status, build_record, load_record, load_records, write_record
+from bench.config.platforms import REPO_PLATFORMS_DIR, load_platform
+from bench.config.presets import get_preset
+from bench.measure.logparse import parse_log
+from bench.planning.plan import plan
+from bench.records.record import Status, build_record, load_record, load_records, write_record
+from bench.running import local as runner
 from tests.conftest import options
 from tests.record_factory import record_fields
 
@@ -132,7 +132,7 @@ def test_zero_step_times_give_a_failed_record(monkeypatch, launch, tmp_path: Pat
 
 def test_a_finished_runs_record_survives_notes_that_json_cannot_hold() -> None:
     # The direct form of case 1: an infinite rate (kept as text) still gives a writable record.
-    from bench.record import build_finished_record
+    from bench.records.record import build_finished_record
     fields = record_fields()
     fields["metrics"] = {**fields["metrics"], "samples_per_s": float("inf")}
     record = build_finished_record(failure_log_tail=["last line"], **fields)
@@ -287,7 +287,7 @@ def test_a_records_dir_lost_during_the_run_keeps_the_record_in_the_run_dir(monke
     (["--iters", "0"], ["--iters 0 is too few", "at least 10"]),
     # Case 4: fewer iterations than the warm-up and the window cannot be measured.
     (["--iters", "9"], ["--iters 9 is too few", "at least 10", "5 warm-up", "window of 5",
-                        "bench/protocol.py"]),
+                        "bench/measure/protocol.py"]),
     # Local-run limits of zero would stop the run at once.
     (["--timeout", "0"], ["--timeout must be more than 0 seconds"]),
     (["--hang-timeout", "-5"], ["--hang-timeout must be more than 0 seconds"]),

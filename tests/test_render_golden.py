@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.capabilities import Capabilities
-from bench.cli import dry_run_text
-from bench.engines.deepspeed import ZeroSettings
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
+from bench.config.capabilities import Capabilities
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.engines.deepspeed import ZeroSettings
+from bench.planning.plan import plan
+from bench.running.command import dry_run_text
 from tests.conftest import GOLDEN, assert_golden, options
 
 # Where a local run starts (a container mounts it): fixed, so the goldens do not name this machine.
@@ -92,7 +92,7 @@ def test_golden_scripts_are_valid_bash(case: tuple) -> None:
 
 
 def test_every_platform_has_a_golden() -> None:
-    from bench.platforms import platform_files
+    from bench.config.platforms import platform_files
     covered = {(c[0], c[1]) for c in CASES}
     for path in platform_files():
         for engine in ("megatron", "megatron-deepspeed"):
@@ -115,7 +115,7 @@ def test_nvlink_multicast_is_off_only_where_the_platform_says() -> None:
     local = dry_run_text(plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
                               options(gpus_present=1, gpu_name="NVIDIA H200")))
     assert all(setting in local for setting in NVLS_OFF)
-    from bench.smoke import child_env  # bench.smoke's ranks run on the shared hosts too
+    from bench.train.smoke import child_env  # bench.train.smoke's ranks run on the shared hosts too
     assert all(child_env()[s.split("=")[0]] == s.split("=")[1] for s in NVLS_OFF)
     entry = (Path(__file__).parents[1] / "bench/train/pretrain_gpt.py").read_text()
     # The entry may read its environment, but sets none of it.

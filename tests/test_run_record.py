@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.logparse import parse_log
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.run_record import PlanSummary, build_run_record, plan_summary
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.measure.logparse import parse_log
+from bench.planning.plan import plan
+from bench.records.build import PlanSummary, build_run_record, plan_summary
 from tests.conftest import options
 
 LOG = Path(__file__).parent / "fixtures" / "logs" / "megatron_ok_1.3b_tp1pp1_h200.log"

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from bench import runner
-from bench.logparse import parse_log
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.record import Status, load_records
-from bench.tuning import Tuning
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.measure.logparse import parse_log
+from bench.planning.plan import plan
+from bench.planning.tuning import Tuning
+from bench.records.record import Status, load_records
+from bench.running import local as runner
 from tests.conftest import options
 
 HANGING_RANK = """

@@ -13,9 +13,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from bench.config.platforms import REPO_PLATFORMS_DIR
 from bench.images.pins import PINS_FILE
-from bench.platforms import REPO_PLATFORMS_DIR
-from bench.schema import SCHEMA_DIR, json_schemas
+from bench.results.schemas import SCHEMA_DIR, json_schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ def test_json_schemas_are_current() -> None:
     expected = json_schemas()
     assert sorted(p.name for p in SCHEMA_DIR.glob("*.json")) == sorted(expected)
     for name, text in expected.items():
-        assert (SCHEMA_DIR / name).read_text() == text, f"{name} is stale: python -m bench.schema"
+        assert (SCHEMA_DIR / name).read_text() == text, f"{name} is stale: python -m bench schemas"
 
 
 def _validator(name: str):

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.plan import plan
-from bench.platforms import REPO_PLATFORMS_DIR, load_platform
-from bench.presets import get_preset
+from bench.config.platforms import REPO_PLATFORMS_DIR, load_platform
+from bench.config.presets import get_preset
+from bench.planning.plan import plan
 from bench.render import slurm
 from bench.render.shell import directive_value
 from tests.conftest import options

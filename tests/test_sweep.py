@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.sweep import SWEEP_ITERS, candidates, sweep_plans
-from bench.tuning import Tuning
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.sweep import SWEEP_ITERS, candidates, sweep_plans
+from bench.planning.tuning import Tuning
 from tests.conftest import options
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import testenv
+from tests import testenv
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import environment_ready, launches_for
 from bench.images.pins import PINS_FILE, load_pins
-from bench.trainenv import describe, facts, problems
+from bench.running.command import environment_ready, launches_for
+from bench.running.trainenv import describe, facts, problems
 from tests.conftest import megatron_python
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.run_record import plan_summary
-from bench.tuning import Tuning
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.plan import plan
+from bench.planning.tuning import Tuning
+from bench.records.build import plan_summary
 from tests.conftest import options
 
 OVERLAP = ("--overlap-grad-reduce", "--overlap-param-gather")

@@ -15,18 +15,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bench.capabilities import layers_of
-from bench.engine_notes import MEASUREMENT_NOTE_KEYS
-from bench.layout import LayoutSpec
-from bench.platforms import peak_format
-from bench.record import LayoutInfo, Problem, Record
+from bench.config.capabilities import layers_of
+from bench.config.platforms import peak_format
+from bench.planning.layout import LayoutSpec
+from bench.planning.tuning import TUNING_NOTE_KEYS
+from bench.records.engine_notes import MEASUREMENT_NOTE_KEYS
+from bench.records.record import LayoutInfo, Problem, Record
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.runs import label_of
-from bench.tuning import TUNING_NOTE_KEYS
 
 # Notes that label a run but do not change what was run; they do not split configurations.
 # Notes that describe how a run was made or collected, not what ran; every other note (for example
-# an A/B setting from bench.tuning) makes the run a variant of its configuration.
+# an A/B setting from bench.planning.tuning) makes the run a variant of its configuration.
 BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign", "comment",
                                    "job_id", "scheduler", "scheduler_state", "exit_status",
                                    "nodelist"}) | MEASUREMENT_NOTE_KEYS
@@ -161,7 +161,7 @@ def _patches(run: Record) -> str:
     series = run.notes.get("patch_series")
     if not isinstance(series, str) or not series.startswith("sha256:"):
         return ""
-    digest, _, state = series.partition(" ")  # bench.engine_notes.patch_series_state
+    digest, _, state = series.partition(" ")  # bench.records.engine_notes.patch_series_state
     applied = "" if state == "applied" else " (not all applied)"
     return f"patches={digest.removeprefix('sha256:')[:8]}{applied}"
 

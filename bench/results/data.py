@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from bench.layout import LayoutSpec, parse_layout_name
+from bench.planning.layout import LayoutSpec, parse_layout_name
 
 FLOPS_CONVENTIONS = ("megatron-causal", "megatron-noncausal", "narayanan-recompute", "unstated")
 
@@ -96,7 +96,7 @@ class ReferenceRange:
     ``platform`` and ``model`` (preset name) must match; ``accelerator`` (the record's
     ``platform.accelerator``), ``layout``, ``precision``, ``engine``, ``micro_batch``,
     ``global_batch``, ``gpus`` and ``notes`` (a subset of the record's notes) narrow the match when
-    given; a run with an A/B setting (``bench.tuning``) matches only a range whose notes name it.
+    given; a run with an A/B setting (``bench.planning.tuning``) matches only a range whose notes name it.
     ``layout`` is read like a layout name (``tp1pp1dp4``, ``dp4``, ``tp2pp2``) and compared
     by its degrees with the record's layout, so ``dp4`` matches the canonical ``tp1pp1dp4``; a name
     without ``dp`` matches any data-parallel degree. A range without ``precision`` judges bf16 runs
@@ -119,7 +119,7 @@ class ReferenceRange:
     global_batch: int | None = None
     gpus: int | None = None
     notes: Mapping[str, Any] | None = None
-    layers: str | None = None  # TE+apex, TE or no TE (the default): bench.capabilities.layers_of
+    layers: str | None = None  # TE+apex, TE or no TE (the default): bench.config.capabilities.layers_of
 
     @cached_property
     def layout_spec(self) -> LayoutSpec | None:

@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 
 from bench.cli import main
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.record import load_records
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.plan import plan
+from bench.records.record import load_records
 from bench.render.common import END_MARKER
-from bench.rundir import create_run_dir
+from bench.running.rundir import create_run_dir
 from tests.conftest import options
 
 LOG = Path(__file__).parents[1] / "fixtures" / "logs" / "megatron_ok_1.3b_tp1pp1_h200.log"

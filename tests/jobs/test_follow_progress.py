@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.jobs.follow import progress
+from bench.running.jobs.follow import progress
 
 LOG = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "megatron_smoke_2layer_h200.log"
 

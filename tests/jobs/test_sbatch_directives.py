@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.jobs.scheduler import parse_scontrol_line
 from bench.render.shell import directive_value
+from bench.running.jobs.scheduler import parse_scontrol_line
 
 PYXIS_IMAGE = "nvcr.io#nvidia/pytorch:25.03-py3"
 

@@ -20,15 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.jobs.follow import follow
-from bench.jobs.outcome import judge
-from bench.jobs.scheduler import Slurm
-from bench.jobs.submit import submit_plan
-from bench.plan import Options, plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.record import load_records
-from bench.rundir import RunDir, list_runs
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.options import Options
+from bench.planning.plan import plan
+from bench.records.record import load_records
+from bench.running.jobs.follow import follow
+from bench.running.jobs.outcome import judge
+from bench.running.jobs.scheduler import Slurm
+from bench.running.jobs.submit import submit_plan
+from bench.running.rundir import RunDir, list_runs
 
 REPO = Path(__file__).resolve().parents[2]
 TEST_PLATFORM = Path(__file__).resolve().parent / "platforms" / "ci-slurm.toml"

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.jobs.follow import follow
-from bench.jobs.scheduler import Slurm
-from bench.record import load_records
-from bench.rundir import list_runs
+from bench.records.record import load_records
+from bench.running.jobs.follow import follow
+from bench.running.jobs.scheduler import Slurm
+from bench.running.rundir import list_runs
 from tests.jobs.test_slurm_lifecycle import MAX_WAIT_S, _kit, kit_env  # noqa: F401 (fixture)
 
 CAMPAIGN = """description = "test campaign"

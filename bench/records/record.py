@@ -1,0 +1,426 @@
+"""Run records: the versioned JSON schema ``bench.record/1``, atomic writes and tolerant loading.
+
+A *record*, ``results/records/<run_id>.json``, describes one *run*: the resolved preset, layout and
+platform, what the kit set (argv, environment), provenance, and either steady-state metrics
+(``status == "ok"``) or a failure status with a reason. The models are the schema and its one parse
+path. Records are append-only; :func:`load_records` skips a bad file as a :class:`Problem`.
+
+Units: seconds, samples/s, tokens/s and TFLOP/s (10^12 FLOP/s) per GPU, MFU as a fraction of the
+dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names how
+``tflops_per_gpu``/``mfu`` were counted; ``*_noncausal`` use the older convention (``bench/measure/flops.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import os
+import stat
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bench.config.schema import Count, NonNegative, Positive, Strict, Text, hinted, problems
+from bench.measure.status import Status
+
+SCHEMA = "bench.record/1"
+# MFU must agree with tflops_per_gpu / peak_tflops and tokens/s/GPU with samples/s * seq / gpus to
+# this relative tolerance; a mismatch means the metrics were computed from different inputs.
+CONSISTENCY_RTOL = 0.01
+IMPLAUSIBLE_NOTE_PREFIX = "metrics."  # notes keys of a run's rejected metrics: metrics.mfu, ...
+_TEMP_SUFFIX = ".tmp"
+
+
+def _real_time(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError as error:  # the right shape, but no such day or time (month 13)
+        raise ValueError(f"{value!r} is not a date and time ({error})") from None
+    return value
+
+
+def _fraction(value: float) -> float:
+    if value > 1:
+        raise ValueError(f"{value} is a fraction of peak and must be in (0, 1]; a value above 1 "
+                         "means the wrong peak or FLOPs formula")
+    return value
+
+
+Fraction = Annotated[Positive, AfterValidator(_fraction)]
+Timestamp = Annotated[str, hinted(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
+                                  "must be UTC like 2026-11-21T20:15:00Z"), AfterValidator(_real_time)]
+JsonScalar = str | int | Annotated[float, Field(allow_inf_nan=False)] | bool | None
+
+
+class RecordError(ValueError):
+    """A record does not satisfy the schema; ``problems`` lists every violation found."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = tuple(problems)
+        super().__init__("invalid run record: " + "; ".join(self.problems))
+
+
+class RecordExistsError(FileExistsError):
+    """A record with this run id is already on disk; records are never overwritten."""
+
+
+class PresetInfo(Strict):
+    """Model shape of the run; ``vocab_size`` is the padded vocabulary."""
+
+    name: Text
+    layers: Count
+    hidden: Count
+    heads: Count
+    seq_length: Count
+    vocab_size: Count
+
+
+class LayoutInfo(Strict):
+    """Parallel layout: degrees, virtual pipeline ``vp`` and ZeRO stage ``zero`` (null: off)."""
+
+    name: Text
+    tp: Count
+    pp: Count
+    dp: Count
+    vp: Count | None
+    cp: Count
+    sp: bool
+    zero: Annotated[int, Field(ge=0, le=3)] | None
+    micro_batch: Count
+    global_batch: Count
+
+
+class PlatformInfo(Strict):
+    """Platform as used: ``peak_tflops`` is the dense peak per GPU for the run's precision."""
+
+    name: Text
+    accelerator: Text
+    peak_tflops: Positive
+    peak_source: Text
+
+
+class Provenance(Strict):
+    """Where the numbers came from; every key is present, null when it could not be determined.
+
+    ``hostname`` is one host the run ran on, or null. A cluster run's record (``bench jobs
+    collect``) knows ``kit_commit``, ``image`` and what the job printed of its image's digest; the
+    scheduler's node list is in its notes (``nodelist``). Cluster records written before this held
+    the node list in ``hostname``.
+
+    ``image_digest`` is the identity of the image the run's container runtime started, read at run
+    time, never from the plan; ``image_digest_kind`` says what it is: ``registry`` (a registry's
+    manifest digest: the reference the runtime pulled was pinned ``@sha256:...``, or the engine's
+    RepoDigests of the image it started), ``image-id`` (the engine's local image ID, the digest
+    of the image's configuration: an image that never came from a registry) or ``file-sha256``
+    (sha256 of the image file, ``.sqsh`` or ``.sif``, at job start). Both are null for a run
+    without an image and where the runtime does not say (a tag pulled by pyxis); records written
+    before the kind existed lack it.
+    """
+
+    kit_commit: Text | None
+    megatron_core: Text | None
+    torch: Text | None
+    cuda: Text | None
+    nccl: Text | None
+    gpu_model: Text | None
+    gpu_count: Count | None
+    driver: Text | None
+    image: Text | None
+    image_digest: Annotated[str, hinted(r"^sha256:[0-9a-f]{64}$",
+                                        "must be sha256:<64 lower-case hex digits>")] | None
+    hostname: Text | None
+    image_digest_kind: Literal["registry", "image-id", "file-sha256"] | None = None
+
+    @model_validator(mode="after")
+    def _digest_has_kind(self) -> Provenance:
+        if (self.image_digest is None) != (self.image_digest_kind is None):
+            raise ValueError("image_digest and image_digest_kind are set together or not at all")
+        return self
+
+
+class Metrics(Strict):
+    """Steady-state metrics over ``window_iters`` iterations after ``warmup_iters``.
+
+    ``mfu`` is a fraction (0..1] of ``PlatformInfo.peak_tflops``; ``peak_mem_gb`` is the largest
+    per-GPU allocation in GB, null when the platform cannot report it. ``mfu_bf16_peak`` is
+    ``tflops_per_gpu`` over the accelerator's dense bf16 peak, for runs measured against another
+    peak (fp8); null otherwise, and absent in records written before it existed.
+    """
+
+    warmup_iters: NonNegative
+    window_iters: Count
+    step_time_s_median: Positive
+    step_time_s_p10: Positive
+    step_time_s_p90: Positive
+    samples_per_s: Positive
+    tokens_per_s_per_gpu: Positive
+    tflops_per_gpu: Positive
+    mfu: Fraction
+    flops_convention: Literal["megatron-causal"]
+    tflops_per_gpu_noncausal: Positive | None
+    mfu_noncausal: Fraction | None
+    peak_mem_gb: Positive | None
+    mfu_bf16_peak: Positive | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Metrics:
+        if not self.step_time_s_p10 <= self.step_time_s_median <= self.step_time_s_p90:
+            raise ValueError("step times must satisfy p10 <= median <= p90")
+        return self
+
+
+class Record(Strict):
+    """One run. Build it with :func:`build_record` or :func:`record_from_dict`; both validate.
+
+    ``argv`` is the command each rank runs (``python <entry> <flags>``), for local and cluster runs
+    alike; the launcher (torchrun, srun, mpiexec) is the platform's. Records of local runs written
+    before this held the torchrun command line. ``log_errors`` holds the first error lines of a failed
+    run's log before ``log_tail`` (the cause often scrolls out of the tail); older records lack it.
+    """
+
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+
+    schema_: Literal["bench.record/1"] = Field(SCHEMA, alias="schema")
+    run_id: Annotated[str, hinted(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                                  "must be letters, digits, '.', '_' or '-' (it is the file name)")]
+    status: Status
+    reason: Text | None
+    started_at: Timestamp
+    finished_at: Timestamp | None
+    engine: Literal["megatron", "megatron-deepspeed"]
+    precision: Annotated[str, hinted(r"^[a-z0-9][a-z0-9_-]*$", "must be lower-case like bf16, fp16, fp8")]
+    preset: PresetInfo
+    layout: LayoutInfo
+    platform: PlatformInfo
+    nodes: Count
+    gpus: Count
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    provenance: Provenance
+    metrics: Metrics | None
+    log_tail: tuple[str, ...] = ()
+    notes: dict[str, JsonScalar] = {}
+    log_errors: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the run finished and has metrics."""
+        return self.status is Status.OK
+
+    @model_validator(mode="after")
+    def _rules(self) -> Record:
+        p: list[str] = []
+        status, lay, m = self.status.value, self.layout, self.metrics
+        if self.finished_at is not None and (datetime.fromisoformat(self.finished_at)
+                                             < datetime.fromisoformat(self.started_at)):
+            p.append(f"finished_at: {self.finished_at} is before started_at {self.started_at}")
+        if self.ok and m is None:
+            p.append("metrics: required when status is 'ok'")
+        if self.ok and self.reason is not None:
+            p.append("reason: must be null when status is 'ok'")
+        if not self.ok and m is not None:
+            p.append(f"metrics: must be null when status is {status!r} (only ok runs have metrics)")
+        if not self.ok and not (self.reason or "").strip():
+            p.append(f"reason: required when status is {status!r}; say what went wrong")
+        if lay.tp * lay.pp * lay.cp * lay.dp != self.gpus:
+            p.append(f"layout: tp {lay.tp} x pp {lay.pp} x cp {lay.cp} x dp {lay.dp} = "
+                     f"{lay.tp * lay.pp * lay.cp * lay.dp}, but gpus is {self.gpus}")
+        if lay.global_batch % (lay.micro_batch * lay.dp):
+            p.append(f"layout: global_batch {lay.global_batch} is not a multiple of micro_batch "
+                     f"{lay.micro_batch} x dp {lay.dp}")
+        if self.nodes > self.gpus:
+            p.append(f"nodes: {self.nodes} nodes cannot run {self.gpus} GPUs")
+        if m is not None:
+            peak, tokens = self.platform.peak_tflops, m.samples_per_s * self.preset.seq_length / self.gpus
+            if not math.isclose(m.mfu, m.tflops_per_gpu / peak, rel_tol=CONSISTENCY_RTOL):
+                p.append(f"metrics.mfu: {m.mfu} != tflops_per_gpu {m.tflops_per_gpu} / "
+                         f"platform.peak_tflops {peak}")
+            if not math.isclose(m.tokens_per_s_per_gpu, tokens, rel_tol=CONSISTENCY_RTOL):
+                p.append(f"metrics.tokens_per_s_per_gpu: {m.tokens_per_s_per_gpu} != samples_per_s x "
+                         f"seq_length / gpus = {tokens:.6g}")
+        if p:
+            raise ValueError("\n".join(p))
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, keys in schema order (the order of the contract)."""
+        return self.model_dump(mode="json")
+
+    def to_json(self) -> str:
+        """Serialized record: 2-space indent, trailing newline, deterministic."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file in the records directory that was skipped, and why."""
+
+    file: str
+    message: str
+
+    def __str__(self) -> str:
+        # A file name may hold a newline or escape codes: shown quoted, it cannot fake a line.
+        return f"{self.file if self.file.isprintable() else ascii(self.file)}: {self.message}"
+
+
+def record_from_json(text: str | bytes) -> Record:
+    """Validate a record's JSON text (the one parse path); raises :class:`RecordError`."""
+    try:
+        return Record.model_validate_json(text)
+    except ValidationError as error:
+        try:  # the standard library's words for what is not JSON
+            data = json.loads(text)
+        except RecursionError:
+            raise RecordError(["not a record: JSON nested too deeply to read"]) from None
+        except ValueError as bad:  # JSONDecodeError, UnicodeDecodeError, too many digits
+            raise RecordError([f"not valid JSON ({bad})"]) from None
+        schema = data.get("schema") if isinstance(data, dict) else SCHEMA
+        if schema == SCHEMA:
+            raise RecordError(problems(error, Record)) from None
+        if isinstance(schema, str) and schema.startswith("bench.record/"):  # said before all else
+            raise RecordError([f"schema {schema!r} is not supported by this kit, which reads "
+                               f"{SCHEMA!r}; update the kit to read this record"]) from None
+        raise RecordError([f"schema {schema!r} is not a run record (expected {SCHEMA!r})"]) from None
+
+
+def record_from_dict(data: Any) -> Record:
+    """Validate a decoded JSON record: it is checked as the JSON text it stands for."""
+    try:
+        text = json.dumps(data)
+    except (TypeError, ValueError) as error:
+        raise RecordError([f"not JSON data ({error})"]) from None
+    return record_from_json(text)
+
+
+def build_record(**fields: Any) -> Record:
+    """A validated record from its keys but ``schema`` (nested parts as mappings or models);
+    ``provenance`` keys default to null. Raises :class:`RecordError`."""
+    data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in fields.items()}
+    data["provenance"] = {**dict.fromkeys(Provenance.model_fields), **(data.get("provenance") or {})}
+    return record_from_dict({"schema": SCHEMA, **data})
+
+
+def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -> Record:
+    """:func:`build_record` for a run that ended: metrics that fail the checks (an MFU above 1
+    from an impossible step time) make it ``failed``, with the problems as reason, this log tail,
+    and the numbers kept in ``notes`` as ``metrics.<name>`` (non-finite ones as text)."""
+    try:
+        return build_record(**fields)
+    except RecordError as error:
+        if fields.get("metrics") is None:
+            raise  # not the metrics: a bug in the caller, which no status can record
+        notes = {**dict(fields.get("notes") or {}), **{
+            IMPLAUSIBLE_NOTE_PREFIX + key: value if not isinstance(value, float)
+            or math.isfinite(value) else repr(value) for key, value in dict(fields["metrics"]).items()}}
+        reason = ("the run finished, but its metrics are implausible, so it is not a result: "
+                  + "; ".join(error.problems) + f" (the numbers are kept in notes as "
+                  f"{IMPLAUSIBLE_NOTE_PREFIX}*)")
+        return build_record(**{**fields, "status": Status.FAILED, "reason": reason,
+                               "metrics": None, "notes": notes, "log_tail": list(failure_log_tail)})
+
+
+def record_path(records_dir: Path | str, run_id: str) -> Path:
+    """Where the record of ``run_id`` lives: ``<records_dir>/<run_id>.json``."""
+    return Path(records_dir) / f"{run_id}.json"
+
+
+def check_records_dir(records_dir: Path | str) -> None:
+    """Before a run, a ValueError naming ``records_dir`` if it cannot hold records (a file in the
+    way, no permission, a read-only file system): the GPUs are not used for a record that is lost."""
+    directory = Path(records_dir)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=directory).close()  # unnamed where it can be: nothing left behind
+    except OSError as error:
+        raise ValueError(f"records directory {directory} cannot hold records "
+                         f"({error.strerror or error}); give a writable directory with "
+                         "--records-dir") from None
+
+
+def write_record(records_dir: Path | str, record: Record) -> Path:
+    """Write ``record`` to ``<records_dir>/<run_id>.json`` atomically and return the path.
+
+    A fsynced temporary file is hard-linked to the final name: ``os.link`` fails rather than replace
+    a file (:class:`RecordExistsError`), and no reader sees half a record. The temporary file is
+    removed on every path, KeyboardInterrupt included.
+    """
+    if not isinstance(record, Record):
+        raise TypeError(f"write_record takes a Record (see build_record), got {type(record).__name__}")
+    final = record_path(records_dir, record.run_id)
+    exists = RecordExistsError(f"{final} already exists; records are append-only, so a run id is "
+                               "written once (plan a new run for a new run id)")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    if final.exists():
+        raise exists
+    fd, temp = tempfile.mkstemp(dir=final.parent, prefix=f".{record.run_id}.", suffix=_TEMP_SUFFIX)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(record.to_json().encode())
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, final)
+        except FileExistsError:
+            raise exists from None
+    finally:
+        os.unlink(temp)
+    with contextlib.suppress(OSError):  # the new directory entry made durable, where possible
+        dir_fd = os.open(final.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return final
+
+
+def load_record(path: Path | str) -> Record:
+    """Read and validate one record file; whatever it holds (not JSON or UTF-8, 4300-digit numbers,
+    deep nesting, a FIFO that would block the read), a :class:`RecordError`, else ``OSError``."""
+    path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RecordError(["not a regular file"])
+    with open(fd, "rb") as handle:
+        record = record_from_json(handle.read())
+    name = os.path.basename(path)
+    if record.run_id != name.removesuffix(".json"):
+        raise RecordError([f"run_id {record.run_id!r} does not match the file name {name!r}"])
+    return record
+
+
+def load_records(records_dir: Path | str) -> tuple[list[Record], list[Problem]]:
+    """Every valid record in ``records_dir`` (by file name), and as problems the ``*.json`` files
+    that do not load and leftovers of interrupted writes; other files are ignored."""
+    directory = os.fspath(records_dir)
+    records: list[Record] = []
+    skipped: list[Problem] = []
+    # Records hold no reference cycles: the cyclic collector would only walk the growing list of
+    # them again and again (measured: 15 % of loading 10,000 records), and all of them once more
+    # when enabled (0.04 s) unless they go straight into its oldest generation (freeze, unfreeze).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
+            if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
+                skipped.append(Problem(name, "leftover temporary file of an interrupted write; delete it"))
+            elif name.endswith(".json") and not name.startswith("."):
+                try:
+                    records.append(load_record(os.path.join(directory, name)))
+                except RecordError as error:
+                    skipped.append(Problem(name, "; ".join(error.problems)))
+                except OSError as error:
+                    skipped.append(Problem(name, f"cannot read ({error.strerror or error})"))
+    finally:
+        if collecting:
+            gc.freeze()
+            gc.unfreeze()
+            gc.enable()
+    return records, skipped
