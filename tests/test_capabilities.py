@@ -138,7 +138,7 @@ def test_layers_are_read_back_from_a_records_argv() -> None:
 def test_results_page_keeps_environments_apart_and_names_both_peaks_for_fp8() -> None:
     """On the real H200 records: TE, TE+apex and no-TE runs of one configuration are separate rows,
     and an fp8 row is read against the fp8 peak with its share of the bf16 peak beside it."""
-    from bench.records.record import load_records
+    from bench.records.store import load_records
     from bench.results.aggregate import build_report
     from bench.results.data import load_published, load_ranges
 

@@ -18,7 +18,7 @@ import pytest
 
 from bench import cli
 from bench.records.engine_notes import MEASUREMENT_NOTE_KEYS
-from bench.records.record import load_records, write_record
+from bench.records.store import load_records, write_record
 from bench.results.compare import Comparison, compare_in, select
 from bench.running import command
 from bench.running import gpus as hardware

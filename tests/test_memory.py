@@ -13,7 +13,7 @@ from bench.config.platforms import load_accelerator
 from bench.config.presets import get_preset
 from bench.planning.layout import Layout, build_layout
 from bench.planning.memory import GB, check_fits, estimate_bytes, fits
-from bench.records.record import load_records
+from bench.records.store import load_records
 from bench.running.provenance import DIRTY
 from tests.test_cli import run_cli
 

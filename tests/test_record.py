@@ -9,17 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.records import record as rec
-from bench.records.record import (
-    SCHEMA,
-    RecordError,
-    RecordExistsError,
-    Status,
-    build_record,
-    load_records,
-    record_from_dict,
-    write_record,
-)
+from bench.records import store as rec
+from bench.records.record import SCHEMA, RecordError, Status, build_record, record_from_dict
+from bench.records.store import RecordExistsError, load_records, write_record
 from tests.record_factory import failed_fields, make_record, record_fields
 
 

@@ -25,7 +25,8 @@ from bench.config.platforms import REPO_PLATFORMS_DIR, load_platform
 from bench.config.presets import get_preset
 from bench.measure.logparse import parse_log
 from bench.planning.plan import plan
-from bench.records.record import Status, build_record, load_record, load_records, write_record
+from bench.records.record import Status, build_record
+from bench.records.store import load_record, load_records, write_record
 from bench.running import local as runner
 from tests.conftest import options
 from tests.record_factory import record_fields

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.records.record import write_record
+from bench.records.store import write_record
 from bench.results import plots
 from bench.results.aggregate import find_range
 from bench.results.data import load_published, load_ranges

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.records.record import build_record, write_record
+from bench.records.record import build_record
+from bench.records.store import write_record
 from bench.results.generate import generate
 from bench.results.runs import platform_label
 from tests.record_factory import failed_fields, record_fields

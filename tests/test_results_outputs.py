@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.records.record import load_records
+from bench.records.store import load_records
 from bench.results import plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published, load_ranges

@@ -21,7 +21,8 @@ from bench.config.presets import get_preset
 from bench.measure.logparse import parse_log
 from bench.planning.plan import plan
 from bench.planning.tuning import Tuning
-from bench.records.record import Status, load_records
+from bench.records.record import Status
+from bench.records.store import load_records
 from bench.running import local as runner
 from tests.conftest import options
 

@@ -1,9 +1,9 @@
-"""Run records: the versioned JSON schema ``bench.record/1``, atomic writes and tolerant loading.
+"""Run records: the versioned JSON schema ``bench.record/1`` and its one parse path.
 
 A *record*, ``results/records/<run_id>.json``, describes one *run*: the resolved preset, layout and
 platform, what the kit set (argv, environment), provenance, and either steady-state metrics
 (``status == "ok"``) or a failure status with a reason. The models are the schema and its one parse
-path. Records are append-only; :func:`load_records` skips a bad file as a :class:`Problem`.
+path. Records are append-only; ``bench.records.store`` writes and loads them.
 
 Units: seconds, samples/s, tokens/s and TFLOP/s (10^12 FLOP/s) per GPU, MFU as a fraction of the
 dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names how
@@ -12,17 +12,10 @@ dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import math
-import os
-import stat
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -35,7 +28,6 @@ SCHEMA = "bench.record/1"
 # this relative tolerance; a mismatch means the metrics were computed from different inputs.
 CONSISTENCY_RTOL = 0.01
 IMPLAUSIBLE_NOTE_PREFIX = "metrics."  # notes keys of a run's rejected metrics: metrics.mfu, ...
-_TEMP_SUFFIX = ".tmp"
 
 
 def _real_time(value: str) -> str:
@@ -65,10 +57,6 @@ class RecordError(ValueError):
     def __init__(self, problems: list[str]):
         self.problems = tuple(problems)
         super().__init__("invalid run record: " + "; ".join(self.problems))
-
-
-class RecordExistsError(FileExistsError):
-    """A record with this run id is already on disk; records are never overwritten."""
 
 
 class PresetInfo(Strict):
@@ -258,18 +246,6 @@ class Record(Strict):
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-@dataclass(frozen=True)
-class Problem:
-    """A file in the records directory that was skipped, and why."""
-
-    file: str
-    message: str
-
-    def __str__(self) -> str:
-        # A file name may hold a newline or escape codes: shown quoted, it cannot fake a line.
-        return f"{self.file if self.file.isprintable() else ascii(self.file)}: {self.message}"
-
-
 def record_from_json(text: str | bytes) -> Record:
     """Validate a record's JSON text (the one parse path); raises :class:`RecordError`."""
     try:
@@ -326,101 +302,3 @@ def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -
                                "metrics": None, "notes": notes, "log_tail": list(failure_log_tail)})
 
 
-def record_path(records_dir: Path | str, run_id: str) -> Path:
-    """Where the record of ``run_id`` lives: ``<records_dir>/<run_id>.json``."""
-    return Path(records_dir) / f"{run_id}.json"
-
-
-def check_records_dir(records_dir: Path | str) -> None:
-    """Before a run, a ValueError naming ``records_dir`` if it cannot hold records (a file in the
-    way, no permission, a read-only file system): the GPUs are not used for a record that is lost."""
-    directory = Path(records_dir)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=directory).close()  # unnamed where it can be: nothing left behind
-    except OSError as error:
-        raise ValueError(f"records directory {directory} cannot hold records "
-                         f"({error.strerror or error}); give a writable directory with "
-                         "--records-dir") from None
-
-
-def write_record(records_dir: Path | str, record: Record) -> Path:
-    """Write ``record`` to ``<records_dir>/<run_id>.json`` atomically and return the path.
-
-    A fsynced temporary file is hard-linked to the final name: ``os.link`` fails rather than replace
-    a file (:class:`RecordExistsError`), and no reader sees half a record. The temporary file is
-    removed on every path, KeyboardInterrupt included.
-    """
-    if not isinstance(record, Record):
-        raise TypeError(f"write_record takes a Record (see build_record), got {type(record).__name__}")
-    final = record_path(records_dir, record.run_id)
-    exists = RecordExistsError(f"{final} already exists; records are append-only, so a run id is "
-                               "written once (plan a new run for a new run id)")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():
-        raise exists
-    fd, temp = tempfile.mkstemp(dir=final.parent, prefix=f".{record.run_id}.", suffix=_TEMP_SUFFIX)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(record.to_json().encode())
-            handle.flush()
-            os.fsync(handle.fileno())
-        try:
-            os.link(temp, final)
-        except FileExistsError:
-            raise exists from None
-    finally:
-        os.unlink(temp)
-    with contextlib.suppress(OSError):  # the new directory entry made durable, where possible
-        dir_fd = os.open(final.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    return final
-
-
-def load_record(path: Path | str) -> Record:
-    """Read and validate one record file; whatever it holds (not JSON or UTF-8, 4300-digit numbers,
-    deep nesting, a FIFO that would block the read), a :class:`RecordError`, else ``OSError``."""
-    path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise RecordError(["not a regular file"])
-    with open(fd, "rb") as handle:
-        record = record_from_json(handle.read())
-    name = os.path.basename(path)
-    if record.run_id != name.removesuffix(".json"):
-        raise RecordError([f"run_id {record.run_id!r} does not match the file name {name!r}"])
-    return record
-
-
-def load_records(records_dir: Path | str) -> tuple[list[Record], list[Problem]]:
-    """Every valid record in ``records_dir`` (by file name), and as problems the ``*.json`` files
-    that do not load and leftovers of interrupted writes; other files are ignored."""
-    directory = os.fspath(records_dir)
-    records: list[Record] = []
-    skipped: list[Problem] = []
-    # Records hold no reference cycles: the cyclic collector would only walk the growing list of
-    # them again and again (measured: 15 % of loading 10,000 records), and all of them once more
-    # when enabled (0.04 s) unless they go straight into its oldest generation (freeze, unfreeze).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        for name in sorted(os.listdir(directory)) if os.path.isdir(directory) else []:
-            if name.startswith(".") and name.endswith(_TEMP_SUFFIX):
-                skipped.append(Problem(name, "leftover temporary file of an interrupted write; delete it"))
-            elif name.endswith(".json") and not name.startswith("."):
-                try:
-                    records.append(load_record(os.path.join(directory, name)))
-                except RecordError as error:
-                    skipped.append(Problem(name, "; ".join(error.problems)))
-                except OSError as error:
-                    skipped.append(Problem(name, f"cannot read ({error.strerror or error})"))
-    finally:
-        if collecting:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
-    return records, skipped

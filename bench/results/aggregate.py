@@ -20,7 +20,8 @@ from bench.config.platforms import peak_format
 from bench.planning.layout import LayoutSpec
 from bench.planning.tuning import TUNING_NOTE_KEYS
 from bench.records.engine_notes import MEASUREMENT_NOTE_KEYS
-from bench.records.record import LayoutInfo, Problem, Record
+from bench.records.record import LayoutInfo, Record
+from bench.records.store import Problem
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.runs import label_of
 

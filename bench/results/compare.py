@@ -37,7 +37,8 @@ from typing import Any
 
 from bench.planning.layout import parse_layout_name
 from bench.planning.tuning import TUNING_NOTE_KEYS, flag_names
-from bench.records.record import Record, load_records
+from bench.records.record import Record
+from bench.records.store import load_records
 from bench.results.aggregate import configuration, layout_matches, variant
 
 NORMAL_P10_P90_WIDTH = 2.5631  # p90 - p10 of a standard normal distribution

@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.records.record import build_record, load_records, write_record
+from bench.records.record import build_record
+from bench.records.store import load_records, write_record
 from bench.results import markdown, plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published, load_ranges

@@ -20,7 +20,7 @@ from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import sweep_plans
 from bench.records.build import plan_preview
-from bench.records.record import record_path
+from bench.records.store import record_path
 from bench.render.scripts import render_script
 from bench.running import docker
 from bench.running.arguments import (

@@ -26,7 +26,8 @@ from bench.measure.logparse import ParseResult, parse_iteration, parse_log
 from bench.planning.plan import LaunchPlan
 from bench.records.build import build_run_record, plan_summary
 from bench.records.engine_notes import run_notes
-from bench.records.record import Record, Status, check_records_dir, write_record
+from bench.records.record import Record, Status
+from bench.records.store import check_records_dir, write_record
 from bench.render import docker, torchrun
 from bench.running import docker as dockerrun
 from bench.running import provenance

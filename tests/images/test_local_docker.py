@@ -24,7 +24,7 @@ from bench.config.presets import get_preset
 from bench.images import container_engine as engine_api
 from bench.measure.status import Status
 from bench.planning.plan import plan
-from bench.records.record import load_records
+from bench.records.store import load_records
 from bench.render import docker
 from bench.running import docker as dockerrun
 from bench.running import local as runner

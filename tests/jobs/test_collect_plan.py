@@ -13,7 +13,7 @@ from bench.cli import main
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.plan import plan
-from bench.records.record import load_records
+from bench.records.store import load_records
 from bench.render.common import END_MARKER
 from bench.running.rundir import create_run_dir
 from tests.conftest import options

@@ -23,7 +23,7 @@ from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.options import Options
 from bench.planning.plan import plan
-from bench.records.record import load_records
+from bench.records.store import load_records
 from bench.running.jobs.follow import follow
 from bench.running.jobs.scheduler import Slurm
 from bench.running.jobs.submit import submit_plan

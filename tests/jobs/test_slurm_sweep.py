@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.records.record import load_records
+from bench.records.store import load_records
 from bench.running.jobs.follow import follow
 from bench.running.jobs.scheduler import Slurm
 from bench.running.rundir import list_runs

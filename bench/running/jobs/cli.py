@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.config.platforms import job_option_default, load_platform
-from bench.records.record import RecordError, load_record, record_path
+from bench.records.record import RecordError
+from bench.records.store import load_record, record_path
 from bench.render.scripts import render_script
 from bench.running.jobs.collect import RECORDS_DIR, collect, record_exists
 from bench.running.jobs.follow import POLL_S, follow

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from bench.config.tomlfile import DataError
 from bench.records.build import build_run_record
-from bench.records.record import Record, RecordExistsError, record_path, write_record
+from bench.records.record import Record
+from bench.records.store import RecordExistsError, record_path, write_record
 from bench.running.jobs.outcome import Outcome, judge
 from bench.running.jobs.scheduler import Scheduler, scheduler_for
 from bench.running.provenance import image_digest_from_output
