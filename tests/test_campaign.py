@@ -64,15 +64,15 @@ def test_a_campaign_on_a_cluster_renders_one_job_per_run(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("text,message", [
-    ('[[run]]\nmodel = "13b"\nlayout = "tp1pp1"\nmbz = 2\n', "[[run]] #1: unknown key 'mbz'"),
-    ('[[run]]\nmodel = "13b"\nlayout = "tp1pp1"\ngbs = "64"\n', "key 'gbs' must be int"),
+    ('[[run]]\nmodel = "13b"\nlayout = "tp1pp1"\nmbz = 2\n', "[[run]] #1: unknown key(s) mbz"),
+    ('[[run]]\nmodel = "13b"\nlayout = "tp1pp1"\ngbs = "64"\n', "[[run]] #1: key 'gbs' must be an integer"),
     ('[[run]]\nmodel = "13b"\n', "give a layout or sweep = true"),
     ('[[run]]\nmodel = "13b"\nlayout = "tp3pp1"\n', "not divisible by tp3"),
     ('[[run]]\nname = "a"\nmodel = "13b"\nlayout = "tp1pp1"\n'
      '[[run]]\nname = "a"\nmodel = "13b"\nlayout = "tp2pp1"\n', "name 'a' is used twice"),
     ('[[run]]\nmodel = "13b"\nlayout = "tp1pp1"\nmegatron_args = ["--micro-batch-size", "2"]\n',
      "already sets --micro-batch-size"),
-    ('runs = 1\n', "unknown top-level key(s) runs"),
+    ('runs = 1\n', "unknown key(s) runs; allowed: description, defaults, run"),
 ])
 def test_bad_campaigns_exit_2_naming_the_problem(tmp_path: Path, text: str, message: str) -> None:
     campaign = tmp_path / "bad.toml"

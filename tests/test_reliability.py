@@ -258,7 +258,7 @@ def test_an_unusable_records_dir_is_refused_before_the_run(monkeypatch, launch, 
     monkeypatch.setattr(runner.torchrun, "command", lambda plan: [
         sys.executable, "-c", f"open({str(started)!r}, 'w')"])
     with pytest.raises(ValueError, match=f"records directory {re.escape(str(records_dir))} "
-                       "cannot hold records .*--records-dir"):
+                       "cannot hold records .*--records$"):
         runner.run_local(launch, tmp_path, records_dir, 60.0, 60.0)
     assert not started.exists(), "the training command ran although its record would be lost"
     assert not (tmp_path / "runs").exists()
@@ -302,8 +302,9 @@ def test_a_records_dir_lost_during_the_run_keeps_the_record_in_the_run_dir(monke
     (["--merge-file", "m.txt"], ["--merge-file does not apply to the megatron engine"]),
     (["--account", "a"], ["--account does not apply on platform local", "no scheduler"]),
     (["--walltime", "01:00:00"], ["--walltime does not apply on platform local", "--timeout"]),
-    (["--platform", "lumi", "--records-dir", "r"], ["--records-dir apply to runs on this machine",
-                                                    "python -m bench collect"]),
+    (["--platform", "lumi", "--records", "r"], ["--records apply to runs on this machine",
+                                                "python -m bench collect"]),
+    (["--platform", "lumi", "--records-dir", "r"], ["--records apply to runs on this machine"]),
     (["--platform", "lumi", "--timeout", "60", "--verbose"], ["--timeout, --verbose apply"]),
     (["--wait"], ["--wait applies to a job on a cluster"]),
     # Case 8: a value that looks like a flag would become one.

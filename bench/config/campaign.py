@@ -19,7 +19,7 @@ Every other key is an option of ``python -m bench run`` with ``_`` for ``-`` (``
 ``platform``, ``no_overlap``, ``grad_reduce``, ``no_fused_loss``, ``no_fused_attention``,
 ``repeat``, ``timeout``, ``hang_timeout``, ...). Each run becomes the argv of one ``run`` command,
 so it is checked by the same parser; options given on the command line beside ``--campaign`` apply
-to every run and win over the file (e.g. ``--platform``, ``--records-dir``, ``--dry-run``). Every
+to every run and win over the file (e.g. ``--platform``, ``--records``, ``--dry-run``). Every
 run's record names the campaign (``notes.campaign``, the file's stem), and its run id ends
 ``-c<n>``, n the run's place in the file, so runs of one preset and layout planned in the same
 second stay apart.
@@ -27,23 +27,68 @@ second stay apart.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Keys that are not plain ``--key value`` options.
-_SPECIAL = {"name": str, "group": str | list, "model": str, "layout": str, "sweep": bool,
-            "megatron_args": list}
-# Options of ``run`` a campaign may set, with their TOML type; booleans are flags.
-OPTION_TYPES: dict[str, type] = {
-    "platform": str, "gpus": int, "nodes": int, "mbs": int, "gbs": int, "iters": int,
-    "engine": str, "precision": str, "image": str, "data_path": str, "vocab_file": str,
-    "merge_file": str, "account": str, "partition": str, "queue": str, "walltime": str,
-    "no_overlap": bool, "grad_reduce": str, "no_fused_loss": bool,
-    "no_fused_attention": bool, "repeat": int,
-    "timeout": float, "hang_timeout": float, "verbose": bool,
-}
+from pydantic import model_validator
+
+from bench.config.schema import Strict, load_toml, validate
+
+
+class RunTable(Strict):
+    """One ``[[run]]`` with the ``[defaults]`` under it: the special keys, then every option of
+    ``run`` a campaign may set, with its type; a boolean is a flag."""
+
+    name: str | None = None
+    group: str | tuple[str, ...] = ()
+    model: str
+    layout: str | None = None
+    sweep: bool = False
+    megatron_args: tuple[str, ...] = ()
+    platform: str | None = None
+    gpus: int | None = None
+    nodes: int | None = None
+    mbs: int | None = None
+    gbs: int | None = None
+    iters: int | None = None
+    engine: str | None = None
+    precision: str | None = None
+    image: str | None = None
+    data_path: str | None = None
+    vocab_file: str | None = None
+    merge_file: str | None = None
+    account: str | None = None
+    partition: str | None = None
+    queue: str | None = None
+    walltime: str | None = None
+    no_overlap: bool = False
+    grad_reduce: str | None = None
+    no_fused_loss: bool = False
+    no_fused_attention: bool = False
+    repeat: int | None = None
+    timeout: float | None = None
+    hang_timeout: float | None = None
+    verbose: bool = False
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> RunTable:
+        if (self.layout is None) == (not self.sweep):
+            raise ValueError("give a layout or sweep = true (one of them)")
+        return self
+
+
+# Keys of a run that are not plain ``--key value`` options.
+_SPECIAL = ("name", "group", "model", "layout", "sweep", "megatron_args")
+
+
+class CampaignFile(Strict):
+    """A campaign file: ``description``, ``[defaults]`` and ``[[run]]`` tables (each run is
+    checked alone, with the defaults under it, as a :class:`RunTable`)."""
+
+    description: str = ""
+    defaults: dict[str, Any] = {}
+    run: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -75,23 +120,8 @@ class Campaign:
         return [r for r in self.runs if r.name in only or set(r.groups) & set(only)]
 
 
-def _type_ok(value: Any, kind: Any) -> bool:
-    if kind == str | list:
-        return isinstance(value, str) or _type_ok(value, list)
-    if kind is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind is list:
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    return isinstance(value, kind)
-
-
-def _argv(entry: dict[str, Any], where: str) -> tuple[str, ...]:
-    if "model" not in entry:
-        raise ValueError(f"{where}: missing key 'model' (a preset, e.g. 2.7b)")
-    if ("layout" in entry) == bool(entry.get("sweep")):
-        raise ValueError(f"{where}: give a layout or sweep = true (one of them)")
+def _argv(entry: dict[str, Any]) -> tuple[str, ...]:
+    """The ``run`` argv of a checked run, its options in the order the file gives them."""
     argv = [entry["model"]]
     if "layout" in entry:
         argv.append(entry["layout"])
@@ -114,35 +144,18 @@ def _argv(entry: dict[str, Any], where: str) -> tuple[str, ...]:
 def load_campaign(path: Path | str) -> Campaign:
     """Read and check a campaign file; a ValueError names the file, the run and the key."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as error:
-        raise ValueError(f"campaign {path}: cannot read it ({error.strerror or error})") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"campaign {path}: not valid TOML ({error})") from None
-    unknown = sorted(set(data) - {"description", "defaults", "run"})
-    if unknown:
-        raise ValueError(f"{path}: unknown top-level key(s) {', '.join(unknown)} "
-                         "(description, [defaults], [[run]])")
-    defaults = data.get("defaults", {})
-    types = {**_SPECIAL, **OPTION_TYPES}
+    data = load_toml(path, CampaignFile)
     runs, names = [], set()
-    for index, table in enumerate(data.get("run", [])):
+    for index, table in enumerate(data.run):
         where = f"{path}: [[run]] #{index + 1}"
-        entry = {**defaults, **table}
-        for key, value in entry.items():
-            if key not in types:
-                raise ValueError(f"{where}: unknown key {key!r}; known: {', '.join(types)}")
-            if not _type_ok(value, types[key]):
-                kind = "a string or a list of strings" if key == "group" else types[key].__name__
-                raise ValueError(f"{where}: key {key!r} must be {kind}, got {value!r}")
-        name = entry.get("name") or f"run-{index + 1}"
+        entry = {**data.defaults, **table}
+        run = validate(entry, RunTable, where)
+        name = run.name or f"run-{index + 1}"
         if name in names:
             raise ValueError(f"{where}: name {name!r} is used twice")
         names.add(name)
-        group = entry.get("group", [])
-        groups = (group,) if isinstance(group, str) else tuple(group)
-        runs.append(CampaignRun(index + 1, name, groups, _argv(entry, where)))
+        groups = (run.group,) if isinstance(run.group, str) else run.group
+        runs.append(CampaignRun(index + 1, name, groups, _argv(entry)))
     if not runs:
         raise ValueError(f"{path}: no [[run]] entries")
-    return Campaign(path.stem, str(data.get("description", "")), tuple(runs))
+    return Campaign(path.stem, data.description, tuple(runs))

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench.config.tomlfile import DataError, no_leftovers, read_toml, take
+from bench.config.schema import Strict, load_toml, validate
+from bench.config.tomlfile import DataError
 
 KIT_PRESETS_DIR = Path(__file__).parent / "presets"
-_KEYS = ["layers", "hidden", "heads", "seq_length", "vocab_size", "micro_batch", "global_batch",
-         "ffn_hidden"]
 
 
 @dataclass(frozen=True)
@@ -45,34 +45,33 @@ class Preset:
                             f"multiple of micro_batch {self.micro_batch}")
 
 
+class PresetTable(Strict):
+    """One ``[presets."<name>"]`` table; ``ffn_hidden`` defaults to 4 x ``hidden``."""
+
+    layers: int
+    hidden: int
+    heads: int
+    seq_length: int
+    vocab_size: int
+    micro_batch: int
+    global_batch: int
+    ffn_hidden: int | None = None
+
+
+class PresetFile(Strict):
+    """A preset file: ``[presets."<name>"]`` tables (each checked as a :class:`PresetTable`)."""
+
+    presets: dict[str, dict[str, Any]]
+
+
 def _presets_from(path: Path) -> dict[str, Preset]:
-    data = read_toml(path)
-    table = data.pop("presets", None)
-    if not isinstance(table, dict):
-        raise DataError(f"{path}: expected a [presets.<name>] table")
-    no_leftovers(data, str(path), ["presets"])
     out: dict[str, Preset] = {}
-    for name, raw in table.items():
+    for name, raw in load_toml(path, PresetFile).presets.items():
         where = f"{path} [presets.\"{name}\"]"
-        if not isinstance(raw, dict):
-            raise DataError(f"{where}: must be a table")
-        raw = dict(raw)
-        layers = take(raw, "layers", int, where)
-        hidden = take(raw, "hidden", int, where)
-        fields = dict(
-            name=name,
-            layers=layers,
-            hidden=hidden,
-            heads=take(raw, "heads", int, where),
-            seq_length=take(raw, "seq_length", int, where),
-            vocab_size=take(raw, "vocab_size", int, where),
-            micro_batch=take(raw, "micro_batch", int, where),
-            global_batch=take(raw, "global_batch", int, where),
-            ffn_hidden=take(raw, "ffn_hidden", int, where, 4 * hidden),
-        )
-        no_leftovers(raw, where, _KEYS)
+        table = validate(raw, PresetTable, where)
         try:
-            out[name] = Preset(**fields)
+            out[name] = Preset(name=name, **table.model_dump(exclude={"ffn_hidden"}),
+                               ffn_hidden=table.ffn_hidden or 4 * table.hidden)
         except DataError as exc:
             raise DataError(f"{where}: {exc}") from None
     return out

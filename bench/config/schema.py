@@ -1,10 +1,12 @@
-"""The base of the kit's data models (records, platforms, accelerators, pins) and their errors.
+"""The base of the kit's data models (records, platforms, presets, campaigns, pins, published
+figures) and their errors: every TOML data file is read through one of them.
 
 Every schema is a pydantic model derived from :class:`Strict`: strict types (``true`` is not a
 count, ``"8"`` is not a number), unknown keys refused, immutable. :func:`problems` words a
 validation error as one line per problem naming the key; :func:`load_toml` reads a TOML data file
-into a model and raises :class:`~bench.config.tomlfile.DataError` naming the file. The JSON
-Schemas of these models are exported by ``python -m bench schemas`` (:mod:`bench.results.schemas`).
+(:func:`validate` one table of it) into a model and raises
+:class:`~bench.config.tomlfile.DataError` naming the file. The JSON Schemas of these models are
+exported by ``python -m bench schemas`` (:mod:`bench.results.schemas`).
 """
 
 from __future__ import annotations
@@ -92,11 +94,16 @@ def _types(annotation: Any) -> list[Any]:
     return [annotation, *(t for arg in get_args(annotation) for t in _types(arg))]
 
 
-def load_toml(path: Path, model: type[M]) -> M:
-    """Read ``path`` into ``model``, checked as the JSON its tables stand for (one parse path)."""
-    raw = read_toml(path)
+def validate(data: Any, model: type[M], where: str) -> M:
+    """``data`` (a TOML table) as ``model``, checked as the JSON it stands for (one parse path);
+    a :class:`DataError` starts with ``where`` (the file, and the table in it)."""
     try:
-        return model.model_validate_json(json.dumps(raw, default=str))
+        return model.model_validate_json(json.dumps(data, default=str))
     except ValidationError as error:
         text = "; ".join(problems(error, model))
-        raise DataError(f"{path}{' ' if text.startswith('[') else ': '}{text}") from None
+        raise DataError(f"{where}{' ' if text.startswith('[') else ': '}{text}") from None
+
+
+def load_toml(path: Path, model: type[M]) -> M:
+    """Read ``path`` into ``model``; errors name the file and the key."""
+    return validate(read_toml(path), model, str(path))

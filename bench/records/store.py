@@ -6,6 +6,7 @@ skips a file that does not load as a :class:`Problem` naming it.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import os
@@ -15,6 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.records.record import Record, RecordError, record_from_json
+
+RECORDS_DIR = Path("results") / "records"
+"""Where records go by default, under the command's root (``--root``, else the current folder)."""
 
 _TEMP_SUFFIX = ".tmp"
 
@@ -35,6 +39,22 @@ class Problem:
         return f"{self.file if self.file.isprintable() else ascii(self.file)}: {self.message}"
 
 
+def add_records_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--records DIR``, the one records-folder option of every command that reads or writes
+    records; ``--records-dir``, the old name of ``run``'s, stays as a hidden alias for scripts."""
+    parser.add_argument("--records", type=Path, metavar="DIR",
+                        help=f"run records folder (default: {RECORDS_DIR} in the current folder, or "
+                        "under --root where the command has one)")
+    parser.add_argument("--records-dir", type=Path, dest="records", help=argparse.SUPPRESS)
+
+
+def records_dir(args: argparse.Namespace) -> Path:
+    """The records folder a command was given (:func:`add_records_option`), defaults filled in."""
+    if args.records is not None:
+        return args.records
+    return getattr(args, "root", Path()) / RECORDS_DIR
+
+
 def record_path(records_dir: Path | str, run_id: str) -> Path:
     """Where the record of ``run_id`` lives: ``<records_dir>/<run_id>.json``."""
     return Path(records_dir) / f"{run_id}.json"
@@ -50,7 +70,7 @@ def check_records_dir(records_dir: Path | str) -> None:
     except OSError as error:
         raise ValueError(f"records directory {directory} cannot hold records "
                          f"({error.strerror or error}); give a writable directory with "
-                         "--records-dir") from None
+                         "--records") from None
 
 
 def write_record(records_dir: Path | str, record: Record) -> Path:

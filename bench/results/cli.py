@@ -17,6 +17,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from bench.config.extras import require
+from bench.records.store import add_records_option, records_dir
 from bench.results import compare, schemas
 from bench.results import generate as gen
 from bench.results.aggregate import Row
@@ -37,8 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="write nothing; exit 1 if a measured row is outside its range")
     mode.add_argument("--csv", action="store_true",
                       help="write nothing; print the table rows as CSV on stdout")
-    parser.add_argument("--records", type=Path, default=gen.RECORDS_DIR,
-                        help="run records directory (default: %(default)s)")
+    add_records_option(parser)
     parser.add_argument("--out", type=Path, default=gen.RESULTS_DIR,
                         help="where README.md and plots/ go (default: %(default)s)")
     parser.add_argument("--published", type=Path, default=gen.PUBLISHED_FILE,
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.check:
             require("matplotlib", "results", "drawing the results plots")
-        generated = gen.generate(args.records, args.out, args.published, args.ranges,
+        generated = gen.generate(records_dir(args), args.out, args.published, args.ranges,
                                  draw_plots=not (args.check or args.csv), smoke_dir=args.smoke)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -109,7 +109,7 @@ def _check(report: gen.Report) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    comparison = compare.compare_in(Path(args.records), args.a, args.b)
+    comparison = compare.compare_in(records_dir(args), args.a, args.b)
     if args.json:
         print(json.dumps(compare.to_json(comparison), indent=2))
     else:
@@ -124,7 +124,6 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("a", help="run id(s), comma-separated, or a selector such as "
                         "'model=2.7b layout=dp4 gbs=128'")
     parser.add_argument("b", help="the same for B")
-    parser.add_argument("--records", default="results/records",
-                        help="run records folder (default results/records)")
+    add_records_option(parser)
     parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
     parser.set_defaults(func=cmd_compare)

@@ -14,9 +14,8 @@ from bench.planning.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.planning.options import Options
 from bench.planning.sweep import SWEEP_ITERS
 from bench.planning.tuning import Tuning, flag_names
+from bench.records.store import add_records_option
 from bench.running.jobs.cli import add_wait_options
-
-RECORDS_DIR = "results/records"
 
 TIMEOUT_S = 3600.0
 
@@ -145,7 +144,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="print the plans (and records or job ids) as JSON on stdout; "
                         "progress and messages go to stderr")
     local = parser.add_argument_group("runs on this machine (--platform local)")
-    local.add_argument("--records-dir", help=f"where run records go (default {RECORDS_DIR})")
+    add_records_option(local)
     local.add_argument("--timeout", type=float,
                        help=f"wall-clock limit per run, seconds (default {TIMEOUT_S:.0f})")
     local.add_argument("--hang-timeout", type=float, help="stop a run that prints nothing for "

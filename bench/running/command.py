@@ -20,12 +20,11 @@ from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import sweep_plans
 from bench.records.build import plan_preview
-from bench.records.store import record_path
+from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
 from bench.running import docker
 from bench.running.arguments import (
     HANG_TIMEOUT_S,
-    RECORDS_DIR,
     TIMEOUT_S,
     add_run_options,
     options_from,
@@ -117,7 +116,7 @@ def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
             raise ValueError(f"--wait applies to a job on a cluster; platform {platform.name} "
                              "runs here, and a run here is always followed to its end")
     else:
-        given = [flag for key, flag in (("records_dir", "--records-dir"), ("timeout", "--timeout"),
+        given = [flag for key, flag in (("records", "--records"), ("timeout", "--timeout"),
                                         ("hang_timeout", "--hang-timeout"))
                  if getattr(args, key) is not None] + (["--verbose"] if args.verbose else [])
         if given:
@@ -131,7 +130,7 @@ def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
 
 def local_limits(args: argparse.Namespace) -> tuple[Path, float, float]:
     """(records directory, wall-clock limit, hang limit) of a run here, defaults filled in."""
-    return (Path(args.records_dir or RECORDS_DIR), args.timeout or TIMEOUT_S,
+    return (records_dir(args), args.timeout or TIMEOUT_S,
             args.hang_timeout or HANG_TIMEOUT_S)
 
 def dry_run_text(launch: LaunchPlan, workdir: Path | None = None) -> str:

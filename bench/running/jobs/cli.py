@@ -15,9 +15,9 @@ from pathlib import Path
 
 from bench.config.platforms import job_option_default, load_platform
 from bench.records.record import RecordError
-from bench.records.store import load_record, record_path
+from bench.records.store import add_records_option, load_record, record_path, records_dir
 from bench.render.scripts import render_script
-from bench.running.jobs.collect import RECORDS_DIR, collect, record_exists
+from bench.running.jobs.collect import collect, record_exists
 from bench.running.jobs.follow import POLL_S, follow
 from bench.running.jobs.outcome import judge
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
@@ -48,11 +48,11 @@ def _elapsed(seconds: int | None) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def _result(run: RunDir, records_dir: Path) -> tuple[str, str, int | None]:
+def _result(run: RunDir, folder: Path) -> tuple[str, str, int | None]:
     """(state, result, elapsed seconds) of one run for the jobs table."""
     last = run.last_state()
-    if record_exists(records_dir, run.run_id):
-        path = record_path(records_dir, run.run_id)
+    if record_exists(folder, run.run_id):
+        path = record_path(folder, run.run_id)
         try:
             record = load_record(path)
         except (RecordError, OSError) as err:  # one bad file must not hide the other runs
@@ -84,7 +84,7 @@ def _result(run: RunDir, records_dir: Path) -> tuple[str, str, int | None]:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     runs = list_runs(args.root)
-    found = [(run, *_result(run, args.root / RECORDS_DIR)) for run in runs]
+    found = [(run, *_result(run, records_dir(args))) for run in runs]
     if args.json:
         print(json.dumps([{"run_id": run.run_id, "job_id": run.job_id, "kind": run.kind,
                            "state": state, "elapsed_s": elapsed, "result": result}
@@ -103,14 +103,14 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    records_dir = args.records or args.root / RECORDS_DIR
+    folder = records_dir(args)
     try:
-        done = collect(args.root, records_dir)
+        done = collect(args.root, folder)
     except SchedulerError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_FAILED
     if args.json:
-        print(json.dumps([{**asdict(item), "record": str(record_path(records_dir, item.run_id))
+        print(json.dumps([{**asdict(item), "record": str(record_path(folder, item.run_id))
                            if item.action != "running" else None} for item in done], indent=2))
         return 0
     for item in done:
@@ -122,7 +122,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         elif item.action == "unreadable":
             print(f"{item.run_id}: not recorded: {item.reason}", file=sys.stderr)
     recorded = sum(item.action == "recorded" for item in done)
-    print(f"{recorded} new record(s) in {records_dir}; "
+    print(f"{recorded} new record(s) in {folder}; "
           f"{sum(item.action == 'exists' for item in done)} already recorded, "
           f"{sum(item.action == 'running' for item in done)} not finished")
     return EXIT_FAILED if any(item.action == "unreadable" for item in done) else 0
@@ -154,13 +154,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Register ``jobs``, ``collect`` and ``check`` on the kit's command line."""
     jobs = sub.add_parser("jobs", help="list the kit's submitted runs: job id, state, result")
     _root_option(jobs)
+    add_records_option(jobs)
     jobs.add_argument("--json", action="store_true", help="print the runs as a JSON list")
     jobs.set_defaults(func=cmd_jobs)
 
     coll = sub.add_parser("collect", help="write a record for every finished run (idempotent)")
     _root_option(coll)
-    coll.add_argument("--records", type=Path,
-                      help=f"records folder (default: <root>/{RECORDS_DIR})")
+    add_records_option(coll)
     coll.add_argument("--json", action="store_true",
                       help="print what was done per run as a JSON list")
     coll.set_defaults(func=cmd_collect)

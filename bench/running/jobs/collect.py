@@ -19,8 +19,6 @@ from bench.running.jobs.scheduler import Scheduler, scheduler_for
 from bench.running.provenance import image_digest_from_output
 from bench.running.rundir import RunDir, list_runs
 
-RECORDS_DIR = Path("results") / "records"
-"""Where records go, relative to the root. The default is ``results/records``."""
 
 @dataclass(frozen=True)
 class Collected:
