@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench.config.campaign import load_campaign
-from tests.test_cli import REPO, run_cli
+from tests.inprocess import run_cli
+from tests.test_cli import REPO
 
 CAMPAIGNS = sorted((REPO / "results" / "campaigns").glob("*.toml"))
 

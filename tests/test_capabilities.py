@@ -12,9 +12,11 @@ import pytest
 from bench.config.capabilities import Capabilities, layers_of, megatron_flags
 from bench.config.platforms import DataError, load_platform, load_platform_file
 from bench.config.presets import get_preset
+from bench.images.pins import REPO_ROOT as REPO
 from bench.planning.plan import plan
 from bench.running.trainenv import facts
 from tests.conftest import megatron_python, options
+from tests.inprocess import run_cli
 
 NGC = Capabilities(transformer_engine=True, apex_layer_norm=True, fused_wgrad=True, fused_softmax=True)
 TE_ONLY = Capabilities(transformer_engine=True)
@@ -111,8 +113,9 @@ def test_fp8_recipes_are_named_and_measured_against_both_peaks(precision: str, r
 
 
 def test_dry_run_says_which_capabilities_it_assumed() -> None:
-    done = subprocess.run([sys.executable, "-m", "bench", "run", "6.7b", "tp2pp1sp", "--precision", "fp8",
-                           "--platform", "azure-h100", "--dry-run"], capture_output=True, text=True, check=True)
+    done = run_cli("run", "6.7b", "tp2pp1sp", "--precision", "fp8", "--platform", "azure-h100",
+                   "--dry-run", cwd=REPO)
+    assert done.returncode == 0, done.stderr
     assert "--fp8-recipe delayed" in done.stdout and "--sequence-parallel" in done.stdout
     assert "assumed (from azure-h100's platform file): Transformer Engine yes, apex layer norm yes" in done.stderr
 

@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.inprocess import run_cli
+
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize("args,expect", [

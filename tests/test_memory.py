@@ -15,7 +15,7 @@ from bench.planning.layout import Layout, build_layout
 from bench.planning.memory import GB, check_fits, estimate_bytes, fits
 from bench.records.store import load_records
 from bench.running.provenance import DIRTY
-from tests.test_cli import run_cli
+from tests.inprocess import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 MIB_TO_GB_COMMIT = "8884924"  # "Peak memory converted from Megatron's MiB in one place"

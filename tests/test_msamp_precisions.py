@@ -3,18 +3,17 @@ every refusal (no fp8 peak, no Transformer Engine, no MS-AMP, the wrong engine) 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform, peak_format
 from bench.config.presets import get_preset
+from bench.images.pins import REPO_ROOT as REPO
 from bench.planning.engines.common import FP4_SIMULATION_ENV
 from bench.planning.plan import plan
 from bench.train.msamp import msamp_problem
 from tests.conftest import options
+from tests.inprocess import run_cli
 
 NGC = Capabilities(transformer_engine=True, apex_layer_norm=True, fused_wgrad=True, fused_softmax=True)
 MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
@@ -71,8 +70,8 @@ def test_msamp_is_refused_where_it_cannot_run(platform, extra, message) -> None:
 
 
 def test_help_keeps_the_seeds_mode_words() -> None:
-    done = subprocess.run([sys.executable, "-m", "bench", "run", "--help"], capture_output=True,
-                          text=True, check=True)
+    done = run_cli("run", "--help", cwd=REPO)
+    assert done.returncode == 0
     text = " ".join(done.stdout.split())
     for words in ("The MS-AMP seed's modes: bf16; te = fp8-delayed", "msamp = msamp-o2", "fp4 = msamp-o2",
                   "--image-option {msamp=1}"):
@@ -80,10 +79,9 @@ def test_help_keeps_the_seeds_mode_words() -> None:
 
 
 def test_cli_dry_run_with_an_msamp_image() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "run", "6.7b", "tp1pp1", "--platform", "azure-h200", "--nodes", "1",
-         "--precision", "fp4", "--image", MSAMP_IMAGE, "--image-option", "msamp=1", "--dry-run"],
-        capture_output=True, text=True, check=True)
+    done = run_cli("run", "6.7b", "tp1pp1", "--platform", "azure-h200", "--nodes", "1", "--precision",
+                   "fp4", "--image", MSAMP_IMAGE, "--image-option", "msamp=1", "--dry-run", cwd=REPO)
+    assert done.returncode == 0, done.stderr
     assert "MSAMP_USE_ACTIVATION_SIMULATE_FP4" in done.stdout and "--kit-msamp O2" in done.stdout
     assert "MS-AMP yes" in done.stderr
 

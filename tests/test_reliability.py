@@ -29,6 +29,7 @@ from bench.records.record import Status, build_record
 from bench.records.store import load_record, load_records, write_record
 from bench.running import local as runner
 from tests.conftest import options
+from tests.inprocess import run_cli
 from tests.record_factory import record_fields
 
 HERE = Path(__file__).parent
@@ -39,11 +40,6 @@ RESULTS_FIXTURES = HERE / "fixtures" / "results"
 OK_LOG = LOGS / "megatron_ok_1.3b_tp1pp1_h200.log"  # 15 iterations, 1.3b mbs 4 gbs 32, one H200
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=120)
 
 
 def refused(result: subprocess.CompletedProcess, *fragments: str) -> None:

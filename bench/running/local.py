@@ -51,10 +51,10 @@ def _utc(ts: float) -> str:
 class Progress:
     """One status line per run: redrawn in place on a terminal, a line per iteration otherwise."""
 
-    def __init__(self, launch: LaunchPlan, stream: IO[str] = sys.stderr):
+    def __init__(self, launch: LaunchPlan, stream: IO[str] | None = None):
         self.launch = launch
-        self.stream = stream
-        self.tty = stream.isatty()
+        self.stream = stream or sys.stderr  # looked up now: stderr may have been replaced since import
+        self.tty = self.stream.isatty()
 
     def iteration(self, line: str) -> None:
         it = parse_iteration(line)
