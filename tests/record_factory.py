@@ -76,7 +76,7 @@ def record_fields(**overrides: Any) -> dict[str, Any]:
             "peak_mem_gb": 110.0,
         },
         "log_tail": [],
-        "notes": {"attention": "sdpa"},
+        "variant": {"attention": "sdpa"},
     }
     fields.update(overrides)
     return fields

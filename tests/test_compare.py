@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from bench import cli
-from bench.records.engine_notes import MEASUREMENT_NOTE_KEYS
 from bench.records.store import load_records, write_record
 from bench.results.compare import Comparison, compare_in, select
 from bench.running import command
@@ -78,7 +77,7 @@ def test_a_selector_keeps_ab_variants_apart_from_the_defaults(tmp_path: Path) ->
     shutil.copytree(RECORDS, tmp_path / "records")
     variant = make_record(run_id="13b_dp4_h200_20261121T210000Z", started_at="2026-11-21T21:00:00Z",
                           finished_at="2026-11-21T21:10:00Z",
-                          notes={"attention": "sdpa", "overlap": "off"})
+                          variant={"attention": "sdpa", "overlap": "off"})
     write_record(tmp_path / "records", variant)
     records, _ = load_records(tmp_path / "records")
     assert variant.run_id not in [r.run_id for r in select(records, "model=13b layout=dp4").runs]
@@ -123,9 +122,9 @@ def test_repeat_runs_a_configuration_n_times_into_one_group(monkeypatch, tmp_pat
     ids = [entry["record"]["run_id"] for entry in out["runs"]]
     assert [i[-3:] for i in ids] == ["-r1", "-r2"]
     group = ids[0][:-3]
-    # Besides what the engine logged of its own measurement, the group is the only note.
-    assert all({k: v for k, v in entry["record"]["notes"].items()
-                if k not in MEASUREMENT_NOTE_KEYS} == {"repeat_group": group}
+    # The group is the runs' only label; they ran the kit's defaults and were not jobs.
+    assert all(entry["record"]["labels"] == {"repeat_group": group}
+               and entry["record"]["variant"] == {} and entry["record"]["notes"] == {}
                for entry in out["runs"])
     records, problems = load_records(tmp_path / "records")
     assert sorted(r.run_id for r in records) == ids and not problems

@@ -18,7 +18,7 @@ from bench.measure.protocol import window
 from bench.planning.plan import plan
 from bench.records.engine_notes import installed_version
 from bench.records.record import Status
-from bench.results.aggregate import BOOKKEEPING_NOTE_KEYS
+from bench.results.aggregate import configuration
 from bench.running.local import make_record
 from tests.conftest import options
 from tests.snapshots import snapshot_tree
@@ -41,11 +41,11 @@ def test_megatron_deepspeed_record_carries_engine_facts(patched_tree):
     launch = _launch(patched_tree, recompute="full")
     record = make_record(launch, result, 0.0, 60.0, text)
     assert record.ok and record.engine == "megatron-deepspeed"
-    notes = record.notes
+    notes = record.engine_notes
     logged = statistics.median(it.tflops_per_gpu for it in window(result.iterations))
     assert notes["engine_tflops_per_gpu"] == pytest.approx(logged, abs=0.01)
     assert "throughput_calculator" in notes["engine_flops"]
-    assert notes["zero_stage"] == 1 and notes["recompute"] == "full"
+    assert notes["zero_stage"] == 1 and record.variant == {"recompute": "full"}
     assert notes["patch_series"].startswith("sha256:") and notes["patch_series"].endswith(" applied")
     assert "deepspeed" in notes  # None where the training Python has no DeepSpeed
     # The kit's figure is causal model FLOPs; the hardware figure adds the recompute.
@@ -58,16 +58,19 @@ def test_megatron_deepspeed_record_carries_engine_facts(patched_tree):
     # Megatron-DeepSpeed counts non-causal attention and the recompute: above both kit figures.
     assert notes["engine_tflops_per_gpu"] > notes["hardware_tflops_per_gpu"] > \
         record.metrics.tflops_per_gpu
-    # Measurement notes never split a configuration; the recompute does.
-    assert {k for k in notes if k != "recompute"} <= BOOKKEEPING_NOTE_KEYS
-    assert "recompute" not in BOOKKEEPING_NOTE_KEYS
+    # Engine notes never split a configuration; the recompute does.
+    assert record.notes == {} and record.labels == {}
+    measured_otherwise = record.model_copy(update={"engine_notes": {
+        **notes, "engine_tflops_per_gpu": 1.0, "deepspeed": "0.0", "hardware_tflops_per_gpu": 2.0}})
+    assert configuration(measured_otherwise) == configuration(record)
+    assert configuration(record.model_copy(update={"variant": {}})) != configuration(record)
 
 
 def test_a_tree_without_the_series_is_named(tmp_path):
     launch = _launch(snapshot_tree("megatron-deepspeed"))
     record = make_record(launch, parse_log(FIXTURE.read_text()), 0.0, 60.0, "")
-    assert " NOT applied in " in record.notes["patch_series"]
-    assert "recompute" not in record.notes and "hardware_tflops_per_gpu" not in record.notes
+    assert " NOT applied in " in record.engine_notes["patch_series"]
+    assert record.variant == {} and "hardware_tflops_per_gpu" not in record.engine_notes
 
 
 def test_apex_is_noted_only_where_installed_and_splits_configurations(patched_tree):
@@ -76,5 +79,6 @@ def test_apex_is_noted_only_where_installed_and_splits_configurations(patched_tr
     assert installed_version("pytest") == importlib.metadata.version("pytest")
     assert installed_version("apex") is None and installed_version("no-such-dist") is None
     record = make_record(_launch(patched_tree), parse_log(FIXTURE.read_text()), 0.0, 60.0, "")
-    assert "apex" not in record.notes
-    assert "apex" not in BOOKKEEPING_NOTE_KEYS
+    assert "apex" not in record.engine_notes
+    with_apex = record.model_copy(update={"engine_notes": {**record.engine_notes, "apex": "0.1"}})
+    assert configuration(with_apex) != configuration(record)

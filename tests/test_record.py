@@ -24,7 +24,7 @@ def test_ok_record_round_trips_through_json(tmp_path: Path) -> None:
     assert list(data) == [
         "schema", "run_id", "status", "reason", "started_at", "finished_at", "engine", "precision",
         "preset", "layout", "platform", "nodes", "gpus", "argv", "env", "provenance", "metrics",
-        "log_tail", "notes", "log_errors",
+        "log_tail", "notes", "log_errors", "variant", "engine_notes", "labels",
     ]  # fmt: skip
     assert record_from_dict(data) == record
     assert record.ok
@@ -233,9 +233,17 @@ def test_every_malformed_record_is_refused_with_named_problems() -> None:
     "*.json")), ids=lambda p: p.stem)
 def test_every_kept_record_loads_unchanged(path: Path) -> None:
     # Records written by earlier versions of the kit load, and give back the same JSON (keys
-    # added since take their defaults: null or empty).
+    # added since take their defaults: null or empty), their notes sorted by kind: none lost,
+    # none in two kinds.
     record = rec.load_record(path)
-    assert record.model_dump(mode="json", exclude_unset=True) == json.loads(path.read_text())
+    data = json.loads(path.read_text())
+    kinds = ("notes", "variant", "engine_notes", "labels")
+    loaded = record.model_dump(mode="json", exclude_unset=True)
+    assert {k: v for k, v in loaded.items() if k not in kinds} == {
+        k: v for k, v in data.items() if k != "notes"}
+    sorted_notes = [getattr(record, kind) for kind in kinds]
+    assert sum(map(len, sorted_notes)) == len(data.get("notes", {}))
+    assert {k: v for notes in sorted_notes for k, v in notes.items()} == data.get("notes", {})
 
 
 def test_impossible_timestamp_is_a_record_problem(tmp_path: Path) -> None:

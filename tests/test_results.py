@@ -142,10 +142,10 @@ def test_an_ab_variant_is_judged_only_by_a_range_that_names_it(tmp_path: Path) -
         '[[range]]\nplatform = "h200x4"\nmodel = "13b"\ntflops_per_gpu = 379\ntolerance = 0.1\n'
         'source = "defaults"\n'
         '[[range]]\nplatform = "h200x4"\nmodel = "13b"\ntflops_per_gpu = 350\ntolerance = 0.1\n'
-        'source = "no overlap"\nnotes = { overlap = "off" }\n')
+        'source = "no overlap"\nvariant = { overlap = "off" }\n')
     ranges = load_ranges(path)
     default = make_record()
-    variant = make_record(notes={**default.notes, "overlap": "off", "sweep": "s1"})
+    variant = make_record(variant={**default.variant, "overlap": "off"}, labels={"sweep": "s1"})
     assert find_range(ranges, default).source == "defaults"
     assert find_range(ranges, variant).source == "no overlap"
     assert find_range(ranges[:1], variant) is None

@@ -79,7 +79,7 @@ def test_a_run_on_real_data_is_its_own_row() -> None:
                        argv=[*mock.argv, "--data-path", "data/gpt2-0123_text_document"])
     rows = build_report([mock, real], [], load_published(FIXTURES / "published.toml"),
                         []).measured_rows
-    notes = "attention=sdpa"  # the factory's run: an engine note, which names a variant too
+    notes = "attention=sdpa"  # the factory's run: a variant setting
     assert sorted((r.runs, r.variant) for r in rows) == [(1, notes), (1, f"{notes}, data=real")]
 
 
@@ -91,7 +91,7 @@ def test_megatron_deepspeed_runs_of_another_patch_series_are_their_own_rows() ->
 
     def with_series(run_id: str, state: str):
         return make_record(run_id=run_id, engine="megatron-deepspeed",
-                           notes={**base.notes, "patch_series": state})
+                           engine_notes={**base.engine_notes, "patch_series": state})
 
     runs = [with_series("13b_dp4_h200x4_20261121T203000Z", "sha256:8fba20b3a947b3a4 applied"),
             with_series("13b_dp4_h200x4_20261121T203100Z", "sha256:7c5051a71637d60d applied"),

@@ -91,12 +91,15 @@ def plan_preview(plan: LaunchPlan) -> dict[str, object]:
 def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None,
                      started_at: str, finished_at: str | None, parsed: ParseResult | None,
                      log_text: str, provenance: Mapping[str, object],
-                     notes: Mapping[str, JsonScalar]) -> Record:
+                     notes: Mapping[str, JsonScalar],
+                     engine_notes: Mapping[str, JsonScalar] | None = None) -> Record:
     """The validated record of a run; only an ok run with enough, plausible iterations gets
     metrics (implausible ones make it a failed record: :func:`bench.records.record.build_finished_record`).
 
     ``parsed`` is the log parser's result (None when the log was not parsed); a failed run keeps
-    the log's first error lines and its last lines.
+    the log's first error lines and its last lines. ``notes`` is the kit's bookkeeping (a cluster
+    job's id and state), ``engine_notes`` how the numbers were made (:mod:`bench.records.engine_notes`);
+    the plan gives the variant and the labels.
     """
     status, run_metrics = Status(status), None
     if status is Status.OK:
@@ -122,4 +125,4 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         layout=plan.layout, platform=plan.platform, nodes=plan.nodes, gpus=plan.world_size,
         argv=plan.train_argv, env=plan.env, provenance=provenance, metrics=run_metrics,
         log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_error_lines(lines[:-LOG_TAIL_LINES]),
-        notes={**plan.variant, **notes, **plan.labels})
+        notes=notes, variant=plan.variant, engine_notes=engine_notes or {}, labels=plan.labels)

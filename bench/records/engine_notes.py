@@ -1,4 +1,4 @@
-"""What a run's record notes about how its numbers were made, beyond the shared schema.
+"""A run's engine notes (``Record.engine_notes``): how its numbers were made, beyond the shared schema.
 
 - ``engine_tflops_per_gpu``: the median over the protocol's window of the TFLOP/s the engine itself
   logged, beside the kit's own figure (``metrics.tflops_per_gpu``, causal model FLOPs);
@@ -12,7 +12,7 @@
   version in the training Python) and ``patch_series`` (sha256 of the kit's series, and whether it
   is applied in the tree that ran); ``apex`` (its version) where the training Python has NVIDIA
   apex, whose fused layer norm and FusedAdam Megatron-DeepSpeed then uses instead of torch's (patch
-  0002): a configuration of its own on the results page.
+  0002): a configuration of its own on the results page, as is another patch series.
 """
 
 from __future__ import annotations
@@ -36,10 +36,6 @@ ENGINE_FLOPS = {
     "megatron-deepspeed": "Megatron-DeepSpeed throughput_calculator (non-causal attention; counts "
                           "recompute: hardware FLOPs)",
 }
-# Keys that describe how a run was measured, not what ran (they do not split configurations).
-MEASUREMENT_NOTE_KEYS = frozenset({"engine_tflops_per_gpu", "engine_flops", "flops_counted",
-                                   "hardware_tflops_per_gpu", "zero_stage", "deepspeed",
-                                   "patch_series"})
 
 
 def _median_step_s(result: ParseResult) -> float | None:

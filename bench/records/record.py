@@ -28,6 +28,14 @@ SCHEMA = "bench.record/1"
 # this relative tolerance; a mismatch means the metrics were computed from different inputs.
 CONSISTENCY_RTOL = 0.01
 IMPLAUSIBLE_NOTE_PREFIX = "metrics."  # notes keys of a run's rejected metrics: metrics.mfu, ...
+# Records written before the notes kept their kinds held them all in ``notes``; on load these keys
+# go to ``labels`` and ``engine_notes``, the kit's bookkeeping keys stay, and the rest were settings.
+_OLD_LABELS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign"})
+_OLD_ENGINE_NOTES = frozenset({"engine_tflops_per_gpu", "engine_flops", "flops_counted",
+                               "hardware_tflops_per_gpu", "zero_stage", "deepspeed", "patch_series",
+                               "apex"})
+_OLD_BOOKKEEPING = frozenset({"comment", "job_id", "scheduler", "scheduler_state", "exit_status",
+                              "nodelist"})
 
 
 def _real_time(value: str) -> str:
@@ -171,6 +179,14 @@ class Record(Strict):
     alike; the launcher (torchrun, srun, mpiexec) is the platform's. Records of local runs written
     before this held the torchrun command line. ``log_errors`` holds the first error lines of a failed
     run's log before ``log_tail`` (the cause often scrolls out of the tail); older records lack it.
+
+    What the record says beyond the shared schema keeps its kind: ``variant``, the settings away
+    from the kit's defaults (A/B tuning, ZeRO settings, sequence length, recompute), which make the
+    run a configuration of its own; ``engine_notes``, how the numbers were made (the engine's own
+    TFLOP/s, DeepSpeed's version, the patch series: ``bench.records.engine_notes``); ``labels``,
+    how the run was made (``sweep``, ``repeat_group``, ``campaign``), which never split a
+    configuration; ``notes``, the kit's bookkeeping (the cluster job, rejected metrics). Records
+    written before these fields held all of it in ``notes``; it is sorted into them on load.
     """
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
@@ -196,11 +212,34 @@ class Record(Strict):
     log_tail: tuple[str, ...] = ()
     notes: dict[str, JsonScalar] = {}
     log_errors: tuple[str, ...] = ()
+    variant: dict[str, JsonScalar] = {}
+    engine_notes: dict[str, JsonScalar] = {}
+    labels: dict[str, JsonScalar] = {}
 
     @property
     def ok(self) -> bool:
         """True when the run finished and has metrics."""
         return self.status is Status.OK
+
+    @model_validator(mode="after")
+    def _notes_by_kind(self) -> Record:
+        """A record written before ``variant``, ``engine_notes`` and ``labels``: its notes sorted
+        into them as it is read (the file is not rewritten)."""
+        if {"variant", "engine_notes", "labels"} & self.model_fields_set or not self.notes:
+            return self
+        kinds: dict[str, dict[str, Any]] = {"notes": {}, "variant": {}, "engine_notes": {}, "labels": {}}
+        for key, value in self.notes.items():
+            if key in _OLD_LABELS:
+                kinds["labels"][key] = value
+            elif key in _OLD_ENGINE_NOTES:
+                kinds["engine_notes"][key] = value
+            elif key in _OLD_BOOKKEEPING or key.startswith(IMPLAUSIBLE_NOTE_PREFIX):
+                kinds["notes"][key] = value
+            else:
+                kinds["variant"][key] = value
+        for name, values in kinds.items():  # frozen: set once, while it is being validated
+            object.__setattr__(self, name, values)
+        return self
 
     @model_validator(mode="after")
     def _rules(self) -> Record:

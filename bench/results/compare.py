@@ -6,7 +6,8 @@ the side must match, e.g. ``model=2.7b layout=dp4 gbs=128 overlap=off``. Selecto
 ``model``, ``layout`` (read like a layout name, ``dp4`` matches ``tp1pp1dp4``), ``platform``,
 ``accelerator``, ``engine``, ``precision``, ``gpus``, ``nodes``, ``mbs``, ``gbs``, ``commit``
 (a prefix of the kit commit), ``notes`` (the results page's notes text; ``notes=any`` for any),
-and any other key is a record note (``sweep=...``, ``repeat_group=...``, ``overlap=off``). Without
+and any other key is one of the record's variant settings, labels, engine notes or notes
+(``overlap=off``, ``sweep=...``, ``repeat_group=...``, ``zero_stage=1``). Without
 an A/B key (``overlap``, ``grad_reduce``, ``fused_loss``, ``core_attention``, ``megatron_args``) or
 ``notes``, a selector takes only runs at the kit's defaults. A side must be one configuration, as
 the results page groups them; its runs are pooled.
@@ -39,7 +40,7 @@ from bench.planning.layout import parse_layout_name
 from bench.planning.tuning import TUNING_NOTE_KEYS, flag_names
 from bench.records.record import Record
 from bench.records.store import load_records
-from bench.results.aggregate import configuration, layout_matches, variant
+from bench.results.aggregate import configuration, layout_matches, settings, variant
 
 NORMAL_P10_P90_WIDTH = 2.5631  # p90 - p10 of a standard normal distribution
 MEDIAN_SE_FACTOR = 1.2533  # sqrt(pi / 2): standard error of a median over that of a mean
@@ -148,14 +149,20 @@ def matches(record: Record, wanted: dict[str, str]) -> bool:
             if not (record.provenance.kit_commit or "").startswith(value):
                 return False
         elif key == "notes":
-            if value != "any" and variant(record.notes.items()) != ("" if value == "none" else value):
+            if value != "any" and variant(settings(record)) != ("" if value == "none" else value):
                 return False
-        elif str(record.notes.get(key)) != value:
+        elif str(_noted(record).get(key)) != value:
             return False
     if "notes" not in wanted and not any(key in wanted for key in TUNING_NOTE_KEYS):
         # Without an A/B key, the kit's defaults: a variant run is never pooled with them.
-        return not any(key in record.notes for key in TUNING_NOTE_KEYS)
+        return not any(key in record.variant for key in TUNING_NOTE_KEYS)
     return True
+
+
+def _noted(record: Record) -> dict[str, object]:
+    """What a selector's other keys are looked up in: everything the record says of the run
+    beyond its fields (variant, labels, engine notes, notes)."""
+    return {**record.notes, **record.engine_notes, **record.labels, **record.variant}
 
 
 def select(records: Sequence[Record], text: str) -> Side:
@@ -189,7 +196,7 @@ def _differences(runs: Sequence[Record]) -> str:
     """What tells the matched configurations apart, as selector words."""
     keys = {"model": _FIELDS["model"], "layout": lambda r: r.layout.name,
             **{k: f for k, f in _FIELDS.items() if k != "model"},
-            "notes": lambda r: variant(r.notes.items()) or "none"}
+            "notes": lambda r: variant(settings(r)) or "none"}
     words = []
     for key, get in keys.items():
         values = sorted({get(r) for r in runs}, key=lambda v: (not v.isdigit(), len(v), v))
@@ -246,7 +253,7 @@ class Comparison:
 def _side_rows(name: str, side: Side) -> list[str]:
     first = side.runs[0]
     lay = first.layout
-    notes = variant(first.notes.items()) or "kit defaults"
+    notes = variant(settings(first)) or "kit defaults"
     lines = [f"{name}: {side.text}",
              f"   {first.preset.name} {lay.name} on {first.gpus} GPU(s) of {first.platform.name} "
              f"({first.platform.accelerator}), {first.engine} {first.precision}, micro/global "

@@ -98,8 +98,9 @@ class ReferenceRange(Strict):
 
     ``platform`` and ``model`` (preset name) must match; ``accelerator`` (the record's
     ``platform.accelerator``), ``layout``, ``precision``, ``engine``, ``micro_batch``,
-    ``global_batch``, ``gpus`` and ``notes`` (a subset of the record's notes) narrow the match when
-    given; a run with an A/B setting (``bench.planning.tuning``) matches only a range whose notes name it.
+    ``global_batch``, ``gpus`` and ``variant`` (a subset of the record's variant) narrow the match
+    when given; a run with an A/B setting (``bench.planning.tuning``) matches only a range whose
+    variant names it.
     ``layout`` is read like a layout name (``tp1pp1dp4``, ``dp4``, ``tp2pp2``) and compared
     by its degrees with the record's layout, so ``dp4`` matches the canonical ``tp1pp1dp4``; a name
     without ``dp`` matches any data-parallel degree. A range without ``precision`` judges bf16 runs
@@ -121,7 +122,7 @@ class ReferenceRange(Strict):
     micro_batch: int | None = None
     global_batch: int | None = None
     gpus: int | None = None
-    notes: dict[str, JsonScalar] | None = None
+    variant: dict[str, JsonScalar] | None = None
     layers: str | None = None  # TE+apex, TE or no TE (the default): bench.config.capabilities.layers_of
 
     @model_validator(mode="after")

@@ -182,7 +182,7 @@ def _legend() -> list[str]:
         ("- `reference TFLOP/s/GPU` is the expected causal TFLOP/s/GPU and relative tolerance from "
         "`results/reference_ranges.toml`; `check` flags measured rows outside it in bold, and "
         "`nox -s results -- --check` fails on them."),
-        ("- `sweep`: the sweep id of the row's shown run (`notes.sweep` in its record), so rows "
+        ("- `sweep`: the sweep id of the row's shown run (`labels.sweep` in its record), so rows "
         "measured side by side in one sweep can be told apart; hatched bars in the plots."),
         ("- `VP/CP/SP`: virtual pipeline chunks / context parallel / sequence parallel. "
         f"`{DASH}`: not used (measured) or not published."),

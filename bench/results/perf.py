@@ -63,7 +63,7 @@ def synthetic_records(directory: Path, count: int) -> None:
                      "mfu": tflops / 989.0, "flops_convention": "megatron-causal",
                      "tflops_per_gpu_noncausal": None, "mfu_noncausal": None,
                      "peak_mem_gb": 40.0},
-            notes={"sweep": f"s{i % 7}"},
+            labels={"sweep": f"s{i % 7}"},
         )
         write_record(directory, build)
 

@@ -147,8 +147,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     ``origin``: :func:`provenance.collect`'s arguments for a run in an image."""
     status, reason = failure or (result.status, result.reason)
     return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
-                            result, log_text, provenance.collect(**(origin or {})),
-                            run_notes(launch, result))
+                            result, log_text, provenance.collect(**(origin or {})), {},
+                            engine_notes=run_notes(launch, result))
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,

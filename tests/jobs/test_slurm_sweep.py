@@ -58,12 +58,12 @@ def test_sweep_and_campaign_submit_one_job_each_and_collect_gathers_them(kit_env
     records, problems = load_records(tmp_path / "results" / "records")
     assert not problems and len(records) == 5
     assert all(r.status == "failed" and r.reason for r in records)  # nothing can train here
-    sweep_ids = {r.notes.get("sweep") for r in records if r.preset.name == "125m"}
+    sweep_ids = {r.labels.get("sweep") for r in records if r.preset.name == "125m"}
     assert len(sweep_ids) == 1 and next(iter(sweep_ids)).startswith("125m_sweep_ci-slurm_")
     twice = [r for r in records if r.preset.name == "350m"]
     assert {r.run_id[-6:] for r in twice} == {"-c1-r1", "-c1-r2"}
-    assert {r.notes["repeat_group"] for r in twice} == {twice[0].run_id[:-3]}
-    assert {r.notes["campaign"] for r in twice} == {"campaign"}
+    assert {r.labels["repeat_group"] for r in twice} == {twice[0].run_id[:-3]}
+    assert {r.labels["campaign"] for r in twice} == {"campaign"}
 
     again = json.loads(_kit(tmp_path, "collect", "--json").stdout)
     assert sorted(i["action"] for i in again) == ["exists"] * 5
