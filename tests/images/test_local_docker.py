@@ -31,7 +31,7 @@ from bench.running import local as runner
 from bench.running.trainenv import problems
 from tests.conftest import options
 from tests.inprocess import run_cli
-from tests.test_reliability import OK_LOG, REPO, refused
+from tests.running.test_reliability import OK_LOG, REPO, refused
 
 STANDIN = "megatron-bench-kit/local-standin:1"
 # Stands in for torchrun: what the container sees, then a captured log of a real 1.3b run.
