@@ -12,7 +12,7 @@ no s x s scores, and no activation recomputation):
   1F1B schedule keeps in flight on the first stage (up to pp);
 - logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers.
 
-Against the peaks measured on H200 (``results/records/``, tests/test_memory.py) it is within -19%
+Against the peaks measured on H200 (``results/records/``, tests/planning/test_memory.py) it is within -19%
 to +18% of every megatron-engine run, half of them within 3.5%; it is a filter, not a promise.
 Megatron-DeepSpeed's unfused attention (``--no-fused-attention``) keeps the s x s scores, which
 it does not model: 62 GB for 1.3b where it says 40 GB. With torch SDPA (the kit's default for it)
