@@ -17,9 +17,8 @@ from bench.planning.tuning import Tuning, flag_names
 from bench.records.store import add_records_option
 from bench.running.jobs.cli import add_wait_options
 
-TIMEOUT_S = 3600.0
-
-HANG_TIMEOUT_S = 600.0
+TIMEOUT_S = 3600.0  # wall-clock limit of a run here, seconds
+HANG_TIMEOUT_S = 600.0  # a run here that prints nothing this long is stopped, seconds
 
 
 def add_plan_options(parser: argparse.ArgumentParser) -> None:
