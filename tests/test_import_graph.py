@@ -15,8 +15,8 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 # The pipeline, earliest first. images, dataset and train stay beside it: images build the
 # training environment from pinned data, dataset tokenizes text, train is what runs on the GPU
-# node (it reads the engines' flags).
-STAGES = ("config", "measure", "images", "dataset", "planning", "train", "render", "records",
+# node (it reads the capabilities and precisions, and parses its own logs).
+STAGES = ("config", "measure", "images", "dataset", "train", "planning", "render", "records",
           "running", "results")
 TOP = ("bench.cli", "bench.__main__")
 ROOT = "bench"
@@ -131,7 +131,34 @@ def test_a_stage_imports_only_itself_and_earlier_stages(stage: str) -> None:
     assert upward == []
 
 
+def _third_party(module: str) -> set[str]:
+    tree = ast.parse(MODULES[module].read_text())
+    return ({a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            | {n.module.split(".")[0] for n in ast.walk(tree)
+               if isinstance(n, ast.ImportFrom) and n.module and not n.level})
+
+
+def _loaded_with(module: str) -> set[str]:
+    """The kit modules importing ``module`` loads: what it imports, in turn, and their packages."""
+    seen, todo = set(), [module]
+    while todo:
+        current = todo.pop()
+        parts = current.split(".")
+        for name in {current, *(".".join(parts[:i]) for i in range(1, len(parts)))} - seen:
+            seen.add(name)
+            todo += GRAPH[name]
+    return seen
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _stage(m) == "train"))
+def test_what_runs_on_the_gpu_node_needs_no_pydantic(module: str) -> None:
+    """The training Python has torch and Megatron, not the kit's schema library."""
+    assert sorted(m for m in _loaded_with(module) if "pydantic" in _third_party(m)) == []
+
+
 def test_the_checks_see_the_kit() -> None:
     """The graph is not empty by mistake: the planner's imports are found."""
     assert {"bench.planning.options", "bench.planning.checks"} <= GRAPH["bench.planning.plan"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert "pydantic" in _third_party("bench.config.schema")
+    assert "bench.config" in _loaded_with("bench.train.msamp")

@@ -20,20 +20,12 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
 
 from bench.config.capabilities import Capabilities
+from bench.config.precisions import PeakFormat, Precision, peak_format
 from bench.config.schema import NonNegative, Positive, Strict, hinted, load_toml
 from bench.config.tomlfile import DataError
 
 REPO_PLATFORMS_DIR = Path(__file__).resolve().parents[2] / "platforms"
 
-# fp8-delayed / fp8-current: Transformer Engine's delayed-scaling and current (per-tensor) scaling
-# recipes (bench.planning.engines.common.precision_flags). "fp8" on the command line means fp8-delayed.
-# msamp-o1 / msamp-o2 / fp4: MS-AMP on top of Transformer Engine fp8 (the MS-AMP seed's "msamp" mode
-# is O2; "fp4" is O2 plus MS-AMP's FP4 simulation of weights and activations, GEMMs in fp8).
-Precision = Literal["bf16", "fp16", "fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4"]
-PRECISIONS: tuple[str, ...] = get_args(Precision)
-PRECISION_SHORTHANDS = {"fp8": "fp8-delayed"}
-MSAMP_PRECISIONS = ("msamp-o1", "msamp-o2", "fp4")
-PeakFormat = Literal["bf16", "fp16", "fp8"]  # the formats an accelerator file gives dense peaks for
 Engine = Literal["megatron", "megatron-deepspeed"]
 ENGINES: tuple[str, ...] = get_args(Engine)
 # The [capabilities] table of a platform file: Capabilities' fields, each true or false.
@@ -90,20 +82,6 @@ class Accelerator(AcceleratorFile):
                              f"(platforms/accelerators/{self.name}.toml) has no dense {fmt} peak, "
                              f"only {', '.join(self.peak_tflops)}; use --precision bf16")
         return self.peak_tflops[fmt]
-
-
-def peak_format(precision: str) -> str:
-    """The number format whose dense peak a precision is measured against: fp8-delayed -> fp8 (a
-    record's precision the kit no longer offers: its prefix)."""
-    return "fp8" if precision in MSAMP_PRECISIONS else precision.split("-", 1)[0]
-
-
-def resolve_precision(name: str) -> str:
-    """A precision name or shorthand to the kit's name; unknown names raise with the choices."""
-    name = PRECISION_SHORTHANDS.get(name, name)
-    if name not in PRECISIONS:
-        raise ValueError(f"precision '{name}' is not one of {', '.join(PRECISIONS)} (fp8 = fp8-delayed)")
-    return name
 
 
 class Job(Strict):

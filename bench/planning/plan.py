@@ -12,16 +12,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities
-from bench.config.platforms import (
-    MSAMP_PRECISIONS,
-    Accelerator,
-    Platform,
-    load_accelerator,
-    match_accelerator,
-    peak_format,
-    resolve_precision,
-    with_job_overrides,
-)
+from bench.config.platforms import Accelerator, Platform, load_accelerator, match_accelerator, with_job_overrides
+from bench.config.precisions import MSAMP_PRECISIONS, peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.flops import RECOMPUTE
 from bench.planning.checks import check_options

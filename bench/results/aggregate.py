@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from bench.config.capabilities import layers_of
-from bench.config.platforms import peak_format
+from bench.config.precisions import peak_format
 from bench.planning.layout import LayoutSpec
 from bench.planning.tuning import TUNING_NOTE_KEYS
 from bench.records.record import LayoutInfo, Record

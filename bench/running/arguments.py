@@ -8,7 +8,8 @@ import os
 from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities
-from bench.config.platforms import ENGINES, PRECISION_SHORTHANDS, PRECISIONS, job_option_default
+from bench.config.platforms import ENGINES, job_option_default
+from bench.config.precisions import PRECISION_SHORTHANDS, PRECISIONS
 from bench.measure.flops import RECOMPUTE
 from bench.planning.engines.deepspeed import OFFLOADS, ZeroSettings
 from bench.planning.options import Options

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from bench.config.capabilities import Capabilities
-from bench.config.platforms import load_platform, peak_format
+from bench.config.platforms import load_platform
+from bench.config.precisions import FP4_SIMULATION_ENV, peak_format
 from bench.config.presets import get_preset
 from bench.images.pins import REPO_ROOT as REPO
-from bench.planning.engines.common import FP4_SIMULATION_ENV
 from bench.planning.plan import plan
 from bench.train.msamp import msamp_problem
 from tests.conftest import options

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bench.config.precisions import FP4_SIMULATION_ENV, MSAMP_LEVEL
 from bench.config.presets import Preset
 from bench.planning.layout import Layout
 
@@ -39,17 +40,6 @@ def batch_flags(layout: Layout, iters: int) -> list[str]:
 
 FP8_DELAYED = ("--fp8-format", "hybrid", "--fp8-recipe", "delayed",
                "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max")
-# MS-AMP's optimization level per precision (bench.train.msamp reads --kit-msamp).
-MSAMP_LEVEL = {"msamp-o1": "O1", "msamp-o2": "O2", "fp4": "O2"}
-# What MS-AMP 9746ea8 reads (msamp/megatron/layers.py) and the seed's fp4 mode exports: FP4 weights
-# with the differentiable gradient estimator, FP4 activations. (The seed's README calls them
-# USE_W_SIMU_FP4 / USE_W_DIFFERENTIABLE_GRADIENT_ESTIMATOR / USE_A_SIMU_FP4; its scripts and MS-AMP
-# use these names.)
-FP4_SIMULATION_ENV = (("MSAMP_USE_WEIGHT_SIMULATE_FP4", "1"),
-                      ("MSAMP_USE_WEIGHT_DIFFERENTIABLE_GRADIENT_ESTIMATOR", "1"),
-                      ("MSAMP_USE_ACTIVATION_SIMULATE_FP4", "1"))
-
-
 def precision_flags(precision: str) -> list[str]:
     """bf16/fp16 mixed precision; the fp8 precisions are bf16 plus a Transformer Engine fp8 recipe.
 

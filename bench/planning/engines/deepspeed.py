@@ -9,7 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bench.config.platforms import Data, peak_format
+from bench.config.platforms import Data
+from bench.config.precisions import peak_format
 from bench.config.presets import Preset
 from bench.planning.engines.common import (
     OPTIMIZER_FLAGS,
