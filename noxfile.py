@@ -19,13 +19,13 @@ RUN_USAGE = ("Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, REPO)  # nox imports this file from anywhere; bench.testenv needs only the stdlib
-from bench import provision  # noqa: E402
-from bench.testenv import megatron_env  # noqa: E402
+sys.path.insert(0, REPO)  # nox imports this file from anywhere; tests.testenv needs only the stdlib
+from bench.running import provision  # noqa: E402
+from tests.testenv import megatron_env  # noqa: E402
 
 # The kit itself needs Python 3.11 and pydantic, so the sessions that need only the kit run in
 # the current Python; the GPU sessions train in it too when it has the pins (an image, a cluster's
-# venv), else in the venv bench.provision keeps (see train()).
+# venv), else in the venv bench.running.provision keeps (see train()).
 IN_PLACE = {"PYTHONPATH": REPO}
 
 
@@ -65,7 +65,7 @@ def bench(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def smoke(session: nox.Session) -> None:
     """GPU node check: NCCL all-reduce, bf16 GEMM ceiling, a 2-layer GPT trained 10 iterations."""
-    train(session, "smoke", "-m", "bench.smoke")
+    train(session, "smoke", "-m", "bench.train.smoke")
 
 
 @nox.session(venv_backend="none", default=False)
@@ -73,7 +73,7 @@ def wheelhouse(session: nox.Session) -> None:
     """Download the training stack's wheels for an offline GPU machine (nox -s bench --wheelhouse)."""
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error("Usage: nox -s wheelhouse -- cuda [--dest DIR] [--python PYTHON3.12]")
-    session.run("python", "-m", "bench.provision", "wheelhouse", *session.posargs, env=IN_PLACE)
+    session.run("python", "-m", "bench.running.provision", "wheelhouse", *session.posargs, env=IN_PLACE)
 
 
 @nox.session

@@ -1,6 +1,6 @@
 import sys
 
-from bench.extras import NO_PYDANTIC
+from bench.config.extras import NO_PYDANTIC
 
 try:
     import pydantic  # noqa: F401  (the kit's one dependency beyond the standard library)

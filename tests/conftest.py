@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.plan import Options
+from bench.planning.options import Options
 
 FIXED_NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 IN_CI = os.environ.get("CI") == "true"

@@ -18,7 +18,7 @@ import megatron.training.arguments as megatron_args
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.capabilities import Capabilities  # noqa: E402
+from bench.config.capabilities import Capabilities  # noqa: E402
 from bench.train.pretrain_gpt import add_kit_args  # noqa: E402
 from bench.train.spec import check_args, resolve_attention  # noqa: E402
 

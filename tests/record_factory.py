@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.record import Record, build_record
+from bench.records.record import Record, build_record
 
 
 def record_fields(**overrides: Any) -> dict[str, Any]:
@@ -76,7 +76,7 @@ def record_fields(**overrides: Any) -> dict[str, Any]:
             "peak_mem_gb": 110.0,
         },
         "log_tail": [],
-        "notes": {"attention": "sdpa"},
+        "variant": {"attention": "sdpa"},
     }
     fields.update(overrides)
     return fields

@@ -1,27 +1,36 @@
-"""The exact source snapshots of the kit's GitHub upstreams, beside the checkout (../shared/upstreams/).
+"""The exact source snapshots of the kit's GitHub upstreams, in the folder CI names.
 
-CI has them there (GitHub is unreachable from it); the patch series are checked against these real
-trees, never against excerpts.
+CI has them (GitHub is unreachable from it) and passes their folder in ``BENCH_UPSTREAM_SNAPSHOTS``
+(``.ci/run`` sets it); the patch series are checked against these real trees, never against
+excerpts. Without the variable a test that needs a snapshot skips, saying so; under ``CI=true`` it
+fails, so CI cannot pass without the checks.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from bench.images.context import local_upstream
-from bench.images.pins import REPO_ROOT, load_pins
+from bench.images.pins import load_pins
 
-SNAPSHOTS = REPO_ROOT.parent / "shared" / "upstreams"
+SNAPSHOTS_ENV = "BENCH_UPSTREAM_SNAPSHOTS"
 
 
 def snapshot_archive(name: str) -> Path:
-    """The snapshot of upstream ``name`` at its pinned commit; skips the test where it is absent."""
+    """The snapshot of upstream ``name`` at its pinned commit (``<name>-<commit>.tar.gz`` in
+    ``$BENCH_UPSTREAM_SNAPSHOTS``); skips the test where it is absent, fails it under CI."""
     upstream = load_pins().upstreams[name]
-    archive = SNAPSHOTS / f"{name}-{upstream.commit}.tar.gz"
-    if not archive.is_file():
-        pytest.skip(f"no source snapshot {archive} (CI has it beside the checkout)")
+    folder = os.environ.get(SNAPSHOTS_ENV)
+    archive = Path(folder or ".") / f"{name}-{upstream.commit}.tar.gz"
+    if not (folder and archive.is_file()):
+        why = (f"no source snapshot {archive.name} in {folder}" if folder else
+               f"{SNAPSHOTS_ENV} is not set: it names the folder of the upstream source snapshots")
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
     return archive
 
 

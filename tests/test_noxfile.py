@@ -37,7 +37,7 @@ def test_second_call_skips_pip_and_kit_only_sessions_have_no_venv(tmp_path: Path
 def test_what_the_noxfile_imports_needs_no_pydantic() -> None:
     # nox imports the noxfile in whatever Python runs nox: `pip install nox && nox -s tests` on a
     # fresh machine has no pydantic there. None in sys.modules makes the import fail, as absent.
-    code = ("import sys; sys.modules['pydantic'] = None; import bench.provision, bench.testenv; "
+    code = ("import sys; sys.modules['pydantic'] = None; import bench.running.provision, tests.testenv; "
             "print('imported')")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=60, check=False)
@@ -47,7 +47,7 @@ def test_what_the_noxfile_imports_needs_no_pydantic() -> None:
 def test_the_training_stack_without_pydantic_is_one_line_naming_it() -> None:
     # `nox -s bench` reads the pins (pydantic) in nox's Python to choose the training Python;
     # without pydantic there the session ends on one line naming the fix (train() shows it).
-    code = ("import sys; sys.modules['pydantic'] = None; from bench import provision\n"
+    code = ("import sys; sys.modules['pydantic'] = None; from bench.running import provision\n"
             "try:\n    provision.training_stack()\nexcept ValueError as e:\n    print(e)")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=60, check=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import testenv
+from tests import testenv
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_megatron_tests_skip_with_the_enabling_command() -> None:
     env = {**os.environ, "BENCH_MEGATRON_PYTHON": "", "BENCH_MEGATRON_SKIP": testenv.ENABLE_HINT}
     env.pop("CI", None)
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                          "tests/test_megatron_args.py"], cwd=REPO, env=env, capture_output=True,
+                          "tests/planning/test_megatron_args.py"], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"^\d+ skipped in ", out.stdout.splitlines()[-1])  # all of them, none failed
@@ -95,6 +95,6 @@ def test_in_ci_a_missing_megatron_python_fails() -> None:
     env = {**os.environ, "BENCH_MEGATRON_PYTHON": "", "BENCH_MEGATRON_SKIP": testenv.ENABLE_HINT,
            "CI": "true"}
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "tests/test_megatron_args.py"], cwd=REPO, env=env, capture_output=True,
+                          "tests/planning/test_megatron_args.py"], cwd=REPO, env=env, capture_output=True,
                          text=True, timeout=300, check=False)
     assert out.returncode == 1 and "CI must provide this" in out.stdout

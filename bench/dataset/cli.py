@@ -41,7 +41,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_parser(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser(
         "data", help="tokenize text (jsonl or .txt) into Megatron's .bin/.idx with GPT-2's BPE")
     data.add_argument("inputs", nargs="+", help=".jsonl/.json (a document per line), .txt (a "

@@ -127,12 +127,13 @@ def documents(path: Path, json_key: str) -> Iterator[tuple[str, int]]:
 
 
 class Progress:
-    """One line on stderr: redrawn in place on a terminal, every 10% otherwise."""
+    """One line on ``stream`` (default: the current stderr): redrawn in place on a terminal,
+    every 10% otherwise."""
 
-    def __init__(self, total_bytes: int, stream: IO[str] = sys.stderr):
+    def __init__(self, total_bytes: int, stream: IO[str] | None = None):
         self.total = max(total_bytes, 1)
-        self.stream = stream
-        self.tty = stream.isatty()
+        self.stream = stream or sys.stderr  # looked up now: stderr may have been replaced since import
+        self.tty = self.stream.isatty()
         self.start = time.monotonic()
         self.shown = -1.0
 
@@ -162,7 +163,7 @@ def _link_new(partial: Path, final: Path) -> None:
 
 def prepare(inputs: list[Path], vocab_file: Path, merge_file: Path, out_dir: Path,
             json_key: str = "text", exact: bool = False,
-            stream: IO[str] = sys.stderr) -> Prepared:
+            stream: IO[str] | None = None) -> Prepared:
     """Tokenize ``inputs`` into ``out_dir``; returns the prefix to pass as ``--data-path``."""
     files = input_files(inputs)
     tokenizer = Gpt2Bpe(vocab_file, merge_file, fast=not exact)

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bench.extras import require
+from bench.config.extras import require
 from bench.images import buildkit
 from bench.images.context import BuildContext
-from bench.logparse import LOG_TAIL_LINES
+from bench.measure.logparse import LOG_TAIL_LINES
 
 STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3/17 : RUN ..."
 # What an engine says when a registry cannot be reached or its TLS certificate is not trusted.

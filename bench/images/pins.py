@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, PrivateAttr, model_validator
 
-from bench.schema import Strict, hinted, load_toml
+from bench.config.schema import Strict, hinted, load_toml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PINS_FILE = REPO_ROOT / "images" / "pins.toml"

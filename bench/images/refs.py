@@ -40,7 +40,7 @@ def image_file(target: Target, runtime: str, tag: str = RELEASE_TAG) -> str:
 
 def platforms_using(image: str) -> list[str]:
     """Names of the platforms whose default image is ``image``."""
-    from bench.platforms import load_platform_file, platform_files
+    from bench.config.platforms import load_platform_file, platform_files
 
     return [path.stem for path in platform_files() if load_platform_file(path).image == image]
 

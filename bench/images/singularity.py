@@ -23,7 +23,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from bench.extras import require
+from bench.config.extras import require
 
 ARG_LINE = re.compile(r"^ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(.*))?$")
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

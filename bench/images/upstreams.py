@@ -2,7 +2,7 @@
 
 PyPI upstreams are downloaded with pip (wheel, no dependencies) and unpacked; GitHub upstreams are
 fetched as the commit's archive, or taken from ``--upstream NAME=PATH`` (a tree, or the commit's
-source archive such as the snapshots in ``../shared/upstreams/``). A series that cannot be checked
+source archive, as CI passes its snapshots). A series that cannot be checked
 (GitHub unreachable and no ``--upstream``) is reported as NOT CHECKED and fails the check: an
 unchecked series is not known to apply. Each patch must apply exactly: no offset, no fuzz.
 """

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 import shlex
 
-from bench.plan import LaunchPlan
-from bench.platforms import LIBRARY_DIR
+from bench.config.platforms import LIBRARY_DIR
+from bench.planning.plan import LaunchPlan
 from bench.render.shell import Token, export_lines, join
 
 END_MARKER = "BENCH_END status="  # the last line a job prints; jobs tooling reads it
-# bench.provenance.IMAGE_DIGEST_LINE reads what these lines print.
+# bench.running.provenance.IMAGE_DIGEST_LINE reads what these lines print.
 _PINNED = re.compile(r"@(?P<digest>sha256:[0-9a-f]{64})$")
 
 
@@ -111,6 +111,6 @@ def ds_config_line(plan: LaunchPlan) -> list[str]:
 
 
 def rankenv(plan: LaunchPlan) -> list[Token]:
-    """Per-rank launchers (srun, mpiexec) start ``bench.rankenv``, which sets RANK etc."""
-    return ["python", "-m", "bench.rankenv", *plan.train_argv]
+    """Per-rank launchers (srun, mpiexec) start ``bench.train.rankenv``, which sets RANK etc."""
+    return ["python", "-m", "bench.train.rankenv", *plan.train_argv]
 

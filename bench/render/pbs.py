@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.plan import LaunchPlan
+from bench.planning.plan import LaunchPlan
 from bench.render.common import ds_config_line, environment, finish, header, rankenv
 from bench.render.shell import Token, directive_value, wrap
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from bench.plan import LaunchPlan
+from bench.planning.plan import LaunchPlan
 from bench.render.common import (
     ds_config_line,
     environment,

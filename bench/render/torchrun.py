@@ -3,7 +3,7 @@ plan runs in an image (``--image`` on a platform whose container runtime is dock
 
 from __future__ import annotations
 
-from bench.plan import LaunchPlan
+from bench.planning.plan import LaunchPlan
 from bench.render import docker
 from bench.render.common import header, torchrun_tokens
 from bench.render.shell import export_lines, wrap

@@ -7,5 +7,6 @@ A *reference range* (``results/reference_ranges.toml``) is an expected TFLOP/s/G
 tolerance; measured rows outside their range are flagged and fail ``--check``.
 
 Modules: ``data`` (the TOML files), ``aggregate`` (records -> rows), ``markdown`` (tables),
-``plots`` (PNG), ``cli`` (``python -m bench results``), ``perf`` (10,000-record timing).
+``plots`` (PNG), ``compare`` (B against A with its noise), ``schemas`` (the JSON Schema export),
+``cli`` (``python -m bench results``, ``compare``, ``schemas``), ``perf`` (10,000-record timing).
 """

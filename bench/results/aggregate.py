@@ -1,7 +1,7 @@
 """Runs + published figures + reference ranges -> one report of rows grouped by model.
 
 Ok runs of the same configuration (platform, engine, precision, preset shape, layout, batches,
-nodes, GPUs and the non-bookkeeping notes) become one measured row: the median run by TFLOP/s/GPU
+nodes, GPUs, the record's variant, apex and the patch series) become one measured row: the median run by TFLOP/s/GPU
 (the lower median for an even count, ties broken by run id), so every figure in a row comes from
 one run and the row links it. Failed runs (any status but ok) never enter a throughput table.
 """
@@ -12,24 +12,17 @@ import enum
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.capabilities import layers_of
-from bench.engine_notes import MEASUREMENT_NOTE_KEYS
-from bench.layout import LayoutSpec
-from bench.platforms import peak_format
-from bench.record import LayoutInfo, Problem, Record
+from bench.config.capabilities import layers_of
+from bench.config.precisions import peak_format
+from bench.planning.layout import LayoutSpec
+from bench.planning.tuning import TUNING_NOTE_KEYS
+from bench.records.record import LayoutInfo, Record
+from bench.records.store import Problem
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.runs import label_of
-from bench.tuning import TUNING_NOTE_KEYS
-
-# Notes that label a run but do not change what was run; they do not split configurations.
-# Notes that describe how a run was made or collected, not what ran; every other note (for example
-# an A/B setting from bench.tuning) makes the run a variant of its configuration.
-BOOKKEEPING_NOTE_KEYS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign", "comment",
-                                   "job_id", "scheduler", "scheduler_state", "exit_status",
-                                   "nodelist"}) | MEASUREMENT_NOTE_KEYS
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -51,7 +44,7 @@ class Row:
 
     ``link`` is a record file name (measured) or a source address (published, None if it has
     none); ``label`` is the link text. ``percent_of_peak`` is 0-100 in ``flops_convention``.
-    ``sweep`` is the sweep id in the shown run's notes (``sweep`` or ``sweep_id``), else None.
+    ``sweep`` is the sweep id in the shown run's labels (``sweep`` or ``sweep_id``), else None.
     """
 
     published: bool
@@ -143,40 +136,42 @@ def display_name(model: str) -> str:
     return model[:-1] + model[-1].upper() if _SIZE.match(model) else model
 
 
-def variant(notes: Iterable[tuple[str, object]]) -> str:
-    """The notes that make a run a variant of its configuration, as ``key=value, ...``."""
-    parts = []
-    for key, value in sorted(notes):
-        if key in BOOKKEEPING_NOTE_KEYS:
-            continue
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        parts.append(f"{key}={text}")
-    return ", ".join(parts)
+def variant(settings: Mapping[str, object]) -> str:
+    """Settings as ``key=value, ...`` in key order (booleans lower-case)."""
+    return ", ".join(f"{key}={str(value).lower() if isinstance(value, bool) else value}"
+                     for key, value in sorted(settings.items()))
+
+
+def settings(run: Record) -> dict[str, object]:
+    """What ran away from the kit's defaults: the record's variant, and the apex version where the
+    training Python had NVIDIA apex (Megatron-DeepSpeed then uses its kernels: other code)."""
+    apex = run.engine_notes.get("apex")
+    return {**run.variant, **({"apex": apex} if apex is not None else {})}
 
 
 def _patches(run: Record) -> str:
     """``patches=<sha256 prefix>`` of the Megatron-DeepSpeed patch series a run noted: another
     series is other code (patches 11 and 12 moved 1.3b from 260 to 420 TFLOP/s), so its runs are
     not pooled; ``(not all applied)`` where the record says the tree lacked part of it."""
-    series = run.notes.get("patch_series")
+    series = run.engine_notes.get("patch_series")
     if not isinstance(series, str) or not series.startswith("sha256:"):
         return ""
-    digest, _, state = series.partition(" ")  # bench.engine_notes.patch_series_state
+    digest, _, state = series.partition(" ")  # bench.records.engine_notes.patch_series_state
     applied = "" if state == "applied" else " (not all applied)"
     return f"patches={digest.removeprefix('sha256:')[:8]}{applied}"
 
 
 def _variant(run: Record) -> str:
-    """The variant text of a run's row: its variant notes, its Megatron-DeepSpeed patch series,
+    """The variant text of a run's row: its settings, its Megatron-DeepSpeed patch series,
     and ``data=real`` for a run on a tokenized corpus (``--data-path``; read from argv, so older
     records say it too) rather than the engine's mock data, which the kit's throughput rows
     otherwise use."""
     real = "data=real" if "--data-path" in run.argv else ""
-    return ", ".join(filter(None, (variant(run.notes.items()), _patches(run), real)))
+    return ", ".join(filter(None, (variant(settings(run)), _patches(run), real)))
 
 
 def _sweep(run: Record) -> str | None:
-    sweep = run.notes.get("sweep", run.notes.get("sweep_id"))
+    sweep = run.labels.get("sweep", run.labels.get("sweep_id"))
     return None if sweep is None else str(sweep)
 
 
@@ -227,11 +222,11 @@ def find_range(ranges: Sequence[ReferenceRange], run: Record) -> ReferenceRange 
         spec = entry.layout_spec
         if spec is not None and not layout_matches(spec, run.layout):
             continue
-        notes = entry.notes or {}
-        if any(run.notes.get(k) != v for k, v in notes.items()):
+        wanted_variant = entry.variant or {}
+        if any(run.variant.get(k) != v for k, v in wanted_variant.items()):
             continue
         # An A/B setting away from the kit's defaults is judged only by a range that names it.
-        if any(run.notes.get(k) != notes.get(k) for k in TUNING_NOTE_KEYS):
+        if any(run.variant.get(k) != wanted_variant.get(k) for k in TUNING_NOTE_KEYS):
             continue
         return entry
     return None

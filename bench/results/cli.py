@@ -1,4 +1,5 @@
-"""``python -m bench results [--check | --csv] [--records DIR] [--out DIR]``.
+"""``python -m bench results [--check | --csv] [--records DIR] [--out DIR]`` and
+``python -m bench compare A B``.
 
 Without ``--check``: regenerate ``<out>/README.md`` and ``<out>/plots/`` (exit 0).
 With ``--check``: write nothing; exit 1 when a measured row is outside its reference range.
@@ -10,17 +11,22 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 from dataclasses import fields
 from pathlib import Path
 
-from bench.extras import require
+from bench.config.extras import require
+from bench.records.store import add_records_option, records_dir
+from bench.results import compare, schemas
 from bench.results import generate as gen
 from bench.results.aggregate import Row
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register the ``results`` subcommand."""
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``compare``, ``results`` and ``schemas`` on the kit's command line."""
+    _add_compare(subparsers)
+    schemas.register(subparsers)
     parser = subparsers.add_parser(
         "results",
         help="regenerate results/README.md and plots from run records, or check reference ranges",
@@ -32,8 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                       help="write nothing; exit 1 if a measured row is outside its range")
     mode.add_argument("--csv", action="store_true",
                       help="write nothing; print the table rows as CSV on stdout")
-    parser.add_argument("--records", type=Path, default=gen.RECORDS_DIR,
-                        help="run records directory (default: %(default)s)")
+    add_records_option(parser)
     parser.add_argument("--out", type=Path, default=gen.RESULTS_DIR,
                         help="where README.md and plots/ go (default: %(default)s)")
     parser.add_argument("--published", type=Path, default=gen.PUBLISHED_FILE,
@@ -51,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.check:
             require("matplotlib", "results", "drawing the results plots")
-        generated = gen.generate(args.records, args.out, args.published, args.ranges,
+        generated = gen.generate(records_dir(args), args.out, args.published, args.ranges,
                                  draw_plots=not (args.check or args.csv), smoke_dir=args.smoke)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -101,3 +106,24 @@ def _check(report: gen.Report) -> int:
     print(f"{len(rows)} measured rows: {len(rows) - without - flagged} in range, {flagged} out of "
           f"range, {without} without a reference range")
     return 1 if flagged else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    comparison = compare.compare_in(records_dir(args), args.a, args.b)
+    if args.json:
+        print(json.dumps(compare.to_json(comparison), indent=2))
+    else:
+        print(compare.format_text(comparison))
+    return 0
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "compare", help="B against A: TFLOP/s/GPU and peak memory differences with their noise",
+        description=compare.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("a", help="run id(s), comma-separated, or a selector such as "
+                        "'model=2.7b layout=dp4 gbs=128'")
+    parser.add_argument("b", help="the same for B")
+    add_records_option(parser)
+    parser.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    parser.set_defaults(func=cmd_compare)

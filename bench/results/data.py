@@ -13,18 +13,24 @@ FLOPs conventions (``flops_convention``), how a figure's TFLOP/s were counted:
 - ``unstated``: the source does not say.
 """
 
-import tomllib
+from __future__ import annotations
+
 import types
-import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
-from bench.layout import LayoutSpec, parse_layout_name
+from pydantic import model_validator
 
-FLOPS_CONVENTIONS = ("megatron-causal", "megatron-noncausal", "narayanan-recompute", "unstated")
+from bench.config.schema import Strict, load_toml, validate
+from bench.config.tomlfile import DataError
+from bench.planning.layout import LayoutSpec, parse_layout_name
+from bench.records.record import JsonScalar
+
+FlopsConvention = Literal["megatron-causal", "megatron-noncausal", "narayanan-recompute", "unstated"]
+FLOPS_CONVENTIONS = get_args(FlopsConvention)
 
 # Short labels for table cells; the legend under the tables spells them out.
 CONVENTION_LABELS = {
@@ -35,8 +41,7 @@ CONVENTION_LABELS = {
 }
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(Strict):
     """Where published figures come from: ``date`` is the publication date (YYYY[-MM[-DD]]);
     ``link`` is None for a source without a public address (shown as its title only)."""
 
@@ -46,8 +51,7 @@ class Source:
     link: str | None = None
 
 
-@dataclass(frozen=True)
-class PublishedRow:
+class PublishedRow(Strict):
     """One published throughput figure; absent values render as ``–``.
 
     Units as in run records: samples/s, tokens/s per GPU, TFLOP/s per GPU, % of the dense peak
@@ -60,7 +64,7 @@ class PublishedRow:
     accelerator: str
     engine: str
     precision: str
-    flops_convention: str
+    flops_convention: FlopsConvention
     nodes: int | None = None
     gpus: int | None = None
     tp: int | None = None
@@ -89,14 +93,14 @@ class Published:
     rows: tuple[PublishedRow, ...]
 
 
-@dataclass(frozen=True)
-class ReferenceRange:
+class ReferenceRange(Strict):
     """Expected causal TFLOP/s/GPU for measured rows it matches, within ``tolerance`` (relative).
 
     ``platform`` and ``model`` (preset name) must match; ``accelerator`` (the record's
     ``platform.accelerator``), ``layout``, ``precision``, ``engine``, ``micro_batch``,
-    ``global_batch``, ``gpus`` and ``notes`` (a subset of the record's notes) narrow the match when
-    given; a run with an A/B setting (``bench.tuning``) matches only a range whose notes name it.
+    ``global_batch``, ``gpus`` and ``variant`` (a subset of the record's variant) narrow the match
+    when given; a run with an A/B setting (``bench.planning.tuning``) matches only a range whose
+    variant names it.
     ``layout`` is read like a layout name (``tp1pp1dp4``, ``dp4``, ``tp2pp2``) and compared
     by its degrees with the record's layout, so ``dp4`` matches the canonical ``tp1pp1dp4``; a name
     without ``dp`` matches any data-parallel degree. A range without ``precision`` judges bf16 runs
@@ -118,8 +122,15 @@ class ReferenceRange:
     micro_batch: int | None = None
     global_batch: int | None = None
     gpus: int | None = None
-    notes: Mapping[str, Any] | None = None
-    layers: str | None = None  # TE+apex, TE or no TE (the default): bench.capabilities.layers_of
+    variant: dict[str, JsonScalar] | None = None
+    layers: str | None = None  # TE+apex, TE or no TE (the default): bench.config.capabilities.layers_of
+
+    @model_validator(mode="after")
+    def _sane(self) -> ReferenceRange:
+        if self.tflops_per_gpu <= 0 or not 0 < self.tolerance < 1:
+            raise ValueError("need tflops_per_gpu > 0 and 0 < tolerance < 1 (a fraction, 0.1 = 10 %), "
+                             f"got {self.tflops_per_gpu}, {self.tolerance}")
+        return self
 
     @cached_property
     def layout_spec(self) -> LayoutSpec | None:
@@ -135,95 +146,46 @@ class ReferenceRange:
         return self.tflops_per_gpu * (1 + self.tolerance)
 
 
-def _type_ok(value: Any, annotation: Any) -> bool:
-    """Whether a TOML value fits a field annotation (str, int, float, bool, Mapping, X | None)."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, a) for a in typing.get_args(annotation))
-    if annotation is type(None):
-        return value is None
-    if annotation is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin is not None:
-        return isinstance(value, origin)
-    return isinstance(value, annotation)
+class PublishedFile(Strict):
+    """``published.toml``: ``[source.<id>]`` tables and ``[[row]]`` entries (each checked alone)."""
+
+    source: dict[str, dict[str, Any]] = {}
+    row: tuple[dict[str, Any], ...] = ()
 
 
-def _build(cls: type, data: Any, where: str) -> Any:
-    """Instantiate ``cls`` from a TOML table, rejecting unknown keys, missing keys, wrong types."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{where}: expected a table, got {type(data).__name__}")
-    known = {f.name: f for f in fields(cls)}
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    values: dict[str, Any] = {}
-    for name, f in known.items():
-        if name not in data:
-            if f.default is MISSING:
-                raise ValueError(f"{where}: missing key {name!r}")
-            continue
-        if not _type_ok(data[name], f.type):
-            raise ValueError(f"{where}: key {name!r} must be {f.type}, got {data[name]!r}")
-        values[name] = float(data[name]) if f.type in (float, float | None) else data[name]
-    return cls(**values)
+class RangesFile(Strict):
+    """``reference_ranges.toml``: ``[[range]]`` entries (each checked alone)."""
 
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as error:
-        raise ValueError(f"{path}: not valid TOML ({error})") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    range: tuple[dict[str, Any], ...] = ()
 
 
 def load_published(path: Path | str) -> Published:
-    """Load ``published.toml``; raises ValueError naming the file, entry and key."""
+    """Load ``published.toml``; raises DataError naming the file, entry and key."""
     path = Path(path)
-    data = _read_toml(path)
-    unknown = sorted(set(data) - {"source", "row"})
-    if unknown:
-        raise ValueError(f"{path}: unknown top-level key(s) {', '.join(unknown)} (source, row)")
-    sources = {
-        key: _build(Source, {"id": key, **table}, f"{path}: [source.{key}]")
-        for key, table in data.get("source", {}).items()
-    }
+    data = load_toml(path, PublishedFile)
+    sources = {key: validate({"id": key, **table}, Source, f"{path}: [source.{key}]")
+               for key, table in data.source.items()}
     rows = []
-    for index, table in enumerate(data.get("row", [])):
+    for index, table in enumerate(data.row):
         where = f"{path}: [[row]] #{index + 1}"
-        row = _build(PublishedRow, table, where)
+        row = validate(table, PublishedRow, where)
         if row.source not in sources:
-            raise ValueError(f"{where}: source {row.source!r} is not a [source.<id>] table")
-        if row.flops_convention not in FLOPS_CONVENTIONS:
-            raise ValueError(f"{where}: flops_convention {row.flops_convention!r} is not one of "
-                             f"{', '.join(FLOPS_CONVENTIONS)}")
+            raise DataError(f"{where}: source {row.source!r} is not a [source.<id>] table")
         rows.append(row)
     return Published(types.MappingProxyType(sources), tuple(rows))
 
 
 def load_ranges(path: Path | str) -> tuple[ReferenceRange, ...]:
-    """Load ``reference_ranges.toml``; raises ValueError naming the file, entry and key."""
+    """Load ``reference_ranges.toml``; raises DataError naming the file, entry and key."""
     path = Path(path)
-    data = _read_toml(path)
-    unknown = sorted(set(data) - {"range"})
-    if unknown:
-        raise ValueError(f"{path}: unknown top-level key(s) {', '.join(unknown)} (range)")
     ranges = []
-    for index, table in enumerate(data.get("range", [])):
+    for index, table in enumerate(load_toml(path, RangesFile).range):
         where = f"{path}: [[range]] #{index + 1}"
-        entry = _build(ReferenceRange, table, where)
-        if entry.tflops_per_gpu <= 0 or not 0 < entry.tolerance < 1:
-            raise ValueError(f"{where}: need tflops_per_gpu > 0 and 0 < tolerance < 1 "
-                             "(a fraction, 0.1 = 10 %), "
-                             f"got {entry.tflops_per_gpu}, {entry.tolerance}")
+        entry = validate(table, ReferenceRange, where)
         if entry.layout is not None:
             try:
                 parse_layout_name(entry.layout)
             except ValueError as error:
-                raise ValueError(f"{where}: key 'layout': {error}") from None
+                raise DataError(f"{where}: key 'layout': {error}") from None
         ranges.append(entry)
     return tuple(ranges)

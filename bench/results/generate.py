@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.record import load_records
+from bench.records.store import RECORDS_DIR, load_records
 from bench.results import markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
@@ -21,7 +21,6 @@ from bench.results.drawing import Drawer
 from bench.results.hardware import load_ceilings
 
 RESULTS_DIR = Path("results")
-RECORDS_DIR = RESULTS_DIR / "records"
 PUBLISHED_FILE = RESULTS_DIR / "published.toml"
 RANGES_FILE = RESULTS_DIR / "reference_ranges.toml"
 SMOKE_DIR = RESULTS_DIR / "campaigns"  # the smoke checks' reports: measured GEMM ceilings

@@ -2,7 +2,7 @@
 
 A record names its accelerator by the data file (``h200-sxm``) or, in older or hand-made records,
 by a device name (``H200 SXM``); both resolve to the file in ``platforms/accelerators/``, whose
-``model`` is the name shown. The smoke check (``python -m bench.smoke``, schema ``bench.smoke/1``)
+``model`` is the name shown. The smoke check (``python -m bench.train.smoke``, schema ``bench.smoke/1``)
 measures the bf16 8192^3 GEMM rate per GPU: the most a GEMM-bound training step could reach on
 that GPU, drawn as a line on the plots. Smoke files are ``*smoke*.json`` in a folder (default
 ``results/campaigns``); one whose GEMM check did not pass gives no ceiling, and of several for one
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from bench.platforms import Accelerator, DataError, load_accelerator, match_accelerator
+from bench.config.platforms import Accelerator, DataError, load_accelerator, match_accelerator
 
 SMOKE_SCHEMA = "bench.smoke/1"
 
@@ -62,7 +62,7 @@ def load_ceilings(folder: Path | str) -> dict[str, Ceiling]:
             raise ValueError(f"{path}: not a readable smoke report ({error})") from None
         if not isinstance(report, dict) or report.get("schema") != SMOKE_SCHEMA:
             raise ValueError(f"{path}: schema is not {SMOKE_SCHEMA!r}; only smoke reports "
-                             "(python -m bench.smoke --out) belong under this name")
+                             "(python -m bench.train.smoke --out) belong under this name")
         gemm = (report.get("checks") or {}).get("gemm") or {}
         detail = gemm.get("detail") or {}
         accelerator = match_accelerator(str(report.get("gpu_model", "")))

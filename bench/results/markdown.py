@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from bench.record import Record
+from bench.records.record import Record
 from bench.results.aggregate import ModelTable, Report, Row, display_name
 from bench.results.data import CONVENTION_LABELS
 from bench.results.hardware import hardware_name
@@ -182,7 +182,7 @@ def _legend() -> list[str]:
         ("- `reference TFLOP/s/GPU` is the expected causal TFLOP/s/GPU and relative tolerance from "
         "`results/reference_ranges.toml`; `check` flags measured rows outside it in bold, and "
         "`nox -s results -- --check` fails on them."),
-        ("- `sweep`: the sweep id of the row's shown run (`notes.sweep` in its record), so rows "
+        ("- `sweep`: the sweep id of the row's shown run (`labels.sweep` in its record), so rows "
         "measured side by side in one sweep can be told apart; hatched bars in the plots."),
         ("- `VP/CP/SP`: virtual pipeline chunks / context parallel / sequence parallel. "
         f"`{DASH}`: not used (measured) or not published."),
@@ -247,7 +247,7 @@ def _ceiling_lines(plots: Sequence[PlotSpec]) -> list[str]:
     sources = sorted({spec.ceiling_source for spec in plots if spec.ceiling_source})
     if not sources:
         return []
-    return ["Dashed line: the GEMM ceiling the smoke check measured (`python -m bench.smoke`, "
+    return ["Dashed line: the GEMM ceiling the smoke check measured (`python -m bench.train.smoke`, "
             "the median rate of 8192³ matrix products on one GPU), the most a GEMM-bound "
             "training step could reach there:", "", *(f"- {source}" for source in sources), ""]
 

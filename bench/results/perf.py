@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.record import build_record, load_records, write_record
+from bench.records.record import build_record
+from bench.records.store import load_records, write_record
 from bench.results import markdown, plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published, load_ranges
@@ -62,7 +63,7 @@ def synthetic_records(directory: Path, count: int) -> None:
                      "mfu": tflops / 989.0, "flops_convention": "megatron-causal",
                      "tflops_per_gpu_noncausal": None, "mfu_noncausal": None,
                      "peak_mem_gb": 40.0},
-            notes={"sweep": f"s{i % 7}"},
+            labels={"sweep": f"s{i % 7}"},
         )
         write_record(directory, build)
 

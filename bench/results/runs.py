@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.record import Record
+from bench.records.record import Record
 
 # Platforms that are whatever machine ran them: their rows also name the GPU.
 MACHINE_PLATFORMS = ("local",)

@@ -25,7 +25,7 @@ import importlib
 import importlib.util
 from collections.abc import Mapping
 
-from bench.engines.common import FP4_SIMULATION_ENV
+from bench.config.precisions import FP4_SIMULATION_ENV
 
 MSAMP_CHOICES = ("off", "O1", "O2")
 INSTALL_HINT = ("build the image with `python -m bench images build cuda --option msamp=1` (MS-AMP "

@@ -31,7 +31,7 @@ from functools import partial
 
 import torch
 
-from bench.capabilities import detect as detect_capabilities
+from bench.config.capabilities import detect as detect_capabilities
 from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (

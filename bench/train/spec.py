@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from argparse import Namespace
 
-from bench.capabilities import Capabilities
+from bench.config.capabilities import Capabilities
 
 ATTENTION_CHOICES = ("auto", "sdpa", "local", "te")
 

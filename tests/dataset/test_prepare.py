@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ import pytest
 from bench.dataset.gpt2 import Gpt2Bpe
 from bench.dataset.prepare import InputError, prepare
 from bench.images.pins import REPO_ROOT
+from tests.inprocess import run_cli
 
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "It's 2026; GPT-2's BPE still works.\n",
          "Ünïcödé — ça marche, 中文 too 😀", "line one\nline two\n\nthree"]
@@ -98,8 +98,7 @@ def test_missing_input_and_unknown_suffix_are_named(tmp_path, gpt2_files):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bench", "data", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, check=False)
+    return run_cli("data", *args, cwd=REPO_ROOT)
 
 
 def test_command_line_prints_the_data_path_and_progress(tmp_path, inputs, gpt2_files):

@@ -2,7 +2,7 @@
 
 The stand-in replaces only the NGC/ROCm base (unreachable from CI); every step the kit adds runs:
 CA trust, pinned pip installs, patch series, kit install. Megatron-DeepSpeed comes from the source
-snapshot of its pinned commit beside the checkout (../shared/upstreams/) because GitHub is
+snapshot of its pinned commit (``$BENCH_UPSTREAM_SNAPSHOTS``, which CI sets) because GitHub is
 unreachable.
 """
 

@@ -19,17 +19,19 @@ from pathlib import Path
 
 import pytest
 
-from bench import dockerrun, runner
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
 from bench.images import container_engine as engine_api
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import get_preset
-from bench.record import load_records
+from bench.measure.status import Status
+from bench.planning.plan import plan
+from bench.records.store import load_records
 from bench.render import docker
-from bench.status import Status
-from bench.trainenv import problems
+from bench.running import docker as dockerrun
+from bench.running import local as runner
+from bench.running.trainenv import problems
 from tests.conftest import options
-from tests.test_reliability import OK_LOG, REPO, refused, run_cli
+from tests.inprocess import run_cli
+from tests.running.test_reliability import OK_LOG, REPO, refused
 
 STANDIN = "megatron-bench-kit/local-standin:1"
 # Stands in for torchrun: what the container sees, then a captured log of a real 1.3b run.

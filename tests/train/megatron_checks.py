@@ -16,8 +16,8 @@ import tempfile
 
 import torch
 
-from bench.capabilities import Capabilities, megatron_flags
-from bench.smoke import smoke_train_argv
+from bench.config.capabilities import Capabilities, megatron_flags
+from bench.train.smoke import smoke_train_argv
 
 TORCH_DIST_ENV = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
 

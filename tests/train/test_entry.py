@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.capabilities import Capabilities, megatron_flags
-from bench.smoke import smoke_train_argv
+from bench.config.capabilities import Capabilities, megatron_flags
+from bench.train.smoke import smoke_train_argv
 
 ENTRY = ["-m", "bench.train.pretrain_gpt"]
 GOOD_ARGV = smoke_train_argv(1, megatron_flags(Capabilities()))

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.platforms import load_platform
+from bench.config.presets import load_presets
 from bench.dataset.npm import fetch_gpt2_files
 from bench.dataset.prepare import prepare
 from bench.images.pins import REPO_ROOT
-from bench.plan import plan
-from bench.platforms import load_platform
-from bench.presets import load_presets
+from bench.planning.plan import plan
 from tests.conftest import options
 
 CACHE = Path.home() / ".cache" / "megatron-bench"

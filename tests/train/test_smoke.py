@@ -1,4 +1,4 @@
-"""``python -m bench.smoke`` on a machine without GPUs refuses, and its log reading is exact."""
+"""``python -m bench.train.smoke`` on a machine without GPUs refuses, and its log reading is exact."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.logparse import parse_log
-from bench.smoke import EXIT_NO_GPU, TRAIN_ITERS, judge_training
+from bench.measure.logparse import parse_log
+from bench.train.smoke import EXIT_NO_GPU, TRAIN_ITERS, judge_training
 
 # The smoke check's own 2-layer training on a lent H200 (megatron-core 0.19.2, bf16, mock data).
 LOG = Path(__file__).parent.parent / "fixtures" / "logs" / "megatron_smoke_2layer_h200.log"
@@ -19,7 +19,7 @@ def parse_iteration_lines(text: str):
 
 def test_smoke_refuses_without_gpu_in_megatron_python(run_megatron, tmp_path: Path) -> None:
     out = tmp_path / "smoke.json"
-    result = run_megatron(["-m", "bench.smoke", "--out", str(out)])
+    result = run_megatron(["-m", "bench.train.smoke", "--out", str(out)])
     assert result.returncode == EXIT_NO_GPU, result.stderr[-2000:]
     assert "no CUDA GPU is visible" in result.stderr
     assert not out.exists(), "nothing measured, nothing written"
@@ -27,7 +27,7 @@ def test_smoke_refuses_without_gpu_in_megatron_python(run_megatron, tmp_path: Pa
 
 def test_smoke_refuses_without_torch_or_gpu_in_host_python(run_host, tmp_path: Path) -> None:
     out = tmp_path / "smoke.json"
-    result = run_host(["-m", "bench.smoke", "--out", str(out)])
+    result = run_host(["-m", "bench.train.smoke", "--out", str(out)])
     assert result.returncode == EXIT_NO_GPU, result.stderr[-2000:]
     assert "torch is not importable" in result.stderr or "no CUDA GPU is visible" in result.stderr
     assert not out.exists()

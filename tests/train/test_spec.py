@@ -6,7 +6,7 @@ from argparse import Namespace
 
 import pytest
 
-from bench.capabilities import Capabilities
+from bench.config.capabilities import Capabilities
 from bench.train.spec import check_args, resolve_attention
 
 NOTHING = Capabilities(transformer_engine=False, apex_layer_norm=False, fused_wgrad=False,

@@ -1,0 +1,1 @@
+"""Configuration: presets, platforms, accelerators, campaigns as data; their schema, TOML reading, precisions."""

@@ -1,0 +1,161 @@
+"""Campaign files: the configurations of a measuring campaign as data, run by ``run --campaign``.
+
+A campaign is a TOML file::
+
+    description = "A/B runs of the kit's defaults on one H200"
+    [defaults]              # applied to every run; a run's own keys win
+    iters = 11
+    [[run]]
+    name = "2.7b-gbs64-foreach"   # for --only and the logs; unique in the file
+    group = "x1"                  # optional, or a list: --only x1 selects the whole group
+    model = "2.7b"
+    layout = "tp1pp1"             # or sweep = true
+    mbs = 8
+    gbs = 64
+    megatron_args = ["--kit-torch-adam", "foreach"]
+
+Every other key is an option of ``python -m bench run`` with ``_`` for ``-`` (``gpus``,
+``nodes``, ``mbs``, ``gbs``, ``iters``, ``engine``, ``precision``, ``image``, ``data_path``,
+``platform``, ``no_overlap``, ``grad_reduce``, ``no_fused_loss``, ``no_fused_attention``,
+``repeat``, ``timeout``, ``hang_timeout``, ...). Each run becomes the argv of one ``run`` command,
+so it is checked by the same parser; options given on the command line beside ``--campaign`` apply
+to every run and win over the file (e.g. ``--platform``, ``--records``, ``--dry-run``). Every
+run's record names the campaign (``notes.campaign``, the file's stem), and its run id ends
+``-c<n>``, n the run's place in the file, so runs of one preset and layout planned in the same
+second stay apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import model_validator
+
+from bench.config.schema import Strict, load_toml, validate
+
+
+class RunTable(Strict):
+    """One ``[[run]]`` with the ``[defaults]`` under it: the special keys, then every option of
+    ``run`` a campaign may set, with its type; a boolean is a flag."""
+
+    name: str | None = None
+    group: str | tuple[str, ...] = ()
+    model: str
+    layout: str | None = None
+    sweep: bool = False
+    megatron_args: tuple[str, ...] = ()
+    platform: str | None = None
+    gpus: int | None = None
+    nodes: int | None = None
+    mbs: int | None = None
+    gbs: int | None = None
+    iters: int | None = None
+    engine: str | None = None
+    precision: str | None = None
+    image: str | None = None
+    data_path: str | None = None
+    vocab_file: str | None = None
+    merge_file: str | None = None
+    account: str | None = None
+    partition: str | None = None
+    queue: str | None = None
+    walltime: str | None = None
+    no_overlap: bool = False
+    grad_reduce: str | None = None
+    no_fused_loss: bool = False
+    no_fused_attention: bool = False
+    repeat: int | None = None
+    timeout: float | None = None
+    hang_timeout: float | None = None
+    verbose: bool = False
+
+    @model_validator(mode="after")
+    def _one_layout(self) -> RunTable:
+        if (self.layout is None) == (not self.sweep):
+            raise ValueError("give a layout or sweep = true (one of them)")
+        return self
+
+
+# Keys of a run that are not plain ``--key value`` options.
+_SPECIAL = ("name", "group", "model", "layout", "sweep", "megatron_args")
+
+
+class CampaignFile(Strict):
+    """A campaign file: ``description``, ``[defaults]`` and ``[[run]]`` tables (each run is
+    checked alone, with the defaults under it, as a :class:`RunTable`)."""
+
+    description: str = ""
+    defaults: dict[str, Any] = {}
+    run: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class CampaignRun:
+    """One ``[[run]]``: its number in the file (from 1; its runs' ids end ``-c<number>``), name,
+    groups and the ``run`` argv (without the command name)."""
+
+    number: int
+    name: str
+    groups: tuple[str, ...]
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    description: str
+    runs: tuple[CampaignRun, ...]
+
+    def selected(self, only: list[str] | None) -> list[CampaignRun]:
+        """The runs named (by name or group) in ``only``, in file order; all without it."""
+        if not only:
+            return list(self.runs)
+        known = {r.name for r in self.runs} | {g for r in self.runs for g in r.groups}
+        unknown = [name for name in only if name not in known]
+        if unknown:
+            raise ValueError(f"campaign {self.name}: no run or group {', '.join(unknown)} "
+                             f"(names and groups: {', '.join(sorted(known))})")
+        return [r for r in self.runs if r.name in only or set(r.groups) & set(only)]
+
+
+def _argv(entry: dict[str, Any]) -> tuple[str, ...]:
+    """The ``run`` argv of a checked run, its options in the order the file gives them."""
+    argv = [entry["model"]]
+    if "layout" in entry:
+        argv.append(entry["layout"])
+    if entry.get("sweep"):
+        argv.append("--sweep")
+    for key, value in entry.items():
+        if key in _SPECIAL:
+            continue
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                argv.append(flag)
+        else:
+            argv += [flag, str(value)]
+    if entry.get("megatron_args"):
+        argv += ["--", *entry["megatron_args"]]
+    return tuple(argv)
+
+
+def load_campaign(path: Path | str) -> Campaign:
+    """Read and check a campaign file; a ValueError names the file, the run and the key."""
+    path = Path(path)
+    data = load_toml(path, CampaignFile)
+    runs, names = [], set()
+    for index, table in enumerate(data.run):
+        where = f"{path}: [[run]] #{index + 1}"
+        entry = {**data.defaults, **table}
+        run = validate(entry, RunTable, where)
+        name = run.name or f"run-{index + 1}"
+        if name in names:
+            raise ValueError(f"{where}: name {name!r} is used twice")
+        names.add(name)
+        groups = (run.group,) if isinstance(run.group, str) else run.group
+        runs.append(CampaignRun(index + 1, name, groups, _argv(entry)))
+    if not runs:
+        raise ValueError(f"{path}: no [[run]] entries")
+    return Campaign(path.stem, data.description, tuple(runs))

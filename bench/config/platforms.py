@@ -1,0 +1,308 @@
+"""Platforms (machines and clusters) as validated TOML data in ``platforms/``.
+
+A platform file holds every site fact the kit needs: scheduler, launcher, container runtime, GPUs per
+node, the accelerator (whose peak TFLOP/s and its source live in ``platforms/accelerators/``),
+default engine and precision, environment, module loads, image, bind mounts, library folders, CPU
+binding, shared storage and job defaults (overridden by command-line options, which default to
+``$BENCH_ACCOUNT`` etc.). A user adds a cluster by copying a file into a folder of their own named
+by ``BENCH_PLATFORMS_DIR``: its platforms and ``accelerators/`` add to the kit's, and a file of the
+same name replaces the kit's. The models are the files' schema (``results/schema/``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import fields
+from pathlib import Path
+from typing import Annotated, Literal, get_args
+
+from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
+
+from bench.config.capabilities import Capabilities
+from bench.config.precisions import PeakFormat, Precision, peak_format
+from bench.config.schema import NonNegative, Positive, Strict, hinted, load_toml
+from bench.config.tomlfile import DataError
+
+REPO_PLATFORMS_DIR = Path(__file__).resolve().parents[2] / "platforms"
+
+Engine = Literal["megatron", "megatron-deepspeed"]
+ENGINES: tuple[str, ...] = get_args(Engine)
+# The [capabilities] table of a platform file: Capabilities' fields, each true or false.
+CapabilitiesTable = create_model("CapabilitiesTable", __base__=Strict,
+                                 **{f.name: (bool, False) for f in fields(Capabilities)})
+_WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a platform is named, never given as a path
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``).
+LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/-]*)$")
+LibraryDir = Annotated[str, hinted(LIBRARY_DIR.pattern,
+                                   "must be an absolute folder, or one under a variable: ${EBROOTX}/lib")]
+# Slurm's --cpu-bind: a keyword, or map_cpu/mask_cpu with a comma-separated list.
+CpuBind = Annotated[str, hinted(r"^(?:(?:v,)?(?:none|cores|threads|sockets|ldoms|rank|(?:map_cpu|mask_cpu)[:=]"
+                                r"[0-9a-fA-Fx,]+))?$", "must be a Slurm --cpu-bind value such as 'cores' or "
+                                "'mask_cpu:0xfe,0xfe00'")]
+AbsolutePath = Annotated[str, hinted(r"^(/.*)?$", "must be an absolute path as the job sees it")]  # "" for none
+
+
+def check_walltime(value: str) -> str:
+    """A duration as Slurm and PBS read it; a ValueError says what is wrong with it."""
+    match = _WALLTIME.match(value)
+    if not match:
+        raise ValueError(f"walltime '{value}' must look like HH:MM:SS or D-HH:MM:SS")
+    days, hours, minutes, seconds = (int(match[k] or 0) for k in ("days", "h", "m", "s"))
+    if minutes > 59 or seconds > 59 or (match["days"] is not None and hours > 23):
+        raise ValueError(f"walltime '{value}' is not a duration: minutes and seconds run to 59, "
+                         "and hours to 23 after a day count (e.g. 01:30:00 or 2-12:00:00)")
+    if not (days or hours or minutes or seconds):
+        raise ValueError(f"walltime '{value}' is zero; give the job some time")
+    return value
+
+
+class AcceleratorFile(Strict):
+    """One GPU (or GCD) model and its dense peak TFLOP/s per precision, with the source."""
+
+    model: str
+    match: tuple[str, ...] = ()  # substrings of the device name a driver reports (e.g. "H200")
+    memory_gb: Positive
+    peak_tflops: dict[PeakFormat, Positive]
+    peak_source: Annotated[str, Field(pattern=r"\S")]  # where the peak figures come from
+
+
+class Accelerator(AcceleratorFile):
+    """An accelerator file as loaded; ``name`` is its file name without ``.toml``."""
+
+    name: str
+
+    def peak(self, precision: str) -> float:
+        """Dense peak for a precision's number format (fp8-*, msamp-* and fp4 runs: fp8's)."""
+        fmt = peak_format(precision)
+        if fmt not in self.peak_tflops:
+            raise ValueError(f"{precision} cannot run on {self.model}: its data file "
+                             f"(platforms/accelerators/{self.name}.toml) has no dense {fmt} peak, "
+                             f"only {', '.join(self.peak_tflops)}; use --precision bf16")
+        return self.peak_tflops[fmt]
+
+
+class Job(Strict):
+    """Scheduler defaults a user overrides by option (empty = not set)."""
+
+    account: str = ""
+    partition: str = ""
+    queue: str = ""
+    walltime: Annotated[str, hinted(_WALLTIME.pattern, "must be a walltime like HH:MM:SS or D-HH:MM:SS"),
+                        AfterValidator(check_walltime)] = "00:30:00"
+    qos: str = ""
+    filesystems: str = ""  # PBS -l filesystems=... (ALCF)
+    extra_directives: tuple[str, ...] = ()  # more scheduler options, e.g. "--exclusive"
+    account_required: bool = False  # the site refuses jobs without an account (LUMI, ALCF)
+    node_resources: str = ""  # PBS: appended to "select=<nodes>:", e.g. "system=polaris"
+
+
+class Data(Strict):
+    """Default training data for both engines (Megatron-DeepSpeed has no mock data; Megatron uses
+    mock data when none is set); paths as the job sees them, relative ones to the submit folder."""
+
+    path: str = ""
+    vocab_file: str = ""
+    merge_file: str = ""
+
+
+class Storage(Strict):
+    """The cluster's shared parallel filesystem, where data, checkpoints and images live.
+
+    ``stage``: the folder on it that holds the kit's data, checkpoints (``--save`` without a folder
+    writes to ``<stage>/checkpoints/<run id>``) and images, as the job sees it. ``filesystem``: what
+    it is, for people. ``squashed_image``: an image already squashed onto that filesystem (pyxis
+    starts from the file instead of pulling ``image``). ``save_interval``: iterations between
+    checkpoints when ``--save`` is given without ``--save-interval`` (0: once, at the end).
+    """
+
+    filesystem: str = ""
+    stage: AbsolutePath = ""
+    squashed_image: AbsolutePath = ""
+    save_interval: NonNegative = 0
+
+
+# [job] keys a scheduler's renderer does not use: set, they would be silently dropped.
+_JOB_KEYS_UNUSED = {
+    "slurm": ("queue", "filesystems", "node_resources"),
+    "pbs": ("partition", "qos"),
+    "none": ("account", "partition", "queue", "qos", "filesystems", "extra_directives",
+             "node_resources", "account_required"),
+}
+
+
+class PlatformFile(Strict):
+    """A machine or cluster: the keys of ``platforms/<name>.toml``."""
+
+    description: str
+    scheduler: Literal["slurm", "pbs", "none"]
+    launcher: Literal["srun", "torchrun", "mpiexec"]
+    # docker (scheduler "none" only): `docker run --gpus all` of `image` or --image; with neither,
+    # the run uses the Python the kit is started from (the local platform without --image).
+    container_runtime: Literal["pyxis", "singularity", "docker", "venv", "none"]
+    gpus_per_node: NonNegative  # 0 = count the GPUs present (the local platform)
+    accelerator: str  # a name in platforms/accelerators/, or "auto" to detect
+    default_engine: Engine
+    default_precision: Precision
+    image: str = ""
+    # Exported before launch; numbers are written as strings. Site settings such as NCCL's live
+    # here, never in the kit's code (the training entry sets no environment of its own).
+    env: dict[str, str] = {}
+    modules: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()  # shell lines run before launching (e.g. activating a venv)
+    binds: tuple[str, ...] = ()
+    job: Job = Job()
+    data: Data = Data()
+    cpus_per_task: NonNegative = 0  # 0 = leave to the scheduler
+    # Where pretrain_gpt.py of Megatron-DeepSpeed is, as the job sees it (the kit's images use /opt).
+    megatron_deepspeed_dir: str = "/opt/Megatron-DeepSpeed"
+    # What the image or venv has (bench.config.capabilities); "auto": detected where the run trains.
+    capabilities: Literal["auto"] | CapabilitiesTable = CapabilitiesTable()  # type: ignore[valid-type]
+    flash_attention: bool = False  # flash-attention 2 (Megatron-DeepSpeed's --use-flash-attn-v2)
+    module_paths: tuple[str, ...] = ()  # `module use` folders, before `module load`
+    # Folders put first on the library path the training processes see: LD_LIBRARY_PATH, or
+    # SINGULARITYENV_LD_LIBRARY_PATH inside Singularity (e.g. a NCCL/RCCL network plugin).
+    library_path: tuple[LibraryDir, ...] = ()
+    cpu_bind: CpuBind = ""  # for per-GPU srun tasks, e.g. LUMI's mask per GCD
+    storage: Storage = Storage()
+
+    @field_validator("capabilities", mode="before")
+    @classmethod
+    def _capabilities(cls, value: object) -> object:
+        if value != "auto" and not isinstance(value, dict):
+            raise ValueError('must be "auto" (detect where the run trains) or a table of '
+                             "true/false, e.g. [capabilities] transformer_engine = true")
+        if isinstance(value, dict):
+            try:
+                Capabilities.from_dict(value, "capabilities")  # its words for a bad table
+            except ValueError as exc:
+                raise ValueError(str(exc).split(": ", 1)[1]) from None
+        return value
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, env: object) -> object:
+        for key, value in env.items() if isinstance(env, dict) else ():
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"'{key}' is not a valid environment variable name")
+            if isinstance(value, bool) or not isinstance(value, str | int | float):
+                raise ValueError(f"'{key}' must be a string or number")
+        return {key: str(value) for key, value in env.items()} if isinstance(env, dict) else env
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlatformFile:
+        if self.scheduler != "none" and self.gpus_per_node == 0:
+            raise ValueError("a cluster platform must state gpus_per_node")
+        if self.cpu_bind and (self.scheduler != "slurm" or self.launcher != "srun"):
+            raise ValueError("cpu_bind binds srun's per-GPU tasks: it needs scheduler 'slurm' and "
+                             "launcher 'srun'")
+        if self.container_runtime in ("pyxis", "singularity") and not self.image:
+            raise ValueError(f"container_runtime '{self.container_runtime}' needs 'image'")
+        if self.container_runtime == "docker" and self.scheduler != "none":
+            raise ValueError("container_runtime 'docker' runs an image on this machine (scheduler "
+                             "'none'); job scripts start images with pyxis or Singularity")
+        for key in _JOB_KEYS_UNUSED[self.scheduler]:
+            if getattr(self.job, key):
+                raise ValueError(f"[job]: '{key}' does not apply to scheduler '{self.scheduler}', "
+                                 "whose scripts would drop it; remove it")
+        return self
+
+
+class Platform(PlatformFile):
+    """A platform file as loaded: ``name`` is its file name without ``.toml``, ``source`` its path;
+    ``capabilities`` is None where they are detected ("auto")."""
+
+    name: str
+    source: str = ""
+    capabilities: Capabilities | None = Capabilities()  # type: ignore[assignment]
+
+
+def platforms_dirs() -> list[Path]:
+    """The kit's platforms folder, then the user's ``BENCH_PLATFORMS_DIR`` (later ones win)."""
+    user = os.environ.get("BENCH_PLATFORMS_DIR")
+    if not user:
+        return [REPO_PLATFORMS_DIR]
+    if not Path(user).is_dir():
+        raise DataError(f"BENCH_PLATFORMS_DIR={user} is not a folder; point it at the folder that "
+                        "holds your platform files (<name>.toml, accelerators/<name>.toml)")
+    return [REPO_PLATFORMS_DIR] + ([Path(user)] if Path(user).resolve() != REPO_PLATFORMS_DIR else [])
+
+
+def _data_files(subfolder: str) -> dict[str, Path]:
+    """name -> file over the platforms folders; a user's file of the same name wins."""
+    found = {path.stem: path for folder in platforms_dirs() for path in (folder / subfolder).glob("*.toml")}
+    return dict(sorted(found.items()))
+
+
+def origin(path: Path) -> str:
+    """Where a data file came from: ``kit``, or ``user`` (``BENCH_PLATFORMS_DIR``)."""
+    return "kit" if path.resolve().is_relative_to(REPO_PLATFORMS_DIR) else "user"
+
+
+def platform_files() -> list[Path]:
+    return list(_data_files("").values())
+
+
+def load_platform_file(path: Path) -> Platform:
+    """Load and validate one platform file; errors name the file and the key."""
+    data = load_toml(path, PlatformFile)
+    if data.accelerator != "auto":
+        try:
+            load_accelerator(data.accelerator)
+        except DataError as exc:
+            raise DataError(f"{path}: key 'accelerator': {exc}") from None
+    caps = None if data.capabilities == "auto" else Capabilities(**dict(data.capabilities))
+    return Platform.model_construct(**{**dict(data), "capabilities": caps}, name=path.stem, source=str(path))
+
+
+def load_platform(name: str) -> Platform:
+    """The platform ``name`` from the platforms folders, or a ValueError listing the known ones."""
+    files = _data_files("")
+    known = ", ".join(files)
+    if not _NAME.match(name) or name.endswith(".toml"):
+        raise ValueError(f"--platform '{name}' is not a platform name; known: {known} (a "
+                         "platform is named, not given as a path: put its file in a folder named "
+                         "by BENCH_PLATFORMS_DIR)")
+    if name not in files:
+        raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying "
+                         f"a file of {REPO_PLATFORMS_DIR} into a folder named by BENCH_PLATFORMS_DIR)")
+    return load_platform_file(files[name])
+
+
+def job_option_default(key: str) -> str | None:
+    """The default of the ``--<key>`` option: ``$BENCH_<KEY>`` (read by the command line only)."""
+    return os.environ.get(f"BENCH_{key.upper()}") or None
+
+
+def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:
+    """The platform with the job settings given (None or empty: the platform file's)."""
+    changes = {key: value for key, value in overrides.items() if value}
+    if "walltime" in changes:
+        try:
+            check_walltime(changes["walltime"])
+        except ValueError as error:
+            raise DataError(f"--walltime: {error}") from None
+    return platform.model_copy(update={"job": platform.job.model_copy(update=changes)}) if changes else platform
+
+
+def accelerator_files() -> list[Path]:
+    return list(_data_files("accelerators").values())
+
+
+def load_accelerator_file(path: Path) -> Accelerator:
+    return Accelerator.model_construct(**dict(load_toml(path, AcceleratorFile)), name=path.stem)
+
+
+def load_accelerator(name: str) -> Accelerator:
+    files = _data_files("accelerators")
+    if not _NAME.match(name) or name not in files:
+        raise DataError(f"unknown accelerator '{name}'; known: {', '.join(files)}")
+    return load_accelerator_file(files[name])
+
+
+def match_accelerator(device_name: str) -> Accelerator | None:
+    """The accelerator whose ``match`` strings occur in a driver-reported device name."""
+    accelerators = map(load_accelerator_file, accelerator_files())
+    return next((a for a in accelerators if any(m.lower() in device_name.lower() for m in a.match)), None)

@@ -1,0 +1,25 @@
+"""Reading TOML data files with errors that name the file and the key (models: ``bench.config.schema``)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+
+class DataError(ValueError):
+    """A data file (platform, preset, pins, ...) is missing, malformed or has a bad value."""
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse ``path``; a syntax error becomes a DataError naming the file."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise DataError(f"{path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib does not say which file it read
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); TOML "
+                        "files must be UTF-8") from None

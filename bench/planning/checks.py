@@ -1,0 +1,78 @@
+"""Checks of a run's options that need no GPU: the planner runs them before anything is launched.
+
+Each refusal is one sentence naming the option, the value and the fix. What they guard against is a
+run that would start and then waste its GPU time (too few iterations to measure), or a value the
+kit would silently replace or drop (``--gbs 0`` meaning "the default", ``--queue`` on Slurm), or a
+value that would change meaning on the way to the launcher (``--data-path=--load`` becoming a
+Megatron flag of its own).
+"""
+
+from __future__ import annotations
+
+from bench.config.platforms import Platform
+from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
+from bench.planning.options import Options
+
+MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
+"""The fewest training iterations a run can be measured with: the warm-up plus the window."""
+
+# Options holding a count; None means "the default", so 0 is refused rather than read as unset.
+_COUNTS = (("gpus", "--gpus"), ("nodes", "--nodes"), ("mbs", "--mbs"), ("gbs", "--gbs"))
+
+# Options whose value becomes an argument of its own for Megatron, the container runtime or the
+# scheduler (PBS directives take "-A value"): a value starting with '-' would be read as a flag.
+_FREE_TEXT = (("data_path", "--data-path"), ("vocab_file", "--vocab-file"),
+              ("merge_file", "--merge-file"), ("image", "--image"), ("account", "--account"),
+              ("partition", "--partition"), ("queue", "--queue"), ("walltime", "--walltime"))
+
+# Job options by scheduler: Slurm has partitions and no queues, PBS queues and no partitions.
+_JOB_OPTIONS = {
+    "slurm": ("account", "partition", "walltime"),
+    "pbs": ("account", "queue", "walltime"),
+    "none": (),
+}
+_WHY_NOT = {
+    ("slurm", "queue"): "Slurm has partitions, not queues: use --partition",
+    ("pbs", "partition"): "PBS has queues, not partitions: use --queue",
+}
+
+
+def check_options(options: Options, platform: Platform, engine: str) -> None:
+    """Refuse what cannot run as asked; raises ValueError naming the option and the fix."""
+    for key, flag in _COUNTS:
+        value = getattr(options, key)
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value} (leave it out for the "
+                             "default)")
+    if options.iters < MIN_ITERS:
+        raise ValueError(f"--iters {options.iters} is too few to measure: the protocol needs at "
+                         f"least {MIN_ITERS} ({WARMUP_ITERS} warm-up iterations, then a window of "
+                         f"{MIN_WINDOW_ITERS}; see bench/measure/protocol.py)")
+    for key, flag in _FREE_TEXT:
+        value = getattr(options, key)
+        if value is not None and value.startswith("-"):
+            raise ValueError(f"{flag} '{value}' looks like a flag, and would be read as one "
+                             f"where it is passed on; give a value that does not start with "
+                             f"'-' (a file so named: ./{value})")
+    _check_applies(options, platform, engine)
+
+
+def _check_applies(options: Options, platform: Platform, engine: str) -> None:
+    """Refuse options that the platform or engine would otherwise silently ignore."""
+    for key in ("account", "partition", "queue", "walltime"):
+        if getattr(options, key) is None or key in _JOB_OPTIONS[platform.scheduler]:
+            continue
+        why = _WHY_NOT.get((platform.scheduler, key))
+        if why is None:  # no scheduler: a run on this machine
+            why = (f"platform {platform.name} runs on this machine, with no scheduler"
+                   + (" (limit a run with --timeout)" if key == "walltime" else ""))
+        raise ValueError(f"--{key} does not apply on platform {platform.name}: {why}")
+    if options.image is not None and platform.container_runtime == "none":
+        raise ValueError(f"--image does not apply on platform {platform.name}: it runs in the "
+                         "Python environment the kit is started from (container_runtime none)")
+    if engine == "megatron":
+        for key, flag in (("vocab_file", "--vocab-file"), ("merge_file", "--merge-file")):
+            if getattr(options, key) is not None:
+                raise ValueError(f"{flag} does not apply to the megatron engine, which trains on "
+                                 "mock data or --data-path's tokenized data with a null "
+                                 "tokenizer; it is for --engine megatron-deepspeed")

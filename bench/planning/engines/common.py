@@ -1,0 +1,89 @@
+"""Flags Megatron-LM and Megatron-DeepSpeed share (both descend from Megatron-LM's parser)."""
+
+from __future__ import annotations
+
+from bench.config.precisions import FP4_SIMULATION_ENV, MSAMP_LEVEL
+from bench.config.presets import Preset
+from bench.planning.layout import Layout
+
+# GPT-3 optimiser settings (Brown et al. 2020, appendix B); they do not change throughput but make
+# the loss curve of a benchmark run meaningful.
+OPTIMIZER_FLAGS = (
+    "--lr", "6.0e-5", "--min-lr", "6.0e-6", "--lr-decay-style", "cosine",
+    "--weight-decay", "0.1", "--adam-beta1", "0.9", "--adam-beta2", "0.95",
+    "--clip-grad", "1.0", "--init-method-std", "0.006",
+)
+
+
+def model_flags(preset: Preset) -> list[str]:
+    return ["--num-layers", str(preset.layers), "--hidden-size", str(preset.hidden),
+            "--ffn-hidden-size", str(preset.ffn_hidden),
+            "--num-attention-heads", str(preset.heads), "--seq-length", str(preset.seq_length),
+            "--max-position-embeddings", str(preset.seq_length)]
+
+
+def parallel_flags(layout: Layout) -> list[str]:
+    flags = ["--tensor-model-parallel-size", str(layout.tp),
+             "--pipeline-model-parallel-size", str(layout.pp)]
+    if layout.sp:
+        flags.append("--sequence-parallel")
+    return flags
+
+
+def batch_flags(layout: Layout, iters: int) -> list[str]:
+    return ["--micro-batch-size", str(layout.micro_batch),
+            "--global-batch-size", str(layout.global_batch),
+            "--train-iters", str(iters), "--log-interval", "1",
+            # No evaluation: a throughput run measures training steps only.
+            "--eval-iters", "0", "--eval-interval", str(iters)]
+
+
+FP8_DELAYED = ("--fp8-format", "hybrid", "--fp8-recipe", "delayed",
+               "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max")
+def precision_flags(precision: str) -> list[str]:
+    """bf16/fp16 mixed precision; the fp8 precisions are bf16 plus a Transformer Engine fp8 recipe.
+
+    Both fp8 recipes use the hybrid format (E4M3 forward, E5M2 gradients). ``fp8-delayed`` scales
+    each tensor by the amax history of earlier steps (Megatron's default recipe; 1024 steps, max);
+    ``fp8-current`` scales each tensor by its own amax in the same step (Megatron's ``tensorwise``).
+    """
+    if precision == "fp16":
+        return ["--fp16"]
+    if precision == "fp8-delayed":
+        return ["--bf16", *FP8_DELAYED]
+    if precision == "fp8-current":
+        return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
+    if precision in MSAMP_LEVEL:
+        # The MS-AMP seed's msamp/fp4 modes: MS-AMP's own FP8 linears (bench.train.msamp), no TE recipe.
+        return ["--bf16", "--kit-msamp", MSAMP_LEVEL[precision]]
+    return ["--bf16"]
+
+
+def precision_env(precision: str) -> dict[str, str]:
+    """Environment a precision sets for the training processes (MS-AMP's FP4 simulation switches)."""
+    return dict(FP4_SIMULATION_ENV) if precision == "fp4" else {}
+
+
+def checkpoint_flags(save_dir: str, interval: int) -> list[str]:
+    """Save checkpoints to ``save_dir``; both engines also save once after the last iteration."""
+    flags = ["--save", save_dir]
+    if interval:
+        flags += ["--save-interval", str(interval)]
+    return flags
+
+
+def recompute_flags(recompute: str | None, engine: str) -> list[str]:
+    """Activation recompute (``bench.measure.flops`` says how its FLOPs are counted).
+
+    Megatron-Core: full recompute of every layer (uniform, one layer per unit), or selective
+    (core attention only). Megatron-DeepSpeed: full is its DeepSpeed activation checkpointing,
+    ``--checkpoint-activations`` (what the seeds use); selective is Megatron's flag, which it kept.
+    """
+    if recompute is None:
+        return []
+    if recompute == "selective":
+        return ["--recompute-granularity", "selective"]
+    if engine == "megatron-deepspeed":
+        return ["--checkpoint-activations", "--checkpoint-num-layers", "1"]
+    return ["--recompute-granularity", "full", "--recompute-method", "uniform",
+            "--recompute-num-layers", "1"]

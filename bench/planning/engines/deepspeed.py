@@ -1,0 +1,157 @@
+"""Megatron-DeepSpeed engine: its ``pretrain_gpt.py`` flags and the DeepSpeed JSON config.
+
+The config is built as a dict here and written by the kit as JSON (never edited with sed).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from bench.config.platforms import Data
+from bench.config.precisions import peak_format
+from bench.config.presets import Preset
+from bench.planning.engines.common import (
+    OPTIMIZER_FLAGS,
+    batch_flags,
+    model_flags,
+    parallel_flags,
+    precision_flags,
+    recompute_flags,
+)
+from bench.planning.layout import Layout
+
+# Where the kit's images put Megatron-DeepSpeed; a platform without images (Polaris) has a checkout.
+DEFAULT_ZERO_STAGE = 1
+DS_CONFIG_NAME = "ds_config.json"
+
+
+OFFLOADS = ("none", "cpu")
+
+
+@dataclass(frozen=True)
+class ZeroSettings:
+    """DeepSpeed ZeRO settings beyond the stage (the layout names the stage: ``zero3``).
+
+    ``offload="cpu"``: optimizer state and step on the CPU (ZeRO-Offload; Megatron-DeepSpeed then
+    steps with DeepSpeedCPUAdam, ``--cpu-optimizer``, which DeepSpeed requires for offloading).
+    ``overlap_comm``: overlap gradient reduction with the backward pass. ``contiguous_gradients``:
+    copy gradients into one buffer as they are produced. Bucket sizes are in elements; ``None``
+    keeps DeepSpeed's default. Seed 003 sets all of them (ZeRO-3, 2e8-element buckets).
+    """
+
+    offload: str = "none"
+    overlap_comm: bool = False
+    contiguous_gradients: bool = False
+    reduce_bucket_size: int | None = None
+    allgather_bucket_size: int | None = None
+
+    def variant(self) -> tuple[tuple[str, str], ...]:
+        """The settings away from DeepSpeed's defaults, as (name, value) for a run's notes."""
+        pairs = [("zero_offload", self.offload)] if self.offload != "none" else []
+        pairs += [(name, "on") for name in ("overlap_comm", "contiguous_gradients")
+                  if getattr(self, name)]
+        pairs += [(name, str(getattr(self, name))) for name in ("reduce_bucket_size",
+                  "allgather_bucket_size") if getattr(self, name) is not None]
+        return tuple(pairs)
+
+
+DEFAULT_ZERO_SETTINGS = ZeroSettings()
+
+
+def zero_problems(settings: ZeroSettings, stage: int) -> tuple[list[str], list[str]]:
+    """(problems, notes) for ZeRO ``settings`` at ``stage``: every broken rule, and what is inert."""
+    problems, notes = [], []
+    if settings.offload not in OFFLOADS:
+        problems.append(f"--zero-offload {settings.offload} is not one of {', '.join(OFFLOADS)}")
+    for name in ("reduce_bucket_size", "allgather_bucket_size"):
+        size = getattr(settings, name)
+        if size is not None and size < 1:
+            problems.append(f"{name} must be at least 1 element, got {size}")
+    if settings.allgather_bucket_size is not None and stage == 3:
+        notes.append("zero3 does not read allgather_bucket_size (stage 3 gathers parameters by "
+                     "stage3_prefetch_bucket_size); it is written as the seed writes it")
+    return problems, notes
+
+
+def ds_config(layout: Layout, precision: str,
+              zero: ZeroSettings = DEFAULT_ZERO_SETTINGS) -> dict[str, Any]:
+    """DeepSpeed config for one run; batch sizes must agree with the Megatron flags."""
+    zero_config: dict[str, Any] = {"stage": zero_stage(layout)}
+    if zero.overlap_comm:
+        zero_config["overlap_comm"] = True
+    if zero.contiguous_gradients:
+        zero_config["contiguous_gradients"] = True
+    for name in ("reduce_bucket_size", "allgather_bucket_size"):
+        if getattr(zero, name) is not None:
+            zero_config[name] = getattr(zero, name)
+    if zero.offload == "cpu":
+        # The seed's "cpu_offload": true is DeepSpeed's deprecated spelling of this.
+        zero_config["offload_optimizer"] = {"device": "cpu"}
+    config: dict[str, Any] = {
+        "train_batch_size": layout.global_batch,
+        "train_micro_batch_size_per_gpu": layout.micro_batch,
+        "steps_per_print": 1,
+        "gradient_clipping": 1.0,
+        "zero_optimization": zero_config,
+        "wall_clock_breakdown": False,
+    }
+    if precision == "fp16":
+        # Dynamic loss scaling as in Megatron-DeepSpeed's examples.
+        config["fp16"] = {"enabled": True, "loss_scale": 0, "loss_scale_window": 500,
+                          "hysteresis": 2, "min_loss_scale": 1, "initial_scale_power": 12}
+    else:
+        config["bf16"] = {"enabled": True}
+    return config
+
+
+def zero_stage(layout: Layout) -> int:
+    return layout.zero if layout.zero is not None else DEFAULT_ZERO_STAGE
+
+
+def ds_config_json(layout: Layout, precision: str,
+                   zero: ZeroSettings = DEFAULT_ZERO_SETTINGS) -> str:
+    return json.dumps(ds_config(layout, precision, zero), indent=2, sort_keys=True) + "\n"
+
+
+def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, data: Data,
+                   config_path: str, zero: ZeroSettings = DEFAULT_ZERO_SETTINGS,
+                   flash_attention: bool = False, recompute: str | None = None,
+                   fused_attention: bool = True) -> list[str]:
+    """Megatron-DeepSpeed flags; it reads real data only, so ``data`` must name it."""
+    if peak_format(precision) == "fp8":
+        raise ValueError(f"{precision} needs Transformer Engine (and MS-AMP for msamp-*/fp4) through "
+                         "the Megatron engine: use --engine megatron, or --precision bf16/fp16 with "
+                         "Megatron-DeepSpeed")
+    if layout.vp > 1 or layout.cp > 1:
+        raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine has no "
+                         "interleaved (vp) or context (cp) parallelism; use --engine megatron")
+    missing = [name for name, value in (("--data-path", data.path), ("--vocab-file",
+               data.vocab_file), ("--merge-file", data.merge_file)) if not value]
+    if missing:
+        raise ValueError("Megatron-DeepSpeed has no mock data: give " + ", ".join(missing) +
+                         " (or set them in the platform file's [data] table)")
+    flags = model_flags(preset) + parallel_flags(layout)
+    if layout.pp == 1:
+        flags.append("--no-pipeline-parallel")
+    flags += batch_flags(layout, iters)
+    flags += precision_flags(precision)
+    flags += recompute_flags(recompute, "megatron-deepspeed")
+    flags += list(OPTIMIZER_FLAGS)
+    # Its gradient-accumulation fusion is commented out upstream, but the flag (on by default)
+    # still demands apex's fused_weight_gradient_mlp_cuda: off, so no apex is needed.
+    flags += ["--no-gradient-accumulation-fusion"]
+    flags += ["--distributed-backend", "nccl",
+              "--data-path", data.path, "--vocab-file", data.vocab_file,
+              "--merge-file", data.merge_file, "--tokenizer-type", "GPT2BPETokenizer",
+              "--data-impl", "mmap", "--split", "949,50,1",
+              "--deepspeed", "--deepspeed_config", config_path,
+              "--zero-stage", str(zero_stage(layout))]
+    if zero.offload == "cpu":
+        flags.append("--cpu-optimizer")
+    # Without flash-attn, torch's fused attention (the kit's patch 0011) rather than the unfused
+    # core attention, which stores the s x s scores (kept for A/B: --no-fused-attention).
+    if fused_attention:
+        flags.append("--use-flash-attn-v2" if flash_attention else "--use-torch-sdpa")
+    return flags

@@ -1,0 +1,72 @@
+"""Megatron-Core engine: the kit's training entry ``bench.train.pretrain_gpt``.
+
+Flag names are those of megatron-core 0.19's ``megatron.training`` argument parser; a test runs the
+argv the planner makes through that parser.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bench.config.capabilities import Capabilities, megatron_flags
+from bench.config.presets import Preset
+from bench.planning.engines.common import (
+    MSAMP_LEVEL,
+    OPTIMIZER_FLAGS,
+    batch_flags,
+    model_flags,
+    parallel_flags,
+    precision_flags,
+    recompute_flags,
+)
+from bench.planning.layout import Layout
+from bench.planning.tuning import DEFAULT_TUNING, Tuning
+
+ENTRY = ("-m", "bench.train.pretrain_gpt")
+
+
+def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
+                  capabilities: Capabilities, data_path: str = "",
+                  tuning: Tuning = DEFAULT_TUNING, recompute: str | None = None) -> list[str]:
+    """Megatron flags for one benchmark run; mock data unless ``data_path`` is given.
+
+    Performance defaults (each measured on H200, see the README's results; ``tuning`` turns the
+    first three off for A/B runs): gradients reduced in bf16 under bf16 (halves gradient memory and
+    traffic); with data parallelism, gradient reduce-scatter and parameter all-gather overlapped
+    with compute; the fused cross-entropy loss; the distributed optimizer. The entry adds the
+    fused AdamW on the no-TE path (``--kit-torch-adam``). ``capabilities`` (what the training
+    environment has) choose the layer implementation and turn off the fusions it lacks.
+    """
+    if layout.zero is not None:
+        raise ValueError(f"zero{layout.zero} is a DeepSpeed stage: use --engine megatron-deepspeed,"
+                         " or drop it (the Megatron engine shards optimizer state with its "
+                         "distributed optimizer, which is on by default)")
+    flags = model_flags(preset) + parallel_flags(layout)
+    if layout.vp > 1:
+        flags += ["--num-layers-per-virtual-pipeline-stage",
+                  str(preset.layers // (layout.pp * layout.vp))]
+    if layout.cp > 1:
+        flags += ["--context-parallel-size", str(layout.cp)]
+    flags += batch_flags(layout, iters)
+    flags += precision_flags(precision)
+    flags += recompute_flags(recompute, "megatron")
+    flags += list(OPTIMIZER_FLAGS)
+    if precision != "fp16" and tuning.grad_reduce_bf16:
+        flags.append("--grad-reduce-in-bf16")
+    if layout.dp > 1 and tuning.overlap:
+        flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
+    if tuning.fused_loss:
+        # Megatron's own fused cross entropy (torch.compile'd), not TE's, which Megatron warns about.
+        flags += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "native"]
+    if precision in MSAMP_LEVEL:
+        # MS-AMP's FP8 linears replace megatron-core's local ones: no Transformer Engine layers.
+        capabilities = replace(capabilities, transformer_engine=False)
+    flags += megatron_flags(capabilities)
+    flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
+              "--log-throughput", "--tokenizer-type", "NullTokenizer",
+              "--vocab-size", str(preset.vocab_size)]
+    if data_path:
+        flags += ["--data-path", data_path, "--split", "949,50,1"]
+    else:
+        flags += ["--mock-data"]
+    return flags

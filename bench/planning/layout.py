@@ -1,0 +1,208 @@
+"""Parallel layouts: parsed from names like ``tp2pp8``, checked against a preset and a GPU count.
+
+Grammar (order free, each part at most once): ``tp<N>`` tensor, ``pp<N>`` pipeline, ``dp<N>`` data,
+``cp<N>`` context parallel, ``vp<N>`` virtual pipeline stages per rank (interleaved schedule),
+``sp`` sequence parallel, ``zero1|zero2|zero3`` DeepSpeed ZeRO stage. Missing degrees are 1, except
+DP, which is derived from the GPU count. Every rule Megatron enforces at start-up is checked here,
+before anything is written or launched, and a refusal names the numbers and the nearest valid layouts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from bench.config.presets import Preset
+
+_PART = re.compile(r"(?P<dim>tp|pp|dp|cp|vp)(?P<n>\d+)|(?P<sp>sp)|zero(?P<zero>[123])")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A validated split of one preset over ``gpus`` GPUs; batches are in sequences."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    vp: int  # virtual pipeline stages per pipeline rank; 1 = no interleaving
+    sp: bool
+    zero: int | None  # DeepSpeed ZeRO stage, Megatron-DeepSpeed engine only
+    micro_batch: int
+    global_batch: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    @property
+    def name(self) -> str:
+        """Canonical name, e.g. ``tp2pp4dp2`` or ``tp1pp4vp2dp1sp``."""
+        name = f"tp{self.tp}pp{self.pp}"
+        if self.vp > 1:
+            name += f"vp{self.vp}"
+        if self.cp > 1:
+            name += f"cp{self.cp}"
+        name += f"dp{self.dp}"
+        if self.sp:
+            name += "sp"
+        if self.zero is not None:
+            name += f"zero{self.zero}"
+        return name
+
+    @property
+    def grad_accumulation(self) -> int:
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    @property
+    def spec(self) -> LayoutSpec:
+        """The layout as asked for, DP included (planning it again needs no name round trip)."""
+        return LayoutSpec(self.tp, self.pp, self.dp, self.cp, self.vp, self.sp, self.zero)
+
+
+@dataclass(frozen=True)
+class LayoutSpec:
+    """What a layout name asks for, before the GPU count fills in DP."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    cp: int = 1
+    vp: int = 1
+    sp: bool = False
+    zero: int | None = None
+
+    @property
+    def model_parallel_gpus(self) -> int:
+        """GPUs of one model replica, times DP when the name gives it: the size the name asks for."""
+        return self.tp * self.pp * self.cp * (self.dp or 1)
+
+
+def parse_layout_name(name: str) -> LayoutSpec:
+    """Parse ``tp2pp8``-style names; a ValueError says which part is not understood."""
+    text = name.strip().lower()
+    if not text:
+        raise ValueError("empty layout; write it like tp2pp8, tp4pp2dp2 or tp1pp1")
+    values: dict[str, object] = {}
+    pos = 0
+    for match in _PART.finditer(text):
+        if match.start() != pos:
+            break
+        key = match.group("dim") or ("sp" if match.group("sp") else "zero")
+        if key in values:
+            raise ValueError(f"layout '{name}': '{key}' is given twice")
+        if match.group("dim"):
+            number = int(match.group("n"))
+            if number < 1:
+                raise ValueError(f"layout '{name}': {key}{number} must be at least 1")
+            values[key] = number
+        elif key == "sp":
+            values["sp"] = True
+        else:
+            values["zero"] = int(match.group("zero"))
+        pos = match.end()
+    if pos != len(text):
+        raise ValueError(f"layout '{name}': cannot read '{text[pos:]}'; parts are tp<N> pp<N> "
+                         "dp<N> cp<N> vp<N> sp zero1|zero2|zero3, e.g. tp2pp8 or tp4pp2dp2")
+    return LayoutSpec(**values)  # type: ignore[arg-type]
+
+
+def _problems(spec: LayoutSpec, dp: int, preset: Preset, gpus: int, gpus_per_node: int,
+              mbs: int, gbs: int) -> list[str]:
+    """Every rule the layout breaks, each as a sentence with its numbers (empty when valid)."""
+    tp, pp, cp, vp = spec.tp, spec.pp, spec.cp, spec.vp
+    problems = []
+    if tp * pp * cp * dp != gpus:
+        problems.append(f"tp{tp} x pp{pp} x cp{cp} x dp{dp} = {tp * pp * cp * dp} GPUs, "
+                        f"but the run has {gpus} GPUs")
+    if preset.heads % tp:
+        problems.append(f"{preset.name} has {preset.heads} attention heads, not divisible by "
+                        f"tp{tp}")
+    if preset.layers % (pp * vp):
+        problems.append(f"{preset.name} has {preset.layers} layers, not divisible by "
+                        f"pp{pp} x vp{vp} = {pp * vp}")
+    if vp > 1 and pp < 2:
+        problems.append(f"vp{vp} (interleaved pipeline) needs pp of at least 2, got pp{pp}")
+    if gbs % (mbs * dp):
+        problems.append(f"global batch {gbs} is not divisible by micro batch {mbs} x dp{dp} = "
+                        f"{mbs * dp}")
+    if tp > gpus_per_node:
+        problems.append(f"tp{tp} is larger than the {gpus_per_node} GPUs of one node "
+                        "(tensor parallelism must stay inside a node)")
+    if spec.sp and tp < 2:
+        problems.append("sp (sequence parallel) needs tensor parallelism, but tp is 1")
+    if cp > 1 and preset.seq_length % (2 * cp):
+        problems.append(f"sequence length {preset.seq_length} is not divisible by 2 x cp{cp}")
+    if spec.zero is not None and spec.zero > 1 and pp > 1:
+        problems.append(f"zero{spec.zero} shards gradients, which DeepSpeed does not combine "
+                        f"with pipeline parallelism (pp{pp}); use zero1 or pp1")
+    return problems
+
+
+def _log2_distance(a: int, b: int) -> float:
+    return abs(math.log2(a) - math.log2(b))
+
+
+def valid_layouts(preset: Preset, gpus: int, gpus_per_node: int, mbs: int, gbs: int,
+                  cp: int = 1, vp: int = 1, sp: bool = False,
+                  zero: int | None = None) -> list[Layout]:
+    """Every tp x pp x dp split of ``gpus`` that passes all checks (powers of two for tp/pp)."""
+    out = []
+    tp = 1
+    while tp <= min(gpus, gpus_per_node):
+        pp = 1
+        while tp * pp * cp <= gpus:
+            if gpus % (tp * pp * cp) == 0:
+                dp = gpus // (tp * pp * cp)
+                spec = LayoutSpec(tp=tp, pp=pp, dp=dp, cp=cp, vp=vp, sp=sp, zero=zero)
+                if not _problems(spec, dp, preset, gpus, gpus_per_node, mbs, gbs):
+                    out.append(Layout(tp, pp, dp, cp, vp, sp, zero, mbs, gbs))
+            pp *= 2
+        tp *= 2
+    return out
+
+
+def nearest_layouts(spec: LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int, mbs: int,
+                    gbs: int, count: int = 3) -> list[Layout]:
+    """Valid layouts closest to ``spec`` (tp and pp on a log scale), best first."""
+    def candidates(**kw: object) -> list[Layout]:
+        return valid_layouts(preset, gpus, gpus_per_node, mbs, gbs, cp=spec.cp, **kw)
+
+    found = candidates(vp=spec.vp, sp=spec.sp, zero=spec.zero) or candidates(zero=spec.zero)
+    found.sort(key=lambda lay: (_log2_distance(lay.tp, spec.tp) + _log2_distance(lay.pp, spec.pp),
+                                lay.tp, lay.pp))
+    return found[:count]
+
+
+def batch_sizes(preset: Preset, mbs: int | None, gbs: int | None) -> tuple[int, int]:
+    """(micro, global) batch in sequences: the options where given, else the preset's."""
+    mbs = mbs or preset.micro_batch
+    gbs = gbs or preset.global_batch
+    if mbs < 1 or gbs < 1:
+        raise ValueError(f"micro batch ({mbs}) and global batch ({gbs}) must be at least 1")
+    return mbs, gbs
+
+
+def build_layout(layout: str | LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int,
+                 mbs: int | None = None, gbs: int | None = None) -> Layout:
+    """Check a layout (its name or parsed spec) for ``preset`` on ``gpus`` GPUs; DP fills the GPUs
+    when absent.
+
+    ``mbs``/``gbs`` override the preset's micro and global batch (sequences). Raises ValueError
+    listing every broken rule with its numbers and the nearest valid layouts.
+    """
+    spec = parse_layout_name(layout) if isinstance(layout, str) else layout
+    label = f"layout '{layout}'" if isinstance(layout, str) else f"layout {layout}"
+    mbs, gbs = batch_sizes(preset, mbs, gbs)
+    model_parallel = spec.tp * spec.pp * spec.cp
+    dp = spec.dp if spec.dp is not None else max(1, gpus // model_parallel)
+    problems = _problems(spec, dp, preset, gpus, gpus_per_node, mbs, gbs)
+    if problems:
+        near = nearest_layouts(spec, preset, gpus, gpus_per_node, mbs, gbs)
+        hint = (f"nearest valid layouts for {preset.name} on {gpus} GPUs (mbs {mbs}, gbs {gbs}): "
+                + ", ".join(lay.name for lay in near)) if near else (
+                f"no layout of {preset.name} fits {gpus} GPUs with mbs {mbs}, gbs {gbs}; "
+                "change --gpus/--nodes or --gbs")
+        raise ValueError(f"{label} is not possible: " + "; ".join(problems) + ". " + hint)
+    return Layout(spec.tp, spec.pp, dp, spec.cp, spec.vp, spec.sp, spec.zero, mbs, gbs)

@@ -1,0 +1,99 @@
+"""A first-order estimate of peak GPU memory for a layout: plans that cannot fit are refused and
+sweeps skip them.
+
+Per GPU, in bytes (Korthikanti et al. 2022 for activations, with flash-style attention that keeps
+no s x s scores, and no activation recomputation):
+
+- weights 2 B/param (bf16/fp16), gradients 2 B/param (reduced in bf16) or 4 B (fp32);
+- Adam state and fp32 master weights 12 B/param, divided by DP (Megatron's distributed optimizer,
+  DeepSpeed ZeRO-1); ZeRO-2 also divides the gradients, ZeRO-3 the weights;
+- activations s*b*h*(10 + 24/tp) B per layer and micro-batch (s*b*h*34/tp with sequence
+  parallelism; s is divided by cp), for the layers of one pipeline stage and the micro-batches the
+  1F1B schedule keeps in flight on the first stage (up to pp);
+- logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers.
+
+Against the peaks measured on H200 (``results/records/``, tests/planning/test_memory.py) it is within -19%
+to +18% of every megatron-engine run, half of them within 3.5%; it is a filter, not a promise.
+Megatron-DeepSpeed's unfused attention (``--no-fused-attention``) keeps the s x s scores, which
+it does not model: 62 GB for 1.3b where it says 40 GB. With torch SDPA (the kit's default for it)
+the same runs used 28-32 GB.
+"""
+
+from __future__ import annotations
+
+import math
+
+from bench.config.presets import Preset
+from bench.planning.layout import Layout, valid_layouts
+
+GB = 1e9
+FIT_FRACTION = 0.92  # of the device's memory; the allocator needs head-room
+_CONTEXT_BYTES = 2 * GB
+
+
+def params_per_gpu(preset: Preset, layout: Layout) -> float:
+    """Parameters held by the most loaded GPU (a first pipeline stage, with the embeddings)."""
+    h, s, v = preset.hidden, preset.seq_length, preset.vocab_size
+    per_layer = 4 * h * h + 2 * h * preset.ffn_hidden + 13 * h  # QKV, proj, MLP, biases, norms
+    return preset.layers * per_layer / (layout.tp * layout.pp) + (v * h + s * h) / layout.tp
+
+
+def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1) -> float:
+    """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what
+    is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
+    3: + weights)."""
+    params = params_per_gpu(preset, layout)
+    dp = layout.dp
+    states = (params * 2 / (dp if zero_stage >= 3 else 1)
+              + params * grad_bytes / (dp if zero_stage >= 2 else 1)
+              + params * 12 / (dp if zero_stage >= 1 else 1))
+    s, b, h = preset.seq_length / layout.cp, layout.micro_batch, preset.hidden
+    in_flight = min(layout.pp, layout.grad_accumulation)
+    per_sbh = 34 / layout.tp if layout.sp else 10 + 24 / layout.tp
+    activations = (preset.layers / layout.pp) * in_flight * s * b * h * per_sbh
+    logits = 2 * 4 * s * b * preset.vocab_size / layout.tp
+    return states + activations + logits + _CONTEXT_BYTES
+
+
+def grad_bytes(engine: str, precision: str, grad_reduce_bf16: bool) -> int:
+    """Bytes per gradient: Megatron keeps fp32 main gradients unless they are reduced in bf16 (any
+    precision but fp16); DeepSpeed keeps them in the training precision."""
+    return 2 if engine != "megatron" or (precision != "fp16" and grad_reduce_bf16) else 4
+
+
+def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
+         zero_stage: int = 1) -> bool:
+    return estimate_bytes(preset, layout, grad_bytes, zero_stage) <= FIT_FRACTION * device_gb * GB
+
+
+def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
+               grad_bytes: int = 2, zero_stage: int = 1) -> float:
+    """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
+    nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then up
+    to 8x the GPUs)."""
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage) / GB
+    limit = FIT_FRACTION * device_gb
+    if need <= limit:
+        return need
+    fitting = []
+    for gpus in (layout.gpus * 2**k for k in range(4)):
+        for mbs in sorted({layout.micro_batch // 2**k or 1 for k in range(4)}, reverse=True):
+            for lay in valid_layouts(preset, gpus, gpus_per_node, mbs, layout.global_batch,
+                                     cp=layout.cp, zero=layout.zero):
+                gb = estimate_bytes(preset, lay, grad_bytes, zero_stage) / GB
+                distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
+                if gb <= limit:
+                    fitting.append(((gpus, -mbs, distance, gb), lay, gb))
+    fitting.sort(key=lambda item: item[0])
+    hints = []
+    for _, lay, gb in fitting[:3]:
+        changes = "".join(f" {flag} {value}" for flag, value, same in (
+            ("--gpus", lay.gpus, layout.gpus), ("--mbs", lay.micro_batch, layout.micro_batch))
+            if value != same)
+        hints.append(f"{lay.name}{changes} (~{gb:.0f} GB)")
+    hint = ("nearest that fit: " + ", ".join(hints) if hints
+            else f"no layout of {preset.name} fits up to {8 * layout.gpus} GPUs")
+    raise ValueError(
+        f"{preset.name} {layout.name} (mbs {layout.micro_batch}) needs ~{need:.1f} GB per GPU by "
+        f"the memory estimate (bench/planning/memory.py), more than {FIT_FRACTION:.0%} of the "
+        f"{device_gb:g} GB of each {device}; {hint}; --force plans it anyway")

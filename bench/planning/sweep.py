@@ -1,0 +1,58 @@
+"""Sweep: every valid layout of a preset on the run's GPUs, minus those that cannot fit.
+
+Locally the GPUs are those present and each candidate runs briefly (``SWEEP_ITERS`` iterations: the
+warm-up plus a short window), then the best by TFLOP/s/GPU is reported; on a cluster each candidate
+is its own job, gathered by ``collect``. Every run's record carries the sweep's id in its notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bench.config.platforms import Platform
+from bench.config.presets import Preset
+from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
+from bench.planning.layout import Layout, batch_sizes, valid_layouts
+from bench.planning.memory import GB, estimate_bytes, fits, grad_bytes
+from bench.planning.options import Options
+from bench.planning.plan import LaunchPlan, plan
+
+SWEEP_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS + 2
+
+
+def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
+               grad: int = 2, gpus_per_node: int | None = None
+               ) -> tuple[list[Layout], list[tuple[Layout, float]]]:
+    """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``;
+    ``grad``: bytes per gradient (``bench.planning.memory.grad_bytes``), as the planner counts them;
+    tensor parallelism stays within ``gpus_per_node`` (default: all GPUs are one node)."""
+    keep, skipped = [], []
+    for lay in valid_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
+        if fits(preset, lay, device_gb, grad):
+            keep.append(lay)
+        else:
+            skipped.append((lay, estimate_bytes(preset, lay, grad) / GB))
+    return keep, skipped
+
+
+def sweep_plans(preset: Preset, platform: Platform, options: Options,
+                device_gb: float) -> tuple[list[LaunchPlan], list[tuple[Layout, float]]]:
+    """Plans for every candidate layout; iterations default to ``SWEEP_ITERS``.
+
+    Locally the GPUs are those present (or ``--gpus``); on a cluster ``--gpus`` or ``--nodes``.
+    """
+    per_node = platform.gpus_per_node
+    gpus = options.gpus or (options.nodes or 0) * per_node or options.gpus_present
+    if not gpus:
+        raise ValueError("a sweep needs the GPUs present (none found) or --gpus"
+                         if platform.scheduler == "none" else
+                         f"a sweep on {platform.name} needs its size: --gpus N or --nodes N")
+    mbs, gbs = batch_sizes(preset, options.mbs, options.gbs)
+    grad = grad_bytes(options.engine or platform.default_engine,
+                      options.precision or platform.default_precision, options.tuning.grad_reduce_bf16)
+    keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, grad, per_node or None)
+    if not keep:
+        raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
+                         "the memory estimate; try a smaller --mbs or more GPUs")
+    opts = replace(options, gpus=gpus)
+    return [plan(preset, lay.spec, platform, opts) for lay in keep], skipped

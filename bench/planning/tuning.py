@@ -1,0 +1,91 @@
+"""Performance settings a user may move away from the kit's defaults, for A/B runs.
+
+The defaults are the kit's measured choice (see the README's results). A run that changes any of
+them is a *variant*: its non-default settings go into its record's ``notes`` and name its own row on
+the results page, so it is never averaged with runs of the default configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """``overlap``: overlap the data-parallel gradient reduce-scatter and parameter all-gather with
+    compute (dp > 1). ``grad_reduce_bf16``: keep and reduce gradients in bf16 under bf16/fp8
+    instead of fp32. ``fused_loss``: Megatron's fused cross-entropy loss. All three are Megatron
+    engine settings. ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or
+    torch's SDPA (patch 0011) instead of its unfused core attention, which stores the s x s scores;
+    a Megatron-DeepSpeed setting. ``extra_args``: more Megatron flags, appended after the kit's."""
+
+    overlap: bool = True
+    grad_reduce_bf16: bool = True
+    fused_loss: bool = True
+    fused_attention: bool = True
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def changes_megatron_defaults(self) -> bool:
+        """Whether a Megatron-engine setting is off its default."""
+        return not (self.overlap and self.grad_reduce_bf16 and self.fused_loss)
+
+    def at_layout(self, dp: int, precision: str) -> tuple[Tuning, tuple[str, ...]]:
+        """The settings with those that change nothing at this layout and precision put back to
+        the default (so the run is not recorded as a variant), and a note for each."""
+        tuning, notes = self, []
+        if not self.overlap and dp == 1:
+            tuning = replace(tuning, overlap=True)
+            notes.append("--no-overlap changes nothing with DP 1 (there is no data-parallel "
+                         "reduce to overlap): dropped, the run is the default configuration")
+        if not self.grad_reduce_bf16 and precision == "fp16":
+            tuning = replace(tuning, grad_reduce_bf16=True)
+            notes.append(f"--grad-reduce fp32 changes nothing under {precision} (gradients are "
+                         "reduced in fp32 already): dropped, the run is the default configuration")
+        return tuning, tuple(notes)
+
+    def variant(self) -> tuple[tuple[str, str], ...]:
+        """The non-default settings as (note key, value) pairs, in a fixed order."""
+        pairs = []
+        if not self.overlap:
+            pairs.append(("overlap", "off"))
+        if not self.grad_reduce_bf16:
+            pairs.append(("grad_reduce", "fp32"))
+        if not self.fused_loss:
+            pairs.append(("fused_loss", "off"))
+        if not self.fused_attention:
+            pairs.append(("core_attention", "unfused"))
+        if self.extra_args:
+            pairs.append(("megatron_args", " ".join(self.extra_args)))
+        return tuple(pairs)
+
+
+DEFAULT_TUNING = Tuning()
+# The note keys a plan's variant may use: these settings, then the DeepSpeed ZeRO settings
+# (bench.planning.engines.deepspeed.ZeroSettings.variant), a sequence length away from the preset's and the
+# activation recompute (--recompute).
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "core_attention", "megatron_args",
+                    "zero_offload", "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
+                    "allgather_bucket_size", "seq_length", "recompute")
+
+
+def flag_names(argv: Iterable[str]) -> set[str]:
+    """The ``--flag`` names in an argv (``--flag=value`` counts as ``--flag``)."""
+    return {arg.split("=", 1)[0] for arg in argv if arg.startswith("--")}
+
+
+def check_extra_args(extra: tuple[str, ...], kit_args: Iterable[str]) -> None:
+    """Refuse extra Megatron flags that are not flags, or that the kit already sets.
+
+    A flag the kit sets (layout, batch, precision, data...) would silently override what the plan,
+    the FLOPs count and the record say ran; those change through the kit's own options.
+    """
+    if extra and not extra[0].startswith("--"):
+        raise ValueError(f"extra Megatron arguments must start with a flag, got '{extra[0]}' "
+                         "(write them after '--', e.g. -- --manual-gc)")
+    taken = sorted(flag_names(extra) & flag_names(kit_args))
+    if taken:
+        raise ValueError(f"the kit already sets {', '.join(taken)} from the preset, layout and "
+                         "options; change it with the kit's options (see python -m bench run "
+                         "--help), not as an extra Megatron flag")

@@ -1,0 +1,346 @@
+"""Run records: the versioned JSON schema ``bench.record/1`` and its one parse path.
+
+A *record*, ``results/records/<run_id>.json``, describes one *run*: the resolved preset, layout and
+platform, what the kit set (argv, environment), provenance, and either steady-state metrics
+(``status == "ok"``) or a failure status with a reason. The models are the schema and its one parse
+path. Records are append-only; ``bench.records.store`` writes and loads them.
+
+Units: seconds, samples/s, tokens/s and TFLOP/s (10^12 FLOP/s) per GPU, MFU as a fraction of the
+dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names how
+``tflops_per_gpu``/``mfu`` were counted; ``*_noncausal`` use the older convention (``bench/measure/flops.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, Text, hinted, problems
+from bench.measure.status import Status
+
+SCHEMA = "bench.record/1"
+# MFU must agree with tflops_per_gpu / peak_tflops and tokens/s/GPU with samples/s * seq / gpus to
+# this relative tolerance; a mismatch means the metrics were computed from different inputs.
+CONSISTENCY_RTOL = 0.01
+IMPLAUSIBLE_NOTE_PREFIX = "metrics."  # notes keys of a run's rejected metrics: metrics.mfu, ...
+# Records written before the notes kept their kinds held them all in ``notes``; on load these keys
+# go to ``labels`` and ``engine_notes``, the kit's bookkeeping keys stay, and the rest were settings.
+_OLD_LABELS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign"})
+_OLD_ENGINE_NOTES = frozenset({"engine_tflops_per_gpu", "engine_flops", "flops_counted",
+                               "hardware_tflops_per_gpu", "zero_stage", "deepspeed", "patch_series",
+                               "apex"})
+_OLD_BOOKKEEPING = frozenset({"comment", "job_id", "scheduler", "scheduler_state", "exit_status",
+                              "nodelist"})
+
+
+def _real_time(value: str) -> str:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError as error:  # the right shape, but no such day or time (month 13)
+        raise ValueError(f"{value!r} is not a date and time ({error})") from None
+    return value
+
+
+def _fraction(value: float) -> float:
+    if value > 1:
+        raise ValueError(f"{value} is a fraction of peak and must be in (0, 1]; a value above 1 "
+                         "means the wrong peak or FLOPs formula")
+    return value
+
+
+Fraction = Annotated[Positive, AfterValidator(_fraction)]
+Timestamp = Annotated[str, hinted(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
+                                  "must be UTC like 2026-11-21T20:15:00Z"), AfterValidator(_real_time)]
+JsonScalar = str | int | Annotated[float, Field(allow_inf_nan=False)] | bool | None
+
+
+class RecordError(ValueError):
+    """A record does not satisfy the schema; ``problems`` lists every violation found."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = tuple(problems)
+        super().__init__("invalid run record: " + "; ".join(self.problems))
+
+
+class PresetInfo(Strict):
+    """Model shape of the run; ``vocab_size`` is the padded vocabulary."""
+
+    name: Text
+    layers: Count
+    hidden: Count
+    heads: Count
+    seq_length: Count
+    vocab_size: Count
+
+
+class LayoutInfo(Strict):
+    """Parallel layout: degrees, virtual pipeline ``vp`` and ZeRO stage ``zero`` (null: off)."""
+
+    name: Text
+    tp: Count
+    pp: Count
+    dp: Count
+    vp: Count | None
+    cp: Count
+    sp: bool
+    zero: Annotated[int, Field(ge=0, le=3)] | None
+    micro_batch: Count
+    global_batch: Count
+
+
+class PlatformInfo(Strict):
+    """Platform as used: ``peak_tflops`` is the dense peak per GPU for the run's precision."""
+
+    name: Text
+    accelerator: Text
+    peak_tflops: Positive
+    peak_source: Text
+
+
+class Provenance(Strict):
+    """Where the numbers came from; every key is present, null when it could not be determined.
+
+    ``hostname`` is one host the run ran on, or null. A cluster run's record (``bench jobs
+    collect``) knows ``kit_commit``, ``image`` and what the job printed of its image's digest; the
+    scheduler's node list is in its notes (``nodelist``). Cluster records written before this held
+    the node list in ``hostname``.
+
+    ``image_digest`` is the identity of the image the run's container runtime started, read at run
+    time, never from the plan; ``image_digest_kind`` says what it is: ``registry`` (a registry's
+    manifest digest: the reference the runtime pulled was pinned ``@sha256:...``, or the engine's
+    RepoDigests of the image it started), ``image-id`` (the engine's local image ID, the digest
+    of the image's configuration: an image that never came from a registry) or ``file-sha256``
+    (sha256 of the image file, ``.sqsh`` or ``.sif``, at job start). Both are null for a run
+    without an image and where the runtime does not say (a tag pulled by pyxis); records written
+    before the kind existed lack it.
+    """
+
+    kit_commit: Text | None
+    megatron_core: Text | None
+    torch: Text | None
+    cuda: Text | None
+    nccl: Text | None
+    gpu_model: Text | None
+    gpu_count: Count | None
+    driver: Text | None
+    image: Text | None
+    image_digest: Annotated[str, hinted(r"^sha256:[0-9a-f]{64}$",
+                                        "must be sha256:<64 lower-case hex digits>")] | None
+    hostname: Text | None
+    image_digest_kind: Literal["registry", "image-id", "file-sha256"] | None = None
+
+    @model_validator(mode="after")
+    def _digest_has_kind(self) -> Provenance:
+        if (self.image_digest is None) != (self.image_digest_kind is None):
+            raise ValueError("image_digest and image_digest_kind are set together or not at all")
+        return self
+
+
+class Metrics(Strict):
+    """Steady-state metrics over ``window_iters`` iterations after ``warmup_iters``.
+
+    ``mfu`` is a fraction (0..1] of ``PlatformInfo.peak_tflops``; ``peak_mem_gb`` is the largest
+    per-GPU allocation in GB, null when the platform cannot report it. ``mfu_bf16_peak`` is
+    ``tflops_per_gpu`` over the accelerator's dense bf16 peak, for runs measured against another
+    peak (fp8); null otherwise, and absent in records written before it existed.
+    """
+
+    warmup_iters: NonNegative
+    window_iters: Count
+    step_time_s_median: Positive
+    step_time_s_p10: Positive
+    step_time_s_p90: Positive
+    samples_per_s: Positive
+    tokens_per_s_per_gpu: Positive
+    tflops_per_gpu: Positive
+    mfu: Fraction
+    flops_convention: Literal["megatron-causal"]
+    tflops_per_gpu_noncausal: Positive | None
+    mfu_noncausal: Fraction | None
+    peak_mem_gb: Positive | None
+    mfu_bf16_peak: Positive | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Metrics:
+        if not self.step_time_s_p10 <= self.step_time_s_median <= self.step_time_s_p90:
+            raise ValueError("step times must satisfy p10 <= median <= p90")
+        return self
+
+
+class Record(Strict):
+    """One run. Build it with :func:`build_record` or :func:`record_from_dict`; both validate.
+
+    ``argv`` is the command each rank runs (``python <entry> <flags>``), for local and cluster runs
+    alike; the launcher (torchrun, srun, mpiexec) is the platform's. Records of local runs written
+    before this held the torchrun command line. ``log_errors`` holds the first error lines of a failed
+    run's log before ``log_tail`` (the cause often scrolls out of the tail); older records lack it.
+
+    What the record says beyond the shared schema keeps its kind: ``variant``, the settings away
+    from the kit's defaults (A/B tuning, ZeRO settings, sequence length, recompute), which make the
+    run a configuration of its own; ``engine_notes``, how the numbers were made (the engine's own
+    TFLOP/s, DeepSpeed's version, the patch series: ``bench.records.engine_notes``); ``labels``,
+    how the run was made (``sweep``, ``repeat_group``, ``campaign``), which never split a
+    configuration; ``notes``, the kit's bookkeeping (the cluster job, rejected metrics). Records
+    written before these fields held all of it in ``notes``; it is sorted into them on load.
+    ``lm_losses`` is the ``lm loss`` of every logged iteration in order, up to the first non-finite
+    one (loss curves are drawn from it); older records lack it.
+    """
+
+    model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
+
+    schema_: Literal["bench.record/1"] = Field(SCHEMA, alias="schema")
+    run_id: Annotated[str, hinted(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                                  "must be letters, digits, '.', '_' or '-' (it is the file name)")]
+    status: Status
+    reason: Text | None
+    started_at: Timestamp
+    finished_at: Timestamp | None
+    engine: Literal["megatron", "megatron-deepspeed"]
+    precision: Annotated[str, hinted(r"^[a-z0-9][a-z0-9_-]*$", "must be lower-case like bf16, fp16, fp8")]
+    preset: PresetInfo
+    layout: LayoutInfo
+    platform: PlatformInfo
+    nodes: Count
+    gpus: Count
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    provenance: Provenance
+    metrics: Metrics | None
+    log_tail: tuple[str, ...] = ()
+    notes: dict[str, JsonScalar] = {}
+    log_errors: tuple[str, ...] = ()
+    variant: dict[str, JsonScalar] = {}
+    engine_notes: dict[str, JsonScalar] = {}
+    labels: dict[str, JsonScalar] = {}
+    lm_losses: tuple[Finite, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when the run finished and has metrics."""
+        return self.status is Status.OK
+
+    @model_validator(mode="after")
+    def _notes_by_kind(self) -> Record:
+        """A record written before ``variant``, ``engine_notes`` and ``labels``: its notes sorted
+        into them as it is read (the file is not rewritten)."""
+        if {"variant", "engine_notes", "labels"} & self.model_fields_set or not self.notes:
+            return self
+        kinds: dict[str, dict[str, Any]] = {"notes": {}, "variant": {}, "engine_notes": {}, "labels": {}}
+        for key, value in self.notes.items():
+            if key in _OLD_LABELS:
+                kinds["labels"][key] = value
+            elif key in _OLD_ENGINE_NOTES:
+                kinds["engine_notes"][key] = value
+            elif key in _OLD_BOOKKEEPING or key.startswith(IMPLAUSIBLE_NOTE_PREFIX):
+                kinds["notes"][key] = value
+            else:
+                kinds["variant"][key] = value
+        for name, values in kinds.items():  # frozen: set once, while it is being validated
+            object.__setattr__(self, name, values)
+        return self
+
+    @model_validator(mode="after")
+    def _rules(self) -> Record:
+        p: list[str] = []
+        status, lay, m = self.status.value, self.layout, self.metrics
+        if self.finished_at is not None and (datetime.fromisoformat(self.finished_at)
+                                             < datetime.fromisoformat(self.started_at)):
+            p.append(f"finished_at: {self.finished_at} is before started_at {self.started_at}")
+        if self.ok and m is None:
+            p.append("metrics: required when status is 'ok'")
+        if self.ok and self.reason is not None:
+            p.append("reason: must be null when status is 'ok'")
+        if not self.ok and m is not None:
+            p.append(f"metrics: must be null when status is {status!r} (only ok runs have metrics)")
+        if not self.ok and not (self.reason or "").strip():
+            p.append(f"reason: required when status is {status!r}; say what went wrong")
+        if lay.tp * lay.pp * lay.cp * lay.dp != self.gpus:
+            p.append(f"layout: tp {lay.tp} x pp {lay.pp} x cp {lay.cp} x dp {lay.dp} = "
+                     f"{lay.tp * lay.pp * lay.cp * lay.dp}, but gpus is {self.gpus}")
+        if lay.global_batch % (lay.micro_batch * lay.dp):
+            p.append(f"layout: global_batch {lay.global_batch} is not a multiple of micro_batch "
+                     f"{lay.micro_batch} x dp {lay.dp}")
+        if self.nodes > self.gpus:
+            p.append(f"nodes: {self.nodes} nodes cannot run {self.gpus} GPUs")
+        if m is not None:
+            peak, tokens = self.platform.peak_tflops, m.samples_per_s * self.preset.seq_length / self.gpus
+            if not math.isclose(m.mfu, m.tflops_per_gpu / peak, rel_tol=CONSISTENCY_RTOL):
+                p.append(f"metrics.mfu: {m.mfu} != tflops_per_gpu {m.tflops_per_gpu} / "
+                         f"platform.peak_tflops {peak}")
+            if not math.isclose(m.tokens_per_s_per_gpu, tokens, rel_tol=CONSISTENCY_RTOL):
+                p.append(f"metrics.tokens_per_s_per_gpu: {m.tokens_per_s_per_gpu} != samples_per_s x "
+                         f"seq_length / gpus = {tokens:.6g}")
+        if p:
+            raise ValueError("\n".join(p))
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, keys in schema order (the order of the contract)."""
+        return self.model_dump(mode="json")
+
+    def to_json(self) -> str:
+        """Serialized record: 2-space indent, trailing newline, deterministic."""
+        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def record_from_json(text: str | bytes) -> Record:
+    """Validate a record's JSON text (the one parse path); raises :class:`RecordError`."""
+    try:
+        return Record.model_validate_json(text)
+    except ValidationError as error:
+        try:  # the standard library's words for what is not JSON
+            data = json.loads(text)
+        except RecursionError:
+            raise RecordError(["not a record: JSON nested too deeply to read"]) from None
+        except ValueError as bad:  # JSONDecodeError, UnicodeDecodeError, too many digits
+            raise RecordError([f"not valid JSON ({bad})"]) from None
+        schema = data.get("schema") if isinstance(data, dict) else SCHEMA
+        if schema == SCHEMA:
+            raise RecordError(problems(error, Record)) from None
+        if isinstance(schema, str) and schema.startswith("bench.record/"):  # said before all else
+            raise RecordError([f"schema {schema!r} is not supported by this kit, which reads "
+                               f"{SCHEMA!r}; update the kit to read this record"]) from None
+        raise RecordError([f"schema {schema!r} is not a run record (expected {SCHEMA!r})"]) from None
+
+
+def record_from_dict(data: Any) -> Record:
+    """Validate a decoded JSON record: it is checked as the JSON text it stands for."""
+    try:
+        text = json.dumps(data)
+    except (TypeError, ValueError) as error:
+        raise RecordError([f"not JSON data ({error})"]) from None
+    return record_from_json(text)
+
+
+def build_record(**fields: Any) -> Record:
+    """A validated record from its keys but ``schema`` (nested parts as mappings or models);
+    ``provenance`` keys default to null. Raises :class:`RecordError`."""
+    data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in fields.items()}
+    data["provenance"] = {**dict.fromkeys(Provenance.model_fields), **(data.get("provenance") or {})}
+    return record_from_dict({"schema": SCHEMA, **data})
+
+
+def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -> Record:
+    """:func:`build_record` for a run that ended: metrics that fail the checks (an MFU above 1
+    from an impossible step time) make it ``failed``, with the problems as reason, this log tail,
+    and the numbers kept in ``notes`` as ``metrics.<name>`` (non-finite ones as text)."""
+    try:
+        return build_record(**fields)
+    except RecordError as error:
+        if fields.get("metrics") is None:
+            raise  # not the metrics: a bug in the caller, which no status can record
+        notes = {**dict(fields.get("notes") or {}), **{
+            IMPLAUSIBLE_NOTE_PREFIX + key: value if not isinstance(value, float)
+            or math.isfinite(value) else repr(value) for key, value in dict(fields["metrics"]).items()}}
+        reason = ("the run finished, but its metrics are implausible, so it is not a result: "
+                  + "; ".join(error.problems) + f" (the numbers are kept in notes as "
+                  f"{IMPLAUSIBLE_NOTE_PREFIX}*)")
+        return build_record(**{**fields, "status": Status.FAILED, "reason": reason,
+                               "metrics": None, "notes": notes, "log_tail": list(failure_log_tail)})
+
+

@@ -1,0 +1,42 @@
+"""``python -m bench schemas``: the JSON Schemas of records and data files, written into
+``results/schema/``, where a site can validate its own files against them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from bench.config.platforms import AcceleratorFile, PlatformFile
+from bench.images.pins import REPO_ROOT, Pins
+from bench.records.record import Record
+
+SCHEMA_DIR = REPO_ROOT / "results" / "schema"
+MODELS: dict[str, type[BaseModel]] = {"record": Record, "platform": PlatformFile,
+                                      "accelerator": AcceleratorFile, "pins": Pins}
+
+
+def json_schemas() -> dict[str, str]:
+    """The JSON Schema files of ``results/schema/``, by file name."""
+    return {f"{name}.schema.json": json.dumps(model.model_json_schema(by_alias=True), indent=2)
+            + "\n" for name, model in MODELS.items()}
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    """Write the JSON Schemas into ``--out`` (default ``results/schema/``)."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in json_schemas().items():
+        (args.out / name).write_text(text)
+        print(args.out / name)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Register ``schemas`` on the kit's command line."""
+    parser = sub.add_parser("schemas", help="write the JSON Schemas of records and data files",
+                            description=__doc__)
+    parser.add_argument("--out", type=Path, default=SCHEMA_DIR,
+                        help="folder for the *.schema.json files (default: the kit's results/schema)")
+    parser.set_defaults(func=cmd_schemas)

@@ -1,0 +1,309 @@
+"""``python -m bench run``: plan a benchmark, then print it (``--dry-run``), submit it as a job on a
+cluster, or run it here and write its record; ``--sweep``, ``--repeat`` and ``--campaign`` make
+several runs of one command, all planned before any is launched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+from bench.config.campaign import load_campaign
+from bench.config.platforms import Platform, load_accelerator, load_platform, match_accelerator
+from bench.config.presets import get_preset
+from bench.planning.options import Options
+from bench.planning.plan import LaunchPlan, plan, run_id
+from bench.planning.sweep import sweep_plans
+from bench.records.build import plan_preview
+from bench.records.store import record_path, records_dir
+from bench.render.scripts import render_script
+from bench.running import docker
+from bench.running.arguments import (
+    HANG_TIMEOUT_S,
+    TIMEOUT_S,
+    add_run_options,
+    options_from,
+    parse_run_argv,
+)
+from bench.running.gpus import detect_gpus
+from bench.running.jobs.cli import EXIT_FAILED
+from bench.running.jobs.follow import follow
+from bench.running.jobs.scheduler import SchedulerError, scheduler_for
+from bench.running.jobs.submit import check_submittable, submit_plan
+from bench.running.local import run_local, summary
+from bench.running.trainenv import Facts, describe, facts, problems
+
+
+def training_facts(args: argparse.Namespace, platform: Platform) -> Facts | None:
+    """What the Python that will train has, asked once per command: it gives the plan its
+    capabilities and is the preflight of a run (:func:`environment_ready`). With ``--image`` on a
+    docker platform that Python is the image's, asked in a container; a machine where docker
+    cannot start the image is refused here, before anything is written (a dry run says so in a
+    note and plans without the image's capabilities)."""
+    if not (args.image and platform.container_runtime == "docker"):
+        return facts(megatron_deepspeed_dir=platform.megatron_deepspeed_dir)
+    try:
+        docker.check_engine(args.image)
+        return docker.probe(args.image, str(Path.cwd()), platform.binds,
+                               platform.megatron_deepspeed_dir)
+    except ValueError as exc:
+        if not args.dry_run:
+            raise
+        print(f"note: the image's Python was not probed: {exc}", file=sys.stderr)
+        return None
+
+def local_options(args: argparse.Namespace, platform: Platform) -> Options:
+    """Options with what this machine has: its GPUs, and (where the platform says "auto") the
+    capabilities of the Python that will train. Its facts are kept in ``args.training_facts``
+    for the preflight, so that Python is asked once."""
+    gpus = detect_gpus()
+    found = args.training_facts = training_facts(args, platform)
+    caps = found.capabilities if found is not None and platform.capabilities is None else None
+    return options_from(args, gpus.count, gpus.name, caps)
+
+def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
+                 tag: str | None = None) -> list[LaunchPlan]:
+    """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
+
+    All are planned (and so checked) before anything is written or launched.
+    """
+    if args.repeat < 1:
+        raise ValueError(f"--repeat must be at least 1, got {args.repeat}")
+    repeats: list[int | None] = [None] if args.repeat == 1 else list(range(1, args.repeat + 1))
+    preset = get_preset(args.preset)
+    platform = load_platform(args.platform)
+    check_run_options(args, platform)
+    if platform.scheduler == "none":
+        options = local_options(args, platform)
+    else:
+        options = options_from(args, 0, "")
+    options = replace(options, labels=labels, tag=tag)
+    if not args.sweep:
+        if not args.layout:
+            raise ValueError("give a layout, e.g. tp1pp1 or tp2pp8 (python -m bench run 13b "
+                             "tp2pp8), or --sweep")
+        return [plan(preset, args.layout, platform, replace(options, repeat=i)) for i in repeats]
+    if args.layout:
+        raise ValueError(f"give a layout ({args.layout}) or --sweep, not both")
+    if platform.accelerator != "auto":
+        accelerator = load_accelerator(platform.accelerator)
+    else:
+        accelerator = match_accelerator(options.gpu_name) if options.gpu_name else None
+    # An unknown GPU has no memory size in the data: keep every layout rather than guess.
+    device_gb = accelerator.memory_gb if accelerator else float("inf")
+    sweep_id = run_id(preset.name, "sweep", platform.name, options.now)
+    options = replace(options, labels=(*labels, ("sweep", sweep_id)))
+    launches: list[LaunchPlan] = []
+    for repeat in repeats:  # repeats interleaved: each layout once, then again
+        found, skipped = sweep_plans(preset, platform, replace(options, repeat=repeat), device_gb)
+        launches += found
+    for lay, gb in skipped:
+        print(f"skip {lay.name}: estimated {gb:.0f} GB per GPU does not fit {device_gb:.0f} GB",
+              file=sys.stderr)
+    print(f"sweep of {preset.name}: {', '.join(p.layout.name for p in found)}"
+          + (f", {args.repeat} times" if args.repeat > 1 else ""), file=sys.stderr)
+    return launches
+
+def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
+    """Refuse the options of the other kind of run: they would be silently ignored."""
+    if platform.scheduler == "none":
+        if args.wait:
+            raise ValueError(f"--wait applies to a job on a cluster; platform {platform.name} "
+                             "runs here, and a run here is always followed to its end")
+    else:
+        given = [flag for key, flag in (("records", "--records"), ("timeout", "--timeout"),
+                                        ("hang_timeout", "--hang-timeout"))
+                 if getattr(args, key) is not None] + (["--verbose"] if args.verbose else [])
+        if given:
+            raise ValueError(f"{', '.join(given)} apply to runs on this machine; platform "
+                             f"{platform.name} submits a job, limited by --walltime, whose record "
+                             "'python -m bench collect' makes (--records DIR there)")
+    for key, flag in (("timeout", "--timeout"), ("hang_timeout", "--hang-timeout")):
+        value = getattr(args, key)
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} must be more than 0 seconds, got {value}")
+
+def local_limits(args: argparse.Namespace) -> tuple[Path, float, float]:
+    """(records directory, wall-clock limit, hang limit) of a run here, defaults filled in."""
+    return (records_dir(args), args.timeout or TIMEOUT_S,
+            args.hang_timeout or HANG_TIMEOUT_S)
+
+def dry_run_text(launch: LaunchPlan, workdir: Path | None = None) -> str:
+    """What ``--dry-run`` prints: the script or command, then the DeepSpeed config if any."""
+    name, text = render_script(launch, workdir)
+    out = f"# {name} for run {launch.run_id}\n{text}"
+    if launch.ds_config is not None:
+        out += f"# ds_config.json\n{launch.ds_config}"
+    return out
+
+def print_plan(launch: LaunchPlan, to_json: bool = False) -> None:
+    if not to_json:
+        print(dry_run_text(launch), end="")
+    print_notes(launch)
+
+def print_notes(launch: LaunchPlan) -> None:
+    """What the plan assumed of the environment, and what the user should know (stderr)."""
+    if launch.engine == "megatron":
+        source = ("detected in this Python" if launch.platform.capabilities is None
+                  else f"from {launch.platform.name}'s platform file")
+        print(f"assumed ({source}): {launch.capabilities.describe()}", file=sys.stderr)
+    for note in launch.notes:
+        print(f"note: {note}", file=sys.stderr)
+
+def plan_json(launch: LaunchPlan) -> dict[str, object]:
+    """A plan for ``--json``: the plan as plan.json holds it, and its script."""
+    name, text = render_script(launch)
+    return {"plan": plan_preview(launch), "script": {"name": name, "text": text},
+            "ds_config": launch.ds_config, "notes": list(launch.notes)}
+
+NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no record was written. "
+          "Above is the exact command the kit would run; use --platform NAME --dry-run for a "
+          "cluster's job script.")
+
+def environment_ready(launch: LaunchPlan, found: Facts) -> bool:
+    """Preflight of the Python that will train, from its facts (:func:`training_facts`); False
+    (after one error line per missing piece) when a run could only die on an import: then nothing
+    is launched and no record written."""
+    trouble = problems(found, launch.engine, launch.gpus_per_node,
+                       launch.platform.megatron_deepspeed_dir)
+    for line in trouble:
+        print(f"error: {line}", file=sys.stderr)
+    if trouble:
+        print("error: the training environment is incomplete, so nothing was run and no record "
+              "was written", file=sys.stderr)
+        return False
+    print(f"environment: {describe(found)}", file=sys.stderr)
+    return True
+
+def execute(args: argparse.Namespace, launches: list[LaunchPlan],
+            results: list[dict[str, object]]) -> int:
+    """Print, submit or run ``launches``; appends one JSON entry per launch to ``results``."""
+    say = partial(print, file=sys.stderr) if args.json else print
+    entries = [plan_json(launch) for launch in launches]
+    results += entries
+    if args.dry_run:
+        for launch in launches:
+            print_plan(launch, args.json)
+        return 0
+    if launches[0].platform.scheduler != "none":
+        for launch in launches:
+            print_notes(launch)
+        return submit_all(args, launches, entries, say)
+    if not detect_gpus().count:
+        for launch in launches:
+            print_plan(launch, args.json)
+        print(NO_GPU, file=sys.stderr)
+        return 1
+    # One preflight per distinct training environment the launches need.
+    needs = {(launch.engine, launch.gpus_per_node, launch.platform.megatron_deepspeed_dir): launch
+             for launch in launches}
+    if not all(environment_ready(launch, args.training_facts) for launch in needs.values()):
+        return 1
+    records_dir, timeout_s, hang_s = local_limits(args)
+    records = []
+    for launch, entry in zip(launches, entries, strict=True):
+        print_notes(launch)
+        record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
+                           verbose=args.verbose)
+        entry["record"] = record.to_dict()
+        entry["record_path"] = str(record_path(records_dir, record.run_id))
+        records.append(record)
+    say(summary(records))
+    ok = [r for r in records if r.metrics is not None]
+    if args.sweep:
+        if not ok:
+            print("no layout finished; see the failed records above", file=sys.stderr)
+            return 1
+        best = max(ok, key=lambda r: r.metrics.tflops_per_gpu)
+        say(f"best: {best.layout.name} at {best.metrics.tflops_per_gpu:.1f} TFLOP/s/GPU "
+            f"({100 * best.metrics.mfu:.1f}% MFU, causal) — record {best.run_id}.json")
+        return 0
+    for record in records:
+        say(f"record: {record_path(records_dir, record.run_id)}")
+    return 0 if len(ok) == len(records) else 1
+
+def submit_all(args: argparse.Namespace, launches: list[LaunchPlan],
+               entries: list[dict[str, object]], say: Callable[..., None]) -> int:
+    """Submit every launch (one job each); with ``--wait`` follow them in turn."""
+    for launch in launches:  # checked for all before the first is written
+        check_submittable(launch)
+    submitted = []
+    for launch, entry in zip(launches, entries, strict=True):
+        try:
+            run = submit_plan(launch, Path.cwd())
+        except SchedulerError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_FAILED
+        entry["job"] = {"run_id": run.run_id, "job_id": run.job_id, "run_dir": str(run.path)}
+        say(f"submitted {run.run_id} as job {run.job_id}; script, plan and output in {run.path}")
+        submitted.append(run)
+    if not args.wait:
+        return 0
+    failed = 0
+    for run, entry in zip(submitted, entries, strict=True):
+        outcome = follow(run, scheduler_for(run.submission["scheduler"]), poll_s=args.poll,
+                         echo=say)
+        entry["job"]["status"] = outcome.status  # type: ignore[index]
+        failed += outcome.status != "ok"
+    return EXIT_FAILED if failed else 0
+
+def cmd_run(args: argparse.Namespace) -> int:
+    results: list[dict[str, object]] = []
+    if args.campaign:
+        code = run_campaign(args, results)
+    else:
+        if not args.preset:
+            raise ValueError("give a model preset and a layout (python -m bench run 13b tp2pp8), "
+                             "or --campaign FILE")
+        code = execute(args, launches_for(args), results)
+    if args.json:
+        print(json.dumps({"runs": results}, indent=2))
+    return code
+
+def run_campaign(args: argparse.Namespace, results: list[dict[str, object]]) -> int:
+    """Plan every selected run of the campaign file, then execute them in file order."""
+    if args.preset or args.layout or args.sweep or args.megatron_args:
+        raise ValueError("--campaign takes the configurations from its file: give no model, "
+                         "layout, --sweep or Megatron flags beside it")
+    campaign = load_campaign(args.campaign)
+    common = campaign_common_argv(args.argv)
+    planned = []
+    for entry in campaign.selected(args.only):
+        entry_args = parse_run_argv([*entry.argv[: _cut(entry.argv)], *common,
+                                     *entry.argv[_cut(entry.argv):]])
+        launches = launches_for(entry_args, labels=(("campaign", campaign.name),),
+                                tag=f"c{entry.number}")
+        planned.append((entry, entry_args, launches))
+    code = 0
+    for entry, entry_args, launches in planned:
+        print(f"campaign {campaign.name}: {entry.name} ({len(launches)} run(s))", file=sys.stderr)
+        code = max(code, execute(entry_args, launches, results))
+    return code
+
+def _cut(argv: tuple[str, ...]) -> int:
+    """Where the Megatron flags ('--' and after) start in a campaign run's argv."""
+    return argv.index("--") if "--" in argv else len(argv)
+
+def campaign_common_argv(argv: list[str]) -> list[str]:
+    """The command line's own ``run`` options, without ``run``, ``--campaign`` and ``--only``."""
+    common, skip = [], 0
+    for word in argv[1:]:
+        if skip:
+            skip -= 1
+        elif word in ("--campaign", "--only"):
+            skip = 1
+        elif not word.startswith(("--campaign=", "--only=")):
+            common.append(word)
+    return common
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Register ``run`` on the kit's command line."""
+    run = sub.add_parser("run", help="plan a benchmark and print, submit or run it")
+    add_run_options(run)
+    run.set_defaults(func=cmd_run, takes_megatron_args=True)

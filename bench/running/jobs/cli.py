@@ -1,0 +1,183 @@
+"""The job commands of ``python -m bench``: ``jobs``, ``collect``, ``check``; ``--wait`` for ``run``.
+
+All of them work in the *root*: the directory holding ``runs/`` (default: the current directory,
+where ``run`` writes its run directories) and ``results/records/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.config.platforms import job_option_default, load_platform
+from bench.records.record import RecordError
+from bench.records.store import add_records_option, load_record, record_path, records_dir
+from bench.render.scripts import render_script
+from bench.running.jobs.collect import collect, record_exists
+from bench.running.jobs.follow import POLL_S, follow
+from bench.running.jobs.outcome import judge
+from bench.running.jobs.scheduler import SchedulerError, scheduler_for
+from bench.running.jobs.submit import submit_plan
+from bench.running.jobs.system_check import check_plan, compare, format_report, gather
+from bench.running.rundir import RunDir, list_runs
+
+EXIT_FAILED = 1
+
+
+def _root_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, default=Path.cwd(),
+                        help="directory holding runs/ and results/records/ (default: current)")
+
+
+def add_wait_options(parser: argparse.ArgumentParser) -> None:
+    """``--wait`` for ``run``: follow the submitted job to its end."""
+    parser.add_argument("--wait", action="store_true",
+                        help="after submitting, follow the job: queue state, then training "
+                             "progress from its output, until it ends")
+    parser.add_argument("--poll", type=float, default=POLL_S,
+                        help=f"seconds between scheduler queries while waiting (default {POLL_S})")
+
+
+def _elapsed(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _result(run: RunDir, folder: Path) -> tuple[str, str, int | None]:
+    """(state, result, elapsed seconds) of one run for the jobs table."""
+    last = run.last_state()
+    if record_exists(folder, run.run_id):
+        path = record_path(folder, run.run_id)
+        try:
+            record = load_record(path)
+        except (RecordError, OSError) as err:  # one bad file must not hide the other runs
+            problems = err.problems if isinstance(err, RecordError) else [str(err)]
+            result = f"record unreadable: {path}: {'; '.join(problems)}"
+        else:
+            result = f"recorded {record.status.value}" + (
+                f": {record.reason}" if record.reason else "")
+        return (last.state if last else "-"), result, last and last.elapsed_s
+    try:
+        outcome = judge(run, scheduler_for(run.submission["scheduler"]))
+    except SchedulerError as err:  # e.g. not on the cluster's login node
+        reason = str(err).splitlines()[-1]
+        return (last.state if last else "?"), f"unknown ({reason})", last and last.elapsed_s
+    state = outcome.state
+    if not outcome.finished:
+        shown = f"{state.state} ({state.reason})" if state and state.reason else state.state
+        return shown, "-", state.elapsed_s
+    if run.kind == "check":
+        report = compare(gather(run.read_output() or ""), run.plan.world_size, run.plan.env)
+        result = f"check {outcome.status}, " + (
+            f"all {len(report.ranks)} ranks agree" if report.ok else f"{len(report.flags)} flags")
+    else:
+        result = f"{outcome.status} (not collected)"
+    if outcome.reason:
+        result += f": {outcome.reason}"
+    return (state.state if state else "ENDED"), result, state and state.elapsed_s
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    runs = list_runs(args.root)
+    found = [(run, *_result(run, records_dir(args))) for run in runs]
+    if args.json:
+        print(json.dumps([{"run_id": run.run_id, "job_id": run.job_id, "kind": run.kind,
+                           "state": state, "elapsed_s": elapsed, "result": result}
+                          for run, state, result, elapsed in found], indent=2))
+        return 0
+    if not runs:
+        print(f"no submitted runs under {args.root / 'runs'}")
+        return 0
+    rows = [("run id", "job id", "state", "elapsed", "result")]
+    for run, state, result, elapsed in found:
+        rows.append((run.run_id, run.job_id, state, _elapsed(elapsed), result))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[4]]).rstrip())
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    folder = records_dir(args)
+    try:
+        done = collect(args.root, folder)
+    except SchedulerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(json.dumps([{**asdict(item), "record": str(record_path(folder, item.run_id))
+                           if item.action != "running" else None} for item in done], indent=2))
+        return 0
+    for item in done:
+        if item.action == "recorded":
+            print(f"{item.run_id}: recorded {item.status}"
+                  + (f" ({item.reason})" if item.reason else ""))
+        elif item.action == "running":
+            print(f"{item.run_id}: not finished ({item.reason}), collect again later")
+        elif item.action == "unreadable":
+            print(f"{item.run_id}: not recorded: {item.reason}", file=sys.stderr)
+    recorded = sum(item.action == "recorded" for item in done)
+    print(f"{recorded} new record(s) in {folder}; "
+          f"{sum(item.action == 'exists' for item in done)} already recorded, "
+          f"{sum(item.action == 'running' for item in done)} not finished")
+    return EXIT_FAILED if any(item.action == "unreadable" for item in done) else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    platform = load_platform(args.platform)
+    launch = check_plan(platform, args.nodes, datetime.now(UTC), account=args.account,
+                        partition=args.partition, queue=args.queue)
+    if args.dry_run:
+        print(render_script(launch)[1], end="")
+        return 0
+    try:
+        run = submit_plan(launch, args.root, kind="check")
+    except SchedulerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"submitted system check {run.run_id} as job {run.job_id} "
+          f"({launch.nodes} node(s) x {launch.gpus_per_node} rank(s)); output in {run.path}")
+    if args.no_wait:
+        return 0
+    outcome = follow(run, scheduler_for(platform.scheduler), poll_s=args.poll)
+    report = compare(gather(run.read_output() or ""), launch.world_size, dict(launch.env))
+    print(format_report(report))
+    return 0 if outcome.status == "ok" and report.ok else EXIT_FAILED
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Register ``jobs``, ``collect`` and ``check`` on the kit's command line."""
+    jobs = sub.add_parser("jobs", help="list the kit's submitted runs: job id, state, result")
+    _root_option(jobs)
+    add_records_option(jobs)
+    jobs.add_argument("--json", action="store_true", help="print the runs as a JSON list")
+    jobs.set_defaults(func=cmd_jobs)
+
+    coll = sub.add_parser("collect", help="write a record for every finished run (idempotent)")
+    _root_option(coll)
+    add_records_option(coll)
+    coll.add_argument("--json", action="store_true",
+                      help="print what was done per run as a JSON list")
+    coll.set_defaults(func=cmd_collect)
+
+    check = sub.add_parser("check", help="system check: every rank reports host, devices, "
+                           "container, versions, NCCL/RCCL variables; disagreements are flagged")
+    check.add_argument("--platform", required=True, help="platform file name in platforms/")
+    check.add_argument("--nodes", type=int, default=1, help="nodes to check (default 1)")
+    check.add_argument("--dry-run", action="store_true",
+                       help="print the check's job script and exit; writes nothing")
+    for key in ("account", "partition", "queue"):
+        check.add_argument(f"--{key}", default=job_option_default(key),
+                           help=f"scheduler {key} (default: $BENCH_{key.upper()}, else the "
+                           "platform file)")
+    check.add_argument("--no-wait", action="store_true",
+                       help="submit and return; `python -m bench jobs` shows it later")
+    check.add_argument("--poll", type=float, default=POLL_S,
+                       help=f"seconds between scheduler queries (default {POLL_S})")
+    _root_option(check)
+    check.set_defaults(func=cmd_check)

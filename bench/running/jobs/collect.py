@@ -1,0 +1,79 @@
+"""Collect finished benchmark runs into records (``results/records/<run-id>.json``).
+
+Idempotent: a run whose record exists is skipped without asking the scheduler, a run still queued
+or running is left for a later collect, and records are never rewritten. System-check runs make no
+record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.config.tomlfile import DataError
+from bench.records.build import build_run_record
+from bench.records.record import Record
+from bench.records.store import RecordExistsError, record_path, write_record
+from bench.running.jobs.outcome import Outcome, judge
+from bench.running.jobs.scheduler import Scheduler, scheduler_for
+from bench.running.provenance import image_digest_from_output
+from bench.running.rundir import RunDir, list_runs
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What collect did with one run: ``action`` is ``recorded``, ``exists``, ``running`` or
+    ``unreadable`` (its ``plan.json`` does not validate; ``reason`` says why)."""
+
+    run_id: str
+    action: str
+    status: str | None = None
+    reason: str | None = None
+
+
+def record_exists(records_dir: Path, run_id: str) -> bool:
+    return record_path(records_dir, run_id).exists()
+
+
+def record_of(run: RunDir, outcome: Outcome) -> Record:
+    """The validated record of a finished run, from its plan.json, submission and outcome.
+
+    Provenance is what the kit knows here: the kit commit that submitted the run, its image, and
+    the image digest the job printed before launch (null where it printed none, or no digest).
+    The scheduler's node list goes into the notes (``nodelist``), not into ``hostname``.
+    """
+    state = outcome.state
+    notes: dict[str, str | int | None] = {
+        "job_id": run.job_id,
+        "scheduler": run.submission["scheduler"],
+        "scheduler_state": state.state if state else None,
+        "exit_status": outcome.exit_status,
+        "nodelist": state.nodes if state else None,
+    }
+    plan = run.plan
+    provenance = {"kit_commit": run.submission["kit_commit"], "image": plan.image or None,
+                  **image_digest_from_output(outcome.log_text)}
+    return build_run_record(plan, outcome.status, outcome.reason, outcome.started_at,
+                            outcome.finished_at, outcome.parsed, outcome.log_text, provenance,
+                            notes)
+
+
+def collect_run(run: RunDir, records_dir: Path, scheduler: Scheduler) -> Collected:
+    if record_exists(records_dir, run.run_id):
+        return Collected(run.run_id, "exists")
+    outcome = judge(run, scheduler)
+    if not outcome.finished:
+        return Collected(run.run_id, "running", outcome.status, outcome.reason)
+    try:
+        write_record(records_dir, record_of(run, outcome))
+    except RecordExistsError:  # another collect got there first
+        return Collected(run.run_id, "exists")
+    except DataError as err:  # a plan.json this kit cannot read: said, and the others collected
+        return Collected(run.run_id, "unreadable", outcome.status, str(err))
+    return Collected(run.run_id, "recorded", outcome.status, outcome.reason)
+
+
+def collect(root: Path, records_dir: Path) -> list[Collected]:
+    """Record every finished benchmark run under ``root/runs``; see the module docstring."""
+    return [collect_run(run, records_dir, scheduler_for(run.submission["scheduler"]))
+            for run in list_runs(root) if run.kind == "bench"]

@@ -1,0 +1,165 @@
+"""The system check: gather every rank's ``sysinfo`` line into one table and flag disagreements.
+
+Like the two-node validation run in the Azure seed, but without training: it proves that the
+scheduler starts the expected ranks on the expected nodes, that every rank sees its devices, runs in
+the same container or environment with the same kit/Megatron/torch versions, and got the
+communication variables (NCCL/RCCL/libfabric ...) that the platform file sets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from bench.config.platforms import Platform
+from bench.config.presets import load_presets
+from bench.planning.checks import MIN_ITERS
+from bench.planning.options import Options
+from bench.planning.plan import LaunchPlan, plan
+from bench.train.sysinfo import LINE_PREFIX
+
+CHECK_WALLTIME = "00:10:00"
+"""Time limit of a system check job. The default is ten minutes; it takes seconds once started."""
+
+# Facts every rank must share, as (label, path into the sysinfo JSON).
+SHARED_FACTS = (
+    ("container", ("container", "runtime")),
+    ("image", ("container", "image")),
+    ("python", ("container", "python")),
+    ("venv", ("container", "venv")),
+    ("kit", ("versions", "kit")),
+    ("megatron_core", ("versions", "megatron_core")),
+    ("torch", ("versions", "torch")),
+    ("world_size", ("world_size",)),
+)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """Gathered rank reports and what disagrees. ``ok`` means nothing was flagged."""
+
+    ranks: tuple[dict, ...]
+    flags: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.flags
+
+
+def check_plan(platform: Platform, nodes: int, now: datetime, **job: str | None) -> LaunchPlan:
+    """A plan whose ranks run ``bench.train.sysinfo`` instead of training.
+
+    It is the plan of the smallest preset, pure data parallel over ``nodes`` whole nodes, so the
+    check goes through exactly the benchmark's launch path (directives, modules, environment,
+    container, launcher); only the command each rank runs differs. Its run id is
+    ``check_{platform}_{nodes}n_{UTC timestamp}``. ``job`` overrides the platform's account,
+    partition or queue (``None``: the platform's; the command line defaults them to ``$BENCH_<KEY>``).
+    """
+    smallest = min(load_presets().values(), key=lambda p: p.layers * p.hidden ** 2)
+    gpus = nodes * platform.gpus_per_node
+    launch = plan(smallest, "tp1pp1", platform,
+                  Options(now=now, nodes=nodes, mbs=1, gbs=gpus, iters=MIN_ITERS, engine="megatron",
+                          walltime=CHECK_WALLTIME, **job))
+    report_env = tuple(arg for name, _ in launch.env for arg in ("--env", name))
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return replace(launch, run_id=f"check_{platform.name}_{nodes}n_{stamp}",
+                   entry=("-m", "bench.train.sysinfo"), train_args=report_env, ds_config=None)
+
+
+def gather(output: str) -> list[dict]:
+    """The sysinfo reports in a job's output, sorted by rank (unranked ones last)."""
+    reports = [json.loads(line.split(LINE_PREFIX, 1)[1])
+               for line in output.splitlines() if LINE_PREFIX in line]
+    return sorted(reports, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+
+
+def _get(report: dict, path: tuple[str, ...]) -> object:
+    value: object = report
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _disagreement(label: str, values: dict[int, object]) -> str | None:
+    """A flag naming the ranks that differ from the most common value, if any differ."""
+    counts = Counter(json.dumps(v, sort_keys=True) for v in values.values())
+    if len(counts) <= 1:
+        return None
+    majority = counts.most_common(1)[0][0]
+    odd = {rank: v for rank, v in values.items() if json.dumps(v, sort_keys=True) != majority}
+    return (f"{label}: ranks {sorted(odd)} have {sorted({json.dumps(v) for v in odd.values()})}, "
+            f"the others {majority}")
+
+
+def compare(reports: list[dict], expected_ranks: int, platform_env: dict[str, str]) -> CheckReport:
+    """Flag missing or duplicate ranks and facts on which ranks disagree.
+
+    ``expected_ranks`` is the number of tasks the job asked for. ``platform_env`` is the
+    environment the platform file sets; every rank must see exactly those values.
+    """
+    flags: list[str] = []
+    ranks = [r.get("rank") for r in reports]
+    if None in ranks:
+        flags.append("some ranks could not tell their rank (no RANK/SLURM_PROCID/PMI_RANK ...)")
+    seen = Counter(r for r in ranks if r is not None)
+    missing = sorted(set(range(expected_ranks)) - set(seen))
+    if missing:
+        flags.append(f"missing ranks {missing}: expected {expected_ranks}, got {len(reports)}")
+    duplicates = sorted(r for r, n in seen.items() if n > 1)
+    if duplicates:
+        flags.append(f"ranks reported more than once: {duplicates}")
+    slots = Counter((r.get("host"), r.get("local_rank")) for r in reports)
+    clashing = sorted(f"{host}/{local}" for (host, local), n in slots.items() if n > 1)
+    if clashing:
+        flags.append(f"several ranks share host/local rank {clashing}")
+
+    by_rank = {i if r.get("rank") is None else r["rank"]: r for i, r in enumerate(reports)}
+    for label, path in SHARED_FACTS:
+        flag = _disagreement(label, {rank: _get(r, path) for rank, r in by_rank.items()})
+        if flag:
+            flags.append(flag)
+    flag = _disagreement("visible GPUs (nvidia-smi -L count)",
+                         {rank: len(r["gpus"]) if r.get("gpus") is not None else None
+                          for rank, r in by_rank.items()})
+    if flag:
+        flags.append(flag)
+    names = sorted({n for r in reports for n in r.get("communication", {})})
+    for name in names:
+        flag = _disagreement(name, {rank: r.get("communication", {}).get(name)
+                                    for rank, r in by_rank.items()})
+        if flag:
+            flags.append(flag)
+    for name, wanted in sorted(platform_env.items()):
+        wrong = sorted(rank for rank, r in by_rank.items()
+                       if {**r.get("communication", {}), **r.get("env", {})}.get(name) != wanted)
+        if wrong:
+            flags.append(f"{name}: the platform sets {wanted!r}, ranks {wrong} see otherwise")
+    return CheckReport(tuple(reports), tuple(flags))
+
+
+def _devices(report: dict) -> str:
+    devices = {k: v for k, v in (report.get("devices") or {}).items() if v is not None}
+    shown = ",".join(f"{k.split('_')[0]}={v}" for k, v in devices.items()) or "-"
+    if report.get("gpus") is not None:
+        shown += f" ({len(report['gpus'])} GPUs)"
+    return shown
+
+
+def format_report(report: CheckReport) -> str:
+    """A fixed-width table of ranks, then the flags (or a line saying all ranks agree)."""
+    header = ("rank", "host", "local", "devices", "container", "megatron", "torch", "comm vars")
+    rows = [header] + [
+        (str(r.get("rank")), str(r.get("host")), str(r.get("local_rank")), _devices(r),
+         str(_get(r, ("container", "runtime"))), str(_get(r, ("versions", "megatron_core"))),
+         str(_get(r, ("versions", "torch"))), str(len(r.get("communication", {}))))
+        for r in report.ranks
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in rows]
+    if report.ok:
+        lines.append(f"all {len(report.ranks)} ranks agree")
+    else:
+        lines += [f"FLAG {flag}" for flag in report.flags]
+    return "\n".join(lines)

@@ -1,0 +1,239 @@
+"""Run a plan on this machine: torchrun under a watchdog, a live progress line, one record.
+
+The training processes run in their own process group, so a timeout (wall-clock limit, or no
+output for ``hang_s`` seconds: a hung rank) or Ctrl-C stops all of them. A plan in an image runs
+as ``docker run ... IMAGE torchrun ...`` (``bench.render.docker``); its container is removed after
+the engine has said which image it started (``bench.running.docker``). Whatever happens, the run
+ends as exactly one record, written atomically; a failed run is recorded as failed, with its reason
+and the last log lines, never with numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+from bench.measure.flops import flops_per_iteration
+from bench.measure.logparse import ParseResult, parse_iteration, parse_log
+from bench.planning.plan import LaunchPlan
+from bench.records.build import build_run_record, plan_summary
+from bench.records.engine_notes import run_notes
+from bench.records.record import Record, Status
+from bench.records.store import check_records_dir, write_record
+from bench.render import docker, torchrun
+from bench.running import docker as dockerrun
+from bench.running import provenance
+from bench.running.rundir import create_run_dir
+
+KILL_GRACE_S = 15.0
+
+
+class Terminated(Exception):
+    """The runner itself got SIGTERM (a batch system's time limit, ``timeout``, ``kill``)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Progress:
+    """One status line per run: redrawn in place on a terminal, a line per iteration otherwise."""
+
+    def __init__(self, launch: LaunchPlan, stream: IO[str] | None = None):
+        self.launch = launch
+        self.stream = stream or sys.stderr  # looked up now: stderr may have been replaced since import
+        self.tty = self.stream.isatty()
+
+    def iteration(self, line: str) -> None:
+        it = parse_iteration(line)
+        if it is None or it.elapsed_ms <= 0:  # a zero step time has no rate; the record says why
+            return
+        lay = self.launch.layout
+        seconds = it.elapsed_ms / 1000.0
+        tflops = flops_per_iteration(self.launch.preset, lay.global_batch) / seconds / (
+            self.launch.world_size * 1e12)
+        loss = f" | loss {it.lm_loss:.3f}" if it.lm_loss is not None else ""
+        text = (f"{self.launch.preset.name} {lay.name}: iteration {it.index}/{it.total} | step "
+                f"{seconds:.2f} s | {tflops:.0f} TFLOP/s/GPU{loss}")
+        self.stream.write(f"\r\033[K{text}" if self.tty else text + "\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+def _reader(pipe: IO[str], lines: queue.Queue[str | None]) -> None:
+    for line in pipe:
+        lines.put(line)
+    lines.put(None)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Stop the whole process group: SIGTERM, then SIGKILL after a grace period."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: float,
+            hang_s: float, on_line: callable = lambda line: None) -> tuple[int | None, str | None]:
+    """Run ``argv`` writing its output to ``log_path``.
+
+    Returns (exit code, why the watchdog stopped it: None when it ended by itself).
+    """
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, bufsize=1, start_new_session=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+    threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+    start = last_output = time.monotonic()
+    stopped = None
+    try:
+        with log_path.open("a") as log:
+            while True:
+                try:
+                    line = lines.get(timeout=1.0)
+                except queue.Empty:
+                    line = ""
+                now = time.monotonic()
+                if line is None:
+                    break
+                if line:
+                    last_output = now
+                    log.write(line)
+                    log.flush()
+                    on_line(line)
+                if now - start > timeout_s or now - last_output > hang_s:
+                    stopped = (f"it reached the wall-clock limit of {timeout_s:.0f} s (--timeout)"
+                               if now - start > timeout_s else
+                               f"no output came for {hang_s:.0f} s, so a rank is taken to hang "
+                               "(--hang-timeout)")
+                    log.write(f"bench: stopping the run: {stopped}\n")
+                    _stop(proc)
+                    break
+    except BaseException:
+        _stop(proc)  # Ctrl-C or any error here must not leave ranks running
+        raise
+    try:
+        return proc.wait(timeout=30), stopped
+    except subprocess.TimeoutExpired:  # the output closed, but the process lives on
+        _stop(proc)
+        return None, "its output closed, but it did not exit within 30 s"
+
+
+def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
+                log_text: str, failure: tuple[Status, str] | None = None,
+                origin: dict[str, object] | None = None) -> Record:
+    """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C);
+    ``origin``: :func:`provenance.collect`'s arguments for a run in an image."""
+    status, reason = failure or (result.status, result.reason)
+    return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
+                            result, log_text, provenance.collect(**(origin or {})), {},
+                            engine_notes=run_notes(launch, result))
+
+
+def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
+              hang_s: float, verbose: bool = False) -> Record:
+    """Run ``launch`` with torchrun here and write its record; returns the record.
+
+    Everything that would lose the record is checked first: the GPU model must be known (for
+    MFU: :func:`bench.records.build.plan_summary` refuses otherwise) and ``records_dir`` must take a
+    file (:func:`bench.records.record.check_records_dir`).
+    """
+    plan_summary(launch)
+    check_records_dir(records_dir)
+    workdir = str(runs_root.resolve())  # a container sees it at the same path
+    run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)})
+    log_path = run_dir / "train.log"
+    # For docker, the plan's environment goes in as --env options; this is the client's.
+    env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1"}
+    progress = Progress(launch)
+
+    def on_line(line: str) -> None:
+        if verbose:
+            sys.stdout.write(line)
+        progress.iteration(line)
+
+    started = time.time()
+    failure = None
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    origin = None
+    try:
+        code, stopped = execute(torchrun.launch_command(launch, workdir), env, log_path,
+                                timeout_s, hang_s, on_line)
+    except KeyboardInterrupt:
+        code, stopped = None, None
+        failure = (Status.FAILED, "interrupted by the user (Ctrl-C)")
+        stop: BaseException = KeyboardInterrupt()
+    except Terminated:
+        code, stopped = None, None
+        failure = (Status.FAILED, "the benchmark was terminated (SIGTERM) before the run ended")
+        stop = SystemExit(128 + signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        progress.done()
+        if launch.in_docker:
+            origin = _docker_origin(launch, workdir)
+    log_text = log_path.read_text(errors="replace")
+    result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
+                       stop_reason=stopped)
+    record = make_record(launch, result, started, time.time(), log_text, failure, origin)
+    try:
+        write_record(records_dir, record)
+    except OSError as error:  # the directory went away or filled up during the run
+        kept = write_record(run_dir, record)
+        raise ValueError(f"the record could not be written to {records_dir} "
+                         f"({error.strerror or error}); it is in {kept}: move it there") from None
+    if failure:
+        raise stop  # the user asked to stop: after the record, not before
+    return record
+
+
+def _docker_origin(launch: LaunchPlan, workdir: str) -> dict[str, object]:
+    """What the engine says the run's container started (then the container is removed), and
+    the command that reads the image's software versions."""
+    name = docker.container_name(launch.run_id)
+    try:
+        digest = dockerrun.started_image(name, launch.image)
+    finally:
+        dockerrun.remove(name)
+    python = [*docker.run_prefix(launch.image, workdir, launch.platform.binds), "python"]
+    return {"python": python, "image": launch.image, "digest": digest}
+
+
+def summary(records: list[Record]) -> str:
+    """A fixed-width table of runs, for the end of a benchmark or sweep."""
+    head = (f"{'preset':>6} {'layout':<14} {'status':<10} {'step s':>7} {'samples/s':>9} "
+            f"{'tok/s/GPU':>9} {'TFLOP/s/GPU':>11} {'MFU %':>6} {'mem GB':>6}")
+    rows = [head, "-" * len(head)]
+    for r in records:
+        m = r.metrics
+        if m is None:
+            rows.append(f"{r.preset.name:>6} {r.layout.name:<14} {r.status.value:<10} "
+                        f"{(r.reason or '')[:60]}")
+            continue
+        mem = f"{m.peak_mem_gb:6.1f}" if m.peak_mem_gb is not None else f"{'-':>6}"
+        rows.append(f"{r.preset.name:>6} {r.layout.name:<14} {r.status.value:<10} "
+                    f"{m.step_time_s_median:7.3f} {m.samples_per_s:9.2f} "
+                    f"{m.tokens_per_s_per_gpu:9.0f} {m.tflops_per_gpu:11.1f} "
+                    f"{100 * m.mfu:6.1f} {mem}")
+    return "\n".join(rows)

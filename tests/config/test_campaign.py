@@ -1,0 +1,113 @@
+"""Campaign files and ``run --campaign``, ``--sweep`` on clusters, ``--repeat`` and ``--json`` plans.
+
+Everything here is planned and printed (``--dry-run``); the real submission of a campaign's jobs
+to Slurm is in ``tests/running/jobs/test_slurm_sweep.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.config.campaign import load_campaign
+from tests.inprocess import run_cli
+from tests.running.test_command import REPO
+
+CAMPAIGNS = sorted((REPO / "results" / "campaigns").glob("*.toml"))
+
+
+def _plans(result) -> list[dict]:
+    assert result.returncode == 0, result.stderr
+    return [entry["plan"] for entry in json.loads(result.stdout)["runs"]]
+
+
+@pytest.mark.parametrize("path", CAMPAIGNS, ids=[p.stem for p in CAMPAIGNS])
+def test_every_campaign_file_plans(tmp_path: Path, path: Path) -> None:
+    campaign = load_campaign(path)
+    # fp8 needs Transformer Engine, which this machine lacks: such a campaign is planned where a
+    # platform declares it (the NGC image of azure-h200), the rest on the local platform.
+    fp8 = any(arg.startswith("fp8") for run in campaign.runs for arg in run.argv)
+    where = ["--platform", "azure-h200"] if fp8 else []
+    plans = _plans(run_cli("run", "--campaign", str(path), "--gpus", "4", *where, "--dry-run",
+                           "--json", cwd=tmp_path))
+    assert len(plans) >= len(campaign.runs)
+    assert len({p["run_id"] for p in plans}) == len(plans), "run ids must be unique"
+    assert all(p["labels"]["campaign"] == path.stem for p in plans)
+    assert not list(tmp_path.iterdir())
+
+
+def test_tuning_campaign_groups_hold_the_ab_settings(tmp_path: Path) -> None:
+    path = REPO / "results" / "campaigns" / "h200-tuning.toml"
+    plans = _plans(run_cli("run", "--campaign", str(path), "--only", "x4-rest", "--dry-run",
+                           "--json", cwd=tmp_path))
+    assert [(p["preset"]["name"], p["variant"]) for p in plans] == [
+        ("2.7b", {"overlap": "off"}), ("2.7b", {"grad_reduce": "fp32"}), ("6.7b", {}),
+        ("2.7b", {"fused_loss": "off"})]
+    assert [p["run_id"].rsplit("-", 1)[1] for p in plans] == ["c8", "c9", "c10", "c11"]
+    assert all(p["iters"] == 11 for p in plans)
+
+
+def test_a_campaign_on_a_cluster_renders_one_job_per_run(tmp_path: Path) -> None:
+    campaign = tmp_path / "mine.toml"
+    campaign.write_text('[defaults]\nmodel = "13b"\nnodes = 1\n'
+                        '[[run]]\nname = "dp8"\nlayout = "tp1pp1"\nrepeat = 2\n'
+                        '[[run]]\nname = "sweep"\nsweep = true\n'
+                        'megatron_args = ["--manual-gc"]\n')
+    result = run_cli("run", "--campaign", str(campaign), "--platform", "azure-h200", "--dry-run",
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    scripts = result.stdout.count("# job.sbatch for run ")
+    assert scripts == 2 + 10  # two repeats, then every 13b layout of 8 GPUs
+    assert "13b_tp1pp1dp8_azure-h200_" in result.stdout and "-c1-r2" in result.stdout
+    assert result.stdout.count("--manual-gc") == 10
+
+
+@pytest.mark.parametrize("text,message", [
+    ('[[run]]\nmodel = "13b"\nlayout = "tp1pp1"\nmbz = 2\n', "[[run]] #1: unknown key(s) mbz"),
+    ('[[run]]\nmodel = "13b"\nlayout = "tp1pp1"\ngbs = "64"\n', "[[run]] #1: key 'gbs' must be an integer"),
+    ('[[run]]\nmodel = "13b"\n', "give a layout or sweep = true"),
+    ('[[run]]\nmodel = "13b"\nlayout = "tp3pp1"\n', "not divisible by tp3"),
+    ('[[run]]\nname = "a"\nmodel = "13b"\nlayout = "tp1pp1"\n'
+     '[[run]]\nname = "a"\nmodel = "13b"\nlayout = "tp2pp1"\n', "name 'a' is used twice"),
+    ('[[run]]\nmodel = "13b"\nlayout = "tp1pp1"\nmegatron_args = ["--micro-batch-size", "2"]\n',
+     "already sets --micro-batch-size"),
+    ('runs = 1\n', "unknown key(s) runs; allowed: description, defaults, run"),
+])
+def test_bad_campaigns_exit_2_naming_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    campaign = tmp_path / "bad.toml"
+    campaign.write_text(text)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_cli("run", "--campaign", str(campaign), "--platform", "lumi", cwd=work)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not list(work.iterdir())
+
+
+def test_only_names_a_run_or_group(tmp_path: Path) -> None:
+    path = REPO / "results" / "campaigns" / "h200x4.toml"
+    result = run_cli("run", "--campaign", str(path), "--only", "x9", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and "no run or group x9" in result.stderr
+    result = run_cli("run", "--campaign", str(path), "13b", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and "give no model" in result.stderr
+
+
+def test_sweep_on_a_cluster_needs_its_size_and_submits_per_layout(tmp_path: Path) -> None:
+    result = run_cli("run", "13b", "--sweep", "--platform", "lumi", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and "needs its size: --gpus N or --nodes N" in result.stderr
+    plans = _plans(run_cli("run", "13b", "--sweep", "--platform", "lumi", "--nodes", "2",
+                           "--dry-run", "--json", cwd=tmp_path))
+    assert all(p["world_size"] == 16 and p["labels"]["sweep"].startswith("13b_sweep_lumi_")
+               for p in plans)
+    assert all(p["layout"]["tp"] <= 8 for p in plans), "tensor parallelism stays in a node"
+
+
+def test_repeat_numbers_the_runs_of_one_group(tmp_path: Path) -> None:
+    plans = _plans(run_cli("run", "2.7b", "tp1pp1", "--repeat", "3", "--dry-run", "--json",
+                           cwd=tmp_path))
+    ids = [p["run_id"] for p in plans]
+    assert [i[-3:] for i in ids] == ["-r1", "-r2", "-r3"]
+    assert {p["labels"]["repeat_group"] for p in plans} == {ids[0][:-3]}
+    result = run_cli("run", "2.7b", "tp1pp1", "--repeat", "0", cwd=tmp_path)
+    assert result.returncode == 2 and "--repeat must be at least 1" in result.stderr

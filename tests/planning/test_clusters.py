@@ -1,0 +1,307 @@
+"""The seed clusters' job scripts as their seeds run them (issue 17).
+
+None of LUMI, Polaris or Azure is reachable here, so these tests hold the platform data to the
+sources cited in the files, and execute the rendered scripts with stand-ins for the site tools
+(srun, singularity, scontrol) that record what they were given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.cli import build_parser
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.images import polaris
+from bench.images.pins import load_pins, load_polaris_recipe
+from bench.planning.engines.deepspeed import ZeroSettings, ds_config
+from bench.planning.plan import plan
+from bench.render import pbs, slurm
+from bench.results.data import load_published
+from bench.running.arguments import options_from
+from tests.conftest import options
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Records each call's argv and environment, one JSON line per call, then succeeds.
+RECORDER = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["RECORD_TO"], "a") as fh:
+    fh.write(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": sys.argv[1:],
+                         "env": dict(os.environ)}) + "\\n")
+"""
+
+
+def _run_with_standins(script: str, tmp_path: Path, tools: tuple[str, ...],
+                       env: dict[str, str]) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for tool in tools:
+        (bin_dir / tool).write_text(RECORDER)
+        (bin_dir / tool).chmod(0o755)
+    record = tmp_path / "calls.jsonl"
+    record.unlink(missing_ok=True)
+    # `module` is a shell function on clusters; here a function that does nothing.
+    script = "module() { :; }\n" + script
+    full_env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "RECORD_TO": str(record),
+                "SLURM_JOB_NODELIST": "nid001", "SLURM_SUBMIT_DIR": str(tmp_path), **env}
+    result = subprocess.run(["bash", "-c", script], env=full_env, cwd=tmp_path,
+                            capture_output=True, text=True)
+    calls = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    return result, calls
+
+
+# --- LUMI -------------------------------------------------------------------------------------
+
+def _lumi_plan(**extra: object):
+    return plan(get_preset("13b"), "tp2pp8", load_platform("lumi"), options(**extra))
+
+
+def test_lumi_cpu_masks_give_each_gcd_its_own_seven_cores() -> None:
+    """LUMI's documented masks: 8 disjoint sets of 7 cores, none of the system's cores 0, 8, .. 56,
+    and GCD i's cores on the CCD the LUMI AI guide's per-GCD core map names."""
+    platform = load_platform("lumi")
+    masks = [int(m, 16) for m in platform.cpu_bind.split(":", 1)[1].split(",")]
+    cores = [{bit for bit in range(64) if mask >> bit & 1} for mask in masks]
+    assert len(cores) == platform.gpus_per_node == 8
+    assert all(len(c) == platform.cpus_per_task == 7 for c in cores)
+    assert len(set().union(*cores)) == 56
+    assert not set().union(*cores) & set(range(0, 64, 8))
+    # LUMI AI guide 05, set_cpu_affinity: GCD -> first core of its CCD.
+    assert [min(c) for c in cores] == [49, 57, 17, 25, 1, 9, 33, 41]
+
+
+def test_lumi_uses_a_current_stack_with_the_rccl_plugin() -> None:
+    platform = load_platform("lumi")
+    assert "LUMI/23.03" not in platform.modules  # retired
+    assert platform.modules[:2] == ("LUMI/24.03", "partition/G")
+    assert any(m.startswith("aws-ofi-rccl/") for m in platform.modules)
+    assert platform.library_path == ("${EBROOTAWSMINOFIMINRCCL}/lib",)
+    for host_piece in ("/var/spool/slurmd", "/opt/cray", "/usr/lib64/libcxi.so.1"):
+        assert host_piece in platform.binds
+
+
+def test_lumi_script_runs_with_standins_one_bound_task_per_gcd(tmp_path: Path) -> None:
+    script = slurm.render(_lumi_plan())
+    plugin = "/appl/lumi/aws-ofi-rccl"
+    result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"),
+                                       {"EBROOTAWSMINOFIMINRCCL": plugin})
+    assert result.returncode == 0, result.stderr
+    srun = next(c for c in calls if c["tool"] == "srun")
+    argv = srun["argv"]
+    assert argv[0] == f"--cpu-bind={load_platform('lumi').cpu_bind}"
+    assert argv[1:3] == ["singularity", "exec"]
+    assert argv[3] == "--bind" and argv[4].endswith(f",{tmp_path}")  # the submit folder, explicitly
+    assert argv[5:7] == ["--pwd", str(tmp_path)]
+    assert argv[8:11] == ["python", "-m", "bench.train.rankenv"]
+    assert srun["env"]["SINGULARITYENV_LD_LIBRARY_PATH"] == f"{plugin}/lib"
+    assert srun["env"]["NCCL_NET"] == "AWS Libfabric"
+    assert "#SBATCH --ntasks-per-node=8" in script and "#SBATCH --cpus-per-task=7" in script
+
+
+def test_lumi_script_stops_before_launch_without_the_plugin_module(tmp_path: Path) -> None:
+    result, calls = _run_with_standins(slurm.render(_lumi_plan()), tmp_path, ("srun", "scontrol"),
+                                       {})
+    assert result.returncode != 0
+    assert "EBROOTAWSMINOFIMINRCCL: not set; a module of the platform should set it" in result.stderr
+    assert not [c for c in calls if c["tool"] == "srun"]
+
+
+@pytest.mark.parametrize("path", ["data/meg-gpt2_text_document",
+                                  "/scratch/project_1/data/meg-gpt2_text_document"])
+def test_lumi_data_inside_a_bind_is_accepted(path: str) -> None:
+    assert f"--data-path {path}" in slurm.render(_lumi_plan(data_path=path))
+
+
+def test_lumi_data_outside_every_bind_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"--data-path /users/me/data is outside every folder "
+                       r"bound into the container on lumi .*add its folder to binds"):
+        _lumi_plan(data_path="/users/me/data")
+
+
+# --- Polaris ----------------------------------------------------------------------------------
+
+def test_polaris_refuses_the_seed_module_naming_both_versions() -> None:
+    recipe = load_polaris_recipe()
+    polaris.check_module(recipe)  # the recipe's own module passes
+    with pytest.raises(ValueError, match=r"^conda/2023-10-04 ships torch 2\.0\.1, but "
+                       r"deepspeed==0\.18\.2 needs torch >= 2\.1: choose a newer conda_module"):
+        polaris.check_module(recipe.model_copy(update={"conda_module": "conda/2023-10-04"}))
+    with pytest.raises(ValueError, match="ships Python 3.10, but the kit needs Python >= 3.11"):
+        polaris.check_module(recipe.model_copy(update={
+            "conda_module": "conda/2023-10-04", "requires": {"python": "3.11", "torch": "2.0"}}))
+    with pytest.raises(ValueError, match="conda/2099-01-01 has no .conda_modules. entry"):
+        polaris.check_module(recipe.model_copy(update={"conda_module": "conda/2099-01-01"}))
+
+
+def _probe(tmp_path: Path, torch_version: str, flash_attn: bool) -> subprocess.CompletedProcess:
+    """Run the recipe's module check with a stand-in torch (and flash_attn) on the path."""
+    site = tmp_path / f"site-{torch_version}-{flash_attn}"
+    site.mkdir()
+    (site / "torch.py").write_text(f"__version__ = {torch_version!r}\n")
+    if flash_attn:
+        (site / "flash_attn.py").write_text("")
+    script = polaris.render_script(load_polaris_recipe(), load_pins(), "/src")
+    probe = next(line for line in script.splitlines() if line.startswith("python3 -c "))
+    return subprocess.run(["bash", "-c", probe], env={**os.environ, "PYTHONPATH": str(site)},
+                          capture_output=True, text=True)
+
+
+def test_polaris_build_checks_what_the_module_really_ships(tmp_path: Path) -> None:
+    module = load_polaris_recipe().conda_module
+    assert _probe(tmp_path, "2.14.0+cu130", flash_attn=True).returncode == 0
+    old = _probe(tmp_path, "2.0.1", flash_attn=True)
+    assert old.returncode == 1
+    assert f"{module} has torch 2.0.1; the pinned DeepSpeed needs >= 2.1" in old.stderr
+    no_flash = _probe(tmp_path, "2.14.0", flash_attn=False)
+    assert no_flash.returncode == 1 and "has no flash_attn" in no_flash.stderr
+
+
+def test_polaris_platform_runs_the_venv_the_recipe_builds() -> None:
+    recipe, platform = load_polaris_recipe(), load_platform("polaris")
+    assert platform.modules == (recipe.conda_module,)
+    assert platform.module_paths == (recipe.module_path,)
+    assert platform.image == recipe.venv
+    assert platform.flash_attention == recipe.flash_attention
+
+
+def test_polaris_puts_the_ofi_plugin_first_on_the_library_path(tmp_path: Path) -> None:
+    launch = plan(get_preset("6.7b"), "tp4pp1", load_platform("polaris"), options(mbs=1))
+    line = next(s for s in pbs.render(launch).splitlines() if s.startswith("export LD_LIBRARY"))
+    for before, after in (("/usr/lib", ":/usr/lib"), ("", "")):
+        env = {"PATH": os.environ["PATH"], **({"LD_LIBRARY_PATH": before} if before else {})}
+        out = subprocess.run(["bash", "-c", f'{line}\necho "$LD_LIBRARY_PATH"'], env=env,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        assert out == ("/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:/soft/libraries/hwloc/lib"
+                       + after)
+
+
+def test_polaris_seed_run_is_preset_layout_and_options() -> None:
+    args = build_parser().parse_args(
+        ["run", "25b", "tp4pp2spzero1", "--platform", "polaris", "--nodes", "8",
+         "--seq-length", "4096", "--mbs", "1", "--gbs", "4"])
+    args.megatron_args = ()
+    launch = plan(get_preset("25b"), args.layout, load_platform("polaris"),
+                  options_from(args, 0, ""))
+    flags = " ".join(launch.train_args)
+    assert "--seq-length 4096 --max-position-embeddings 4096" in flags
+    assert "--sequence-parallel" in flags and "--zero-stage 1" in flags
+    assert "--use-flash-attn-v2" in flags  # the platform's module has flash-attention 2
+    assert launch.layout.grad_accumulation == 1  # the seed's GAS=1
+    # A run at another sequence length is a variant: only a range that names it judges it.
+    assert dict(launch.variant)["seq_length"] == "4096"
+    assert launch.preset.seq_length == 4096
+    # Flash attention only where the image or venv has it.
+    local = plan(get_preset("345m"), "tp1pp1", load_platform("local"),
+                 options(engine="megatron-deepspeed", gpus_present=1, data_path="d",
+                         vocab_file="v", merge_file="m"))
+    assert "--use-flash-attn-v2" not in local.train_args
+    # Elsewhere torch's fused attention (patch 0011), never the unfused s x s scores.
+    assert "--use-torch-sdpa" in local.train_args and "--use-torch-sdpa" not in launch.train_args
+
+
+# --- Azure 175B -------------------------------------------------------------------------------
+
+def test_azure_175b_saves_checkpoints_on_amlfs_with_real_data() -> None:
+    launch = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"), options(save=""))
+    args = launch.train_args
+    stage = load_platform("azure-h100").storage.stage
+    assert args[args.index("--save") + 1] == f"{stage}/checkpoints/{launch.run_id}"
+    assert args[args.index("--save-interval") + 1] == "100"  # the seed's SAVE_INTERVAL
+    assert args[args.index("--data-path") + 1].startswith(f"{stage}/slimpajama/preprocessed/")
+    assert "--mock-data" not in args
+    assert launch.layout.global_batch == 512  # the seed's GLOBAL_BATCH_SIZE
+    assert launch.image == f"{stage}/striped_directory/megatron-bench-kit-cuda_latest.sqsh"
+    custom = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"),
+                  options(save="/data/ck", save_interval=7, image="other.sqsh"))
+    assert custom.train_args[-4:] == ("--save", "/data/ck", "--save-interval", "7")
+    assert custom.image == "other.sqsh"
+
+
+@pytest.mark.parametrize(("platform", "extra", "message"), [
+    ("local", {"save": "", "gpus_present": 1}, "local has no .storage. stage: give --save DIR"),
+    ("azure-h100", {"save_interval": 10}, "--save-interval needs --save"),
+    ("azure-h100", {"save": "/home/me/ck"}, "--save /home/me/ck is outside every folder bound"),
+])
+def test_checkpoint_options_are_checked_before_anything_runs(platform: str, extra: dict,
+                                                             message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan(get_preset("1.3b"), "tp1pp1", load_platform(platform), options(**extra))
+
+
+def test_azure_system_check_is_the_seeds_first_step() -> None:
+    """The seed's two-node check: 12 layers, hidden 512, 8 heads, sequence 1024, TP1 PP1."""
+    check = get_preset("syscheck")
+    assert (check.layers, check.hidden, check.heads, check.seq_length) == (12, 512, 8, 1024)
+    launch = plan(check, "tp1pp1", load_platform("azure-h100"), options(nodes=2))
+    assert (launch.nodes, launch.world_size, launch.layout.dp) == (2, 16, 16)
+
+
+# --- Seed 003: DeepSpeed ZeRO settings --------------------------------------------------------
+
+SEED_003 = ZeroSettings(offload="cpu", overlap_comm=True, contiguous_gradients=True,
+                        reduce_bucket_size=200_000_000, allgather_bucket_size=200_000_000)
+
+
+def _seed_003(**extra: object):
+    return plan(get_preset("345m"), "tp4pp1zero3", load_platform("local"),
+                options(engine="megatron-deepspeed", gpus_present=4, precision="fp16", mbs=1,
+                        gbs=4, data_path="data/meg-gpt2_text_document",
+                        vocab_file="data/gpt2-vocab.json", merge_file="data/gpt2-merges.txt",
+                        **extra))
+
+
+def test_seed_003_deepspeed_config() -> None:
+    launch = _seed_003(zero=SEED_003)
+    zero = json.loads(launch.ds_config)["zero_optimization"]
+    assert zero == {"stage": 3, "overlap_comm": True, "contiguous_gradients": True,
+                    "reduce_bucket_size": 200_000_000, "allgather_bucket_size": 200_000_000,
+                    "offload_optimizer": {"device": "cpu"}}
+    # DeepSpeed refuses ZeRO-Offload with a client optimizer other than DeepSpeedCPUAdam.
+    assert "--cpu-optimizer" in launch.train_args
+    assert dict(launch.variant)["zero_offload"] == "cpu"
+    assert any("zero3 does not read allgather_bucket_size" in note for note in launch.notes)
+    assert ds_config(launch.layout, "fp16")["zero_optimization"] == {"stage": 3}
+
+
+def test_deepspeed_settings_are_refused_with_the_megatron_engine() -> None:
+    with pytest.raises(ValueError, match="are DeepSpeed settings: use --engine megatron-deepspeed"):
+        plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+             options(gpus_present=1, zero=ZeroSettings(overlap_comm=True)))
+
+
+def test_bad_deepspeed_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="--zero-offload nvme is not one of none, cpu"):
+        _seed_003(zero=ZeroSettings(offload="nvme"))
+    with pytest.raises(ValueError, match="reduce_bucket_size must be at least 1 element"):
+        _seed_003(zero=ZeroSettings(reduce_bucket_size=0))
+
+
+@pytest.mark.parametrize(("value", "ok"), [("2e8", 200_000_000), ("500000000", 500_000_000),
+                                           ("2.5", None), ("abc", None), ("0", None)])
+def test_bucket_sizes_parse_like_the_seed_writes_them(value: str, ok: int | None, capsys) -> None:
+    argv = ["run", "345m", "tp4pp1zero3", "--reduce-bucket", value]
+    if ok is None:
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(argv)
+        assert "--reduce-bucket" in capsys.readouterr().err
+    else:
+        assert build_parser().parse_args(argv).reduce_bucket == ok
+
+
+def test_seed_003_published_row_matches_its_flops_convention() -> None:
+    """Recompute the seed's 4.94 TFLOP/s from its 6.159 samples/s with the stated convention."""
+    published = load_published(REPO / "results" / "published.toml")
+    row = next(r for r in published.rows if r.source == "seed-003")
+    assert (row.samples_per_s, row.tflops_per_gpu) == (6.159, 4.94)
+    assert row.flops_convention == "narayanan-recompute"
+    preset = get_preset(row.model)
+    s, layers, h = row.seq_length, preset.layers, preset.hidden
+    vocab = 50688  # GPT-2's 50257 padded to a multiple of 128 x TP4
+    flops_per_sample = 96 * s * layers * h**2 * (1 + s / (6 * h) + vocab / (16 * layers * h))
+    assert round(row.samples_per_s * flops_per_sample / row.gpus / 1e12, 2) == row.tflops_per_gpu

@@ -1,0 +1,79 @@
+"""Layout names parse; every impossible combination is refused with its numbers and alternatives."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.config.presets import get_preset
+from bench.planning.layout import build_layout, parse_layout_name, valid_layouts
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("tp2pp8", (2, 8, None, 1, 1, False, None)),
+    ("tp4pp2dp2", (4, 2, 2, 1, 1, False, None)),
+    ("tp1pp1", (1, 1, None, 1, 1, False, None)),
+    ("tp2pp4vp4", (2, 4, None, 1, 4, False, None)),
+    ("tp2cp2sp", (2, 1, None, 2, 1, True, None)),
+    ("dp8zero1", (1, 1, 8, 1, 1, False, 1)),
+    ("TP2PP2", (2, 2, None, 1, 1, False, None)),
+])
+def test_parse(name: str, expected: tuple) -> None:
+    s = parse_layout_name(name)
+    assert (s.tp, s.pp, s.dp, s.cp, s.vp, s.sp, s.zero) == expected
+
+
+@pytest.mark.parametrize("name,message", [
+    ("tp2pq8", "cannot read 'pq8'"), ("tp2tp4", "'tp' is given twice"), ("tp0", "at least 1"),
+    ("", "empty layout"), ("zero4", "cannot read 'zero4'"),
+])
+def test_parse_errors(name: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_layout_name(name)
+
+
+def test_dp_is_derived_from_gpus() -> None:
+    lay = build_layout("tp2pp2", get_preset("13b"), 16, 8)
+    assert (lay.dp, lay.name, lay.grad_accumulation) == (4, "tp2pp2dp4", 16)
+
+
+# Each impossible layout with the phrase its refusal must contain (numbers included).
+IMPOSSIBLE = [
+    ("13b", "tp2pp8", 8, 8, {}, "tp2 x pp8 x cp1 x dp1 = 16 GPUs, but the run has 8 GPUs"),
+    ("13b", "tp2pp2dp4", 8, 8, {}, "= 16 GPUs, but the run has 8 GPUs"),
+    ("1.3b", "tp32pp1", 32, 8, {}, "16 attention heads, not divisible by tp32"),
+    ("13b", "tp3pp1", 3, 8, {}, "40 attention heads, not divisible by tp3"),
+    ("2.7b", "tp1pp3", 3, 8, {}, "32 layers, not divisible by pp3 x vp1 = 3"),
+    ("13b", "tp1pp4vp4", 4, 8, {}, "40 layers, not divisible by pp4 x vp4 = 16"),
+    ("13b", "tp1pp1vp2", 1, 8, {}, "vp2 (interleaved pipeline) needs pp of at least 2"),
+    ("13b", "tp1pp1", 8, 8, {"gbs": 12}, "global batch 12 is not divisible by micro batch 1 x dp8"),
+    ("6.7b", "tp8pp1", 8, 4, {}, "tp8 is larger than the 4 GPUs of one node"),
+    ("6.7b", "tp1pp2sp", 2, 8, {}, "sp (sequence parallel) needs tensor parallelism"),
+    ("13b", "tp1pp2zero2", 2, 8, {}, "zero2 shards gradients"),
+    ("1.3b", "tp1cp3", 3, 8, {}, "sequence length 2048 is not divisible by 2 x cp3"),
+]
+
+
+@pytest.mark.parametrize("preset,name,gpus,per_node,batch,message", IMPOSSIBLE,
+                         ids=[case[1] + "-" + case[0] for case in IMPOSSIBLE])
+def test_impossible_layouts_are_refused(preset: str, name: str, gpus: int, per_node: int,
+                                        batch: dict, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        build_layout(name, get_preset(preset), gpus, per_node, **batch)
+    text = str(err.value)
+    assert message in text
+    assert f"layout '{name}' is not possible" in text
+    assert "nearest valid layouts" in text or "no layout" in text
+
+
+def test_nearest_layouts_are_valid_and_close() -> None:
+    with pytest.raises(ValueError) as err:
+        build_layout("tp2pp8", get_preset("13b"), 8, 8)
+    suggestions = str(err.value).split("gbs 64): ")[1].split(", ")
+    assert suggestions[0] in ("tp2pp4dp1", "tp1pp8dp1")
+    for name in suggestions:
+        build_layout(name, get_preset("13b"), 8, 8)  # each suggestion is itself valid
+
+
+def test_valid_layouts_enumerates_every_split() -> None:
+    names = {lay.name for lay in valid_layouts(get_preset("13b"), 4, 4, 1, 64)}
+    assert names == {"tp1pp1dp4", "tp1pp2dp2", "tp1pp4dp1", "tp2pp1dp2", "tp2pp2dp1", "tp4pp1dp1"}

@@ -1,0 +1,129 @@
+"""The Megatron argv the planner makes is accepted by Megatron's own parser and validator."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from bench.config.capabilities import Capabilities
+from bench.config.platforms import load_platform
+from bench.config.presets import load_presets
+from bench.planning.engines.megatron import ENTRY
+from bench.planning.layout import valid_layouts
+from bench.planning.plan import plan
+from bench.planning.tuning import Tuning
+from tests.conftest import megatron_python, options
+
+CHECKER = Path(__file__).parents[1] / "megatron_argcheck.py"
+
+
+def _cases() -> list[tuple[str, str, int]]:
+    """Every preset at tp1pp1 on one GPU, and every valid tp/pp split of it on 8 and 16 GPUs."""
+    cases = []
+    for preset in load_presets().values():
+        cases.append((preset.name, "tp1pp1", 1))
+        for gpus in (8, 16):
+            for lay in valid_layouts(preset, gpus, 8, preset.micro_batch, preset.global_batch):
+                cases.append((preset.name, f"tp{lay.tp}pp{lay.pp}", gpus))
+    cases += [("13b", "tp2pp4vp2", 8), ("13b", "tp2pp2cp2", 8)]
+    return cases
+
+
+def _check(plans: list, capabilities: list[Capabilities] | None = None) -> list[dict]:
+    """Megatron's parser and validator (and, given capabilities, the entry's checks) on each plan."""
+    python = megatron_python()
+    payload = [{"argv": list(p.train_args), "env": dict(p.env), "world_size": p.world_size}
+               for p in plans]
+    for case, caps in zip(payload, capabilities or [], strict=False):
+        case["capabilities"] = asdict(caps)
+    out = subprocess.run([python, str(CHECKER)], input=json.dumps(payload), capture_output=True,
+                         text=True, timeout=600, check=True)
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    failures = [f"{p.run_id}: {r['error']}" for p, r in zip(plans, results, strict=True) if not r["ok"]]
+    assert not failures, "\n".join(failures)
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.needs_megatron
+def test_planner_argv_is_accepted_by_megatron() -> None:
+    platform = load_platform("local")
+    plans = [plan(load_presets()[p], lay, platform, options(gpus=gpus, gpus_present=gpus))
+             for p, lay, gpus in _cases()]
+    # An A/B variant: every default turned off, plus an extra Megatron flag.
+    tuned = Tuning(overlap=False, grad_reduce_bf16=False, fused_loss=False, extra_args=("--manual-gc",))
+    plans.append(plan(load_presets()["6.7b"], "tp1pp1", platform,
+                      options(gpus=8, gpus_present=8, tuning=tuned)))
+    # Checkpoints, real data and a longer sequence (the Azure and Polaris seeds' options).
+    plans.append(plan(load_presets()["1.3b"], "tp2pp1", platform,
+                      options(gpus=8, gpus_present=8, seq_length=4096, save="/tmp/ck",
+                              save_interval=5, data_path="/tmp/data/my-gpt3_00_text_document")))
+    # Activation recompute, full and selective, with and without pipelining.
+    recompute = [plan(load_presets()[p], lay, platform, options(gpus=g, gpus_present=g, recompute=r))
+                 for p, lay, g, r in (("1.3b", "tp1pp1", 1, "full"), ("13b", "tp2pp4", 8, "full"),
+                                      ("2.7b", "tp1pp1", 1, "selective"))]
+    plans += recompute
+    for launch in plans:
+        assert launch.entry == ENTRY
+    results = _check(plans)
+    # Megatron derives the same data-parallel size as the kit's layout.
+    assert [r["dp"] for r in results] == [p.layout.dp for p in plans]
+    assert [r["recompute"] for r in results[-3:]] == [
+        ["full", "uniform", 1], ["full", "uniform", 1], ["selective", None, None]]
+    assert results[0]["recompute"][0] is None
+
+
+@pytest.mark.slow
+@pytest.mark.needs_megatron
+def test_every_capability_combination_is_accepted_by_megatron_and_the_entry() -> None:
+    """For each of the 16 environments (TE with/without apex and its kernels, no TE), the flags the
+    planner emits pass Megatron's validator and the entry's own checks for that environment: bf16
+    and fp16 everywhere, both fp8 recipes and sequence parallelism wherever they are allowed."""
+    platform = load_platform("local")
+    plans, caps_of = [], []
+    for bits in itertools.product((False, True), repeat=4):
+        caps = Capabilities(*bits)
+        cases = [("1.3b", "tp1pp1", 1, "bf16"), ("1.3b", "tp1pp1", 1, "fp16")]
+        if caps.transformer_engine:
+            cases += [("2.7b", "tp1pp1", 1, "fp8-delayed"), ("6.7b", "tp1pp1", 2, "fp8-current"),
+                      ("13b", "tp2pp1", 2, "fp8-delayed")]
+        if caps.transformer_engine or caps.apex_layer_norm:
+            cases += [("6.7b", "tp2pp1sp", 2, "bf16"), ("13b", "tp4pp1sp", 4, "bf16")]
+        for preset, lay, gpus, precision in cases:
+            plans.append(plan(load_presets()[preset], lay, platform,
+                              options(gpus=gpus, gpus_present=gpus, precision=precision, capabilities=caps)))
+            caps_of.append(caps)
+    _check(plans, caps_of)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_megatron
+def test_msamp_precisions_are_accepted_by_megatron_and_the_entry() -> None:
+    """msamp-o1/msamp-o2/fp4 argv (--kit-msamp on the local layers) through Megatron's parser with the entry's
+    flags, on the environment they need (Transformer Engine and MS-AMP)."""
+    caps = Capabilities(transformer_engine=True, fused_wgrad=True, msamp=True)
+    plans = [plan(load_presets()[preset], lay, load_platform("local"),
+                  options(gpus=gpus, gpus_present=gpus, precision=precision, capabilities=caps))
+             for preset, lay, gpus, precision in (("345m", "tp1pp1", 1, "msamp-o1"),
+                                                  ("1.3b", "tp1pp1", 1, "msamp-o2"),
+                                                  ("6.7b", "tp2pp1", 2, "fp4"))]
+    _check(plans, [caps] * len(plans))
+
+
+@pytest.mark.needs_megatron
+@pytest.mark.parametrize("flag", ["--no-such-megatron-flag"])
+def test_checker_rejects_unknown_flags(flag: str) -> None:
+    """The check has teeth: a flag Megatron does not know is reported."""
+    python = megatron_python()
+    launch = plan(load_presets()["125m"], "tp1pp1", load_platform("local"),
+                  options(gpus=1, gpus_present=1))
+    payload = [{"argv": [*launch.train_args, flag], "env": dict(launch.env), "world_size": 1}]
+    out = subprocess.run([python, str(CHECKER)], input=json.dumps(payload), capture_output=True,
+                         text=True, timeout=300, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])[0]
+    assert not result["ok"] and flag in result["error"]

@@ -1,0 +1,119 @@
+"""The memory estimate against the peaks measured on H200 (results/records), and the refusal of
+plans that cannot fit."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.config.platforms import load_accelerator
+from bench.config.presets import get_preset
+from bench.planning.layout import Layout, build_layout
+from bench.planning.memory import GB, check_fits, estimate_bytes, fits
+from bench.records.store import load_records
+from bench.running.provenance import DIRTY
+from tests.inprocess import run_cli
+
+REPO = Path(__file__).resolve().parents[2]
+MIB_TO_GB_COMMIT = "8884924"  # "Peak memory converted from Megatron's MiB in one place"
+
+
+@pytest.mark.parametrize("preset,layout,gpus,mbs,gbs,measured_gb", [
+    ("1.3b", "tp1pp1", 1, 4, 32, 41), ("6.7b", "dp4", 4, 2, 64, 65), ("13b", "dp4", 4, 1, 64, 110),
+])
+def test_estimate_is_near_measured(preset: str, layout: str, gpus: int, mbs: int, gbs: int,
+                                   measured_gb: float) -> None:
+    lay = build_layout(layout, get_preset(preset), gpus, gpus, mbs, gbs)
+    assert estimate_bytes(get_preset(preset), lay) / GB == pytest.approx(measured_gb, rel=0.15)
+
+
+def test_fit_filter() -> None:
+    p = get_preset("13b")
+    assert fits(p, build_layout("dp4", p, 4, 4), 141)
+    assert not fits(p, build_layout("tp1pp1", p, 1, 1), 141)  # 13B on one GPU: ~230 GB
+
+
+def _record_layout(r) -> Layout:
+    lay = r.layout
+    return Layout(lay.tp, lay.pp, lay.dp, lay.cp, lay.vp, lay.sp, lay.zero, lay.micro_batch,
+                  lay.global_batch)
+
+
+def _measured_gb(r) -> float:
+    """Records made before the runner converted Megatron's MiB to GB stored MiB / 1000."""
+    after = subprocess.run(["git", "merge-base", "--is-ancestor", MIB_TO_GB_COMMIT,
+                            r.provenance.kit_commit.removesuffix(DIRTY)], cwd=REPO,
+                           check=False).returncode == 0
+    return r.metrics.peak_mem_gb * (1 if after else 2**20 / 1e6)
+
+
+def test_estimate_against_every_measured_peak() -> None:
+    """The error the README states: every run of results/records with a measured peak."""
+    records, _ = load_records(REPO / "results" / "records")
+    # The estimate models flash-style attention (bench/planning/memory.py); Megatron-DeepSpeed's own attention
+    # keeps the s x s scores (1.3b: 62 GB measured, 40 GB estimated), which it does not model.
+    measured = [r for r in records if r.metrics is not None and r.metrics.peak_mem_gb
+                and r.engine == "megatron"]
+    assert len(measured) >= 30
+    errors = []
+    for r in measured:
+        grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
+        estimate = estimate_bytes(get_preset(r.preset.name), _record_layout(r), grad_bytes) / GB
+        errors.append((estimate - _measured_gb(r)) / _measured_gb(r))
+    print(f"\nmemory estimate vs {len(errors)} measured peaks: {min(errors):+.1%} to "
+          f"{max(errors):+.1%}, median |error| {statistics.median(map(abs, errors)):.1%}")
+    assert -0.19 <= min(errors) and max(errors) <= 0.18
+    assert statistics.median(map(abs, errors)) <= 0.035
+
+
+def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finished() -> None:
+    h200 = load_accelerator("h200-sxm")
+    records, _ = load_records(REPO / "results" / "records")
+    oom = [r for r in records if r.status == "oom"]
+    finished = [r for r in records if r.metrics is not None]
+    assert oom and finished
+    for r in oom:
+        with pytest.raises(ValueError, match=r"needs ~\d+\.\d GB per GPU .* of the 141 GB"):
+            check_fits(get_preset(r.preset.name), _record_layout(r), h200.memory_gb, h200.model, 8)
+    for r in finished:
+        check_fits(get_preset(r.preset.name), _record_layout(r), h200.memory_gb, h200.model, 8)
+
+
+def test_refusal_names_estimate_device_and_layouts_that_fit() -> None:
+    """The README's old Polaris example: 6.7b tp2pp1 on two 40 GB A100s."""
+    p = get_preset("6.7b")
+    with pytest.raises(ValueError) as refused:
+        check_fits(p, build_layout("tp2pp1", p, 2, 4), 40, "NVIDIA A100 SXM4 40GB", 4)
+    message = str(refused.value)
+    assert message.startswith("6.7b tp2pp1dp1 (mbs 2) needs ~67.9 GB per GPU by the memory estimate")
+    assert "more than 92% of the 40 GB of each NVIDIA A100 SXM4 40GB" in message
+    assert ("nearest that fit: tp4pp1dp1 --gpus 4 --mbs 1 (~33 GB), tp2pp2dp1 --gpus 4 --mbs 1 "
+            "(~36 GB), tp4pp1dp2 --gpus 8 (~28 GB)") in message
+    assert message.endswith("--force plans it anyway")
+
+
+def test_zero_stages_and_sequence_parallelism_lower_the_estimate() -> None:
+    p = get_preset("13b")
+    lay = build_layout("tp1pp1dp8zero1", p, 8, 8)
+    zero1, zero2, zero3 = (estimate_bytes(p, lay, zero_stage=z) for z in (1, 2, 3))
+    assert zero1 > zero2 > zero3
+    assert estimate_bytes(p, build_layout("tp4pp1sp", p, 4, 4)) < estimate_bytes(
+        p, build_layout("tp4pp1", p, 4, 4))
+
+
+def test_run_refuses_a_plan_that_cannot_fit_before_writing_anything(tmp_path: Path) -> None:
+    refused = run_cli("run", "6.7b", "tp2pp1", "--platform", "polaris", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: 6.7b tp2pp1dp1 (mbs 2) needs ~67.9 GB per GPU")
+    assert len(refused.stderr.splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+    forced = run_cli("run", "6.7b", "tp2pp1", "--platform", "polaris", "--dry-run", "--force",
+                     cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert "note: memory estimate: ~67.9 GB per GPU of 40 GB (--force)" in forced.stderr
+    fits_ = run_cli("run", "6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris", "--dry-run",
+                    cwd=tmp_path)
+    assert "note: memory estimate: ~33.2 GB per GPU of 40 GB" in fits_.stderr

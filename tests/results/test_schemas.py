@@ -1,0 +1,53 @@
+"""The JSON Schemas in results/schema/ are current, and real data files validate against them.
+
+The schemas are checked with ``jsonschema`` (an independent validator, as a site would use it), on
+every kept record and every platform and accelerator file of the kit.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from bench.config.platforms import REPO_PLATFORMS_DIR
+from bench.images.pins import PINS_FILE
+from bench.results.schemas import SCHEMA_DIR, json_schemas
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_json_schemas_are_current() -> None:
+    expected = json_schemas()
+    assert sorted(p.name for p in SCHEMA_DIR.glob("*.json")) == sorted(expected)
+    for name, text in expected.items():
+        assert (SCHEMA_DIR / name).read_text() == text, f"{name} is stale: python -m bench schemas"
+
+
+def _validator(name: str):
+    return jsonschema.Draft202012Validator(json.loads((SCHEMA_DIR / name).read_text()))
+
+
+DATA = [
+    *((p, "record.schema.json") for p in sorted((ROOT / "results/records").glob("*.json"))),
+    *((p, "platform.schema.json") for p in sorted(REPO_PLATFORMS_DIR.glob("*.toml"))),
+    *((p, "accelerator.schema.json") for p in sorted(REPO_PLATFORMS_DIR.glob("accelerators/*.toml"))),
+    (PINS_FILE, "pins.schema.json"),
+]
+
+
+@pytest.mark.parametrize("path,schema", DATA, ids=lambda v: getattr(v, "stem", None) or "")
+def test_kit_data_validates_against_its_json_schema(path: Path, schema: str) -> None:
+    data = json.loads(path.read_text()) if path.suffix == ".json" else tomllib.loads(path.read_text())
+    _validator(schema).validate(data)
+
+
+def test_json_schema_refuses_what_the_kit_refuses() -> None:
+    record = json.loads(next((ROOT / "results/records").glob("*.json")).read_text())
+    validator = _validator("record.schema.json")
+    for bad in ({**record, "gpus": True}, {**record, "extra": 1}, {**record, "status": "exploded"},
+                {**record, "layout": {**record["layout"], "tp": 0}}):
+        assert not validator.is_valid(bad)
