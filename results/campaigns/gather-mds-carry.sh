@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Gathers what h200-megatron-deepspeed.sh needs on a lent H200 (Python 3.12, torch 2.11 / CUDA 13,
-# nothing else installed, no network) into .carry-mds/, a git-ignored folder (listed in
+# Gathers what docs/reports/2026-11-23-h200-mds-fusions/h200-megatron-deepspeed.sh needs on a lent
+# H200 (Python 3.12, torch 2.11 / CUDA 13, nothing else installed, no network) into .carry-mds/, a git-ignored folder (listed in
 # .git/info/exclude by this script) that the device call carries. Run it from the repo root on a
 # machine that reaches PyPI and npm, with the source snapshots at ../shared/upstreams/.
 #

@@ -8,7 +8,7 @@
 # with NVIDIA apex built here meanwhile (fused layer norm, FusedAdam), both engines again.
 #
 # Carry .carry-mds/ (made here by results/campaigns/gather-mds-carry.sh). Run from the repo root:
-#   OUT=$OUT bash results/campaigns/h200-megatron-deepspeed.sh
+#   OUT=$OUT bash docs/reports/2026-11-23-h200-mds-fusions/h200-megatron-deepspeed.sh
 # RUNS picks runs by name (default: mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16
 # mds-bf16-apex megatron-bf16-apex; also mds-bf16-mbs8 and mds-bf16-without-last-patch, the A/B
 # of the series' last patch; on a two-GPU machine mds-2.7b-zero1, mds-2.7b-zero2, mds-6.7b-zero1,
