@@ -38,7 +38,18 @@ def params_per_gpu(preset: Preset, layout: Layout) -> float:
     return preset.layers * per_layer / (layout.tp * layout.pp) + (v * h + s * h) / layout.tp
 
 
-def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1) -> float:
+# Adam state per parameter: fp32 master weights and moments (12 B); MS-AMP O2's LBAdamW keeps the
+# first moment in fp8 and the second in fp16 beside the fp32 master weights (4 + 1 + 2 = 7 B).
+STATE_BYTES = {"msamp-o2": 7, "fp4": 7}
+
+
+def state_bytes(precision: str) -> int:
+    """Optimizer state bytes per parameter for a precision (12 unless MS-AMP O2 keeps it smaller)."""
+    return STATE_BYTES.get(precision, 12)
+
+
+def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,
+                   optimizer_bytes: int = 12) -> float:
     """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what
     is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
     3: + weights)."""
@@ -46,7 +57,7 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     dp = layout.dp
     states = (params * 2 / (dp if zero_stage >= 3 else 1)
               + params * grad_bytes / (dp if zero_stage >= 2 else 1)
-              + params * 12 / (dp if zero_stage >= 1 else 1))
+              + params * optimizer_bytes / (dp if zero_stage >= 1 else 1))
     s, b, h = preset.seq_length / layout.cp, layout.micro_batch, preset.hidden
     in_flight = min(layout.pp, layout.grad_accumulation)
     per_sbh = 34 / layout.tp if layout.sp else 10 + 24 / layout.tp

@@ -12,7 +12,7 @@ import pytest
 from bench.config.platforms import load_accelerator
 from bench.config.presets import get_preset
 from bench.planning.layout import Layout, build_layout
-from bench.planning.memory import GB, check_fits, estimate_bytes, fits
+from bench.planning.memory import GB, check_fits, estimate_bytes, fits, state_bytes
 from bench.records.store import load_records
 from bench.running.provenance import DIRTY
 from tests.inprocess import run_cli
@@ -61,7 +61,8 @@ def test_estimate_against_every_measured_peak() -> None:
     errors = []
     for r in measured:
         grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
-        estimate = estimate_bytes(get_preset(r.preset.name), _record_layout(r), grad_bytes) / GB
+        estimate = estimate_bytes(get_preset(r.preset.name), _record_layout(r), grad_bytes,
+                                  optimizer_bytes=state_bytes(r.precision)) / GB
         errors.append((estimate - _measured_gb(r)) / _measured_gb(r))
     print(f"\nmemory estimate vs {len(errors)} measured peaks: {min(errors):+.1%} to "
           f"{max(errors):+.1%}, median |error| {statistics.median(map(abs, errors)):.1%}")

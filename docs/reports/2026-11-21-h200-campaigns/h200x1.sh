@@ -8,7 +8,7 @@ OUT=${OUT:?set OUT to an output folder}
 mkdir -p "$OUT/records" "$OUT/logs"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-python3 -m bench.smoke --out "$OUT/logs/smoke.json" > "$OUT/logs/smoke.txt" 2>&1
+python3 -m bench.train.smoke --out "$OUT/logs/smoke.json" > "$OUT/logs/smoke.txt" 2>&1
 echo "smoke exit $?"; tail -n 15 "$OUT/logs/smoke.txt"
 python3 -m bench run --campaign results/campaigns/h200x1.toml --records-dir "$OUT/records" \
   > "$OUT/logs/campaign.txt" 2>&1

@@ -7,7 +7,7 @@
 #
 # Carry .p15/ (made here on a connected machine, Python 3.12 as on the GPU machine):
 #   .p15/nox        wheels of nox and pydantic:   pip download --only-binary=:all: -d .p15/nox nox pydantic==2.11.7
-#   .p15/wheelhouse the training stack (cuda):    python -m bench.provision wheelhouse cuda --dest .p15/wheelhouse --python python3.12
+#   .p15/wheelhouse the training stack (cuda):    python -m bench.running.provision wheelhouse cuda --dest .p15/wheelhouse --python python3.12
 # Run from the repo root: OUT=$OUT bash docs/reports/2026-11-23-h200-provision/h200-provision.sh
 set -uo pipefail
 OUT=${OUT:?set OUT to an output folder}
