@@ -2,8 +2,9 @@
 
 Runs in the Python 3.12 with torch (BENCH_MEGATRON_PYTHON) with the patched MS-AMP snapshot on its path:
 the casts saturate, record amax and a power-of-two scale whose inverse dequantizes; e4m3/e5m2 round
-trips equal torch's own; the TN GEMM equals the dequantized matmul; the FP8 linear for megatron-core
-computes y = x·Wᵀ and both gradients within fp8 error, and casts its weight once per optimizer step.
+trips equal torch's own; the compiled cast takes MS-AMP's in-time flag when it is a tensor; the TN
+GEMM equals the dequantized matmul; the FP8 linear for megatron-core computes y = x·Wᵀ and both
+gradients within fp8 error, and casts its weight once per optimizer step.
 The GPU behaviour (torch.compile'd casts, torch._scaled_mm) is what the H200 records show.
 """
 
@@ -47,6 +48,16 @@ for qtype, dtype in ((Dtypes.kfloat8_e4m3, torch.float8_e4m3fn), (Dtypes.kfloat8
     assert scale_inv.item() == 1 / s and amax.item() == y.abs().max().item()
     back = torch_fp8.dequantize(q, scale_inv, qtype, torch.float32)
     assert torch.equal(back, (y * s).to(dtype).float() / s)
+# An amax window > 1 makes ScalingMeta.is_in_time_scaling() a tensor; the compiled cast (Dynamo
+# tracing, whole graph) must take it without a data-dependent branch.
+from msamp.common.tensor import ScalingMeta
+meta = ScalingMeta(Dtypes.kfloat8_e4m3, scale=torch.ones(()), scale_inv=torch.ones(()), amax=torch.zeros(16),
+                   window_size=16)
+assert isinstance(meta.is_in_time_scaling(), torch.Tensor)
+torch_fp8._quantize_fn = lambda device: torch.compile(torch_fp8._quantize, backend="eager", fullgraph=True,
+                                                      dynamic=True)
+q, _, _ = torch_fp8.quantize(y, Dtypes.kfloat8_e4m3, meta.scale, meta.amax[:1], meta.is_in_time_scaling())
+assert meta.scale.item() == 2.0 ** int(torch.floor(torch.log2(448 / y.abs().max())).item())
 # The TN GEMM: D(N, M) = B(N, K) . A(M, K)^T on fp8 operands.
 a, b = torch.randn(32, 64), torch.randn(48, 64)
 sa, sb = torch.ones(()), torch.ones(())

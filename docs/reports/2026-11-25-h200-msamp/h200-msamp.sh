@@ -2,20 +2,24 @@
 # One lent H200 (Python 3.12, torch 2.11 / CUDA 13, no network): the MS-AMP seed's five modes on the
 # kit's megatron-core engine, each run by the kit's own `python -m bench run` on real data made by
 # `python -m bench data`: bf16, te (Transformer Engine fp8, delayed scaling), msamp-o1, msamp-o2
-# and fp4, at 1.3b (micro/global batch 4/32, 16 iterations: throughput and memory) and at 345m
-# (8/16, 500 iterations: loss curves, throughput and memory). Plus the FP8-linear microbenchmark.
+# and fp4, at 1.3b (micro/global batch 4/32, 30 iterations: throughput and memory) and at 345m
+# (8/16, 500 iterations: loss curves, throughput and memory). Plus the FP8-linear microbenchmark and
+# the optimizer-step one (LBAdamW with the whole series against the series without its last patch).
 #
 # Carry .carry-msamp/ (the MS-AMP snapshot, cp312 wheels, GPT-2's BPE files) and Transformer
 # Engine as ../../../../shared/device-te/README.md says (/tmp/te-site). From the repo root:
 #   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh setup   # background: wheels, MS-AMP, data
 #   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh bench   # the FP8-linear microbenchmark
+#   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh optim   # the optimizer-step microbenchmark
 #   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh runs    # background: the ten runs
 #   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh collect # $OUT: records and logs
-# RUNS picks runs by name (default: all ten, 1.3b first).
+# RUNS picks runs by name (default: all ten, 1.3b first): <preset>-<mode>, or <preset>-<mode>:<mbs> for
+# another micro-batch size at the same global batch.
 set -uo pipefail
 PYTHON=${PYTHON:-python3}
 CARRY=${CARRY:-.carry-msamp}
 SITE=${SITE:-/tmp/msamp-site}       # wheels and MS-AMP with its CUDA extensions
+BEFORE=${BEFORE:-/tmp/msamp-before} # MS-AMP without the series' last patch, and its optimizer extension
 TE_SITE=${TE_SITE:-/tmp/te-site}
 WORK=${WORK:-/tmp/msamp-campaign}   # corpus, data, logs, records
 HERE=$(dirname "$0")
@@ -58,6 +62,13 @@ PY
     step "msamp-build-${part##*/}" env TORCH_CUDA_ARCH_LIST="$arch" MAX_JOBS=16 bash -c \
       "cd /tmp/msamp-src/$part && '$PYTHON' -m pip install -q --no-index --no-deps --no-build-isolation --target '$SITE' ." || return 1
   done
+  # The same without the series' last patch (the optimizer's), for the optimizer-step comparison.
+  rm -rf "$BEFORE" && mkdir -p "$BEFORE/src" "$BEFORE/series" "$BEFORE/site" && cp patches/ms-amp/*.patch "$BEFORE/series/" &&
+    sed '$d' patches/ms-amp/series > "$BEFORE/series/series" &&
+    tar -xzf "$CARRY"/ms-amp-*.tar.gz -C "$BEFORE/src" --strip-components 1 || return 1
+  step msamp-series-before "$PYTHON" bench/images/series.py apply "$BEFORE/series/series" "$BEFORE/src" || return 1
+  step msamp-build-optim-before env TORCH_CUDA_ARCH_LIST="$arch" MAX_JOBS=16 bash -c \
+    "cd '$BEFORE/src/msamp/optim' && '$PYTHON' -m pip install -q --no-index --no-deps --no-build-isolation --target '$BEFORE/site' ." || return 1
   # Real text: the Python documentation's topics and the standard library's sources.
   "$PYTHON" - "$WORK/corpus.jsonl" <<'PY'
 import json, pathlib, sys, sysconfig
@@ -76,19 +87,26 @@ PY
   touch "$WORK/setup.done"
 }
 
-run() {  # run NAME: NAME is <preset>-<mode>
-  local preset=${1%%-*} mode=${1#*-} prefix batch
+run() {  # run NAME: NAME is <preset>-<mode>[:<mbs>]
+  local name=${1%%:*} preset=${1%%-*} mode prefix batch
+  mode=${name#*-}
   prefix=$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")
   if [ "$preset" = 345m ]; then batch=(--mbs 8 --gbs 16 --iters 500 --timeout 900)
-  else batch=(--mbs 4 --gbs 32 --iters 16 --timeout 420); fi
+  else batch=(--mbs 4 --gbs 32 --iters 30 --timeout 480); fi
+  [ "$1" = "$name" ] || batch[1]=${1#*:}
   case $mode in bf16) precision=bf16 ;; te) precision=fp8-delayed ;; *) precision=$mode ;; esac
-  step "$1" "$PYTHON" -m bench run "$preset" tp1pp1 --precision "$precision" "${batch[@]}" \
+  step "${1/:/-mbs}" "$PYTHON" -m bench run "$preset" tp1pp1 --precision "$precision" "${batch[@]}" \
     --data-path "$prefix" --records-dir "$WORK/records" --hang-timeout 300
 }
 
-case ${1:?setup, bench, runs or collect} in
+case ${1:?setup, bench, optim, runs or collect} in
   setup) setup ;;
   bench) step fp8-linear "$PYTHON" "$HERE/fp8_linear_bench.py"; cat "$WORK/logs/fp8-linear.txt" ;;
+  optim)
+    step optimizer-before env PYTHONPATH="$BEFORE/src:$BEFORE/site:$PYTHONPATH" "$PYTHON" \
+      "$HERE/optimizer_step_bench.py" lbadamw
+    step optimizer "$PYTHON" "$HERE/optimizer_step_bench.py" lbadamw te-fusedadam torch-adamw
+    cat "$WORK/logs/optimizer-before.txt" "$WORK/logs/optimizer.txt" ;;
   runs)
     read -ra names <<< "${RUNS:-1.3b-bf16 1.3b-te 1.3b-msamp-o1 1.3b-msamp-o2 1.3b-fp4 345m-bf16 345m-te 345m-msamp-o1 345m-msamp-o2 345m-fp4}"
     for name in "${names[@]}"; do run "$name"; done
