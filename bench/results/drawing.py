@@ -23,7 +23,7 @@ from types import TracebackType
 
 from bench.results import plots
 
-_Job = tuple[plots.PlotSpec, str]  # spec and its inputs key
+_Job = tuple[plots.Drawable, str]  # spec and its inputs key
 
 
 def _render_one(job: _Job) -> bytes:
@@ -133,7 +133,7 @@ class Drawer:
         self._process = None
 
     def reuse_or_render(
-        self, specs: Sequence[plots.PlotSpec], existing: Mapping[str, bytes]
+        self, specs: Sequence[plots.Drawable], existing: Mapping[str, bytes]
     ) -> list[bytes]:
         """PNG bytes per spec: ``existing[filename]`` when its inputs key matches, else drawn.
 

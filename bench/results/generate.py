@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.records.store import RECORDS_DIR, load_records
-from bench.results import markdown, plots
+from bench.results import losses, markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
@@ -58,9 +58,11 @@ def generate(
         ceilings = load_ceilings(smoke_dir)
         runs, problems = load_records(records_dir)
         report = build_report(runs, problems, published, ranges)
-        specs = plots.plan_plots(report, ceilings)
+        platform_specs = plots.plan_plots(report, ceilings)
+        loss_specs = losses.plan_losses(runs)
         records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
-        files = {PAGE: markdown.render(report, specs, records_link).encode()}
+        files = {PAGE: markdown.render(report, platform_specs, records_link, loss_specs).encode()}
+        specs: list[plots.Drawable] = [*platform_specs, *loss_specs]
         if drawer is not None:
             plots_dir = out_dir / PLOTS_DIR
             existing = {

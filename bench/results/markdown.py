@@ -1,9 +1,11 @@
 """Markdown for ``results/README.md``: the best row per model and precision, then one table per
-model size, the plots with the measured GEMM ceilings, failed runs, skipped files.
+model size, the plots with the measured GEMM ceilings, loss curves by precision, failed runs,
+skipped files.
 
 Every number column is right-aligned with a fixed number of decimals (samples/s 2, tokens/s 0,
-TFLOP/s 1, % 1, GB 1); units are in the headers; a dash means "not used" for measured rows and
-"not published" for published ones. No timestamps: the page depends only on its inputs.
+TFLOP/s 1, % 1, GB 1, loss 4, loss difference in % 2); units are in the headers; a dash means
+"not used" for measured rows and "not published" for published ones. No timestamps: the page
+depends only on its inputs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ from bench.records.record import Record
 from bench.results.aggregate import ModelTable, Report, Row, display_name
 from bench.results.data import CONVENTION_LABELS
 from bench.results.hardware import hardware_name
+from bench.results.losses import (
+    BASELINE,
+    FINAL_WINDOW,
+    MIN_LOSSES,
+    SMOOTH_WINDOW,
+    LossPlot,
+    difference,
+)
 from bench.results.plots import PlotSpec
 from bench.results.runs import label_of
 
@@ -252,7 +262,50 @@ def _ceiling_lines(plots: Sequence[PlotSpec]) -> list[str]:
             "training step could reach there:", "", *(f"- {source}" for source in sources), ""]
 
 
-def render(report: Report, plots: Sequence[PlotSpec], records_link: str) -> str:
+LOSS_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("precision", False), ("final loss", True), (f"vs {BASELINE}", True),
+    (f"vs {BASELINE} (%)", True), ("iterations", True), ("record", False),
+)
+
+
+def _loss_table(spec: LossPlot, records_link: str) -> list[str]:
+    baseline = spec.baseline
+    rows = []
+    for curve in spec.curves:
+        delta = percent = ""  # no baseline in the group: against nothing
+        if baseline is curve:
+            delta = percent = DASH
+        elif baseline is not None:
+            absolute, relative = difference(curve, baseline)
+            delta, percent = f"{absolute:+.4f}", f"{relative:+.2f} %"
+        rows.append([_text(curve.precision), f"{curve.final_loss:.4f}", delta, percent,
+                     str(len(curve.losses)),
+                     _link(curve.run_id, f"{records_link}/{curve.run_id}.json")])
+    return _table(LOSS_COLUMNS, rows)
+
+
+def _loss_section(losses: Sequence[LossPlot], records_link: str) -> list[str]:
+    if not losses:
+        return []
+    lines = ["## Loss curves", "",
+             (f"Ok runs that logged the loss of every iteration (at least {MIN_LOSSES}) and trained "
+              "the same model, layout, batch, sequence length, iterations and settings on the same "
+              "data and accelerator, in different precisions (the newest run of each precision): "
+              f"the `lm loss` of every iteration (thin) and its {SMOOTH_WINDOW}-iteration mean "
+              "(solid)."), ""]
+    for spec in losses:
+        lines += [f"![{spec.title}](plots/{spec.filename})", "", f"Shared: {spec.setup}.", ""]
+        lines += _loss_table(spec, records_link)
+        lines += ["", (f"Final loss: the mean `lm loss` of a run's last {FINAL_WINDOW} iterations; "
+                       f"`vs {BASELINE}` is it minus {BASELINE}'s final loss (negative: lower).")]
+        if spec.baseline is None:
+            lines.append(f"This group has no {BASELINE} run: its differences are blank.")
+        lines.append("")
+    return lines
+
+
+def render(report: Report, plots: Sequence[PlotSpec], records_link: str,
+           losses: Sequence[LossPlot] = ()) -> str:
     """The whole page; ``records_link`` is the records directory relative to the page."""
     lines = [
         "# Results",
@@ -272,6 +325,7 @@ def render(report: Report, plots: Sequence[PlotSpec], records_link: str) -> str:
         lines += _ceiling_lines(plots)
         for spec in plots:
             lines += [f"![{spec.title}](plots/{spec.filename})", ""]
+    lines += _loss_section(losses, records_link)
     lines += _failed_section(report.failed, records_link)
     lines += ["## Skipped files", ""]
     if report.problems:

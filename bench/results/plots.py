@@ -7,9 +7,12 @@ smoke check measured on the platform's GPU as a dashed vertical line. Right pane
 model was measured on several GPU counts: tokens/s of all GPUs against GPUs for the best row per
 count, with dashed ideal linear scaling from the smallest count.
 
-Plots are drawn from the aggregated rows, never from raw records, so their cost does not grow with
-the number of runs. Drawing is the slow part of regeneration (matplotlib's import alone takes most
-of a second), so every PNG carries :func:`inputs_key` of what it shows and how it is drawn in a
+These plots are drawn from the aggregated rows, never from raw records, so their cost does not
+grow with the number of runs. Loss curves (:mod:`bench.results.losses`) draw the losses of the few
+runs they compare, the same way: anything with a file name and a ``render`` method is a
+:class:`Drawable`.
+Drawing is the slow part of regeneration (matplotlib's import alone takes most of a second), so
+every PNG carries :func:`inputs_key` of what it shows and how it is drawn in a
 ``bench-plot-inputs`` text chunk, and :func:`reuse_or_render` keeps an existing PNG whose key
 matches instead of drawing it again: the bytes are the ones drawing would give. Output is
 deterministic: Agg backend, matplotlib's default style plus fixed sizes, dpi and font, no
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import io
 import re
 import struct
@@ -30,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import Protocol
 
 from bench.results.aggregate import Report, Row, display_name
 from bench.results.hardware import Ceiling, accelerator_of
@@ -89,8 +94,20 @@ class PlotSpec:
     ceiling_label: str = ""
     ceiling_source: str = ""  # where the ceiling was measured, for the page
 
+    def render(self, key: str) -> bytes:
+        return _render(self, key)
 
-def _slug(name: str) -> str:
+
+class Drawable(Protocol):
+    """A PNG to draw: its file name, and the drawing of it that carries its inputs key."""
+
+    @property
+    def filename(self) -> str: ...
+
+    def render(self, key: str) -> bytes: ...
+
+
+def slug(name: str) -> str:
     return _UNSAFE.sub("-", name).strip("-") or "unnamed"
 
 
@@ -153,7 +170,7 @@ def plan_plots(report: Report, ceilings: Mapping[str, Ceiling] | None = None) ->
             title += "; tokens/s against GPUs"
         ceiling = _ceiling(rows, ceilings or {})
         specs.append(PlotSpec(
-            filename=f"platform-{_slug(platform)}.png", title=title,
+            filename=f"platform-{slug(platform)}.png", title=title,
             bars=tuple(_bar(row, with_precision) for row in rows), series=series,
             ceiling=ceiling.tflops_per_gpu if ceiling else None,
             ceiling_label=(f"measured {ceiling.dtype} GEMM ceiling, {ceiling.gpu_model}: "
@@ -165,18 +182,20 @@ def plan_plots(report: Report, ceilings: Mapping[str, Ceiling] | None = None) ->
     return specs
 
 
-def inputs_key(spec: PlotSpec) -> str:
-    """Hash of the spec, this module's code and the versions that shape the PNG bytes."""
-    digest = hashlib.sha256(_drawing_inputs())
+def inputs_key(spec: Drawable) -> str:
+    """Hash of the spec, the code that draws it and the versions that shape the PNG bytes."""
+    digest = hashlib.sha256(_drawing_inputs(inspect.getfile(type(spec))))
     digest.update(repr(spec).encode())
     return digest.hexdigest()
 
 
 @functools.cache
-def _drawing_inputs() -> bytes:
+def _drawing_inputs(source: str) -> bytes:
+    """This module's code (style, PNG writing), the spec's module's code, and the versions."""
     # Looking up a version scans sys.path: done once, not once per plot.
     versions = "".join(f"{p} {metadata.version(p)}\n" for p in ("matplotlib", "pillow"))
-    return Path(__file__).read_bytes() + versions.encode()
+    code = b"".join(Path(path).read_bytes() for path in dict.fromkeys((__file__, source)))
+    return code + versions.encode()
 
 
 def png_text(data: bytes) -> dict[str, str]:
@@ -201,7 +220,7 @@ def png_text(data: bytes) -> dict[str, str]:
     return texts
 
 
-def reuse_or_render(specs: Sequence[PlotSpec], existing: Mapping[str, bytes]) -> list[bytes]:
+def reuse_or_render(specs: Sequence[Drawable], existing: Mapping[str, bytes]) -> list[bytes]:
     """PNG bytes per spec: ``existing[filename]`` when its key matches, else drawn anew."""
     keys = [inputs_key(spec) for spec in specs]
     reused = {
@@ -215,7 +234,7 @@ def reuse_or_render(specs: Sequence[PlotSpec], existing: Mapping[str, bytes]) ->
     return [reused.get(spec.filename) or drawn[spec.filename] for spec in specs]
 
 
-def render_pngs(specs: Sequence[tuple[PlotSpec, str]]) -> list[bytes]:
+def render_pngs(specs: Sequence[tuple[Drawable, str]]) -> list[bytes]:
     """Draw (spec, inputs key) pairs; matplotlib is imported only when something is drawn."""
     if not specs:
         return []
@@ -226,11 +245,10 @@ def render_pngs(specs: Sequence[tuple[PlotSpec, str]]) -> list[bytes]:
 
     # One style context for all: setting it up costs as much as a plot.
     with style.context("default"), matplotlib.rc_context(FIXED_RC):
-        return [_render(spec, key) for spec, key in specs]
+        return [spec.render(key) for spec, key in specs]
 
 
 def _render(spec: PlotSpec, key: str) -> bytes:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     label_in = 0.25 + LABEL_CHAR_IN * max(len(bar.label) for bar in spec.bars)
@@ -247,6 +265,13 @@ def _render(spec: PlotSpec, key: str) -> bytes:
         scaling = figure.add_axes((left, bottom, SCALING_WIDTH_IN / width, top - bottom))
         _draw_scaling(scaling, spec.series)
     figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
+    return png_bytes(figure, key)
+
+
+def png_bytes(figure, key: str) -> bytes:
+    """The figure as PNG with its inputs key in a text chunk, and no ``Software`` chunk."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     FigureCanvasAgg(figure)
     buffer = io.BytesIO()
     # zlib level 3 instead of 6: measured faster and, on these plots, smaller.

@@ -1,0 +1,157 @@
+"""Loss curves: which runs are set side by side, the final loss, the page section and the PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.records.record import Record
+from bench.records.store import load_records, write_record
+from bench.results import markdown, plots
+from bench.results.aggregate import build_report
+from bench.results.data import load_published
+from bench.results.losses import Curve, LossPlot, difference, moving_average, plan_losses
+from tests.record_factory import make_record
+from tests.results.test_results import FIXTURES, REPO, _fixture_args
+
+BASE = make_record()
+DATA = "/data/gpt2-0123456789abcdef_text_document"
+
+
+def _argv(iters: str = "200", interval: str = "1", data: str | None = DATA) -> list[str]:
+    data_flags = ["--data-path", data] if data else []
+    return [*BASE.argv, "--train-iters", iters, "--log-interval", interval, *data_flags]
+
+
+def _losses(final: float, count: int = 200) -> tuple[float, ...]:
+    """A falling curve whose last 50 losses average ``final``."""
+    return (*(10.0 - i * 0.01 for i in range(count - 50)), *([final - 0.1, final + 0.1] * 25))
+
+
+def _run(precision: str, minute: int, final: float = 3.0, **overrides: object) -> Record:
+    return make_record(**{"run_id": f"13b_dp4_h200x4_20261121T20{minute:02d}00Z",
+                          "precision": precision, "started_at": f"2026-11-21T20:{minute:02d}:00Z",
+                          "argv": _argv(), "lm_losses": _losses(final), **overrides})
+
+
+def _batch(global_batch: int) -> dict[str, object]:
+    return {**BASE.layout.model_dump(), "global_batch": global_batch}
+
+
+def _shown(specs: list[LossPlot]) -> list[tuple[str, list[tuple[str, str]]]]:
+    return [(spec.filename, [(c.precision, c.run_id[-7:-3]) for c in spec.curves]) for spec in specs]
+
+
+def test_runs_of_another_batch_are_another_group() -> None:
+    runs = [_run("fp8-delayed", 1), _run("bf16", 2), _run("bf16", 3, layout=_batch(128)),
+            _run("fp4", 4, layout=_batch(128)), _run("msamp-o1", 5, layout=_batch(256))]
+    # Each group has bf16 first; a group of one precision (global batch 256) is no plot.
+    assert _shown(plan_losses(runs)) == [
+        ("loss-13b-h200-sxm-1.png", [("bf16", "2002"), ("fp8-delayed", "2001")]),
+        ("loss-13b-h200-sxm-2.png", [("bf16", "2003"), ("fp4", "2004")])]
+    assert plan_losses(runs[::-1]) == plan_losses(runs)
+
+
+@pytest.mark.parametrize("other", [
+    {"argv": _argv(data="/data/gpt2-fedcba9876543210_text_document")},
+    {"argv": _argv(data=None)},  # the engine's mock data
+    {"argv": _argv(iters="300")},
+    {"preset": {**BASE.preset.model_dump(), "seq_length": 4096},
+     "metrics": {**BASE.metrics.model_dump(), "tokens_per_s_per_gpu": 9.3 * 4096 / 4}},
+    {"platform": {**BASE.platform.model_dump(), "accelerator": "H100 SXM"}},
+    {"variant": {"attention": "flash"}},
+])
+def test_runs_on_other_data_iterations_shape_accelerator_or_variant_are_not_compared(
+        other: dict[str, object]) -> None:
+    assert plan_losses([_run("bf16", 1), _run("fp8-delayed", 2, **other)]) == []
+
+
+def test_the_accelerator_spelled_two_ways_is_one() -> None:
+    named = {**BASE.platform.model_dump(), "accelerator": "h200-sxm"}
+    (spec,) = plan_losses([_run("bf16", 1), _run("fp4", 2, platform=named)])
+    assert spec.filename == "loss-13b-h200-sxm.png"
+
+
+def test_a_precision_run_twice_shows_its_newest_run() -> None:
+    runs = [_run("bf16", 1), _run("fp8-delayed", 3), _run("fp8-delayed", 2), _run("bf16", 0)]
+    assert _shown(plan_losses(runs)) == [
+        ("loss-13b-h200-sxm.png", [("bf16", "2001"), ("fp8-delayed", "2003")])]
+
+
+def test_runs_with_too_few_losses_or_not_ok_or_not_every_iteration_are_left_out() -> None:
+    bf16 = _run("bf16", 1)
+    assert plan_losses([bf16, _run("fp4", 2, lm_losses=_losses(3.0, 99))]) == []
+    assert len(plan_losses([bf16, _run("fp4", 2, lm_losses=_losses(3.0, 100))])) == 1
+    failed = _run("fp4", 2, status="crashed", reason="NaN loss", metrics=None)
+    assert plan_losses([bf16, failed]) == []
+    assert plan_losses([bf16, _run("fp4", 2, argv=_argv(interval="10"))]) == []
+
+
+def test_final_loss_is_the_mean_of_the_last_50_and_differences_are_against_the_baseline() -> None:
+    baseline = Curve("bf16", "a", (9.0,) * 150 + (2.0, 4.0) * 25)
+    other = Curve("fp4", "b", (1.0,) * 150 + (3.3,) * 50)
+    assert baseline.final_loss == 3.0 and other.final_loss == pytest.approx(3.3)
+    delta, percent = difference(other, baseline)
+    assert delta == pytest.approx(0.3) and percent == pytest.approx(10.0)
+    assert moving_average([1.0, 2.0, 3.0, 4.0], 2) == (1.5, 2.5, 3.5)
+
+
+def _section(runs: list[Record]) -> str:
+    report = build_report(runs, [], load_published(FIXTURES / "published.toml"), [])
+    page = markdown.render(report, [], "records", plan_losses(runs))
+    return page[page.index("## Loss curves"):page.index("## Failed runs")]
+
+
+def test_the_page_tables_final_losses_against_bf16() -> None:
+    section = _section([_run("bf16", 1, final=3.0), _run("fp4", 2, final=2.97),
+                        _run("msamp-o2", 3, final=3.06)])
+    assert "![13B dp4, NVIDIA H200 SXM 141GB: lm loss per iteration by precision (micro/global " \
+           "batch 1/64, 200 iterations)](plots/loss-13b-h200-sxm.png)" in section
+    assert ("Shared: 13B (40 layers, hidden 5120, 40 heads, sequence 2048, vocabulary 51200), "
+            "megatron dp4, micro/global batch 1/64, 200 iterations, data "
+            "`gpt2-0123456789abcdef_text_document`, NVIDIA H200 SXM 141GB, attention=sdpa.") in section
+    assert ("| precision | final loss | vs bf16 | vs bf16 (%) | iterations | record |\n"
+            "| --- | ---: | ---: | ---: | ---: | --- |\n"
+            "| bf16 | 3.0000 | – | – | 200 | [13b_dp4_h200x4_20261121T200100Z]"
+            "(records/13b_dp4_h200x4_20261121T200100Z.json) |\n"
+            "| msamp-o2 | 3.0600 | +0.0600 | +2.00 % | 200 | [13b_dp4_h200x4_20261121T200300Z]"
+            "(records/13b_dp4_h200x4_20261121T200300Z.json) |\n"
+            "| fp4 | 2.9700 | -0.0300 | -1.00 % | 200 | [13b_dp4_h200x4_20261121T200200Z]"
+            "(records/13b_dp4_h200x4_20261121T200200Z.json) |\n\n"
+            "Final loss: the mean `lm loss` of a run's last 50 iterations;") in section
+    assert "no bf16 run" not in section
+
+
+def test_without_bf16_the_differences_are_blank() -> None:
+    section = _section([_run("fp8-delayed", 1, final=3.0), _run("fp4", 2, final=2.97)])
+    assert "| fp8-delayed | 3.0000 |  |  | 200 |" in section
+    assert "| fp4 | 2.9700 |  |  | 200 |" in section
+    assert "This group has no bf16 run: its differences are blank." in section
+
+
+def test_no_group_no_section() -> None:
+    assert "## Loss curves" not in markdown.render(
+        build_report([_run("bf16", 1)], [], load_published(FIXTURES / "published.toml"), []),
+        [], "records", plan_losses([_run("bf16", 1)]))
+
+
+def test_the_loss_plot_is_drawn_with_its_inputs_key(tmp_path: Path) -> None:
+    for run in (_run("bf16", 1), _run("fp8-delayed", 2)):
+        write_record(tmp_path / "records", run)
+    assert main(_fixture_args(tmp_path / "records", tmp_path)) == 0
+    png = (tmp_path / "plots" / "loss-13b-h200-sxm.png").read_bytes()
+    (spec,) = plan_losses(load_records(tmp_path / "records")[0])
+    assert plots.png_text(png)[plots.KEY_CHUNK] == plots.inputs_key(spec)
+    assert "](plots/loss-13b-h200-sxm.png)" in (tmp_path / "README.md").read_text()
+
+
+def test_the_campaign_records_give_one_group_of_five_precisions() -> None:
+    runs, _ = load_records(REPO / "results" / "records")
+    (spec,) = plan_losses(runs)
+    assert spec.filename == "loss-345m-h200-sxm.png"
+    assert [(c.precision, c.run_id.rsplit("_", 1)[1], len(c.losses)) for c in spec.curves] == [
+        ("bf16", "20261125T055505Z", 500), ("fp8-delayed", "20261125T055846Z", 500),
+        ("msamp-o1", "20261125T060242Z", 500), ("msamp-o2", "20261125T061248Z", 500),
+        ("fp4", "20261125T061802Z", 500)]
