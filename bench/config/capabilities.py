@@ -98,10 +98,11 @@ def detect() -> Capabilities:
 
 
 def msamp_importable() -> bool:
-    """Whether ``import msamp`` works: present is not enough, its CUDA extensions and TE must load.
+    """Whether ``import msamp`` works: present is not enough (an MS-AMP without patches/ms-amp fails
+    at import on Transformer Engine 2.x).
 
-    Tried in a child process: importing msamp overrides Transformer Engine functions for the whole
-    process (msamp/te/extension.py), which a bf16 or fp8 run must not get.
+    Tried in a child process: an MS-AMP that imports ``msamp.te`` overrides Transformer Engine
+    functions for the whole process (msamp/te/extension.py), which a bf16 or fp8 run must not get.
     """
     import importlib.util
 
