@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import math
-
 from collections.abc import Mapping
 
 from pydantic_core import to_jsonable_python
