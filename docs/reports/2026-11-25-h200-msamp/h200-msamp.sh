@@ -6,12 +6,14 @@
 # (8/16, 500 iterations: loss curves, throughput and memory). Plus the FP8-linear microbenchmark and
 # the optimizer-step one (LBAdamW with the whole series against the series without its last patch).
 #
-# Carry .carry-msamp/ (the MS-AMP snapshot, cp312 wheels, GPT-2's BPE files) and Transformer
-# Engine as ../../../../shared/device-te/README.md says (/tmp/te-site). From the repo root:
-#   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh setup   # background: wheels, MS-AMP, data
+# Carry .carry-msamp/ (the MS-AMP snapshot, cp312 wheels, GPT-2's BPE files) and install Transformer
+# Engine 2.20.2 into /tmp/te-site first (the lent machines' recipe: its wheel in five chunks). The kit
+# runs from a git bundle cloned on the machine, so that records carry the commit that ran. Each step
+# runs in the foreground of one call (under 10 minutes): a lent machine ends a call's background jobs.
+#   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh setup   # wheels, MS-AMP twice, data (~5 min)
 #   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh bench   # the FP8-linear microbenchmark
 #   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh optim   # the optimizer-step microbenchmark
-#   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh runs    # background: the ten runs
+#   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh runs    # the runs RUNS names, one by one
 #   bash docs/reports/2026-11-25-h200-msamp/h200-msamp.sh collect # $OUT: records and logs
 # RUNS picks runs by name (default: all ten, 1.3b first): <preset>-<mode>, or <preset>-<mode>:<mbs> for
 # another micro-batch size at the same global batch.
