@@ -70,6 +70,11 @@ class RunTable(Strict):
     timeout: float | None = None
     hang_timeout: float | None = None
     verbose: bool = False
+    seq_length: int | None = None
+    recompute: str | None = None
+    force: bool = False
+    profile: bool = False
+    zero_offload: str | None = None
 
     @model_validator(mode="after")
     def _one_layout(self) -> RunTable:

@@ -70,6 +70,10 @@ def _check_applies(options: Options, platform: Platform, engine: str) -> None:
     if options.image is not None and platform.container_runtime == "none":
         raise ValueError(f"--image does not apply on platform {platform.name}: it runs in the "
                          "Python environment the kit is started from (container_runtime none)")
+    if options.profile and engine != "megatron":
+        raise ValueError("--profile captures steps through megatron-core's training loop; "
+                         f"the {engine} engine has no such hook: use --engine megatron, or drop "
+                         "--profile")
     if engine == "megatron":
         for key, flag in (("vocab_file", "--vocab-file"), ("merge_file", "--merge-file")):
             if getattr(options, key) is not None:

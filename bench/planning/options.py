@@ -65,6 +65,9 @@ class Options:
     # the platform declares for its own image.
     image_msamp: bool = False
     force: bool = False  # plan even when the memory estimate says it cannot fit
+    # Capture bench.measure.profile.PROFILE_STEPS steps after the measured ones with the torch
+    # profiler; the record gets where their time went (megatron engine).
+    profile: bool = False
 
     @property
     def local_gpus(self) -> int:

@@ -16,6 +16,7 @@ from bench.config.platforms import Accelerator, Platform, load_accelerator, matc
 from bench.config.precisions import MSAMP_PRECISIONS, peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.flops import RECOMPUTE
+from bench.measure.profile import PROFILE_STEPS
 from bench.planning.checks import check_options
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.deepspeed import (
@@ -65,6 +66,7 @@ class LaunchPlan:
     labels: tuple[tuple[str, str], ...] = field(default=())
     memory_gb: float = 0.0  # estimated peak per GPU (bench.planning.memory)
     recompute: str | None = None  # activation recompute (bench.measure.flops counts it as hardware FLOPs)
+    profile_steps: int = 0  # steps trained and profiled after the ``iters`` measured ones
 
     @property
     def world_size(self) -> int:
@@ -250,6 +252,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         labels = (*labels, ("repeat_group", rid))
         rid = f"{rid}-r{options.repeat}"
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
+    profile_steps = PROFILE_STEPS if options.profile else 0
     caps = _capabilities(platform, options)
     ds_config = None
     notes = []
@@ -270,7 +273,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         entry = ENTRY
         _check_capabilities(caps, precision, layout, platform)
         args = megatron_args(preset, layout, precision, options.iters, caps, data.path, tuning,
-                             options.recompute)
+                             options.recompute, profile_steps)
     else:
         if options.tuning.changes_megatron_defaults:  # asked for, even where a no-op
             raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
@@ -314,4 +317,4 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
         ds_config=ds_config, capabilities=caps, notes=tuple(notes),
         variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
-        recompute=options.recompute)
+        recompute=options.recompute, profile_steps=profile_steps)

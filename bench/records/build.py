@@ -25,6 +25,7 @@ from bench.records.record import (
     LayoutInfo,
     PlatformInfo,
     PresetInfo,
+    Profile,
     Record,
     Status,
     build_finished_record,
@@ -94,21 +95,24 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
                      started_at: str, finished_at: str | None, parsed: ParseResult | None,
                      log_text: str, provenance: Mapping[str, object],
                      notes: Mapping[str, JsonScalar],
-                     engine_notes: Mapping[str, JsonScalar] | None = None) -> Record:
+                     engine_notes: Mapping[str, JsonScalar] | None = None,
+                     profile: Profile | None = None) -> Record:
     """The validated record of a run; only an ok run with enough, plausible iterations gets
     metrics (implausible ones make it a failed record: :func:`bench.records.record.build_finished_record`).
 
     ``parsed`` is the log parser's result (None when the log was not parsed); a failed run keeps
     the log's first error lines and its last lines. ``notes`` is the kit's bookkeeping (a cluster
     job's id and state), ``engine_notes`` how the numbers were made (:mod:`bench.records.engine_notes`);
-    the plan gives the variant and the labels.
+    the plan gives the variant and the labels. Only the plan's ``iters`` are measured: steps
+    trained after them were profiled (``profile``), which slows them.
     """
     status, run_metrics = Status(status), None
     if status is Status.OK:
         try:
             if parsed is None:
                 raise ShortWindow("the run's log was not parsed")
-            run_metrics = metrics(parsed.iterations, plan.preset, plan.layout.global_batch,
+            measured = tuple(it for it in parsed.iterations if it.index <= plan.iters)
+            run_metrics = metrics(measured, plan.preset, plan.layout.global_batch,
                                   plan.world_size, plan.platform.peak_tflops, parsed.peak_mem_gb,
                                   plan.bf16_peak_tflops)
         except ShortWindow as exc:  # too few iterations for the measurement window
@@ -128,4 +132,5 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         argv=plan.train_argv, env=plan.env, provenance=provenance, metrics=run_metrics,
         log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_error_lines(lines[:-LOG_TAIL_LINES]),
         notes=notes, variant=plan.variant, engine_notes=engine_notes or {}, labels=plan.labels,
-        lm_losses=list(itertools.takewhile(math.isfinite, parsed.losses)) if parsed else [])
+        lm_losses=list(itertools.takewhile(math.isfinite, parsed.losses)) if parsed else [],
+        profile=profile if status is Status.OK else None)

@@ -172,6 +172,28 @@ class Metrics(Strict):
         return self
 
 
+Milliseconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class Profile(Strict):
+    """Where the profiled steps' time went (``--profile``; :mod:`bench.measure.profile`), in
+    milliseconds per step: the six classes from ``gemm`` to ``idle`` add up to ``step_ms``;
+    ``comm_total`` is all communication, hidden behind compute or not. ``steps`` are the profiled
+    steps, after the measured window; ``source`` says whose trace (rank 0's)."""
+
+    steps: Count
+    step_ms: Positive
+    gemm: Milliseconds
+    attention: Milliseconds
+    optimizer: Milliseconds
+    other: Milliseconds
+    comm_exposed: Milliseconds
+    idle: Milliseconds
+    comm_total: Milliseconds
+    kernels: Count
+    source: Text = "rank 0"
+
+
 class Record(Strict):
     """One run. Build it with :func:`build_record` or :func:`record_from_dict`; both validate.
 
@@ -188,7 +210,8 @@ class Record(Strict):
     configuration; ``notes``, the kit's bookkeeping (the cluster job, rejected metrics). Records
     written before these fields held all of it in ``notes``; it is sorted into them on load.
     ``lm_losses`` is the ``lm loss`` of every logged iteration in order, up to the first non-finite
-    one (loss curves are drawn from it); older records lack it.
+    one (loss curves are drawn from it); older records lack it. ``profile``: where the time of the
+    steps profiled after the window went (``--profile``), else null.
     """
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
@@ -218,6 +241,7 @@ class Record(Strict):
     engine_notes: dict[str, JsonScalar] = {}
     labels: dict[str, JsonScalar] = {}
     lm_losses: tuple[Finite, ...] = ()
+    profile: Profile | None = None
 
     @property
     def ok(self) -> bool:

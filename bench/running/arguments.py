@@ -58,6 +58,10 @@ def add_plan_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="plan it even when the memory "
                         "estimate says it does not fit the GPU")
     parser.add_argument("--seq-length", type=int, help="sequence length (default: the preset's)")
+    parser.add_argument("--profile", action="store_true", help="after the measured iterations, "
+                        "profile 2 more with the torch profiler (rank 0); the record says where "
+                        "their time went: GEMM, attention, other kernels, optimizer, communication "
+                        "not hidden behind compute, GPU idle (megatron engine)")
     parser.add_argument("--save", nargs="?", const="", metavar="DIR",
                         help="save checkpoints to DIR (alone: the platform's storage stage "
                         "checkpoints/<run id>); default: no checkpoints")
@@ -115,6 +119,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         merge_file=args.merge_file, account=args.account, partition=args.partition,
         queue=args.queue, walltime=args.walltime, gpus_present=gpus_present, gpu_name=gpu_name,
         capabilities=capabilities, image_msamp=args.image_option == "msamp=1", force=args.force,
+        profile=args.profile,
         seq_length=args.seq_length, save=args.save,
         save_interval=args.save_interval,
         zero=ZeroSettings(offload=args.zero_offload, overlap_comm=args.overlap_comm,

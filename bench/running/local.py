@@ -17,16 +17,18 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 from bench.measure.flops import flops_per_iteration
 from bench.measure.logparse import ParseResult, parse_iteration, parse_log
+from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV, TRACE_NAME, breakdown, read_trace
 from bench.planning.plan import LaunchPlan
 from bench.records.build import build_run_record, plan_summary
 from bench.records.engine_notes import run_notes
-from bench.records.record import Record, Status
+from bench.records.record import JsonScalar, Profile, Record, Status
 from bench.records.store import check_records_dir, write_record
 from bench.render import docker, torchrun
 from bench.running import docker as dockerrun
@@ -142,13 +144,36 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
 
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
                 log_text: str, failure: tuple[Status, str] | None = None,
-                origin: dict[str, object] | None = None) -> Record:
+                origin: dict[str, object] | None = None, run_dir: Path | None = None) -> Record:
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C);
-    ``origin``: :func:`provenance.collect`'s arguments for a run in an image."""
+    ``origin``: :func:`provenance.collect`'s arguments for a run in an image; ``run_dir``: where
+    a profiled run left its trace."""
     status, reason = failure or (result.status, result.reason)
+    notes: dict[str, JsonScalar] = {}
+    profiled = None
+    if launch.profile_steps and run_dir is not None and status is Status.OK:
+        profiled, problem = _profile(run_dir)
+        if problem:
+            notes["profile"] = problem
     return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
-                            result, log_text, provenance.collect(**(origin or {})), {},
-                            engine_notes=run_notes(launch, result))
+                            result, log_text, provenance.collect(**(origin or {})), notes,
+                            engine_notes=run_notes(launch, result), profile=profiled)
+
+
+def _profile(run_dir: Path) -> tuple[Profile | None, str | None]:
+    """The breakdown of the trace a profiled run left, or why there is none."""
+    trace = run_dir / PROFILE_DIR / TRACE_NAME
+    try:
+        return Profile(**asdict(breakdown(read_trace(trace)))), None
+    except FileNotFoundError:
+        return None, f"--profile: the run left no trace at {trace}"
+    except (OSError, ValueError) as error:  # a truncated or foreign file: the run still counts
+        return None, f"--profile: the trace {trace} could not be read ({error})"
+
+
+def profile_env(launch: LaunchPlan, run_dir: Path) -> dict[str, str]:
+    """Where the training entry puts a profiled run's trace (its profile folder), if profiled."""
+    return {PROFILE_DIR_ENV: str((run_dir / PROFILE_DIR).resolve())} if launch.profile_steps else {}
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
@@ -165,7 +190,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)})
     log_path = run_dir / "train.log"
     # For docker, the plan's environment goes in as --env options; this is the client's.
-    env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1", **profile_env(launch, run_dir)}
     progress = Progress(launch)
 
     def on_line(line: str) -> None:
@@ -196,7 +221,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
                        stop_reason=stopped)
-    record = make_record(launch, result, started, time.time(), log_text, failure, origin)
+    record = make_record(launch, result, started, time.time(), log_text, failure, origin, run_dir)
     try:
         write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run

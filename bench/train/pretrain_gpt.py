@@ -32,6 +32,7 @@ from functools import partial
 import torch
 
 from bench.config.capabilities import detect as detect_capabilities
+from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV
 from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
@@ -272,6 +273,9 @@ def main() -> int:
     set_startup_timestamps(program_start=_PROGRAM_START_TIME, main_entry=time.time())
     use_prebuilt_dataset_helpers()
     args = parse_megatron_args()
+    if args.profile and args.use_pytorch_profiler and args.tensorboard_dir is None:
+        # Megatron puts the trace beside the tensorboard folder: the runner's profile folder.
+        args.tensorboard_dir = os.path.join(os.environ.get(PROFILE_DIR_ENV, PROFILE_DIR), "tensorboard")
     # before any model or process group
     problem = msamp_problem(args.kit_msamp, os.environ, args.transformer_impl)
     if problem:

@@ -3,10 +3,14 @@
 Run inside the training environment (torch + megatron-core) on the GPUs to be benchmarked. Checks,
 in order, on every visible GPU:
 
-1. ``nccl``: an NCCL all-reduce of 256 MiB over all GPUs (torchrun, one process per GPU); every
-   element must equal the sum of the ranks' contributions. Reports bus bandwidth (GB/s).
-2. ``gemm``: the bf16 GEMM ceiling, 8192³ products: 5 warm-up products, then the median of 30
-   products timed one by one with CUDA events, in TFLOP/s per GPU (2·n³ FLOPs a product).
+1. ``nccl``: NCCL all-reduces of bf16 tensors of 64 MiB, 256 MiB and 1 GiB over all GPUs (torchrun,
+   one process per GPU); every element must equal the sum of the ranks' contributions. Reports bus
+   bandwidth (GB/s, nccl-tests' convention) per size; the headline is the largest size's.
+2. ``gemm``: GEMM ceilings: 5 warm-up products, then the median of 30 products timed one by one with
+   CUDA events, in TFLOP/s per GPU (2·m·n·k FLOPs a product): bf16 8192³ on every GPU (the
+   headline), then on the first GPU the GPT-3 fc1 shapes of 2.7b and 6.7b at 8192 tokens, in bf16
+   and, where the GPU has fp8 (compute capability 8.9 and up), in fp8 e4m3 through
+   ``torch._scaled_mm`` with per-tensor scales.
 3. ``train``: a 2-layer GPT trained 10 iterations through ``bench.train.pretrain_gpt`` on all GPUs
    (data parallel, mock data, bf16, distributed optimizer, overlapped grad reduce); the ``lm loss``
    of Megatron's log lines must be finite at every iteration and lower at the last than the first.
@@ -30,6 +34,7 @@ import subprocess
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,8 +42,11 @@ from bench.measure.logparse import Iteration, parse_log
 
 SCHEMA = "bench.smoke/1"
 CHECKS = ("nccl", "gemm", "train")
-ALLREDUCE_BYTES = 256 * 2**20
+ALLREDUCE_SIZES = (64 * 2**20, 256 * 2**20, 2**30)  # bytes of bf16
 ALLREDUCE_TIMED = 10
+# (name, m, k, n): tokens x input features -> output features; the fc1 GEMMs of two GPT-3 presets.
+GEMM_SHAPES = (("8192^3", 8192, 8192, 8192), ("2.7b fc1", 8192, 2560, 10240),
+               ("6.7b fc1", 8192, 4096, 16384))
 GEMM_SIZE = 8192
 GEMM_WARMUP = 5
 GEMM_TIMED = 30
@@ -172,27 +180,31 @@ def allreduce_worker(result_path: Path) -> int:
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
     rank, world = dist.get_rank(), dist.get_world_size()
-    elements = ALLREDUCE_BYTES // 4
-    values = torch.full((elements,), float(rank + 1), device="cuda")
-    dist.all_reduce(values)
-    correct = torch.tensor([int(torch.all(values == world * (world + 1) / 2))], device="cuda")
-    dist.all_reduce(correct, op=dist.ReduceOp.MIN)
-    torch.cuda.synchronize()
-    dist.barrier()
-    started = time.perf_counter()
-    for _ in range(ALLREDUCE_TIMED):
-        dist.all_reduce(values)
-    torch.cuda.synchronize()
-    seconds = (time.perf_counter() - started) / ALLREDUCE_TIMED
+    sizes, all_correct = [], True
+    for size in ALLREDUCE_SIZES:
+        values = torch.full((size // 2,), float(rank + 1), device="cuda", dtype=torch.bfloat16)
+        dist.all_reduce(values)  # small integers: exact in bf16
+        correct = torch.tensor([int(torch.all(values == world * (world + 1) / 2))], device="cuda")
+        dist.all_reduce(correct, op=dist.ReduceOp.MIN)
+        all_correct &= bool(correct.item())
+        torch.cuda.synchronize()
+        dist.barrier()
+        started = time.perf_counter()
+        for _ in range(ALLREDUCE_TIMED):
+            dist.all_reduce(values)
+        torch.cuda.synchronize()
+        seconds = (time.perf_counter() - started) / ALLREDUCE_TIMED
+        algbw = size / seconds / 1e9
+        sizes.append({"bytes": size, "time_ms": seconds * 1e3, "algbw_gbps": algbw,
+                      "busbw_gbps": algbw * 2 * (world - 1) / world})  # nccl-tests' convention
+        del values
     if rank == 0:
-        algbw = ALLREDUCE_BYTES / seconds / 1e9
         report = {
             "world_size": world,
-            "bytes": ALLREDUCE_BYTES,
-            "sum_correct": bool(correct.item()),
-            "time_ms": seconds * 1e3,
-            "algbw_gbps": algbw,
-            "busbw_gbps": algbw * 2 * (world - 1) / world,  # nccl-tests' ring convention
+            "dtype": "bf16",
+            "sum_correct": all_correct,
+            "sizes": sizes,
+            **{k: sizes[-1][k] for k in ("bytes", "time_ms", "algbw_gbps", "busbw_gbps")},
             "nccl_version": ".".join(map(str, torch.cuda.nccl.version())),
         }
         result_path.write_text(json.dumps(report, indent=2))
@@ -200,37 +212,62 @@ def allreduce_worker(result_path: Path) -> int:
     return 0
 
 
+def _median_ms(product: Callable[[], object]) -> float:
+    """Median of GEMM_TIMED products timed one by one, after GEMM_WARMUP untimed ones."""
+    import torch
+
+    for _ in range(GEMM_WARMUP):
+        product()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(GEMM_TIMED)]
+    for start, end in events:
+        start.record()
+        product()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
+def gemm_tflops(m: int, k: int, n: int, dtype: str) -> float:
+    """TFLOP/s of an (m x k) @ (k x n) product on the current GPU, bf16 or fp8 (e4m3, per-tensor
+    scales, bf16 out: the fp8 GEMM of Transformer Engine's recipes)."""
+    import torch
+
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)  # (out, in): a linear's weight
+    if dtype == "fp8":
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
+        one = torch.ones((), device="cuda")
+        ms = _median_ms(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
+                                                 out_dtype=torch.bfloat16, use_fast_accum=True))
+    else:
+        bt = b.t()
+        ms = _median_ms(lambda: a @ bt)
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * m * k * n / (ms * 1e-3) / 1e12
+
+
 def check_gemm(gpus: int) -> CheckResult:
-    """bf16 GEMM ceiling on each GPU, TFLOP/s: median of timed 8192³ products."""
+    """GEMM ceilings, TFLOP/s: bf16 8192³ on each GPU, then the preset shapes on the first."""
     import torch
 
     started = time.monotonic()
     per_gpu = []
     for index in range(gpus):
         with torch.cuda.device(index):
-            a = torch.randn(GEMM_SIZE, GEMM_SIZE, device="cuda", dtype=torch.bfloat16)
-            b = torch.randn(GEMM_SIZE, GEMM_SIZE, device="cuda", dtype=torch.bfloat16)
-            out = torch.empty_like(a)
-            for _ in range(GEMM_WARMUP):
-                torch.matmul(a, b, out=out)
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(GEMM_TIMED)]
-            for start, end in events:
-                start.record()
-                torch.matmul(a, b, out=out)
-                end.record()
-            torch.cuda.synchronize()
-            median_ms = statistics.median(start.elapsed_time(end) for start, end in events)
-            per_gpu.append(2 * GEMM_SIZE**3 / (median_ms * 1e-3) / 1e12)
-            del a, b, out
-            torch.cuda.empty_cache()
+            per_gpu.append(gemm_tflops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE, "bf16"))
+    dtypes = ("bf16", "fp8") if torch.cuda.get_device_capability(0) >= (8, 9) else ("bf16",)
+    shapes = {f"{name} {dtype}": gemm_tflops(m, k, n, dtype)
+              for name, m, k, n in GEMM_SHAPES for dtype in dtypes}
     detail = {
         "n": GEMM_SIZE, "dtype": "bf16", "warmup": GEMM_WARMUP, "timed": GEMM_TIMED,
-        "tflops_per_gpu": per_gpu, "tflops_median": statistics.median(per_gpu),
+        "tflops_per_gpu": per_gpu, "tflops_median": statistics.median(per_gpu), "shapes": shapes,
     }
-    ok = all(math.isfinite(value) and value > 0 for value in per_gpu)
+    rates = [*per_gpu, *shapes.values()]
+    ok = all(math.isfinite(value) and value > 0 for value in rates)
     return CheckResult("gemm", ok, time.monotonic() - started, detail,
-                       None if ok else f"implausible GEMM rates {per_gpu}")
+                       None if ok else f"implausible GEMM rates {rates}")
 
 
 def check_train(gpus: int, workdir: Path, environment_flags: list[str]) -> CheckResult:

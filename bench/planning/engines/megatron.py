@@ -27,11 +27,13 @@ ENTRY = ("-m", "bench.train.pretrain_gpt")
 
 def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
                   capabilities: Capabilities, data_path: str = "",
-                  tuning: Tuning = DEFAULT_TUNING, recompute: str | None = None) -> list[str]:
+                  tuning: Tuning = DEFAULT_TUNING, recompute: str | None = None,
+                  profile_steps: int = 0) -> list[str]:
     """Megatron flags for one benchmark run; mock data unless ``data_path`` is given.
 
     Performance defaults (each measured on H200, see the README's results; ``tuning`` turns the
-    first three off for A/B runs): gradients reduced in bf16 under bf16 (halves gradient memory and
+    first three off for A/B runs; ``profile_steps`` more steps are trained and profiled after the
+    ``iters`` measured ones): gradients reduced in bf16 under bf16 (halves gradient memory and
     traffic); with data parallelism, gradient reduce-scatter and parameter all-gather overlapped
     with compute; the fused cross-entropy loss; the distributed optimizer. The entry adds the
     fused AdamW on the no-TE path (``--kit-torch-adam``). ``capabilities`` (what the training
@@ -47,7 +49,7 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
                   str(preset.layers // (layout.pp * layout.vp))]
     if layout.cp > 1:
         flags += ["--context-parallel-size", str(layout.cp)]
-    flags += batch_flags(layout, iters)
+    flags += batch_flags(layout, iters + profile_steps)
     flags += precision_flags(precision)
     flags += recompute_flags(recompute, "megatron")
     flags += list(OPTIMIZER_FLAGS)
@@ -65,6 +67,11 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
               "--log-throughput", "--tokenizer-type", "NullTokenizer",
               "--vocab-size", str(preset.vocab_size)]
+    if profile_steps:
+        # Megatron's torch-profiler hook on rank 0, over the steps after the measured ones; the
+        # entry puts the trace in the run's profile folder (bench.measure.profile).
+        flags += ["--profile", "--use-pytorch-profiler", "--profile-ranks", "0",
+                  "--profile-step-start", str(iters), "--profile-step-end", str(iters + profile_steps)]
     if data_path:
         flags += ["--data-path", data_path, "--split", "949,50,1"]
     else:

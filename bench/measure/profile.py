@@ -1,0 +1,135 @@
+"""Where a step's time goes: a breakdown of a torch-profiler trace of a few steady-state steps.
+
+``bench run --profile`` has Megatron's training loop capture ``PROFILE_STEPS`` steps after the
+measured ones with the torch profiler (CUDA kernels only: no stacks, no shapes) on rank 0; the trace
+is a Chrome trace (``torch_profile/rank-0.json.gz``). This module reads it and answers, per step:
+
+- ``gemm``: matrix multiplies (cuBLAS/cuBLASLt, CUTLASS, Transformer Engine's fp8 GEMMs);
+- ``attention``: core attention (flash, cuDNN fused attention, torch SDPA kernels);
+- ``optimizer``: the optimizer step (multi-tensor Adam and its scale/copy kernels);
+- ``other``: every other kernel (layer norm, GeLU, casts, copies, the loss, ...);
+- ``comm_exposed``: communication (NCCL, userbuffers) while no other kernel runs: the part not
+  hidden behind compute;
+- ``idle``: no kernel at all on the GPU (the host is late: launch-bound, synchronisation).
+
+The six add up to the window. Kernels on several streams overlap, so each instant of the window is
+given to one class only, in the order above (a GEMM overlapping an all-reduce counts as GEMM; the
+all-reduce's time then is hidden). ``comm_total`` is the union of the communication kernels, hidden
+or not. The window runs from the first profiled step's start to the last one's end (the
+``ProfilerStep#N`` spans the profiler writes); without them, from the first kernel to the last.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+PROFILE_STEPS = 2  # steps captured after the measured ones (their step times are not measured)
+PROFILE_DIR = "profile"  # in the run folder
+PROFILE_DIR_ENV = "BENCH_PROFILE_DIR"  # the runner tells the training entry that folder
+# Megatron writes the trace to <tensorboard dir>/../torch_profile/rank-<rank>.json.gz; the entry
+# sets the tensorboard dir to <profile folder>/tensorboard.
+TRACE_NAME = "torch_profile/rank-0.json.gz"
+
+# Classes in the order an instant is given to them when kernels overlap; communication is last
+# among kernels, so it only gets the time nothing else covers.
+CLASSES = ("gemm", "attention", "optimizer", "other", "comm_exposed")
+
+_COMMUNICATION = re.compile(r"nccl|userbuffers|\bub_|all_?gather|reduce_?scatter|allreduce", re.I)
+_ATTENTION = re.compile(r"flash|fmha|fused_attn|attn|attention|sdpa|softmax_?warp", re.I)
+_OPTIMIZER = re.compile(r"multi_tensor|adam|lbadam", re.I)
+_GEMM = re.compile(r"gemm|cutlass|xmma|nvjet|cublas|matmul|wgmma|_mma_|sm90_.*tn|sm90_.*nt", re.I)
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+
+
+def kernel_class(name: str) -> str:
+    """The class of one CUDA kernel by its name (communication first: NCCL kernels name ops)."""
+    for label, pattern in (("comm", _COMMUNICATION), ("attention", _ATTENTION),
+                           ("optimizer", _OPTIMIZER), ("gemm", _GEMM)):
+        if pattern.search(name):
+            return label
+    return "other"
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Milliseconds per profiled step in each class; they add up to ``step_ms``."""
+
+    steps: int
+    step_ms: float
+    gemm: float
+    attention: float
+    optimizer: float
+    other: float
+    comm_exposed: float
+    idle: float
+    comm_total: float
+    kernels: int
+
+    def fractions(self) -> dict[str, float]:
+        """Each class's share of the step, the six adding up to 1."""
+        return {name: getattr(self, name) / self.step_ms for name in (*CLASSES, "idle")}
+
+
+def _spans(events: list[dict]) -> tuple[list[tuple[float, float, str]], list[tuple[float, float]]]:
+    """(kernels as (start, end, class), profiled steps as (start, end)), microseconds."""
+    kernels, steps = [], []
+    for event in events:
+        if event.get("ph") != "X" or "dur" not in event:
+            continue
+        start, end = float(event["ts"]), float(event["ts"]) + float(event["dur"])
+        if event.get("cat") == "kernel":
+            kernels.append((start, end, kernel_class(str(event.get("name", "")))))
+        elif _STEP.match(str(event.get("name", ""))) and event.get("cat") in ("user_annotation", "cpu_op"):
+            steps.append((start, end))
+    return kernels, steps
+
+
+def breakdown(trace: dict) -> Breakdown:
+    """The per-step breakdown of a Chrome trace (the JSON object torch's profiler exports).
+
+    Raises ValueError when the trace holds no CUDA kernel (a trace of the wrong rank, or one made
+    without CUDA activity).
+    """
+    kernels, steps = _spans(trace.get("traceEvents", []))
+    if not kernels:
+        raise ValueError("the trace holds no CUDA kernel: it was not made with CUDA activity")
+    if steps:
+        lo, hi = min(s for s, _ in steps), max(e for _, e in steps)
+    else:
+        lo, hi = min(s for s, _, _ in kernels), max(e for _, e, _ in kernels)
+    count = max(len(steps), 1)
+    # Sweep line over kernel starts and ends, clipped to the window.
+    points: list[tuple[float, int, str]] = []
+    comm_marks = {"comm": "comm_exposed"}
+    for start, end, label in kernels:
+        start, end = max(start, lo), min(end, hi)
+        if end > start:
+            label = comm_marks.get(label, label)
+            points += [(start, 1, label), (end, -1, label)]
+    points.sort(key=lambda p: (p[0], p[1]))
+    active = dict.fromkeys(CLASSES, 0)
+    spent = dict.fromkeys((*CLASSES, "idle"), 0.0)
+    comm_total = 0.0
+    now = lo
+    for at, delta, label in points:
+        if at > now:
+            owner = next((c for c in CLASSES if active[c] > 0), "idle")
+            spent[owner] += at - now
+            comm_total += (at - now) if active["comm_exposed"] > 0 else 0.0
+            now = at
+        active[label] += delta
+    spent["idle"] += hi - now
+    per_step = {k: v / count / 1000.0 for k, v in spent.items()}
+    return Breakdown(steps=count, step_ms=(hi - lo) / count / 1000.0, comm_total=comm_total / count / 1000.0,
+                     kernels=len(kernels), **per_step)
+
+
+def read_trace(path: Path) -> dict:
+    """A Chrome trace file, gzipped or not."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return json.load(handle)

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Two H100 80 GB SXM with NVLink (Python 3.12, torch 2.11 / CUDA 13, no network): the campaign
+# results/campaigns/h100x2.toml, group by group, each run by the kit's own `python -m bench run`.
+#
+# Carry .carry-mds/ (made by the gather-mds-carry.sh script of the 2026-11-23 Megatron-DeepSpeed
+# report: DeepSpeed, Megatron-DeepSpeed and apex sources, cp312 wheels, GPT-2's BPE files) with
+# kit.bundle in it (`git bundle create .carry-mds/kit.bundle HEAD`: records carry the commit that
+# ran). Transformer Engine 2.20.2 goes to
+# /tmp/te-site with ../shared/device-te's five commands. Every step runs in the foreground of one
+# command of at most 10 minutes, except `setup`, which is started in its own process session
+# (setsid) and runs on while TE's chunks are sent:
+#   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, data (~4 min)
+#   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
+#   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, scaling: TE on the path; apex: TE
+#                             # and apex; no-te: neither; mds, mds-core: apex, real data
+#   bash h100x2.sh collect    # $OUT: records.tgz, logs.tgz, summary.txt
+set -uo pipefail
+PYTHON=${PYTHON:-python3}
+CARRY=$(cd "${CARRY:-.carry-mds}" && pwd)
+WORK=${WORK:-/tmp/h100x2}
+SITE=$WORK/site APEX_SITE=$WORK/apex-site TE_SITE=${TE_SITE:-/tmp/te-site}
+MDS=${MDS:-/opt/Megatron-DeepSpeed}  # platforms/local.toml's megatron_deepspeed_dir
+KIT=$WORK/kit
+CAMPAIGN=results/campaigns/h100x2.toml
+mkdir -p "$WORK/logs" "$WORK/records"
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH="$SITE/bin:$PATH"
+summary="$WORK/logs/summary.txt"
+
+step() {  # step NAME COMMAND...: run, log to $WORK/logs/NAME.txt, one summary line with the time
+  local name=$1 start rc
+  shift
+  start=$(date +%s)
+  "$@" > "$WORK/logs/$name.txt" 2>&1
+  rc=$?
+  echo "$name: exit $rc in $(( $(date +%s) - start )) s" | tee -a "$summary"
+  if [ "$rc" -ne 0 ]; then tail -n 25 "$WORK/logs/$name.txt" | tee -a "$summary"; fi
+  return "$rc"
+}
+
+apex_build() {
+  rm -rf /tmp/apex-src && mkdir -p /tmp/apex-src &&
+    tar xzf "$CARRY"/apex-*.tar.gz -C /tmp/apex-src --strip-components=1 && cd /tmp/apex-src &&
+    env TORCH_CUDA_ARCH_LIST=9.0 APEX_CPP_EXT=1 APEX_CUDA_EXT=1 APEX_PARALLEL_BUILD=16 \
+      NVCC_APPEND_FLAGS="--threads 2" "$PYTHON" -m pip wheel -q --no-build-isolation --no-deps \
+      --no-index -w /tmp/apex-wheel . &&
+    "$PYTHON" -m pip install -q --no-index --no-deps --target "$APEX_SITE" /tmp/apex-wheel/apex-*.whl
+}
+
+setup() {
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvidia-smi topo -m; "$PYTHON" --version; } >> "$summary" 2>&1
+  # Only the wheels this Python lacks (a pinned copy on the path would shadow the machine's own);
+  # pybind11 always (the pinned one knows NumPy 2's C API).
+  mapfile -t wheels < <("$PYTHON" - "$CARRY"/wheels/*.whl <<'PY'
+import importlib.metadata as m, pathlib, sys
+for wheel in sys.argv[1:]:
+    name = pathlib.Path(wheel).name.split("-")[0]
+    try:
+        if name != "pybind11":
+            m.version(name)
+            continue
+    except m.PackageNotFoundError:
+        pass
+    print(wheel)
+PY
+)
+  step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" || return 1
+  touch "$WORK/wheels.done"
+  ( step apex-build apex_build && touch "$WORK/apex.done" ) &
+  step install-deepspeed env DS_BUILD_OPS=0 PYTHONPATH="$SITE" "$PYTHON" -m pip install -q --no-index \
+    --no-deps --no-build-isolation --target "$SITE" "$CARRY"/deepspeed-0.18.2.tar.gz || return 1
+  rm -rf "$MDS" && mkdir -p "$MDS" && tar xzf "$CARRY"/megatron-deepspeed-*.tar.gz -C "$MDS" --strip-components=1
+  step mds-series "$PYTHON" bench/images/series.py apply patches/megatron-deepspeed/series "$MDS" || return 1
+  step mds-helpers make -C "$MDS/megatron/data" CPPFLAGS="$(PYTHONPATH=$SITE "$PYTHON" -m pybind11 --includes)" \
+    LIBEXT="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" || return 1
+  step mds-fused-kernels env PYTHONPATH="$SITE" bash -c "cd '$MDS' && '$PYTHON' -c 'import types
+from megatron import fused_kernels
+fused_kernels.load(types.SimpleNamespace(masked_softmax_fusion=True, rank=0))'" || return 1
+  # Real text for the engine A/B: the Python documentation's topics and the standard library.
+  "$PYTHON" - "$WORK/corpus.jsonl" <<'PY'
+import json, pathlib, sys, sysconfig
+from pydoc_data.topics import topics
+texts = [p.strip() for t in topics.values() for p in t.split("\n\n") if len(p.strip()) > 80]
+texts += [f.read_text(errors="replace") for f in sorted(pathlib.Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))]
+with open(sys.argv[1], "w") as out:
+    for text in texts:
+        out.write(json.dumps({"text": text}) + "\n")
+PY
+  step data env PYTHONPATH="$SITE:$PWD" "$PYTHON" -m bench data "$WORK/corpus.jsonl" \
+    --vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt" \
+    --out-dir "$WORK/data" || return 1
+  wait
+  touch "$WORK/setup.done"
+}
+
+wait_for() {  # wait_for MARKER: until setup made it, or stop when setup has ended without it
+  while [ ! -e "$WORK/$1" ]; do
+    if [ -e "$WORK/setup.ended" ]; then echo "setup ended without $1" | tee -a "$summary"; return 1; fi
+    sleep 5
+  done
+}
+
+kit() {  # the kit at the bundled commit, fresh for each group
+  rm -rf "$KIT" && git clone -q "$CARRY/kit.bundle" "$KIT"
+  git -C "$KIT" log -1 --format='kit %h %s' >> "$summary"
+}
+
+group() {  # group NAME: the campaign's runs of that group
+  local name=$1 path extra=() marker=wheels.done
+  case $name in
+    no-te) path="$SITE" ;;
+    apex) path="$APEX_SITE:$TE_SITE:$SITE" marker=apex.done ;;
+    mds) path="$APEX_SITE:$SITE" marker=setup.done
+      extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")"
+             --vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt") ;;
+    mds-core) path="$TE_SITE:$SITE" marker=setup.done
+      extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")") ;;
+    *) path="$TE_SITE:$SITE" ;;
+  esac
+  wait_for "$marker" || return 1
+  (cd "$KIT" && step "group-$name" env PYTHONPATH="$path:$KIT" "$PYTHON" -m bench run \
+     --campaign "$CAMPAIGN" --only "$name" "${extra[@]}" --records "$WORK/records")
+  grep -E '^ +[0-9.]+b |recorded|error' "$WORK/logs/group-$name.txt" | tail -n 30
+  for dir in "$KIT"/runs/*/; do
+    [ -f "$dir/train.log" ] && cp "$dir/train.log" "$WORK/logs/$(basename "$dir").train.log"
+    [ -f "$dir/profile/torch_profile/rank-0.json.gz" ] && cp "$dir/profile/torch_profile/rank-0.json.gz" "$WORK/logs/$(basename "$dir").trace.json.gz"
+  done
+}
+
+case ${1:?setup, smoke, collect or groups} in
+  setup) setup; touch "$WORK/setup.ended" ;;
+  smoke) wait_for wheels.done && kit; (cd "$KIT" && step smoke env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \
+           --checks nccl,gemm --out "$WORK/records/2026-11-25-h100x2-smoke.json"); cat "$WORK/logs/smoke.txt" ;;
+  collect)
+    mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
+    tar czf "$OUT/records.tgz" -C "$WORK" records
+    tar czf "$OUT/logs.tgz" -C "$WORK" logs ;;
+  *)
+    wait_for wheels.done || exit 1
+    kit
+    for name in "$@"; do group "$name"; done ;;
+esac
