@@ -243,8 +243,6 @@ def gemm_tflops(m: int, k: int, n: int, dtype: str) -> float:
     else:
         bt = b.t()
         ms = _median_ms(lambda: a @ bt)
-    del a, b
-    torch.cuda.empty_cache()
     return 2 * m * k * n / (ms * 1e-3) / 1e12
 
 
@@ -257,6 +255,7 @@ def check_gemm(gpus: int) -> CheckResult:
     for index in range(gpus):
         with torch.cuda.device(index):
             per_gpu.append(gemm_tflops(GEMM_SIZE, GEMM_SIZE, GEMM_SIZE, "bf16"))
+            torch.cuda.empty_cache()  # the operands are gone: give their memory back
     dtypes = ("bf16", "fp8") if torch.cuda.get_device_capability(0) >= (8, 9) else ("bf16",)
     shapes = {f"{name} {dtype}": gemm_tflops(m, k, n, dtype)
               for name, m, k, n in GEMM_SHAPES for dtype in dtypes}
