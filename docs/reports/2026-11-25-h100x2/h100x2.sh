@@ -8,7 +8,8 @@
 # ran). Transformer Engine 2.20.2 goes to
 # /tmp/te-site with ../shared/device-te's five commands. Every step runs in the foreground of one
 # command of at most 10 minutes, except `setup`, which is started in its own process session
-# (setsid) and runs on while TE's chunks are sent:
+# (setsid) and runs on while TE's chunks are sent (carry .carry-mds with every command: a command
+# without it finds it gone); run again, it skips what it has done:
 #   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, data (~4 min)
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
 #   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, scaling: TE on the path; apex: TE
@@ -66,9 +67,10 @@ PY
 )
   step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" || return 1
   touch "$WORK/wheels.done"
-  ( step apex-build apex_build && touch "$WORK/apex.done" ) &
-  step install-deepspeed env DS_BUILD_OPS=0 PYTHONPATH="$SITE" "$PYTHON" -m pip install -q --no-index \
+  [ -e "$WORK/apex.done" ] || ( step apex-build apex_build && touch "$WORK/apex.done" ) &
+  [ -e "$WORK/deepspeed.done" ] || step install-deepspeed env DS_BUILD_OPS=0 PYTHONPATH="$SITE" "$PYTHON" -m pip install -q --no-index \
     --no-deps --no-build-isolation --target "$SITE" "$CARRY"/deepspeed-0.18.2.tar.gz || return 1
+  touch "$WORK/deepspeed.done"
   rm -rf "$MDS" && mkdir -p "$MDS" && tar xzf "$CARRY"/megatron-deepspeed-*.tar.gz -C "$MDS" --strip-components=1
   step mds-series "$PYTHON" bench/images/series.py apply patches/megatron-deepspeed/series "$MDS" || return 1
   step mds-helpers make -C "$MDS/megatron/data" CPPFLAGS="$(PYTHONPATH=$SITE "$PYTHON" -m pybind11 --includes)" \
@@ -128,7 +130,7 @@ group() {  # group NAME: the campaign's runs of that group
 }
 
 case ${1:?setup, smoke, collect or groups} in
-  setup) setup; touch "$WORK/setup.ended" ;;
+  setup) rm -f "$WORK/setup.ended"; setup; touch "$WORK/setup.ended" ;;
   smoke) wait_for wheels.done && kit; (cd "$KIT" && step smoke env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \
            --checks nccl,gemm --out "$WORK/records/2026-11-25-h100x2-smoke.json"); cat "$WORK/logs/smoke.txt" ;;
   collect)
