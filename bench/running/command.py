@@ -16,6 +16,7 @@ from pathlib import Path
 from bench.config.campaign import load_campaign
 from bench.config.platforms import Platform, load_accelerator, load_platform, match_accelerator
 from bench.config.presets import get_preset
+from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import sweep_plans
@@ -23,13 +24,7 @@ from bench.records.build import plan_preview
 from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
 from bench.running import docker
-from bench.running.arguments import (
-    HANG_TIMEOUT_S,
-    TIMEOUT_S,
-    add_run_options,
-    options_from,
-    parse_run_argv,
-)
+from bench.running.arguments import add_run_options, options_from, parse_run_argv
 from bench.running.gpus import detect_gpus
 from bench.running.jobs.cli import EXIT_FAILED
 from bench.running.jobs.follow import follow
