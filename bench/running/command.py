@@ -23,49 +23,31 @@ from bench.planning.sweep import sweep_plans
 from bench.records.build import plan_preview
 from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
-from bench.running import docker
 from bench.running.arguments import add_run_options, options_from, parse_run_argv
-from bench.running.gpus import detect_gpus
 from bench.running.jobs.cli import EXIT_FAILED
 from bench.running.jobs.follow import follow
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
 from bench.running.jobs.submit import check_submittable, submit_plan
 from bench.running.local import run_local, summary
-from bench.running.trainenv import Facts, describe, facts, problems
+from bench.running.machine import Machine
+from bench.running.trainenv import Facts, describe, problems
 
 
-def training_facts(args: argparse.Namespace, platform: Platform) -> Facts | None:
-    """What the Python that will train has, asked once per command: it gives the plan its
-    capabilities and is the preflight of a run (:func:`environment_ready`). With ``--image`` on a
-    docker platform that Python is the image's, asked in a container; a machine where docker
-    cannot start the image is refused here, before anything is written (a dry run says so in a
-    note and plans without the image's capabilities)."""
-    if not (args.image and platform.container_runtime == "docker"):
-        return facts(megatron_deepspeed_dir=platform.megatron_deepspeed_dir)
-    try:
-        docker.check_engine(args.image)
-        return docker.probe(args.image, str(Path.cwd()), platform.binds,
-                               platform.megatron_deepspeed_dir)
-    except ValueError as exc:
-        if not args.dry_run:
-            raise
-        print(f"note: the image's Python was not probed: {exc}", file=sys.stderr)
-        return None
-
-def local_options(args: argparse.Namespace, platform: Platform) -> Options:
+def local_options(args: argparse.Namespace, platform: Platform, machine: Machine) -> Options:
     """Options with what this machine has: its GPUs, and (where the platform says "auto") the
     capabilities of the Python that will train. Its facts are kept in ``args.training_facts``
-    for the preflight, so that Python is asked once."""
-    gpus = detect_gpus()
-    found = args.training_facts = training_facts(args, platform)
+    for the preflight (:func:`environment_ready`)."""
+    gpus = machine.gpus()
+    found = args.training_facts = machine.training_facts(args.image, platform, args.dry_run)
     caps = found.capabilities if found is not None and platform.capabilities is None else None
     return options_from(args, gpus.count, gpus.name, caps)
 
 def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
-                 tag: str | None = None) -> list[LaunchPlan]:
+                 tag: str | None = None, machine: Machine | None = None) -> list[LaunchPlan]:
     """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
 
-    All are planned (and so checked) before anything is written or launched.
+    All are planned (and so checked) before anything is written or launched. ``machine``: the
+    command's answers of this machine (a campaign asks it once for all its runs).
     """
     if args.repeat < 1:
         raise ValueError(f"--repeat must be at least 1, got {args.repeat}")
@@ -74,7 +56,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     platform = load_platform(args.platform)
     check_run_options(args, platform)
     if platform.scheduler == "none":
-        options = local_options(args, platform)
+        options = local_options(args, platform, machine or Machine())
     else:
         options = options_from(args, 0, "")
     options = replace(options, labels=labels, tag=tag)
@@ -161,7 +143,7 @@ NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no recor
           "cluster's job script.")
 
 def environment_ready(launch: LaunchPlan, found: Facts) -> bool:
-    """Preflight of the Python that will train, from its facts (:func:`training_facts`); False
+    """Preflight of the Python that will train, from its facts (:meth:`Machine.training_facts`); False
     (after one error line per missing piece) when a run could only die on an import: then nothing
     is launched and no record written."""
     trouble = problems(found, launch.engine, launch.gpus_per_node,
@@ -176,7 +158,7 @@ def environment_ready(launch: LaunchPlan, found: Facts) -> bool:
     return True
 
 def execute(args: argparse.Namespace, launches: list[LaunchPlan],
-            results: list[dict[str, object]]) -> int:
+            results: list[dict[str, object]], machine: Machine) -> int:
     """Print, submit or run ``launches``; appends one JSON entry per launch to ``results``."""
     say = partial(print, file=sys.stderr) if args.json else print
     entries = [plan_json(launch) for launch in launches]
@@ -189,7 +171,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
         for launch in launches:
             print_notes(launch)
         return submit_all(args, launches, entries, say)
-    if not detect_gpus().count:
+    if not machine.gpus().count:
         for launch in launches:
             print_plan(launch, args.json)
         print(NO_GPU, file=sys.stderr)
@@ -249,18 +231,20 @@ def submit_all(args: argparse.Namespace, launches: list[LaunchPlan],
 
 def cmd_run(args: argparse.Namespace) -> int:
     results: list[dict[str, object]] = []
+    machine = Machine()  # asked once for the whole command
     if args.campaign:
-        code = run_campaign(args, results)
+        code = run_campaign(args, results, machine)
     else:
         if not args.preset:
             raise ValueError("give a model preset and a layout (python -m bench run 13b tp2pp8), "
                              "or --campaign FILE")
-        code = execute(args, launches_for(args), results)
+        code = execute(args, launches_for(args, machine=machine), results, machine)
     if args.json:
         print(json.dumps({"runs": results}, indent=2))
     return code
 
-def run_campaign(args: argparse.Namespace, results: list[dict[str, object]]) -> int:
+def run_campaign(args: argparse.Namespace, results: list[dict[str, object]],
+                 machine: Machine) -> int:
     """Plan every selected run of the campaign file, then execute them in file order."""
     if args.preset or args.layout or args.sweep or args.megatron_args:
         raise ValueError("--campaign takes the configurations from its file: give no model, "
@@ -272,12 +256,12 @@ def run_campaign(args: argparse.Namespace, results: list[dict[str, object]]) -> 
         entry_args = parse_run_argv([*entry.argv[: _cut(entry.argv)], *common,
                                      *entry.argv[_cut(entry.argv):]])
         launches = launches_for(entry_args, labels=(("campaign", campaign.name),),
-                                tag=f"c{entry.number}")
+                                tag=f"c{entry.number}", machine=machine)
         planned.append((entry, entry_args, launches))
     code = 0
     for entry, entry_args, launches in planned:
         print(f"campaign {campaign.name}: {entry.name} ({len(launches)} run(s))", file=sys.stderr)
-        code = max(code, execute(entry_args, launches, results))
+        code = max(code, execute(entry_args, launches, results, machine))
     return code
 
 def _cut(argv: tuple[str, ...]) -> int:

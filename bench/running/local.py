@@ -24,7 +24,7 @@ from typing import IO
 from bench.measure.flops import flops_per_iteration
 from bench.measure.logparse import ParseResult, parse_iteration, parse_log
 from bench.planning.plan import LaunchPlan
-from bench.records.build import build_run_record, plan_summary
+from bench.records.build import PlanSummary, build_run_record, plan_summary
 from bench.records.engine_notes import run_notes
 from bench.records.record import Record, Status
 from bench.records.store import check_records_dir, write_record
@@ -142,11 +142,13 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
 
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
                 log_text: str, failure: tuple[Status, str] | None = None,
-                origin: dict[str, object] | None = None) -> Record:
+                origin: dict[str, object] | None = None,
+                summary: PlanSummary | None = None) -> Record:
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C);
-    ``origin``: :func:`provenance.collect`'s arguments for a run in an image."""
+    ``origin``: :func:`provenance.collect`'s arguments for a run in an image; ``summary``: the
+    plan's, where the caller has made it already."""
     status, reason = failure or (result.status, result.reason)
-    return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
+    return build_run_record(summary or plan_summary(launch), status, reason, _utc(started), _utc(finished),
                             result, log_text, provenance.collect(**(origin or {})), {},
                             engine_notes=run_notes(launch, result))
 
@@ -159,10 +161,11 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     MFU: :func:`bench.records.build.plan_summary` refuses otherwise) and ``records_dir`` must take a
     file (:func:`bench.records.record.check_records_dir`).
     """
-    plan_summary(launch)
+    summary = plan_summary(launch)  # made once: plan.json and the record both hold it
     check_records_dir(records_dir)
     workdir = str(runs_root.resolve())  # a container sees it at the same path
-    run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)})
+    run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)},
+                             summary)
     log_path = run_dir / "train.log"
     # For docker, the plan's environment goes in as --env options; this is the client's.
     env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1"}
@@ -196,7 +199,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
                        stop_reason=stopped)
-    record = make_record(launch, result, started, time.time(), log_text, failure, origin)
+    record = make_record(launch, result, started, time.time(), log_text, failure, origin, summary)
     try:
         write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run
