@@ -9,8 +9,12 @@ Megatron flag of its own).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bench.config.platforms import Platform
+from bench.config.run_options import RECOMPUTE
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
+from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS
 from bench.planning.options import Options
 
 MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
@@ -37,8 +41,36 @@ _WHY_NOT = {
 }
 
 
+# Settings of one engine (the engine, whether it is set, the refusal): under another engine
+# they would be silently ignored.
+_ENGINE_SETTINGS: tuple[tuple[str, Callable[[Options], bool], str], ...] = (
+    *(("megatron-deepspeed", lambda o, key=key: getattr(o, key) is not None,
+       f"{flag} does not apply to the megatron engine, which trains on mock data or "
+       "--data-path's tokenized data with a null tokenizer; it is for --engine megatron-deepspeed")
+      for key, flag in (("vocab_file", "--vocab-file"), ("merge_file", "--merge-file"))),
+    ("megatron-deepspeed", lambda o: o.zero != DEFAULT_ZERO_SETTINGS,
+     "--zero-offload, --overlap-comm, --contiguous-gradients and the bucket sizes are DeepSpeed "
+     "settings: use --engine megatron-deepspeed"),
+    ("megatron-deepspeed", lambda o: not o.tuning.fused_attention,
+     "--no-fused-attention is a Megatron-DeepSpeed setting: the megatron engine's attention is "
+     "torch's SDPA or Transformer Engine's"),
+    ("megatron", lambda o: o.tuning.changes_megatron_defaults,  # asked for, even where a no-op
+     "--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine settings; "
+     "Megatron-DeepSpeed's come from its own flags and DeepSpeed config (extra flags go after "
+     "'--')"),
+)
+
+
 def check_options(options: Options, platform: Platform, engine: str) -> None:
     """Refuse what cannot run as asked; raises ValueError naming the option and the fix."""
+    if options.recompute not in (None, *RECOMPUTE):
+        raise ValueError(f"--recompute {options.recompute}: use one of {', '.join(RECOMPUTE)}")
+    if options.seq_length is not None and options.seq_length < 1:
+        raise ValueError(f"--seq-length must be at least 1, got {options.seq_length}")
+    if options.save_interval is not None and (options.save is None or options.save_interval < 1):
+        raise ValueError("--save-interval needs --save, and at least 1 iteration")
+    if options.repeat is not None and options.repeat < 1:
+        raise ValueError(f"a repeat is numbered from 1, got {options.repeat}")
     for key, flag in _COUNTS:
         value = getattr(options, key)
         if value is not None and value < 1:
@@ -70,9 +102,6 @@ def _check_applies(options: Options, platform: Platform, engine: str) -> None:
     if options.image is not None and platform.container_runtime == "none":
         raise ValueError(f"--image does not apply on platform {platform.name}: it runs in the "
                          "Python environment the kit is started from (container_runtime none)")
-    if engine == "megatron":
-        for key, flag in (("vocab_file", "--vocab-file"), ("merge_file", "--merge-file")):
-            if getattr(options, key) is not None:
-                raise ValueError(f"{flag} does not apply to the megatron engine, which trains on "
-                                 "mock data or --data-path's tokenized data with a null "
-                                 "tokenizer; it is for --engine megatron-deepspeed")
+    for owner, given, refusal in _ENGINE_SETTINGS:
+        if engine != owner and given(options):
+            raise ValueError(refusal)

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.config.campaign import load_campaign
-from bench.config.platforms import Platform, load_accelerator, load_platform, match_accelerator
+from bench.config.platforms import Platform, load_platform
 from bench.config.presets import get_preset
 from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
 from bench.planning.options import Options
@@ -67,10 +67,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
         return [plan(preset, args.layout, platform, replace(options, repeat=i)) for i in repeats]
     if args.layout:
         raise ValueError(f"give a layout ({args.layout}) or --sweep, not both")
-    if platform.accelerator != "auto":
-        accelerator = load_accelerator(platform.accelerator)
-    else:
-        accelerator = match_accelerator(options.gpu_name) if options.gpu_name else None
+    accelerator = platform.accelerator_for(options.gpu_name)
     # An unknown GPU has no memory size in the data: keep every layout rather than guess.
     device_gb = accelerator.memory_gb if accelerator else float("inf")
     sweep_id = run_id(preset.name, "sweep", platform.name, options.now)
