@@ -56,6 +56,12 @@ class LaunchPlan:
     labels: tuple[tuple[str, str], ...] = field(default=())
     memory_gb: float = 0.0  # estimated peak per GPU (bench.planning.memory)
     recompute: str | None = None  # activation recompute (bench.measure.flops counts it as hardware FLOPs)
+    # What the results page shows of the run, kept as facts for its record: what builds the
+    # layers (te, te+apex, local; None where the engine has no choice), the data prefix ("":
+    # mock data) and the (upstream, tree) pairs whose kit patch series the run needs.
+    implementation: str | None = None
+    data_path: str = ""
+    patched_trees: tuple[tuple[str, str], ...] = ()
 
     @property
     def world_size(self) -> int:
@@ -273,4 +279,5 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
         ds_config=flags.ds_config, capabilities=caps, notes=tuple(notes),
         variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
-        recompute=options.recompute)
+        recompute=options.recompute, implementation=flags.implementation, data_path=data.path,
+        patched_trees=flags.patched_trees)

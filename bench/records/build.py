@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic_core import to_jsonable_python
 
@@ -21,13 +21,17 @@ from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_line
 from bench.measure.protocol import ShortWindow, metrics
 from bench.planning.plan import LaunchPlan
 from bench.records.record import (
+    DataInfo,
+    Implementation,
     JsonScalar,
     LayoutInfo,
+    PatchSeries,
     PlatformInfo,
     PresetInfo,
     Record,
     Status,
     build_finished_record,
+    data_info,
 )
 
 
@@ -51,6 +55,10 @@ class PlanSummary(Strict):
     env: dict[str, str]
     variant: dict[str, str]  # non-default performance settings (bench.planning.tuning)
     labels: dict[str, str] = {}  # sweep, repeat group, campaign: grouping, not settings
+    # The record's fields of the same names; a plan.json written before them has neither, and
+    # its record reads them back from the argv (bench.records.record).
+    implementation: Implementation | None = None
+    data: DataInfo | None = None
 
 
 def _fields(plan: LaunchPlan) -> dict[str, object]:
@@ -64,7 +72,8 @@ def _fields(plan: LaunchPlan) -> dict[str, object]:
         engine=plan.engine, precision=plan.precision, nodes=plan.nodes,
         gpus_per_node=plan.gpus_per_node, world_size=plan.world_size, iters=plan.iters,
         image=plan.image, train_argv=plan.train_argv, env=dict(plan.env),
-        variant=dict(plan.variant), labels=dict(plan.labels))
+        variant=dict(plan.variant), labels=dict(plan.labels),
+        implementation=plan.implementation, data=data_info(plan.data_path))
 
 
 def plan_summary(plan: LaunchPlan) -> PlanSummary:
@@ -94,14 +103,16 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
                      started_at: str, finished_at: str | None, parsed: ParseResult | None,
                      log_text: str, provenance: Mapping[str, object],
                      notes: Mapping[str, JsonScalar],
-                     engine_notes: Mapping[str, JsonScalar] | None = None) -> Record:
+                     engine_notes: Mapping[str, JsonScalar] | None = None,
+                     patches: Sequence[PatchSeries] = ()) -> Record:
     """The validated record of a run; only an ok run with enough, plausible iterations gets
     metrics (implausible ones make it a failed record: :func:`bench.records.record.build_finished_record`).
 
     ``parsed`` is the log parser's result (None when the log was not parsed); a failed run keeps
     the log's first error lines and its last lines. ``notes`` is the kit's bookkeeping (a cluster
     job's id and state), ``engine_notes`` how the numbers were made (:mod:`bench.records.engine_notes`);
-    the plan gives the variant and the labels.
+    the plan gives the variant and the labels, what built the layers and the data; ``patches``
+    are the kit's patch series as found in the tree that ran.
     """
     status, run_metrics = Status(status), None
     if status is Status.OK:
@@ -115,6 +126,8 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
             status, reason = Status.INCOMPLETE, str(exc)
         except ValueError as exc:  # timings that are not measurements (zero step time)
             status, reason = Status.FAILED, str(exc)
+    facts = ({"implementation": plan.implementation, "data": plan.data}
+             if "data" in plan.model_fields_set else {})
     every = log_text.splitlines()
     lines = every if status is not Status.OK else []
     p = plan.preset
@@ -128,4 +141,5 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         argv=plan.train_argv, env=plan.env, provenance=provenance, metrics=run_metrics,
         log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_error_lines(lines[:-LOG_TAIL_LINES]),
         notes=notes, variant=plan.variant, engine_notes=engine_notes or {}, labels=plan.labels,
-        lm_losses=list(itertools.takewhile(math.isfinite, parsed.losses)) if parsed else [])
+        lm_losses=list(itertools.takewhile(math.isfinite, parsed.losses)) if parsed else [],
+        patches=[series.model_dump() for series in patches], **facts)

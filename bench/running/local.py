@@ -31,6 +31,7 @@ from bench.records.store import check_records_dir, write_record
 from bench.render import docker, torchrun
 from bench.running import docker as dockerrun
 from bench.running import provenance
+from bench.running.patches import applied_series
 from bench.running.rundir import create_run_dir
 
 KILL_GRACE_S = 15.0
@@ -150,7 +151,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     status, reason = failure or (result.status, result.reason)
     return build_run_record(summary or plan_summary(launch), status, reason, _utc(started), _utc(finished),
                             result, log_text, provenance.collect(**(origin or {})), {},
-                            engine_notes=run_notes(launch, result))
+                            engine_notes=run_notes(launch, result),
+                            patches=applied_series(launch.patched_trees))
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,

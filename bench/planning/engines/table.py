@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.config.capabilities import Capabilities
+from bench.config.capabilities import Capabilities, implementation
 from bench.config.platforms import Data, Platform
 from bench.config.precisions import MSAMP_PRECISIONS, peak_format
 from bench.config.presets import Preset
@@ -21,7 +21,7 @@ from bench.planning.engines.deepspeed import (
     zero_problems,
     zero_stage,
 )
-from bench.planning.engines.megatron import ENTRY, megatron_args
+from bench.planning.engines.megatron import ENTRY, layer_capabilities, megatron_args
 from bench.planning.layout import Layout
 from bench.planning.tuning import Tuning
 
@@ -56,6 +56,9 @@ class EngineFlags:
     args: tuple[str, ...]
     ds_config: str | None = None
     notes: tuple[str, ...] = ()
+    implementation: str | None = None  # what builds the layers, where the engine chooses
+    # (upstream, tree): the kit's patch series that the tree the run trains with must have.
+    patched_trees: tuple[tuple[str, str], ...] = ()
 
 
 def check_capabilities(caps: Capabilities, precision: str, layout: Layout,
@@ -79,13 +82,15 @@ def _megatron(run: Resolved) -> EngineFlags:
     check_capabilities(run.capabilities, run.precision, run.layout, run.platform)
     args = megatron_args(run.preset, run.layout, run.precision, run.iters, run.capabilities,
                          run.data.path, run.tuning, run.recompute)
+
     notes = ()
     if not run.capabilities_known:
         where = (f"the image {run.image}" if run.platform.container_runtime == "docker" and run.image
                  else "this Python")
         notes = (f"megatron-core did not import in {where}, so Transformer Engine and apex could "
                  "not be detected: the plan assumes neither",)
-    return EngineFlags(ENTRY, tuple(args), notes=notes)
+    layers = implementation(layer_capabilities(run.capabilities, run.precision))
+    return EngineFlags(ENTRY, tuple(args), notes=notes, implementation=layers)
 
 
 def _megatron_deepspeed(run: Resolved) -> EngineFlags:
@@ -95,8 +100,10 @@ def _megatron_deepspeed(run: Resolved) -> EngineFlags:
     args = deepspeed_args(run.preset, run.layout, run.precision, run.iters, run.data,
                           f"{run.run_dir}/{DS_CONFIG_NAME}", run.zero,
                           run.platform.flash_attention, run.recompute, run.tuning.fused_attention)
-    return EngineFlags((f"{run.platform.megatron_deepspeed_dir}/pretrain_gpt.py",), tuple(args),
-                       ds_config_json(run.layout, run.precision, run.zero), tuple(notes))
+    tree = run.platform.megatron_deepspeed_dir
+    return EngineFlags((f"{tree}/pretrain_gpt.py",), tuple(args),
+                       ds_config_json(run.layout, run.precision, run.zero), tuple(notes),
+                       patched_trees=(("megatron-deepspeed", tree),))
 
 
 ENGINES: dict[str, Callable[[Resolved], EngineFlags]] = {
