@@ -99,6 +99,12 @@ def _check_applies(options: Options, platform: Platform, engine: str) -> None:
             why = (f"platform {platform.name} runs on this machine, with no scheduler"
                    + (" (limit a run with --timeout)" if key == "walltime" else ""))
         raise ValueError(f"--{key} does not apply on platform {platform.name}: {why}")
+    if options.image_msamp and platform.capabilities is None:
+        raise ValueError(f"--image-option msamp=1 declares an image, but {platform.name} detects "
+                         "what its Python has (MS-AMP included): drop --image-option")
+    if options.image_msamp and not options.image:
+        raise ValueError("--image-option msamp=1 says what an --image was built with, and the "
+                         f"platform's image ({platform.image}) has no MS-AMP: give --image too")
     if options.image is not None and platform.container_runtime == "none":
         raise ValueError(f"--image does not apply on platform {platform.name}: it runs in the "
                          "Python environment the kit is started from (container_runtime none)")

@@ -172,13 +172,9 @@ def _save_dir(platform: Platform, options: Options, rid: str) -> str:
 
 
 def _capabilities(platform: Platform, options: Options) -> Capabilities:
-    if options.image_msamp:
-        if platform.capabilities is None:
-            raise ValueError(f"--image-option msamp=1 declares an image, but {platform.name} detects "
-                             "what its Python has (MS-AMP included): drop --image-option")
-        if not options.image:
-            raise ValueError("--image-option msamp=1 says what an --image was built with, and the "
-                             f"platform's image ({platform.image}) has no MS-AMP: give --image too")
+    """What the training environment has: the platform's declaration (with MS-AMP for an image
+    declared so), else what was detected, else nothing."""
+    if options.image_msamp and platform.capabilities is not None:  # checked: with an --image
         return replace(platform.capabilities, msamp=True)
     if platform.capabilities is not None:
         return platform.capabilities
@@ -186,9 +182,9 @@ def _capabilities(platform: Platform, options: Options) -> Capabilities:
 
 
 def _resolve(preset: Preset, platform: Platform, options: Options
-             ) -> tuple[Preset, Platform, str, str, tuple[tuple[str, str], ...]]:
-    """(preset, platform, engine, precision, variant beyond the A/B tuning) as the run asks:
-    the sequence length, the job settings and the platform's defaults applied."""
+             ) -> tuple[Preset, Platform, str, tuple[tuple[str, str], ...]]:
+    """(preset, platform, precision, variant beyond the A/B tuning) as the checked options ask:
+    the sequence length, the job settings and the platform's default precision applied."""
     variant = options.zero.variant()  # ZeRO settings, sequence length, recompute
     if options.recompute:
         variant += (("recompute", options.recompute),)
@@ -197,8 +193,8 @@ def _resolve(preset: Preset, platform: Platform, options: Options
         variant += (("seq_length", str(options.seq_length)),)
     platform = with_job_overrides(platform, account=options.account, partition=options.partition,
                                   queue=options.queue, walltime=options.walltime)
-    return (preset, platform, options.engine or platform.default_engine,
-            resolve_precision(options.precision or platform.default_precision), variant)
+    return (preset, platform, resolve_precision(options.precision or platform.default_precision),
+            variant)
 
 
 def _run_id(preset: Preset, layout: Layout, platform: Platform, options: Options
@@ -228,12 +224,13 @@ def _notes(platform: Platform, options: Options, accelerator: Accelerator | None
 def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError.
 
-    The stages: resolve what the run asks, check the options, lay the run out on its GPUs, let
-    the engine render its flags (refusing what it cannot do), then estimate the memory. Reads
-    no files: the platform comes with its accelerators loaded.
+    The stages: check the options, resolve what they ask, lay the run out on its GPUs, let the
+    engine render its flags (refusing what it cannot do), then estimate the memory. Reads no
+    files: the platform comes with its accelerators loaded.
     """
-    preset, platform, engine, precision, other_variant = _resolve(preset, platform, options)
+    engine = options.engine or platform.default_engine
     check_options(options, platform, engine)
+    preset, platform, precision, other_variant = _resolve(preset, platform, options)
     # Lay out. A name is parsed once here; a sweep passes the spec of a layout it has built.
     spec = parse_layout_name(layout) if isinstance(layout, str) else layout
     gpus, nodes, per_node = _run_size(spec, platform, options)
