@@ -17,6 +17,7 @@ from bench.config.campaign import load_campaign
 from bench.config.platforms import Platform, load_platform
 from bench.config.presets import get_preset
 from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
+from bench.planning.checks import check_options
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import sweep_plans
@@ -55,10 +56,11 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
     check_run_options(args, platform)
+    options = options_from(args, 0, "")
+    # Refused before the machine is asked: its probe imports torch and megatron-core (seconds).
+    check_options(options, platform, options.engine or platform.default_engine)
     if platform.scheduler == "none":
         options = local_options(args, platform, machine or Machine())
-    else:
-        options = options_from(args, 0, "")
     options = replace(options, labels=labels, tag=tag)
     if not args.sweep:
         if not args.layout:

@@ -33,3 +33,13 @@ def test_a_campaign_asks_the_machine_once(monkeypatch: pytest.MonkeyPatch, tmp_p
         assert result.returncode == 0, result.stderr
         assert result.stdout.count("# command.sh for run") == 12
         assert asked == {"probe": command, "gpus": command}  # once per command, not per run
+
+
+def test_a_bad_option_is_refused_before_the_machine_is_asked(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path) -> None:
+    def no_probe(*args, **kwargs):
+        raise AssertionError("the training Python was probed for a run that is refused")
+
+    monkeypatch.setattr("bench.running.machine.facts", no_probe)
+    result = run_cli("run", "1.3b", "tp1pp1", "--iters", "3", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and "--iters 3 is too few to measure" in result.stderr
