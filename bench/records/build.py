@@ -89,11 +89,12 @@ def plan_summary(plan: LaunchPlan) -> PlanSummary:
         bf16_peak_tflops=plan.bf16_peak_tflops)
 
 
-def plan_preview(plan: LaunchPlan) -> dict[str, object]:
-    """``plan.json`` as plain data for ``--json``; a plan for a GPU the kit cannot name (a dry
-    run on a machine without one) has the platform's name only and no peaks."""
-    if plan.accelerator is not None:
-        return plan_summary(plan).model_dump(mode="json")
+def plan_preview(plan: LaunchPlan, summary: PlanSummary | None = None) -> dict[str, object]:
+    """``plan.json`` as plain data for ``--json`` (``summary``: the plan's, where the caller has
+    made it already); a plan for a GPU the kit cannot name (a dry run on a machine without one)
+    has the platform's name only and no peaks."""
+    if summary is not None or plan.accelerator is not None:
+        return (summary or plan_summary(plan)).model_dump(mode="json")
     platform = {"name": plan.platform.name, "accelerator": None, "peak_tflops": None,
                 "peak_source": None}
     return {**to_jsonable_python(_fields(plan)), "platform": platform, "bf16_peak_tflops": None}

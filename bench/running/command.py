@@ -21,7 +21,7 @@ from bench.planning.checks import check_options
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import sweep_plans
-from bench.records.build import plan_preview
+from bench.records.build import PlanSummary, plan_preview, plan_summary
 from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
 from bench.running.arguments import add_run_options, options_from, parse_run_argv
@@ -131,10 +131,11 @@ def print_notes(launch: LaunchPlan) -> None:
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
 
-def plan_json(launch: LaunchPlan) -> dict[str, object]:
-    """A plan for ``--json``: the plan as plan.json holds it, and its script."""
+def plan_json(launch: LaunchPlan, made: PlanSummary | None = None) -> dict[str, object]:
+    """A plan for ``--json``: the plan as plan.json holds it (``made``: its summary, where the
+    caller has made it already), and its script."""
     name, text = render_script(launch)
-    return {"plan": plan_preview(launch), "script": {"name": name, "text": text},
+    return {"plan": plan_preview(launch, made), "script": {"name": name, "text": text},
             "ds_config": launch.ds_config, "notes": list(launch.notes)}
 
 NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no record was written. "
@@ -160,7 +161,10 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
             results: list[dict[str, object]], machine: Machine) -> int:
     """Print, submit or run ``launches``; appends one JSON entry per launch to ``results``."""
     say = partial(print, file=sys.stderr) if args.json else print
-    entries = [plan_json(launch) for launch in launches]
+    # One plan summary per run, for its JSON entry, its plan.json and its record.
+    summaries = [plan_summary(launch) if launch.accelerator is not None else None
+                 for launch in launches]
+    entries = [plan_json(launch, made) for launch, made in zip(launches, summaries, strict=True)]
     results += entries
     if args.dry_run:
         for launch in launches:
@@ -182,10 +186,10 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
     records = []
-    for launch, entry in zip(launches, entries, strict=True):
+    for launch, entry, made in zip(launches, entries, summaries, strict=True):
         print_notes(launch)
         record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
-                           verbose=args.verbose)
+                           verbose=args.verbose, summary=made)
         entry["record"] = record.to_dict()
         entry["record_path"] = str(record_path(records_dir, record.run_id))
         records.append(record)

@@ -156,14 +156,15 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
-              hang_s: float, verbose: bool = False) -> Record:
+              hang_s: float, verbose: bool = False, summary: PlanSummary | None = None) -> Record:
     """Run ``launch`` with torchrun here and write its record; returns the record.
 
     Everything that would lose the record is checked first: the GPU model must be known (for
     MFU: :func:`bench.records.build.plan_summary` refuses otherwise) and ``records_dir`` must take a
-    file (:func:`bench.records.record.check_records_dir`).
+    file (:func:`bench.records.record.check_records_dir`). ``summary``: the plan's, where the
+    caller has made it already.
     """
-    summary = plan_summary(launch)  # made once: plan.json and the record both hold it
+    summary = summary or plan_summary(launch)  # made once: plan.json and the record hold it
     check_records_dir(records_dir)
     workdir = str(runs_root.resolve())  # a container sees it at the same path
     run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)},
