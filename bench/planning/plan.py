@@ -208,17 +208,20 @@ def _run_id(preset: Preset, layout: Layout, platform: Platform, options: Options
     return f"{rid}-r{options.repeat}", (*options.labels, ("repeat_group", rid))
 
 
-def _notes(platform: Platform, options: Options, accelerator: Accelerator | None,
-           gpus: int) -> list[str]:
-    """What the user should know of the machine: no GPU here, or one without a data file."""
-    notes = []
-    if platform.scheduler == "none" and not options.gpus_present:
-        notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
-                     "NVIDIA GPUs with a working driver to run")
-    if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
-        notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
-                     "not be computed; add one with its dense peak and source")
-    return notes
+def _no_gpu(platform: Platform, options: Options, gpus: int) -> list[str]:
+    """The note for a run here on a machine where no GPU was found."""
+    if platform.scheduler != "none" or options.gpus_present:
+        return []
+    return [f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs NVIDIA GPUs "
+            "with a working driver to run"]
+
+
+def _unknown_gpu(platform: Platform, options: Options, accelerator: Accelerator | None) -> list[str]:
+    """The note for a GPU found here that has no accelerator file."""
+    if platform.accelerator != "auto" or not options.gpu_name or accelerator is not None:
+        return []
+    return [f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will not be "
+            "computed; add one with its dense peak and source"]
 
 
 def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: Options) -> LaunchPlan:
@@ -267,8 +270,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     env = {**platform.env, **precision_env(precision)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
-    notes = [*flags.notes, *_notes(platform, options, accelerator, gpus), *tuning_notes,
-             memory_note]
+    notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
+             memory_note, *_unknown_gpu(platform, options, accelerator)]
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,

@@ -50,12 +50,14 @@ class Resolved:
 @dataclass(frozen=True)
 class EngineFlags:
     """What an engine makes of a run: the python entry, its flags, DeepSpeed's config text (or
-    None) and what the user should know."""
+    None) and what the user should know: of its settings (``notes``), and of what it assumed the
+    training environment has (``assumed``, said after what the machine has)."""
 
     entry: tuple[str, ...]
     args: tuple[str, ...]
     ds_config: str | None = None
     notes: tuple[str, ...] = ()
+    assumed: tuple[str, ...] = ()
     implementation: str | None = None  # what builds the layers, where the engine chooses
     # (upstream, tree): the kit's patch series that the tree the run trains with must have.
     patched_trees: tuple[tuple[str, str], ...] = ()
@@ -83,14 +85,14 @@ def _megatron(run: Resolved) -> EngineFlags:
     args = megatron_args(run.preset, run.layout, run.precision, run.iters, run.capabilities,
                          run.data.path, run.tuning, run.recompute)
 
-    notes = ()
+    assumed = ()
     if not run.capabilities_known:
         where = (f"the image {run.image}" if run.platform.container_runtime == "docker" and run.image
                  else "this Python")
-        notes = (f"megatron-core did not import in {where}, so Transformer Engine and apex could "
+        assumed = (f"megatron-core did not import in {where}, so Transformer Engine and apex could "
                  "not be detected: the plan assumes neither",)
     layers = implementation(layer_capabilities(run.capabilities, run.precision))
-    return EngineFlags(ENTRY, tuple(args), notes=notes, implementation=layers)
+    return EngineFlags(ENTRY, tuple(args), assumed=assumed, implementation=layers)
 
 
 def _megatron_deepspeed(run: Resolved) -> EngineFlags:
