@@ -15,9 +15,10 @@ A campaign is a TOML file::
     megatron_args = ["--kit-torch-adam", "foreach"]
 
 Every other key is an option of ``python -m bench run`` with ``_`` for ``-`` (``gpus``,
-``nodes``, ``mbs``, ``gbs``, ``iters``, ``engine``, ``precision``, ``image``, ``data_path``,
-``platform``, ``no_overlap``, ``grad_reduce``, ``no_fused_loss``, ``no_fused_attention``,
-``repeat``, ``timeout``, ``hang_timeout``, ...). Each run becomes the argv of one ``run`` command,
+``iters``, ``precision``, ``data_path``, ``recompute``, ``seq_length``, ``save``,
+``zero_offload``, ``no_overlap``, ``repeat``, ``timeout``, ...): every option of
+:data:`bench.config.run_options.RUN_OPTIONS` but those about the command (``dry_run``, ``json``,
+``campaign``, ``only``). Each run becomes the argv of one ``run`` command,
 so it is checked by the same parser; options given on the command line beside ``--campaign`` apply
 to every run and win over the file (e.g. ``--platform``, ``--records``, ``--dry-run``). Every
 run's record names the campaign (``notes.campaign``, the file's stem), and its run id ends
@@ -31,60 +32,40 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import create_model, model_validator
 
+from bench.config.run_options import RUN_OPTIONS, RunOption
 from bench.config.schema import Strict, load_toml, validate
 
 
-class RunTable(Strict):
-    """One ``[[run]]`` with the ``[defaults]`` under it: the special keys, then every option of
-    ``run`` a campaign may set, with its type; a boolean is a flag."""
+class _RunTableBase(Strict):
+    """The keys of a ``[[run]]`` that are not options of ``run``."""
 
     name: str | None = None
     group: str | tuple[str, ...] = ()
     model: str
     layout: str | None = None
-    sweep: bool = False
     megatron_args: tuple[str, ...] = ()
-    platform: str | None = None
-    gpus: int | None = None
-    nodes: int | None = None
-    mbs: int | None = None
-    gbs: int | None = None
-    iters: int | None = None
-    engine: str | None = None
-    precision: str | None = None
-    image: str | None = None
-    data_path: str | None = None
-    vocab_file: str | None = None
-    merge_file: str | None = None
-    account: str | None = None
-    partition: str | None = None
-    queue: str | None = None
-    walltime: str | None = None
-    no_overlap: bool = False
-    grad_reduce: str | None = None
-    no_fused_loss: bool = False
-    no_fused_attention: bool = False
-    repeat: int | None = None
-    timeout: float | None = None
-    hang_timeout: float | None = None
-    verbose: bool = False
-    seq_length: int | None = None
-    recompute: str | None = None
-    force: bool = False
-    profile: bool = False
-    zero_offload: str | None = None
 
     @model_validator(mode="after")
-    def _one_layout(self) -> RunTable:
-        if (self.layout is None) == (not self.sweep):
+    def _one_layout(self) -> _RunTableBase:
+        if (self.layout is None) == (not getattr(self, "sweep", False)):
             raise ValueError("give a layout or sweep = true (one of them)")
         return self
 
 
+def _field(option: RunOption) -> tuple[Any, Any]:
+    """A campaign key's type and default: a flag is false unless set; a value is left out."""
+    return (bool, False) if option.kind is bool else (option.kind | None, None)
+
+
+# One ``[[run]]`` with the ``[defaults]`` under it: the special keys, then every option of ``run``
+# a campaign may set (bench.config.run_options), with its type; a boolean is a flag.
+RunTable = create_model("RunTable", __base__=_RunTableBase,
+                        **{o.name: _field(o) for o in RUN_OPTIONS if o.campaign})
+
 # Keys of a run that are not plain ``--key value`` options.
-_SPECIAL = ("name", "group", "model", "layout", "sweep", "megatron_args")
+_SPECIAL = tuple(_RunTableBase.model_fields)
 
 
 class CampaignFile(Strict):
@@ -130,8 +111,6 @@ def _argv(entry: dict[str, Any]) -> tuple[str, ...]:
     argv = [entry["model"]]
     if "layout" in entry:
         argv.append(entry["layout"])
-    if entry.get("sweep"):
-        argv.append("--sweep")
     for key, value in entry.items():
         if key in _SPECIAL:
             continue

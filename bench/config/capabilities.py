@@ -69,6 +69,15 @@ def megatron_flags(caps: Capabilities) -> list[str]:
     return flags
 
 
+def implementation(caps: Capabilities) -> str:
+    """What builds a Megatron-engine run's layers under :func:`megatron_flags` (a record's
+    ``implementation``): ``te+apex`` (Transformer Engine with apex's fused weight-gradient
+    accumulation), ``te`` or ``local`` (torch layers and SDPA attention)."""
+    if not caps.transformer_engine:
+        return "local"
+    return "te+apex" if caps.fused_wgrad else "te"
+
+
 def layers_of(argv: tuple[str, ...] | list[str]) -> str:
     """What built a Megatron-engine run's layers, read back from its argv: ``TE+apex``, ``TE`` or
     ``no TE`` (torch layers and SDPA attention); "" for argv that does not choose (other engines)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Literal, get_args
@@ -212,11 +213,21 @@ class PlatformFile(Strict):
 
 class Platform(PlatformFile):
     """A platform file as loaded: ``name`` is its file name without ``.toml``, ``source`` its path;
-    ``capabilities`` is None where they are detected ("auto")."""
+    ``capabilities`` is None where they are detected ("auto"). ``accelerators``: its accelerator's
+    file as loaded, or for ``accelerator = "auto"`` every known one (matched to the GPU found
+    when a run is planned), so that planning reads no files."""
 
     name: str
     source: str = ""
     capabilities: Capabilities | None = Capabilities()  # type: ignore[assignment]
+    accelerators: tuple[Accelerator, ...] = ()
+
+    def accelerator_for(self, gpu_name: str) -> Accelerator | None:
+        """The run's accelerator: the platform's own, or ("auto") the one whose ``match`` strings
+        occur in the device name the driver reported; None when there is none."""
+        if self.accelerator != "auto":
+            return self.accelerators[0]
+        return _matching(self.accelerators, gpu_name) if gpu_name else None
 
 
 def platforms_dirs() -> list[Path]:
@@ -248,13 +259,16 @@ def platform_files() -> list[Path]:
 def load_platform_file(path: Path) -> Platform:
     """Load and validate one platform file; errors name the file and the key."""
     data = load_toml(path, PlatformFile)
-    if data.accelerator != "auto":
+    if data.accelerator == "auto":
+        accelerators = tuple(map(load_accelerator_file, accelerator_files()))
+    else:
         try:
-            load_accelerator(data.accelerator)
+            accelerators = (load_accelerator(data.accelerator),)
         except DataError as exc:
             raise DataError(f"{path}: key 'accelerator': {exc}") from None
     caps = None if data.capabilities == "auto" else Capabilities(**dict(data.capabilities))
-    return Platform.model_construct(**{**dict(data), "capabilities": caps}, name=path.stem, source=str(path))
+    return Platform.model_construct(**{**dict(data), "capabilities": caps}, name=path.stem,
+                                    source=str(path), accelerators=accelerators)
 
 
 def load_platform(name: str) -> Platform:
@@ -304,5 +318,8 @@ def load_accelerator(name: str) -> Accelerator:
 
 def match_accelerator(device_name: str) -> Accelerator | None:
     """The accelerator whose ``match`` strings occur in a driver-reported device name."""
-    accelerators = map(load_accelerator_file, accelerator_files())
+    return _matching(map(load_accelerator_file, accelerator_files()), device_name)
+
+
+def _matching(accelerators: Iterable[Accelerator], device_name: str) -> Accelerator | None:
     return next((a for a in accelerators if any(m.lower() in device_name.lower() for m in a.match)), None)

@@ -38,9 +38,9 @@ recompute says so and carries the hardware figure beside it.
 from __future__ import annotations
 
 from bench.config.presets import Preset
+from bench.config.run_options import RECOMPUTE  # the --recompute modes
 
 CAUSAL = "megatron-causal"
-RECOMPUTE = ("full", "selective")
 
 
 def flops_per_iteration(preset: Preset, global_batch: int, causal: bool = True,

@@ -9,8 +9,12 @@ Megatron flag of its own).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from bench.config.platforms import Platform
+from bench.config.run_options import RECOMPUTE
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
+from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS
 from bench.planning.options import Options
 
 MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
@@ -37,8 +41,39 @@ _WHY_NOT = {
 }
 
 
+# Settings of one engine (the engine, whether it is set, the refusal): under another engine
+# they would be silently ignored.
+_ENGINE_SETTINGS: tuple[tuple[str, Callable[[Options], bool], str], ...] = (
+    *(("megatron-deepspeed", lambda o, key=key: getattr(o, key) is not None,
+       f"{flag} does not apply to the megatron engine, which trains on mock data or "
+       "--data-path's tokenized data with a null tokenizer; it is for --engine megatron-deepspeed")
+      for key, flag in (("vocab_file", "--vocab-file"), ("merge_file", "--merge-file"))),
+    ("megatron-deepspeed", lambda o: o.zero != DEFAULT_ZERO_SETTINGS,
+     "--zero-offload, --overlap-comm, --contiguous-gradients and the bucket sizes are DeepSpeed "
+     "settings: use --engine megatron-deepspeed"),
+    ("megatron-deepspeed", lambda o: not o.tuning.fused_attention,
+     "--no-fused-attention is a Megatron-DeepSpeed setting: the megatron engine's attention is "
+     "torch's SDPA or Transformer Engine's"),
+    ("megatron", lambda o: o.tuning.changes_megatron_defaults,  # asked for, even where a no-op
+     "--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine settings; "
+     "Megatron-DeepSpeed's come from its own flags and DeepSpeed config (extra flags go after "
+     "'--')"),
+    ("megatron", lambda o: o.profile,
+     "--profile captures steps through megatron-core's training loop; the megatron-deepspeed "
+     "engine has no such hook: use --engine megatron, or drop --profile"),
+)
+
+
 def check_options(options: Options, platform: Platform, engine: str) -> None:
     """Refuse what cannot run as asked; raises ValueError naming the option and the fix."""
+    if options.recompute not in (None, *RECOMPUTE):
+        raise ValueError(f"--recompute {options.recompute}: use one of {', '.join(RECOMPUTE)}")
+    if options.seq_length is not None and options.seq_length < 1:
+        raise ValueError(f"--seq-length must be at least 1, got {options.seq_length}")
+    if options.save_interval is not None and (options.save is None or options.save_interval < 1):
+        raise ValueError("--save-interval needs --save, and at least 1 iteration")
+    if options.repeat is not None and options.repeat < 1:
+        raise ValueError(f"a repeat is numbered from 1, got {options.repeat}")
     for key, flag in _COUNTS:
         value = getattr(options, key)
         if value is not None and value < 1:
@@ -67,16 +102,15 @@ def _check_applies(options: Options, platform: Platform, engine: str) -> None:
             why = (f"platform {platform.name} runs on this machine, with no scheduler"
                    + (" (limit a run with --timeout)" if key == "walltime" else ""))
         raise ValueError(f"--{key} does not apply on platform {platform.name}: {why}")
+    if options.image_msamp and platform.capabilities is None:
+        raise ValueError(f"--image-option msamp=1 declares an image, but {platform.name} detects "
+                         "what its Python has (MS-AMP included): drop --image-option")
+    if options.image_msamp and not options.image:
+        raise ValueError("--image-option msamp=1 says what an --image was built with, and the "
+                         f"platform's image ({platform.image}) has no MS-AMP: give --image too")
     if options.image is not None and platform.container_runtime == "none":
         raise ValueError(f"--image does not apply on platform {platform.name}: it runs in the "
                          "Python environment the kit is started from (container_runtime none)")
-    if options.profile and engine != "megatron":
-        raise ValueError("--profile captures steps through megatron-core's training loop; "
-                         f"the {engine} engine has no such hook: use --engine megatron, or drop "
-                         "--profile")
-    if engine == "megatron":
-        for key, flag in (("vocab_file", "--vocab-file"), ("merge_file", "--merge-file")):
-            if getattr(options, key) is not None:
-                raise ValueError(f"{flag} does not apply to the megatron engine, which trains on "
-                                 "mock data or --data-path's tokenized data with a null "
-                                 "tokenizer; it is for --engine megatron-deepspeed")
+    for owner, given, refusal in _ENGINE_SETTINGS:
+        if engine != owner and given(options):
+            raise ValueError(refusal)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bench.config.capabilities import Capabilities
+from bench.config.run_options import DEFAULT_ITERS
 from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS, ZeroSettings
 from bench.planning.tuning import DEFAULT_TUNING, Tuning
 
@@ -31,7 +32,7 @@ class Options:
     nodes: int | None = None
     mbs: int | None = None
     gbs: int | None = None
-    iters: int = 30
+    iters: int = DEFAULT_ITERS
     engine: str | None = None
     precision: str | None = None
     image: str | None = None

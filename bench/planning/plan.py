@@ -1,6 +1,6 @@
 """The one launch planner: (preset, layout, platform, options) -> a frozen LaunchPlan.
 
-``plan`` is pure: it reads no clock, environment or hardware. Whatever it needs from the world (the
+``plan`` is pure: it reads no clock, environment, hardware or file. Whatever it needs from the world (the
 time for the run id, the GPUs present on the local machine) comes in through ``Options``. Renderers
 in ``bench.render`` turn a plan into a Slurm script, a PBS script or a torchrun command line.
 """
@@ -12,22 +12,13 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities
-from bench.config.platforms import Accelerator, Platform, load_accelerator, match_accelerator, with_job_overrides
-from bench.config.precisions import MSAMP_PRECISIONS, peak_format, resolve_precision
+from bench.config.platforms import Accelerator, Platform, with_job_overrides
+from bench.config.precisions import peak_format, resolve_precision
 from bench.config.presets import Preset
-from bench.measure.flops import RECOMPUTE
 from bench.measure.profile import PROFILE_STEPS
 from bench.planning.checks import check_options
 from bench.planning.engines.common import checkpoint_flags, precision_env
-from bench.planning.engines.deepspeed import (
-    DEFAULT_ZERO_SETTINGS,
-    DS_CONFIG_NAME,
-    deepspeed_args,
-    ds_config_json,
-    zero_problems,
-    zero_stage,
-)
-from bench.planning.engines.megatron import ENTRY, megatron_args
+from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.planning.memory import GB, check_fits, estimate_bytes, grad_bytes
 from bench.planning.options import Options
@@ -66,6 +57,12 @@ class LaunchPlan:
     labels: tuple[tuple[str, str], ...] = field(default=())
     memory_gb: float = 0.0  # estimated peak per GPU (bench.planning.memory)
     recompute: str | None = None  # activation recompute (bench.measure.flops counts it as hardware FLOPs)
+    # What the results page shows of the run, kept as facts for its record: what builds the
+    # layers (te, te+apex, local; None where the engine has no choice), the data prefix ("":
+    # mock data) and the (upstream, tree) pairs whose kit patch series the run needs.
+    implementation: str | None = None
+    data_path: str = ""
+    patched_trees: tuple[tuple[str, str], ...] = ()
     profile_steps: int = 0  # steps trained and profiled after the ``iters`` measured ones
 
     @property
@@ -129,12 +126,6 @@ def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[i
     return gpus, gpus // per_node, per_node
 
 
-def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
-    if platform.accelerator != "auto":
-        return load_accelerator(platform.accelerator)
-    return match_accelerator(options.gpu_name) if options.gpu_name else None
-
-
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
             accelerator: Accelerator | None, per_node: int, tuning: Tuning,
             force: bool) -> tuple[float, str]:
@@ -183,82 +174,74 @@ def _save_dir(platform: Platform, options: Options, rid: str) -> str:
 
 
 def _capabilities(platform: Platform, options: Options) -> Capabilities:
-    if options.image_msamp:
-        if platform.capabilities is None:
-            raise ValueError(f"--image-option msamp=1 declares an image, but {platform.name} detects "
-                             "what its Python has (MS-AMP included): drop --image-option")
-        if not options.image:
-            raise ValueError("--image-option msamp=1 says what an --image was built with, and the "
-                             f"platform's image ({platform.image}) has no MS-AMP: give --image too")
+    """What the training environment has: the platform's declaration (with MS-AMP for an image
+    declared so), else what was detected, else nothing."""
+    if options.image_msamp and platform.capabilities is not None:  # checked: with an --image
         return replace(platform.capabilities, msamp=True)
     if platform.capabilities is not None:
         return platform.capabilities
     return options.capabilities or Capabilities()
 
 
-def _check_capabilities(caps: Capabilities, precision: str, layout: Layout,
-                        platform: Platform) -> None:
-    """What the Megatron engine cannot do without an extension, refused before anything runs."""
-    where = ("detected in this Python" if platform.capabilities is None
-             else f"declared by {platform.source or platform.name}")
-    if peak_format(precision) == "fp8" and precision not in MSAMP_PRECISIONS and not caps.transformer_engine:
-        raise ValueError(f"{precision} needs Transformer Engine, which this environment lacks "
-                         f"({where}): use --precision bf16, or an image with Transformer Engine")
-    if precision in MSAMP_PRECISIONS and not caps.msamp:
-        raise ValueError(f"{precision} needs MS-AMP, which this environment lacks ({where}): build "
-                         "the image with `python -m bench images build cuda --option msamp=1` and "
-                         "pass it as --image with --image-option msamp=1, or use --precision fp8")
-    if layout.sp and not (caps.transformer_engine or caps.apex_layer_norm):
-        raise ValueError(f"layout {layout.name}: sequence parallelism needs Transformer Engine or "
-                         f"apex layer norm, which this environment lacks ({where}); drop 'sp'")
+def _resolve(preset: Preset, platform: Platform, options: Options
+             ) -> tuple[Preset, Platform, str, tuple[tuple[str, str], ...]]:
+    """(preset, platform, precision, variant beyond the A/B tuning) as the checked options ask:
+    the sequence length, the job settings and the platform's default precision applied."""
+    variant = options.zero.variant()  # ZeRO settings, sequence length, recompute
+    if options.recompute:
+        variant += (("recompute", options.recompute),)
+    if options.seq_length is not None and options.seq_length != preset.seq_length:
+        preset = replace(preset, seq_length=options.seq_length)
+        variant += (("seq_length", str(options.seq_length)),)
+    platform = with_job_overrides(platform, account=options.account, partition=options.partition,
+                                  queue=options.queue, walltime=options.walltime)
+    return (preset, platform, resolve_precision(options.precision or platform.default_precision),
+            variant)
+
+
+def _run_id(preset: Preset, layout: Layout, platform: Platform, options: Options
+            ) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(the run id, the labels): the tag and the repeat's number appended to the id."""
+    rid = run_id(preset.name, layout.name, platform.name, options.now)
+    if options.tag:
+        rid = f"{rid}-{options.tag}"
+    if options.repeat is None:
+        return rid, options.labels
+    return f"{rid}-r{options.repeat}", (*options.labels, ("repeat_group", rid))
+
+
+def _no_gpu(platform: Platform, options: Options, gpus: int) -> list[str]:
+    """The note for a run here on a machine where no GPU was found."""
+    if platform.scheduler != "none" or options.gpus_present:
+        return []
+    return [f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs NVIDIA GPUs "
+            "with a working driver to run"]
+
+
+def _unknown_gpu(platform: Platform, options: Options, accelerator: Accelerator | None) -> list[str]:
+    """The note for a GPU found here that has no accelerator file."""
+    if platform.accelerator != "auto" or not options.gpu_name or accelerator is not None:
+        return []
+    return [f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will not be "
+            "computed; add one with its dense peak and source"]
 
 
 def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: Options) -> LaunchPlan:
-    """Check everything and return the frozen plan; any impossibility raises ValueError."""
-    if options.recompute not in (None, *RECOMPUTE):
-        raise ValueError(f"--recompute {options.recompute}: use one of {', '.join(RECOMPUTE)}")
-    # Settings away from the kit's defaults besides the A/B tuning: ZeRO settings, sequence length,
-    # activation recompute.
-    other_variant = options.zero.variant()
-    if options.recompute:
-        other_variant += (("recompute", options.recompute),)
-    if options.seq_length is not None and options.seq_length != preset.seq_length:
-        if options.seq_length < 1:
-            raise ValueError(f"--seq-length must be at least 1, got {options.seq_length}")
-        preset = replace(preset, seq_length=options.seq_length)
-        other_variant += (("seq_length", str(options.seq_length)),)
-    if options.save_interval is not None and (options.save is None or options.save_interval < 1):
-        raise ValueError("--save-interval needs --save, and at least 1 iteration")
+    """Check everything and return the frozen plan; any impossibility raises ValueError.
+
+    The stages: check the options, resolve what they ask, lay the run out on its GPUs, let the
+    engine render its flags (refusing what it cannot do), then estimate the memory. Reads no
+    files: the platform comes with its accelerators loaded.
+    """
     engine = options.engine or platform.default_engine
     check_options(options, platform, engine)
-    precision = resolve_precision(options.precision or platform.default_precision)
-    platform = with_job_overrides(platform, account=options.account, partition=options.partition,
-                                  queue=options.queue, walltime=options.walltime)
-    # A name is parsed once here; a sweep passes the spec of a layout it has already built.
+    preset, platform, precision, other_variant = _resolve(preset, platform, options)
+    # Lay out. A name is parsed once here; a sweep passes the spec of a layout it has built.
     spec = parse_layout_name(layout) if isinstance(layout, str) else layout
     gpus, nodes, per_node = _run_size(spec, platform, options)
     # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
     layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs)
-    accelerator = _accelerator(platform, options)
-    if accelerator is not None:
-        accelerator.peak(precision)  # the platform must know the peak for the precision it runs
-    rid = run_id(preset.name, layout.name, platform.name, options.now)
-    if options.tag:
-        rid = f"{rid}-{options.tag}"
-    labels = options.labels
-    if options.repeat is not None:
-        if options.repeat < 1:
-            raise ValueError(f"a repeat is numbered from 1, got {options.repeat}")
-        labels = (*labels, ("repeat_group", rid))
-        rid = f"{rid}-r{options.repeat}"
-    tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
-    profile_steps = PROFILE_STEPS if options.profile else 0
-    caps = _capabilities(platform, options)
-    ds_config = None
-    notes = []
-    if engine == "megatron" and options.zero != DEFAULT_ZERO_SETTINGS:
-        raise ValueError("--zero-offload, --overlap-comm, --contiguous-gradients and the bucket "
-                         "sizes are DeepSpeed settings: use --engine megatron-deepspeed")
+    rid, labels = _run_id(preset, layout, platform, options)
     data = platform.data.model_copy(update={k: v for k, v in (
         ("path", options.data_path), ("vocab_file", options.vocab_file),
         ("merge_file", options.merge_file)) if v})
@@ -266,55 +249,38 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     image = options.image or platform.storage.squashed_image or platform.image
     _check_binds(platform, image, {"--data-path": data.path, "--vocab-file": data.vocab_file,
                                    "--merge-file": data.merge_file, "--save": save})
-    if engine == "megatron":
-        if not tuning.fused_attention:
-            raise ValueError("--no-fused-attention is a Megatron-DeepSpeed setting: the megatron "
-                             "engine's attention is torch's SDPA or Transformer Engine's")
-        entry = ENTRY
-        _check_capabilities(caps, precision, layout, platform)
-        args = megatron_args(preset, layout, precision, options.iters, caps, data.path, tuning,
-                             options.recompute, profile_steps)
-    else:
-        if options.tuning.changes_megatron_defaults:  # asked for, even where a no-op
-            raise ValueError("--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine "
-                             "settings; Megatron-DeepSpeed's come from its own flags and DeepSpeed "
-                             "config (extra flags go after '--')")
-        problems, zero_notes = zero_problems(options.zero, zero_stage(layout))
-        if problems:
-            raise ValueError("DeepSpeed settings are not possible: " + "; ".join(problems))
-        notes += zero_notes
-        entry = (f"{platform.megatron_deepspeed_dir}/pretrain_gpt.py",)
-        args = deepspeed_args(preset, layout, precision, options.iters, data,
-                              f"{RUNS_DIR}/{rid}/{DS_CONFIG_NAME}", options.zero,
-                              platform.flash_attention, options.recompute,
-                              tuning.fused_attention)
-        ds_config = ds_config_json(layout, precision, options.zero)
+    # The GPU: its peak for the precision must be known (the record's MFU divides by it).
+    accelerator = platform.accelerator_for(options.gpu_name)
+    if accelerator is not None:
+        accelerator.peak(precision)
+    tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
+    # Render the engine's flags.
+    caps = _capabilities(platform, options)
+    flags = ENGINES[engine](Resolved(
+        preset=preset, layout=layout, platform=platform, precision=precision, iters=options.iters,
+        capabilities=caps, capabilities_known=(platform.capabilities is not None
+                                               or options.capabilities is not None),
+        data=data, tuning=tuning, zero=options.zero, recompute=options.recompute,
+        run_dir=f"{RUNS_DIR}/{rid}", image=image,
+        profile_steps=PROFILE_STEPS if options.profile else 0))
+    args = flags.args
     if save:
-        args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval)
+        args += tuple(checkpoint_flags(save, options.save_interval or platform.storage.save_interval))
     check_extra_args(tuning.extra_args, args)
+    # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
     memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
                                      platform.gpus_per_node or per_node, tuning, options.force)
     env = {**platform.env, **precision_env(precision)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
-    if platform.scheduler == "none" and not options.gpus_present:
-        notes.append(f"no GPU found on this machine: the plan assumes {gpus} GPU(s); it needs "
-                     "NVIDIA GPUs with a working driver to run")
-    if engine == "megatron" and platform.capabilities is None and options.capabilities is None:
-        where = (f"the image {image}" if platform.container_runtime == "docker" and image
-                 else "this Python")
-        notes.append(f"megatron-core did not import in {where}, so Transformer Engine and "
-                     "apex could not be detected: the plan assumes neither")
-    notes += [*tuning_notes, memory_note]
-    if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
-        notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
-                     "not be computed; add one with its dense peak and source")
+    notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
+             memory_note, *_unknown_gpu(platform, options, accelerator)]
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
-        iters=options.iters,
-        image=image, entry=entry,
+        iters=options.iters, image=image, entry=flags.entry,
         train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
-        ds_config=ds_config, capabilities=caps, notes=tuple(notes),
+        ds_config=flags.ds_config, capabilities=caps, notes=tuple(notes),
         variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
-        recompute=options.recompute, profile_steps=profile_steps)
+        recompute=options.recompute, implementation=flags.implementation, data_path=data.path,
+        patched_trees=flags.patched_trees, profile_steps=PROFILE_STEPS if options.profile else 0)

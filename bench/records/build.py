@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic_core import to_jsonable_python
 
@@ -21,14 +21,18 @@ from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_line
 from bench.measure.protocol import ShortWindow, metrics
 from bench.planning.plan import LaunchPlan
 from bench.records.record import (
+    DataInfo,
+    Implementation,
     JsonScalar,
     LayoutInfo,
+    PatchSeries,
     PlatformInfo,
     PresetInfo,
     Profile,
     Record,
     Status,
     build_finished_record,
+    data_info,
 )
 
 
@@ -52,6 +56,10 @@ class PlanSummary(Strict):
     env: dict[str, str]
     variant: dict[str, str]  # non-default performance settings (bench.planning.tuning)
     labels: dict[str, str] = {}  # sweep, repeat group, campaign: grouping, not settings
+    # The record's fields of the same names; a plan.json written before them has neither, and
+    # its record reads them back from the argv (bench.records.record).
+    implementation: Implementation | None = None
+    data: DataInfo | None = None
 
 
 def _fields(plan: LaunchPlan) -> dict[str, object]:
@@ -65,7 +73,8 @@ def _fields(plan: LaunchPlan) -> dict[str, object]:
         engine=plan.engine, precision=plan.precision, nodes=plan.nodes,
         gpus_per_node=plan.gpus_per_node, world_size=plan.world_size, iters=plan.iters,
         image=plan.image, train_argv=plan.train_argv, env=dict(plan.env),
-        variant=dict(plan.variant), labels=dict(plan.labels))
+        variant=dict(plan.variant), labels=dict(plan.labels),
+        implementation=plan.implementation, data=data_info(plan.data_path))
 
 
 def plan_summary(plan: LaunchPlan) -> PlanSummary:
@@ -81,11 +90,12 @@ def plan_summary(plan: LaunchPlan) -> PlanSummary:
         bf16_peak_tflops=plan.bf16_peak_tflops)
 
 
-def plan_preview(plan: LaunchPlan) -> dict[str, object]:
-    """``plan.json`` as plain data for ``--json``; a plan for a GPU the kit cannot name (a dry
-    run on a machine without one) has the platform's name only and no peaks."""
-    if plan.accelerator is not None:
-        return plan_summary(plan).model_dump(mode="json")
+def plan_preview(plan: LaunchPlan, summary: PlanSummary | None = None) -> dict[str, object]:
+    """``plan.json`` as plain data for ``--json`` (``summary``: the plan's, where the caller has
+    made it already); a plan for a GPU the kit cannot name (a dry run on a machine without one)
+    has the platform's name only and no peaks."""
+    if summary is not None or plan.accelerator is not None:
+        return (summary or plan_summary(plan)).model_dump(mode="json")
     platform = {"name": plan.platform.name, "accelerator": None, "peak_tflops": None,
                 "peak_source": None}
     return {**to_jsonable_python(_fields(plan)), "platform": platform, "bf16_peak_tflops": None}
@@ -96,6 +106,7 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
                      log_text: str, provenance: Mapping[str, object],
                      notes: Mapping[str, JsonScalar],
                      engine_notes: Mapping[str, JsonScalar] | None = None,
+                     patches: Sequence[PatchSeries] = (),
                      profile: Profile | None = None) -> Record:
     """The validated record of a run; only an ok run with enough, plausible iterations gets
     metrics (implausible ones make it a failed record: :func:`bench.records.record.build_finished_record`).
@@ -103,8 +114,9 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
     ``parsed`` is the log parser's result (None when the log was not parsed); a failed run keeps
     the log's first error lines and its last lines. ``notes`` is the kit's bookkeeping (a cluster
     job's id and state), ``engine_notes`` how the numbers were made (:mod:`bench.records.engine_notes`);
-    the plan gives the variant and the labels. Only the plan's ``iters`` are measured: steps
-    trained after them were profiled (``profile``), which slows them.
+    the plan gives the variant and the labels, what built the layers and the data; ``patches``
+    are the kit's patch series as found in the tree that ran. Only the plan's ``iters`` are
+    measured: steps trained after them were profiled (``profile``), which slows them.
     """
     status, run_metrics = Status(status), None
     if status is Status.OK:
@@ -119,6 +131,8 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
             status, reason = Status.INCOMPLETE, str(exc)
         except ValueError as exc:  # timings that are not measurements (zero step time)
             status, reason = Status.FAILED, str(exc)
+    facts = ({"implementation": plan.implementation, "data": plan.data}
+             if "data" in plan.model_fields_set else {})
     every = log_text.splitlines()
     lines = every if status is not Status.OK else []
     p = plan.preset
@@ -133,4 +147,5 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_error_lines(lines[:-LOG_TAIL_LINES]),
         notes=notes, variant=plan.variant, engine_notes=engine_notes or {}, labels=plan.labels,
         lm_losses=list(itertools.takewhile(math.isfinite, parsed.losses)) if parsed else [],
-        profile=profile if status is Status.OK else None)
+        patches=[series.model_dump() for series in patches],
+        profile=profile if status is Status.OK else None, **facts)

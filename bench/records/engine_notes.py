@@ -9,28 +9,24 @@
   ``hardware_tflops_per_gpu``: the kit's TFLOP/s/GPU stay model FLOPs; the hardware figure counts
   the recomputed forward work (``bench.measure.flops``).
 - Megatron-DeepSpeed runs: ``zero_stage`` (the stage DeepSpeed ran with), ``deepspeed`` (its
-  version in the training Python) and ``patch_series`` (sha256 of the kit's series, and whether it
-  is applied in the tree that ran); ``apex`` (its version) where the training Python has NVIDIA
+  version in the training Python); ``apex`` (its version) where the training Python has NVIDIA
   apex, whose fused layer norm and FusedAdam Megatron-DeepSpeed then uses instead of torch's (patch
-  0002): a configuration of its own on the results page, as is another patch series.
+  0002): a configuration of its own on the results page. The patch series is the record's
+  ``patches`` (``bench.running.patches``); records written before it hold it here as
+  ``patch_series``.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import statistics
-from pathlib import Path
 
-from bench.images.context import tree_hash
-from bench.images.pins import REPO_ROOT
-from bench.images.series import SeriesError, run_series
 from bench.measure.flops import flops_per_iteration
 from bench.measure.logparse import ParseResult
 from bench.measure.protocol import window
 from bench.planning.engines.deepspeed import DEFAULT_ZERO_STAGE
 from bench.planning.plan import LaunchPlan
 
-MDS_SERIES = REPO_ROOT / "patches" / "megatron-deepspeed" / "series"
 ENGINE_FLOPS = {
     "megatron": "megatron-core num_floating_point_operations (causal attention; counts recompute)",
     "megatron-deepspeed": "Megatron-DeepSpeed throughput_calculator (non-causal attention; counts "
@@ -41,16 +37,6 @@ ENGINE_FLOPS = {
 def _median_step_s(result: ParseResult) -> float | None:
     steady = window(result.iterations)
     return statistics.median(it.elapsed_ms for it in steady) / 1000.0 if steady else None
-
-
-def patch_series_state(tree: Path, series: Path = MDS_SERIES) -> str:
-    """``sha256:<16 hex> applied`` when the series is applied in ``tree``, else why not."""
-    digest = f"sha256:{tree_hash(series.parent)[:16]}"
-    try:
-        run_series(series, tree, "verify-applied")
-    except SeriesError as error:
-        return f"{digest} NOT applied in {tree}: {str(error).splitlines()[0]}"
-    return f"{digest} applied"
 
 
 def installed_version(dist: str) -> str | None:
@@ -77,7 +63,6 @@ def run_notes(launch: LaunchPlan, result: ParseResult) -> dict[str, str | float 
     if launch.engine == "megatron-deepspeed":
         notes["zero_stage"] = lay.zero if lay.zero is not None else DEFAULT_ZERO_STAGE
         notes["deepspeed"] = installed_version("deepspeed")
-        notes["patch_series"] = patch_series_state(Path(launch.platform.megatron_deepspeed_dir))
         if apex := installed_version("apex"):
             notes["apex"] = apex
     return notes

@@ -12,6 +12,7 @@ dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from bench.config.capabilities import layers_of
 from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, Text, hinted, problems
 from bench.measure.status import Status
 
@@ -141,6 +143,54 @@ class Provenance(Strict):
         return self
 
 
+Implementation = Literal["te", "te+apex", "local"]
+# What built a Megatron-engine run's layers, by the argv of records written before ``implementation``
+# (bench.config.capabilities.layers_of reads it back).
+_OLD_LAYERS: dict[str, Implementation | None] = {"TE+apex": "te+apex", "TE": "te", "no TE": "local",
+                                                 "": None}
+Digest16 = Annotated[str, hinted(r"^[0-9a-f]{16}$", "must be 16 lower-case hex digits")]
+
+
+class DataInfo(Strict):
+    """What a run trained on: ``mock`` (the engine's generated data) or ``real`` (a tokenized
+    corpus: ``name`` is the last part of its ``--data-path`` prefix, ``path_sha256`` the first 16
+    hex digits of the sha256 of that prefix as given, so runs on different corpora of one name
+    stay apart)."""
+
+    kind: Literal["mock", "real"]
+    name: Text | None = None
+    path_sha256: Digest16 | None = None
+
+
+def data_info(path: str) -> DataInfo:
+    """The :class:`DataInfo` of a run given ``path`` as its data prefix ("" or None: mock data)."""
+    if not path:
+        return DataInfo(kind="mock")
+    return DataInfo(kind="real", name=path.rstrip("/").rsplit("/", 1)[-1],
+                    path_sha256=hashlib.sha256(path.encode()).hexdigest()[:16])
+
+
+class PatchSeries(Strict):
+    """A patch series of the kit (``patches/<upstream>/``) as found in the tree a run trained
+    with: ``sha256`` the first 16 hex digits of the series' digest, ``applied`` whether that tree
+    had all of it, and if not, ``why``."""
+
+    upstream: Text
+    sha256: Digest16
+    applied: bool
+    why: Text | None = None
+
+
+def _old_patch_series(note: object) -> tuple[PatchSeries, ...]:
+    """The ``patch_series`` engine note of records written before ``patches``:
+    ``sha256:<16 hex> applied`` or ``sha256:<16 hex> NOT applied in <tree>: <why>``."""
+    if not isinstance(note, str) or not note.startswith("sha256:"):
+        return ()
+    digest, _, state = note.removeprefix("sha256:").partition(" ")
+    return (PatchSeries(upstream="megatron-deepspeed", sha256=digest, applied=state == "applied",
+                        why=None if state == "applied" else state),)
+
+
 class Metrics(Strict):
     """Steady-state metrics over ``window_iters`` iterations after ``warmup_iters``.
 
@@ -241,6 +291,9 @@ class Record(Strict):
     engine_notes: dict[str, JsonScalar] = {}
     labels: dict[str, JsonScalar] = {}
     lm_losses: tuple[Finite, ...] = ()
+    implementation: Implementation | None = None
+    data: DataInfo | None = None
+    patches: tuple[PatchSeries, ...] = ()
     profile: Profile | None = None
 
     @property
@@ -266,6 +319,18 @@ class Record(Strict):
                 kinds["variant"][key] = value
         for name, values in kinds.items():  # frozen: set once, while it is being validated
             object.__setattr__(self, name, values)
+        return self
+
+    @model_validator(mode="after")
+    def _facts_of_older_records(self) -> Record:
+        """A record written before ``implementation``, ``data`` and ``patches``: they are read
+        back from its argv and engine notes as it is loaded (the file is not rewritten)."""
+        found = {"implementation": _OLD_LAYERS[layers_of(self.argv)],
+                 "data": data_info(_flag_value(self.argv, "--data-path")),
+                 "patches": _old_patch_series(self.engine_notes.get("patch_series"))}
+        for name, value in found.items():  # frozen: set once, while it is being validated
+            if name not in self.model_fields_set:
+                object.__setattr__(self, name, value)
         return self
 
     @model_validator(mode="after")
@@ -310,6 +375,11 @@ class Record(Strict):
     def to_json(self) -> str:
         """Serialized record: 2-space indent, trailing newline, deterministic."""
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str:
+    """The value after ``flag`` in an argv, "" where it is absent."""
+    return argv[list(argv).index(flag) + 1] if flag in argv[:-1] else ""
 
 
 def record_from_json(text: str | bytes) -> Record:

@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.config.run_options import BY_NAME
 from bench.records.record import Record, RecordError, record_from_json
 
 RECORDS_DIR = Path("results") / "records"
@@ -42,10 +43,7 @@ class Problem:
 def add_records_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--records DIR``, the one records-folder option of every command that reads or writes
     records; ``--records-dir``, the old name of ``run``'s, stays as a hidden alias for scripts."""
-    parser.add_argument("--records", type=Path, metavar="DIR",
-                        help=f"run records folder (default: {RECORDS_DIR} in the current folder, or "
-                        "under --root where the command has one)")
-    parser.add_argument("--records-dir", type=Path, dest="records", help=argparse.SUPPRESS)
+    BY_NAME["records"].add_to(parser)
 
 
 def records_dir(args: argparse.Namespace) -> Path:

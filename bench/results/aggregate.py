@@ -15,7 +15,6 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.config.capabilities import layers_of
 from bench.config.precisions import peak_format
 from bench.planning.layout import LayoutSpec
 from bench.planning.tuning import TUNING_NOTE_KEYS
@@ -26,6 +25,8 @@ from bench.results.runs import label_of
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+# A record's implementation as the page names it (reference ranges name it so too).
+LAYERS = {"te+apex": "TE+apex", "te": "TE", "local": "no TE", None: ""}
 
 
 class Verdict(enum.StrEnum):
@@ -149,24 +150,25 @@ def settings(run: Record) -> dict[str, object]:
     return {**run.variant, **({"apex": apex} if apex is not None else {})}
 
 
+def layers(run: Record) -> str:
+    """What built a run's layers as the page names it: ``TE+apex``, ``TE``, ``no TE``; "" where
+    the engine has no choice (the record's ``implementation``)."""
+    return LAYERS[run.implementation]
+
+
 def _patches(run: Record) -> str:
-    """``patches=<sha256 prefix>`` of the Megatron-DeepSpeed patch series a run noted: another
-    series is other code (patches 11 and 12 moved 1.3b from 260 to 420 TFLOP/s), so its runs are
-    not pooled; ``(not all applied)`` where the record says the tree lacked part of it."""
-    series = run.engine_notes.get("patch_series")
-    if not isinstance(series, str) or not series.startswith("sha256:"):
-        return ""
-    digest, _, state = series.partition(" ")  # bench.records.engine_notes.patch_series_state
-    applied = "" if state == "applied" else " (not all applied)"
-    return f"patches={digest.removeprefix('sha256:')[:8]}{applied}"
+    """``patches=<sha256 prefix>`` of each patch series the record says the run's tree has:
+    another series is other code (patches 11 and 12 moved 1.3b from 260 to 420 TFLOP/s), so its
+    runs are not pooled; ``(not all applied)`` where the tree lacked part of it."""
+    return ", ".join(f"patches={series.sha256[:8]}{'' if series.applied else ' (not all applied)'}"
+                     for series in run.patches)
 
 
 def _variant(run: Record) -> str:
-    """The variant text of a run's row: its settings, its Megatron-DeepSpeed patch series,
-    and ``data=real`` for a run on a tokenized corpus (``--data-path``; read from argv, so older
-    records say it too) rather than the engine's mock data, which the kit's throughput rows
+    """The variant text of a run's row: its settings, its patch series, and ``data=real`` for a
+    run on a tokenized corpus rather than the engine's mock data, which the kit's throughput rows
     otherwise use."""
-    real = "data=real" if "--data-path" in run.argv else ""
+    real = "data=real" if run.data is not None and run.data.kind == "real" else ""
     return ", ".join(filter(None, (variant(settings(run)), _patches(run), real)))
 
 
@@ -180,7 +182,7 @@ def configuration(run: Record) -> tuple:
     p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
-        label_of(run), run.engine, layers_of(run.argv), run.precision, run.nodes, run.gpus,
+        label_of(run), run.engine, layers(run), run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
         lay.micro_batch, lay.global_batch, _variant(run),
     )  # fmt: skip
@@ -211,7 +213,7 @@ def find_range(ranges: Sequence[ReferenceRange], run: Record) -> ReferenceRange 
             # A range without a precision was measured in bf16, on the megatron engine without
             # Transformer Engine unless it names them: it judges only runs like that.
             (entry.precision or "bf16", run.precision),
-            (entry.layers or "no TE", layers_of(run.argv) or "no TE"),
+            (entry.layers or "no TE", layers(run) or "no TE"),
             (entry.engine or "megatron", run.engine),
             (entry.micro_batch, run.layout.micro_batch),
             (entry.global_batch, run.layout.global_batch),
@@ -248,11 +250,11 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
     m, lay = median.metrics, median.layout
     assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
-    layers = layers_of(median.argv)
+    built_by = layers(median)
     return Row(
         published=False, model=median.preset.name.lower(), platform=label_of(median),
         accelerator=median.platform.accelerator,
-        engine=f"{median.engine} ({layers})" if layers else median.engine,
+        engine=f"{median.engine} ({built_by})" if built_by else median.engine,
         precision=median.precision, nodes=median.nodes, gpus=median.gpus,
         layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,
         zero=lay.zero, micro_batch=lay.micro_batch, global_batch=lay.global_batch,

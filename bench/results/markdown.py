@@ -186,7 +186,7 @@ def _legend() -> list[str]:
         ("- fp8 rows (`fp8-delayed`, `fp8-current`) are measured against the dense fp8 peak, twice "
         "the bf16 one; their `% of peak` cell also gives the same TFLOP/s as a share of the bf16 "
         "peak, the figure to set beside bf16 rows."),
-        ("- `engine`: for Megatron-Core, what built the layers, read from the record's argv: "
+        ("- `engine`: for Megatron-Core, what built the layers (the record's `implementation`): "
         "`TE+apex` (Transformer Engine with apex's fused kernels, as in NGC images), `TE` "
         "(Transformer Engine without apex), `no TE` (torch layers with SDPA attention)."),
         ("- `reference TFLOP/s/GPU` is the expected causal TFLOP/s/GPU and relative tolerance from "

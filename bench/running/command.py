@@ -14,63 +14,41 @@ from functools import partial
 from pathlib import Path
 
 from bench.config.campaign import load_campaign
-from bench.config.platforms import Platform, load_accelerator, load_platform, match_accelerator
+from bench.config.platforms import Platform, load_platform
 from bench.config.presets import get_preset
+from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
+from bench.planning.checks import check_options
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import sweep_plans
-from bench.records.build import plan_preview
+from bench.records.build import PlanSummary, plan_preview, plan_summary
 from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
-from bench.running import docker
-from bench.running.arguments import (
-    HANG_TIMEOUT_S,
-    TIMEOUT_S,
-    add_run_options,
-    options_from,
-    parse_run_argv,
-)
-from bench.running.gpus import detect_gpus
+from bench.running.arguments import add_run_options, options_from, parse_run_argv
 from bench.running.jobs.cli import EXIT_FAILED
 from bench.running.jobs.follow import follow
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
 from bench.running.jobs.submit import check_submittable, submit_plan
 from bench.running.local import run_local, summary
-from bench.running.trainenv import Facts, describe, facts, problems
+from bench.running.machine import Machine
+from bench.running.trainenv import Facts, describe, problems
 
 
-def training_facts(args: argparse.Namespace, platform: Platform) -> Facts | None:
-    """What the Python that will train has, asked once per command: it gives the plan its
-    capabilities and is the preflight of a run (:func:`environment_ready`). With ``--image`` on a
-    docker platform that Python is the image's, asked in a container; a machine where docker
-    cannot start the image is refused here, before anything is written (a dry run says so in a
-    note and plans without the image's capabilities)."""
-    if not (args.image and platform.container_runtime == "docker"):
-        return facts(megatron_deepspeed_dir=platform.megatron_deepspeed_dir)
-    try:
-        docker.check_engine(args.image)
-        return docker.probe(args.image, str(Path.cwd()), platform.binds,
-                               platform.megatron_deepspeed_dir)
-    except ValueError as exc:
-        if not args.dry_run:
-            raise
-        print(f"note: the image's Python was not probed: {exc}", file=sys.stderr)
-        return None
-
-def local_options(args: argparse.Namespace, platform: Platform) -> Options:
+def local_options(args: argparse.Namespace, platform: Platform, machine: Machine) -> Options:
     """Options with what this machine has: its GPUs, and (where the platform says "auto") the
     capabilities of the Python that will train. Its facts are kept in ``args.training_facts``
-    for the preflight, so that Python is asked once."""
-    gpus = detect_gpus()
-    found = args.training_facts = training_facts(args, platform)
+    for the preflight (:func:`environment_ready`)."""
+    gpus = machine.gpus()
+    found = args.training_facts = machine.training_facts(args.image, platform, args.dry_run)
     caps = found.capabilities if found is not None and platform.capabilities is None else None
     return options_from(args, gpus.count, gpus.name, caps)
 
 def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
-                 tag: str | None = None) -> list[LaunchPlan]:
+                 tag: str | None = None, machine: Machine | None = None) -> list[LaunchPlan]:
     """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
 
-    All are planned (and so checked) before anything is written or launched.
+    All are planned (and so checked) before anything is written or launched. ``machine``: the
+    command's answers of this machine (a campaign asks it once for all its runs).
     """
     if args.repeat < 1:
         raise ValueError(f"--repeat must be at least 1, got {args.repeat}")
@@ -78,10 +56,11 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
     check_run_options(args, platform)
+    options = options_from(args, 0, "")
+    # Refused before the machine is asked: its probe imports torch and megatron-core (seconds).
+    check_options(options, platform, options.engine or platform.default_engine)
     if platform.scheduler == "none":
-        options = local_options(args, platform)
-    else:
-        options = options_from(args, 0, "")
+        options = local_options(args, platform, machine or Machine())
     options = replace(options, labels=labels, tag=tag)
     if not args.sweep:
         if not args.layout:
@@ -90,10 +69,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
         return [plan(preset, args.layout, platform, replace(options, repeat=i)) for i in repeats]
     if args.layout:
         raise ValueError(f"give a layout ({args.layout}) or --sweep, not both")
-    if platform.accelerator != "auto":
-        accelerator = load_accelerator(platform.accelerator)
-    else:
-        accelerator = match_accelerator(options.gpu_name) if options.gpu_name else None
+    accelerator = platform.accelerator_for(options.gpu_name)
     # An unknown GPU has no memory size in the data: keep every layout rather than guess.
     device_gb = accelerator.memory_gb if accelerator else float("inf")
     sweep_id = run_id(preset.name, "sweep", platform.name, options.now)
@@ -155,10 +131,11 @@ def print_notes(launch: LaunchPlan) -> None:
     for note in launch.notes:
         print(f"note: {note}", file=sys.stderr)
 
-def plan_json(launch: LaunchPlan) -> dict[str, object]:
-    """A plan for ``--json``: the plan as plan.json holds it, and its script."""
+def plan_json(launch: LaunchPlan, made: PlanSummary | None = None) -> dict[str, object]:
+    """A plan for ``--json``: the plan as plan.json holds it (``made``: its summary, where the
+    caller has made it already), and its script."""
     name, text = render_script(launch)
-    return {"plan": plan_preview(launch), "script": {"name": name, "text": text},
+    return {"plan": plan_preview(launch, made), "script": {"name": name, "text": text},
             "ds_config": launch.ds_config, "notes": list(launch.notes)}
 
 NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no record was written. "
@@ -166,7 +143,7 @@ NO_GPU = ("error: no NVIDIA GPU on this machine, so nothing was run and no recor
           "cluster's job script.")
 
 def environment_ready(launch: LaunchPlan, found: Facts) -> bool:
-    """Preflight of the Python that will train, from its facts (:func:`training_facts`); False
+    """Preflight of the Python that will train, from its facts (:meth:`Machine.training_facts`); False
     (after one error line per missing piece) when a run could only die on an import: then nothing
     is launched and no record written."""
     trouble = problems(found, launch.engine, launch.gpus_per_node,
@@ -181,10 +158,13 @@ def environment_ready(launch: LaunchPlan, found: Facts) -> bool:
     return True
 
 def execute(args: argparse.Namespace, launches: list[LaunchPlan],
-            results: list[dict[str, object]]) -> int:
+            results: list[dict[str, object]], machine: Machine) -> int:
     """Print, submit or run ``launches``; appends one JSON entry per launch to ``results``."""
     say = partial(print, file=sys.stderr) if args.json else print
-    entries = [plan_json(launch) for launch in launches]
+    # One plan summary per run, for its JSON entry, its plan.json and its record.
+    summaries = [plan_summary(launch) if launch.accelerator is not None else None
+                 for launch in launches]
+    entries = [plan_json(launch, made) for launch, made in zip(launches, summaries, strict=True)]
     results += entries
     if args.dry_run:
         for launch in launches:
@@ -194,7 +174,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
         for launch in launches:
             print_notes(launch)
         return submit_all(args, launches, entries, say)
-    if not detect_gpus().count:
+    if not machine.gpus().count:
         for launch in launches:
             print_plan(launch, args.json)
         print(NO_GPU, file=sys.stderr)
@@ -206,10 +186,10 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
     records = []
-    for launch, entry in zip(launches, entries, strict=True):
+    for launch, entry, made in zip(launches, entries, summaries, strict=True):
         print_notes(launch)
         record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
-                           verbose=args.verbose)
+                           verbose=args.verbose, summary=made)
         entry["record"] = record.to_dict()
         entry["record_path"] = str(record_path(records_dir, record.run_id))
         records.append(record)
@@ -254,18 +234,20 @@ def submit_all(args: argparse.Namespace, launches: list[LaunchPlan],
 
 def cmd_run(args: argparse.Namespace) -> int:
     results: list[dict[str, object]] = []
+    machine = Machine()  # asked once for the whole command
     if args.campaign:
-        code = run_campaign(args, results)
+        code = run_campaign(args, results, machine)
     else:
         if not args.preset:
             raise ValueError("give a model preset and a layout (python -m bench run 13b tp2pp8), "
                              "or --campaign FILE")
-        code = execute(args, launches_for(args), results)
+        code = execute(args, launches_for(args, machine=machine), results, machine)
     if args.json:
         print(json.dumps({"runs": results}, indent=2))
     return code
 
-def run_campaign(args: argparse.Namespace, results: list[dict[str, object]]) -> int:
+def run_campaign(args: argparse.Namespace, results: list[dict[str, object]],
+                 machine: Machine) -> int:
     """Plan every selected run of the campaign file, then execute them in file order."""
     if args.preset or args.layout or args.sweep or args.megatron_args:
         raise ValueError("--campaign takes the configurations from its file: give no model, "
@@ -277,12 +259,12 @@ def run_campaign(args: argparse.Namespace, results: list[dict[str, object]]) -> 
         entry_args = parse_run_argv([*entry.argv[: _cut(entry.argv)], *common,
                                      *entry.argv[_cut(entry.argv):]])
         launches = launches_for(entry_args, labels=(("campaign", campaign.name),),
-                                tag=f"c{entry.number}")
+                                tag=f"c{entry.number}", machine=machine)
         planned.append((entry, entry_args, launches))
     code = 0
     for entry, entry_args, launches in planned:
         print(f"campaign {campaign.name}: {entry.name} ({len(launches)} run(s))", file=sys.stderr)
-        code = max(code, execute(entry_args, launches, results))
+        code = max(code, execute(entry_args, launches, results, machine))
     return code
 
 def _cut(argv: tuple[str, ...]) -> int:

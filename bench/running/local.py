@@ -26,13 +26,14 @@ from bench.measure.flops import flops_per_iteration
 from bench.measure.logparse import ParseResult, parse_iteration, parse_log
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV, TRACE_NAME, breakdown, read_trace
 from bench.planning.plan import LaunchPlan
-from bench.records.build import build_run_record, plan_summary
+from bench.records.build import PlanSummary, build_run_record, plan_summary
 from bench.records.engine_notes import run_notes
 from bench.records.record import JsonScalar, Profile, Record, Status
 from bench.records.store import check_records_dir, write_record
 from bench.render import docker, torchrun
 from bench.running import docker as dockerrun
 from bench.running import provenance
+from bench.running.patches import applied_series
 from bench.running.rundir import create_run_dir
 
 KILL_GRACE_S = 15.0
@@ -144,10 +145,12 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
 
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
                 log_text: str, failure: tuple[Status, str] | None = None,
-                origin: dict[str, object] | None = None, run_dir: Path | None = None) -> Record:
+                origin: dict[str, object] | None = None,
+                summary: PlanSummary | None = None, run_dir: Path | None = None) -> Record:
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C);
-    ``origin``: :func:`provenance.collect`'s arguments for a run in an image; ``run_dir``: where
-    a profiled run left its trace."""
+    ``origin``: :func:`provenance.collect`'s arguments for a run in an image; ``summary``: the
+    plan's, where the caller has made it already; ``run_dir``: where a profiled run left its
+    trace."""
     status, reason = failure or (result.status, result.reason)
     notes: dict[str, JsonScalar] = {}
     profiled = None
@@ -155,9 +158,10 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
         profiled, problem = _profile(run_dir)
         if problem:
             notes["profile"] = problem
-    return build_run_record(plan_summary(launch), status, reason, _utc(started), _utc(finished),
+    return build_run_record(summary or plan_summary(launch), status, reason, _utc(started), _utc(finished),
                             result, log_text, provenance.collect(**(origin or {})), notes,
-                            engine_notes=run_notes(launch, result), profile=profiled)
+                            engine_notes=run_notes(launch, result),
+                            patches=applied_series(launch.patched_trees), profile=profiled)
 
 
 def _profile(run_dir: Path) -> tuple[Profile | None, str | None]:
@@ -177,17 +181,19 @@ def profile_env(launch: LaunchPlan, run_dir: Path) -> dict[str, str]:
 
 
 def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s: float,
-              hang_s: float, verbose: bool = False) -> Record:
+              hang_s: float, verbose: bool = False, summary: PlanSummary | None = None) -> Record:
     """Run ``launch`` with torchrun here and write its record; returns the record.
 
     Everything that would lose the record is checked first: the GPU model must be known (for
     MFU: :func:`bench.records.build.plan_summary` refuses otherwise) and ``records_dir`` must take a
-    file (:func:`bench.records.record.check_records_dir`).
+    file (:func:`bench.records.record.check_records_dir`). ``summary``: the plan's, where the
+    caller has made it already.
     """
-    plan_summary(launch)
+    summary = summary or plan_summary(launch)  # made once: plan.json and the record hold it
     check_records_dir(records_dir)
     workdir = str(runs_root.resolve())  # a container sees it at the same path
-    run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)})
+    run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)},
+                             summary)
     log_path = run_dir / "train.log"
     # For docker, the plan's environment goes in as --env options; this is the client's.
     env = {**os.environ, **dict(launch.env), "PYTHONUNBUFFERED": "1", **profile_env(launch, run_dir)}
@@ -221,7 +227,8 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
                        stop_reason=stopped)
-    record = make_record(launch, result, started, time.time(), log_text, failure, origin, run_dir)
+    record = make_record(launch, result, started, time.time(), log_text, failure, origin, summary,
+                         run_dir)
     try:
         write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run

@@ -25,8 +25,10 @@ from bench.records.build import PlanSummary, plan_summary
 from bench.running.jobstate import JobState
 
 
-def create_run_dir(root: Path, plan: LaunchPlan, files: dict[str, str]) -> Path:
-    """Make ``root/runs/<run-id>`` (refusing an existing one) and write ``files`` plus plan.json."""
+def create_run_dir(root: Path, plan: LaunchPlan, files: dict[str, str],
+                   summary: PlanSummary | None = None) -> Path:
+    """Make ``root/runs/<run-id>`` (refusing an existing one) and write ``files`` plus plan.json
+    (``summary``: the plan's, where the caller has made it already)."""
     run_dir = root / plan.run_dir
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -37,7 +39,8 @@ def create_run_dir(root: Path, plan: LaunchPlan, files: dict[str, str]) -> Path:
     contents = dict(files)
     if plan.ds_config is not None:
         contents["ds_config.json"] = plan.ds_config
-    contents["plan.json"] = json.dumps(plan_summary(plan).model_dump(mode="json"), indent=2) + "\n"
+    contents["plan.json"] = json.dumps((summary or plan_summary(plan)).model_dump(mode="json"),
+                                       indent=2) + "\n"
     for name, text in contents.items():
         with (run_dir / name).open("x") as fh:
             fh.write(text)

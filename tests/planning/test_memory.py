@@ -3,6 +3,7 @@ plans that cannot fit."""
 
 from __future__ import annotations
 
+import functools
 import statistics
 import subprocess
 from pathlib import Path
@@ -42,12 +43,15 @@ def _record_layout(r) -> Layout:
                   lay.global_batch)
 
 
+@functools.cache  # one git call per commit, not two per record
+def _converts_mib(commit: str) -> bool:
+    return subprocess.run(["git", "merge-base", "--is-ancestor", MIB_TO_GB_COMMIT,
+                           commit.removesuffix(DIRTY)], cwd=REPO, check=False).returncode == 0
+
+
 def _measured_gb(r) -> float:
     """Records made before the runner converted Megatron's MiB to GB stored MiB / 1000."""
-    after = subprocess.run(["git", "merge-base", "--is-ancestor", MIB_TO_GB_COMMIT,
-                            r.provenance.kit_commit.removesuffix(DIRTY)], cwd=REPO,
-                           check=False).returncode == 0
-    return r.metrics.peak_mem_gb * (1 if after else 2**20 / 1e6)
+    return r.metrics.peak_mem_gb * (1 if _converts_mib(r.provenance.kit_commit) else 2**20 / 1e6)
 
 
 def test_estimate_against_every_measured_peak() -> None:

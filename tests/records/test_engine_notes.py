@@ -1,6 +1,6 @@
 """A Megatron-DeepSpeed run's record: the engine's own logged TFLOP/s beside the kit's, the ZeRO
-stage, the DeepSpeed version, the patch series and whether the tree that ran has it, and the FLOPs
-a recompute run counts."""
+stage, the DeepSpeed version, the FLOPs a recompute run counts, and as a field the patch series
+and whether the tree that ran has it."""
 
 from __future__ import annotations
 
@@ -46,7 +46,11 @@ def test_megatron_deepspeed_record_carries_engine_facts(patched_tree):
     assert notes["engine_tflops_per_gpu"] == pytest.approx(logged, abs=0.01)
     assert "throughput_calculator" in notes["engine_flops"]
     assert notes["zero_stage"] == 1 and record.variant == {"recompute": "full"}
-    assert notes["patch_series"].startswith("sha256:") and notes["patch_series"].endswith(" applied")
+    (series,) = record.patches
+    assert (series.upstream, series.applied, len(series.sha256)) == ("megatron-deepspeed", True, 16)
+    assert "patch_series" not in notes  # a field of the record now, not a note
+    assert record.implementation is None and record.data.kind == "real"
+    assert record.data.name == "gpt2_text_document"
     assert "deepspeed" in notes  # None where the training Python has no DeepSpeed
     # The kit's figure is causal model FLOPs; the hardware figure adds the recompute.
     step = statistics.median(it.elapsed_ms for it in window(result.iterations)) / 1000
@@ -69,7 +73,8 @@ def test_megatron_deepspeed_record_carries_engine_facts(patched_tree):
 def test_a_tree_without_the_series_is_named(tmp_path):
     launch = _launch(snapshot_tree("megatron-deepspeed"))
     record = make_record(launch, parse_log(FIXTURE.read_text()), 0.0, 60.0, "")
-    assert " NOT applied in " in record.engine_notes["patch_series"]
+    (series,) = record.patches
+    assert not series.applied and series.why.startswith("NOT applied in ")
     assert record.variant == {} and "hardware_tflops_per_gpu" not in record.engine_notes
 
 

@@ -109,7 +109,6 @@ def test_repeat_runs_a_configuration_n_times_into_one_group(monkeypatch, tmp_pat
     """
     monkeypatch.chdir(tmp_path)
     one_h200 = LocalGPUs(1, "NVIDIA H200", "570.00")
-    monkeypatch.setattr(command, "detect_gpus", lambda: one_h200)
     monkeypatch.setattr(hardware, "detect_gpus", lambda: one_h200)
     replay = [sys.executable, "-c", f"print(open({str(LOG)!r}).read(), end='')"]
     monkeypatch.setattr(runner.torchrun, "command", lambda plan: replay)

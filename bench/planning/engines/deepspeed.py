@@ -12,6 +12,7 @@ from typing import Any
 from bench.config.platforms import Data
 from bench.config.precisions import peak_format
 from bench.config.presets import Preset
+from bench.config.run_options import OFFLOADS
 from bench.planning.engines.common import (
     OPTIMIZER_FLAGS,
     batch_flags,
@@ -25,9 +26,6 @@ from bench.planning.layout import Layout
 # Where the kit's images put Megatron-DeepSpeed; a platform without images (Polaris) has a checkout.
 DEFAULT_ZERO_STAGE = 1
 DS_CONFIG_NAME = "ds_config.json"
-
-
-OFFLOADS = ("none", "cpu")
 
 
 @dataclass(frozen=True)

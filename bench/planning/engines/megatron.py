@@ -25,6 +25,12 @@ from bench.planning.tuning import DEFAULT_TUNING, Tuning
 ENTRY = ("-m", "bench.train.pretrain_gpt")
 
 
+def layer_capabilities(capabilities: Capabilities, precision: str) -> Capabilities:
+    """The capabilities the layers are built with: MS-AMP's FP8 linears replace megatron-core's
+    local ones, so its precisions get no Transformer Engine layers."""
+    return replace(capabilities, transformer_engine=False) if precision in MSAMP_LEVEL else capabilities
+
+
 def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
                   capabilities: Capabilities, data_path: str = "",
                   tuning: Tuning = DEFAULT_TUNING, recompute: str | None = None,
@@ -60,10 +66,7 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     if tuning.fused_loss:
         # Megatron's own fused cross entropy (torch.compile'd), not TE's, which Megatron warns about.
         flags += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "native"]
-    if precision in MSAMP_LEVEL:
-        # MS-AMP's FP8 linears replace megatron-core's local ones: no Transformer Engine layers.
-        capabilities = replace(capabilities, transformer_engine=False)
-    flags += megatron_flags(capabilities)
+    flags += megatron_flags(layer_capabilities(capabilities, precision))
     flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
               "--log-throughput", "--tokenizer-type", "NullTokenizer",
               "--vocab-size", str(preset.vocab_size)]

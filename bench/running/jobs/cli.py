@@ -33,15 +33,6 @@ def _root_option(parser: argparse.ArgumentParser) -> None:
                         help="directory holding runs/ and results/records/ (default: current)")
 
 
-def add_wait_options(parser: argparse.ArgumentParser) -> None:
-    """``--wait`` for ``run``: follow the submitted job to its end."""
-    parser.add_argument("--wait", action="store_true",
-                        help="after submitting, follow the job: queue state, then training "
-                             "progress from its output, until it ends")
-    parser.add_argument("--poll", type=float, default=POLL_S,
-                        help=f"seconds between scheduler queries while waiting (default {POLL_S})")
-
-
 def _elapsed(seconds: int | None) -> str:
     if seconds is None:
         return "-"

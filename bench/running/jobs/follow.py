@@ -6,14 +6,13 @@ import re
 import time
 from collections.abc import Callable
 
+from bench.config.run_options import POLL_S  # seconds between scheduler queries
 from bench.measure.logparse import parse_iteration
 from bench.running.jobs.outcome import Outcome, judge
 from bench.running.jobs.scheduler import Scheduler, SchedulerError
 from bench.running.jobstate import JobState
 from bench.running.rundir import RunDir
 
-POLL_S = 5.0
-"""Seconds between scheduler queries while following. The default is 5."""
 QUERY_RETRIES = 5
 """Failed scheduler queries in a row tolerated while following (a busy controller). Default 5."""
 

@@ -110,12 +110,12 @@ kit() {  # the kit at the bundled commit, fresh for each group
 group() {  # group NAME: the campaign's runs of that group
   local name=$1 path extra=() marker=wheels.done
   case $name in
-    no-te) path="$SITE" ;;
-    apex) path="$APEX_SITE:$TE_SITE:$SITE" marker=apex.done ;;
-    mds) path="$APEX_SITE:$SITE" marker=setup.done
+    no-te|*-no-te) path="$SITE" ;;
+    apex|*-apex) path="$APEX_SITE:$TE_SITE:$SITE" marker=apex.done ;;
+    mds|*-zero*) path="$APEX_SITE:$SITE" marker=setup.done
       extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")"
              --vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt") ;;
-    mds-core) path="$TE_SITE:$SITE" marker=setup.done
+    mds-core|*-megatron-core) path="$TE_SITE:$SITE" marker=setup.done
       extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")") ;;
     *) path="$TE_SITE:$SITE" ;;
   esac
@@ -136,7 +136,9 @@ case ${1:?setup, smoke, collect or groups} in
   collect)
     mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
     tar czf "$OUT/records.tgz" -C "$WORK" records
-    tar czf "$OUT/logs.tgz" -C "$WORK" logs ;;
+    tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='*.trace.json.gz' logs
+    # Profiler traces one by one (each a few MB), beside the logs.
+    for trace in "$WORK"/logs/*.trace.json.gz; do [ -f "$trace" ] && cp "$trace" "$OUT/"; done ;;
   *)
     wait_for wheels.done || exit 1
     kit

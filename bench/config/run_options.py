@@ -1,0 +1,208 @@
+"""The options of ``python -m bench run``, declared once.
+
+Each :class:`RunOption` names its flag, value type, default, help, environment variable and
+campaign key, and where its value goes in the planner's ``Options``. ``bench.running.arguments``
+builds the command line from :data:`RUN_OPTIONS`, ``bench.config.campaign`` the ``[[run]]`` table of
+a campaign file, and ``options_from`` the planner's ``Options`` (a test ties the three together).
+The preset and layout are the command's positional arguments (``model`` and ``layout`` in a
+campaign); the options without a campaign key are about the command, not a configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.config.platforms import ENGINES
+from bench.config.precisions import PRECISION_SHORTHANDS, PRECISIONS
+
+RECOMPUTE = ("full", "selective")  # activation recompute (bench.measure.flops counts it)
+OFFLOADS = ("none", "cpu")  # where DeepSpeed keeps the optimizer state and step
+DEFAULT_ITERS = 30
+TIMEOUT_S = 3600.0  # wall-clock limit of a run here, seconds
+HANG_TIMEOUT_S = 600.0  # a run here that prints nothing this long is stopped, seconds
+POLL_S = 5.0  # seconds between scheduler queries while following a job
+
+# Argument groups of ``run --help``, by the ``group`` of an option: (title, description).
+GROUPS = {
+    "deepspeed": ("DeepSpeed ZeRO settings", "Megatron-DeepSpeed engine; the stage is part of the "
+                  "layout (e.g. tp4pp1zero3)"),
+    "tuning": ("A/B settings", "change a kit default; the run is recorded as a variant of its "
+               "configuration. More Megatron flags go after '--' (e.g. -- --manual-gc)"),
+    "local": ("runs on this machine (--platform local)", None),
+}
+
+
+def elements(text: str) -> int:
+    """A count of elements written as 200000000 or 2e8."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of elements (e.g. 2e8)") from None
+    if value < 1 or value != int(value):
+        raise argparse.ArgumentTypeError(f"'{text}' must be a whole number of elements, at least 1")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """One option of ``run``.
+
+    ``name`` is its Python name: ``--name`` with ``-`` for ``_`` on the command line, the key in a
+    campaign's ``[[run]]`` (unless ``campaign`` is False) and the argparse destination. ``kind``
+    is the value's type as a campaign file writes it (``bool``: a flag); ``parse`` reads the
+    command line's text (default: ``kind``). ``env``: an environment variable that replaces the
+    default. ``field``: where the value goes in ``bench.planning.options.Options`` (dotted for
+    ``tuning.*`` and ``zero.*``), after ``to_field``; None: the command uses it itself.
+    """
+
+    name: str
+    kind: type
+    help: str
+    default: Any = None
+    env: str | None = None
+    campaign: bool = True
+    field: str | None = None
+    to_field: Callable[[Any], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    parse: Callable[[str], Any] | None = None
+    metavar: str | None = None
+    group: str | None = None
+    # argparse details of the few options that need them (``--save`` alone, ``--only`` repeated).
+    extra: tuple[tuple[str, Any], ...] = ()
+    aliases: tuple[str, ...] = ()  # hidden old names, for scripts
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def resolved_default(self) -> Any:
+        """The default with its environment variable applied (read when the parser is built)."""
+        return (os.environ.get(self.env) or self.default) if self.env else self.default
+
+    def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+               **help_values: object) -> None:
+        """Add this option to an argparse parser or group; ``help_values`` fill the help's
+        ``{names}`` (facts of later stages, such as a sweep's iterations)."""
+        if self.kind is bool:
+            kwargs: dict[str, Any] = {"action": "store_true"}
+        else:
+            kwargs = {"type": self.parse or self.kind, "default": self.resolved_default()}
+            if self.choices:
+                kwargs["choices"] = self.choices
+            if self.metavar:
+                kwargs["metavar"] = self.metavar
+        kwargs.update(self.extra)
+        parser.add_argument(self.flag, dest=self.name, help=self.help.format_map(help_values),
+                            **kwargs)
+        for alias in self.aliases:
+            parser.add_argument(alias, dest=self.name, type=kwargs.get("type"),
+                                help=argparse.SUPPRESS)
+
+
+def _job(key: str) -> RunOption:
+    return RunOption(key, str, f"scheduler {key} (default: $BENCH_{key.upper()}, else the platform "
+                     "file)", env=f"BENCH_{key.upper()}", field=key)
+
+
+def _not(value: bool) -> bool:
+    return not value
+
+
+RUN_OPTIONS: tuple[RunOption, ...] = (
+    RunOption("platform", str, "platform file name in platforms/ (default: local, or "
+              "$BENCH_PLATFORM)", default="local", env="BENCH_PLATFORM"),
+    RunOption("gpus", int, "total GPUs (default: GPUs present locally, or the fewest whole nodes "
+              "holding tp x pp x cp on a cluster)", field="gpus"),
+    RunOption("nodes", int, "nodes (cluster platforms)", field="nodes"),
+    RunOption("mbs", int, "micro batch, sequences (default: the preset's)", field="mbs"),
+    RunOption("gbs", int, "global batch, sequences (default: the preset's)", field="gbs"),
+    # The default depends on --sweep: bench.running.arguments fills it in.
+    RunOption("iters", int, f"training iterations (default {DEFAULT_ITERS}; a sweep: "
+              "{sweep_iters} per layout)", field="iters"),
+    RunOption("engine", str, "default: the platform's", choices=ENGINES, field="engine"),
+    RunOption("precision", str, "default: the platform's. The MS-AMP seed's modes: bf16; te = "
+              "fp8-delayed / fp8-current: Transformer Engine fp8 with delayed or current "
+              "(per-tensor) scaling (fp8 = fp8-delayed); msamp = msamp-o2 (MS-AMP's FP8 "
+              "linears in megatron-core's layers and its LBAdamW: fp8/fp16 Adam states; "
+              "msamp-o1 keeps fp32 states); fp4 = msamp-o2 with MS-AMP's FP4 simulation of weights "
+              "and activations. msamp-*/fp4 need an fp8 GPU and MS-AMP (images built with "
+              "--option msamp=1; declare such an --image with --image-option msamp=1)",
+              choices=(*PRECISIONS, *PRECISION_SHORTHANDS), field="precision"),
+    RunOption("image", str, "container image or venv (default: the platform's)", field="image"),
+    RunOption("image_option", str, "the --image was built with this option (`images build cuda "
+              "--option msamp=1`): it has MS-AMP, which the platform's image lacks",
+              choices=("msamp=1",), field="image_msamp", to_field=lambda v: v == "msamp=1"),
+    RunOption("data_path", str, "Megatron data prefix (.bin/.idx); default mock data",
+              field="data_path"),
+    RunOption("vocab_file", str, "GPT-2 vocab.json (Megatron-DeepSpeed)", field="vocab_file"),
+    RunOption("merge_file", str, "GPT-2 merges.txt (Megatron-DeepSpeed)", field="merge_file"),
+    RunOption("recompute", str, "activation recompute: full (every layer) or selective (core "
+              "attention); TFLOP/s stay model FLOPs, the record adds the hardware FLOPs figure",
+              choices=RECOMPUTE, field="recompute"),
+    RunOption("force", bool, "plan it even when the memory estimate says it does not fit the GPU",
+              field="force"),
+    RunOption("seq_length", int, "sequence length (default: the preset's)", field="seq_length"),
+    RunOption("profile", bool, "after the measured iterations, profile 2 more with the torch "
+              "profiler (rank 0); the record says where their time went: GEMM, attention, other "
+              "kernels, optimizer, communication not hidden behind compute, GPU idle (megatron "
+              "engine)", field="profile"),
+    RunOption("save", str, "save checkpoints to DIR (alone: the platform's storage stage "
+              "checkpoints/<run id>); default: no checkpoints", metavar="DIR", field="save",
+              extra=(("nargs", "?"), ("const", ""))),
+    RunOption("save_interval", int, "iterations between checkpoints (default: the platform's, "
+              "else once at the end)", field="save_interval"),
+    *(_job(key) for key in ("account", "partition", "queue", "walltime")),
+    RunOption("zero_offload", str, "where the optimizer state and step live (cpu: ZeRO-Offload)",
+              default="none", choices=OFFLOADS, group="deepspeed", field="zero.offload"),
+    RunOption("overlap_comm", bool, "overlap gradient reduction with the backward pass",
+              group="deepspeed", field="zero.overlap_comm"),
+    RunOption("contiguous_gradients", bool, "copy gradients into one contiguous buffer as they "
+              "are produced", group="deepspeed", field="zero.contiguous_gradients"),
+    # A campaign writes 2e8 as a float; the command line reads "2e8" or "200000000".
+    RunOption("reduce_bucket", float, "reduce bucket size in elements, e.g. 2e8", parse=elements,
+              metavar="N", group="deepspeed", field="zero.reduce_bucket_size"),
+    RunOption("allgather_bucket", float, "allgather bucket size in elements, e.g. 2e8",
+              parse=elements, metavar="N", group="deepspeed", field="zero.allgather_bucket_size"),
+    RunOption("no_overlap", bool, "do not overlap the data-parallel gradient reduce and parameter "
+              "gather with compute", group="tuning", field="tuning.overlap", to_field=_not),
+    RunOption("grad_reduce", str, "gradient accumulation and reduction type under bf16 (default "
+              "bf16)", default="bf16", choices=("bf16", "fp32"), group="tuning",
+              field="tuning.grad_reduce_bf16", to_field=lambda v: v == "bf16"),
+    RunOption("no_fused_loss", bool, "Megatron's unfused cross-entropy loss instead of its fused "
+              "one", group="tuning", field="tuning.fused_loss", to_field=_not),
+    RunOption("no_fused_attention", bool, "Megatron-DeepSpeed's unfused core attention (it stores "
+              "the s x s scores) instead of flash-attn or torch's SDPA", group="tuning",
+              field="tuning.fused_attention", to_field=_not),
+    RunOption("dry_run", bool, "print the job script or command and exit; writes nothing",
+              campaign=False),
+    RunOption("sweep", bool, "every valid layout that fits the GPUs (local: those present, report "
+              "the best; a cluster: --gpus or --nodes, one job per layout)"),
+    RunOption("repeat", int, "measure each configuration N times (run ids end -r1..-rN; the "
+              "records share notes.repeat_group, for python -m bench compare)", default=1,
+              metavar="N"),
+    RunOption("campaign", str, "a campaign TOML file listing configurations "
+              "(results/campaigns/*.toml); options given here apply to every run", campaign=False),
+    RunOption("only", str, "with --campaign: only the runs of this name or group (repeatable)",
+              campaign=False, metavar="NAME", extra=(("action", "append"),)),
+    RunOption("json", bool, "print the plans (and records or job ids) as JSON on stdout; "
+              "progress and messages go to stderr", campaign=False),
+    RunOption("records", str, "run records folder (default: results/records in the current "
+              "folder, or under --root where the command has one)", parse=Path, metavar="DIR",
+              group="local", aliases=("--records-dir",)),
+    RunOption("timeout", float, f"wall-clock limit per run, seconds (default {TIMEOUT_S:.0f})",
+              group="local"),
+    RunOption("hang_timeout", float, "stop a run that prints nothing for this long, seconds "
+              f"(default {HANG_TIMEOUT_S:.0f})", group="local"),
+    RunOption("verbose", bool, "stream the training log", group="local"),
+    RunOption("wait", bool, "after submitting, follow the job: queue state, then training "
+              "progress from its output, until it ends"),
+    RunOption("poll", float, f"seconds between scheduler queries while waiting (default {POLL_S})",
+              default=POLL_S),
+)
+BY_NAME = {option.name: option for option in RUN_OPTIONS}
+CAMPAIGN_KEYS = tuple(option.name for option in RUN_OPTIONS if option.campaign)

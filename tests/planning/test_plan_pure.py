@@ -1,0 +1,52 @@
+"""The planner is pure: it reads no file (the platform comes with its accelerators loaded) and
+has no branch per engine (the engines are a table)."""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import pathlib
+import re
+
+import pytest
+
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning import plan as planner
+from bench.planning.engines.table import ENGINES
+from tests.conftest import options
+
+CASES = [
+    ("local", "1.3b", "tp1pp1", {"gpus_present": 1, "gpu_name": "NVIDIA H200"}),
+    ("local", "345m", "tp4pp1zero3", {"gpus_present": 4, "gpu_name": "NVIDIA H200",
+                                      "engine": "megatron-deepspeed", "data_path": "d/text",
+                                      "vocab_file": "v.json", "merge_file": "m.txt"}),
+    ("lumi", "13b", "tp2pp8", {}),
+    ("azure-h200", "6.7b", "tp1pp1", {"nodes": 1}),
+    ("polaris", "13b", "tp4pp2", {}),
+]
+
+
+@pytest.mark.parametrize("name,preset,layout,opts", CASES, ids=[c[0] + "-" + c[2] for c in CASES])
+def test_plan_reads_no_file(monkeypatch: pytest.MonkeyPatch, name: str, preset: str, layout: str,
+                            opts: dict) -> None:
+    platform, model = load_platform(name), get_preset(preset)  # loaded before planning
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"plan() read a file: {args}")
+
+    for target, attr in ((builtins, "open"), (io, "open"), (os, "open"), (os, "listdir"),
+                         (os, "scandir"), (pathlib.Path, "read_text"),
+                         (pathlib.Path, "read_bytes"), (pathlib.Path, "open"),
+                         (pathlib.Path, "glob"), (pathlib.Path, "iterdir")):
+        monkeypatch.setattr(target, attr, refuse)
+    launch = planner.plan(model, layout, platform, options(**opts))
+    monkeypatch.undo()
+    assert launch.accelerator is not None and launch.accelerator.peak(launch.precision) > 0
+
+
+def test_the_planner_has_no_branch_per_engine() -> None:
+    source = pathlib.Path(planner.__file__).read_text()
+    assert not re.search(r"engine\s*[!=]=", source)
+    assert set(ENGINES) == {"megatron", "megatron-deepspeed"}
