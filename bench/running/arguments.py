@@ -4,7 +4,9 @@ runs), and the Megatron flags after ``--``."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import secrets
 from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities
@@ -100,7 +102,8 @@ def _elements(text: str) -> int:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number of elements (e.g. 2e8)") from None
-    if value < 1 or value != int(value):
+    # inf (1e400) and nan have no int(): refused here, not by a traceback
+    if not math.isfinite(value) or value < 1 or value != int(value):
         raise argparse.ArgumentTypeError(f"'{text}' must be a whole number of elements, at least 1")
     return int(value)
 
@@ -108,6 +111,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                  capabilities: Capabilities | None = None) -> Options:
     return Options(
         now=datetime.now(UTC), gpus=args.gpus, nodes=args.nodes, mbs=args.mbs,
+        nonce=secrets.token_hex(3),  # run ids of two checkouts in one second stay apart
         gbs=args.gbs, iters=args.iters if args.iters is not None else (
             SWEEP_ITERS if getattr(args, "sweep", False) else 30),
         engine=args.engine, precision=args.precision,

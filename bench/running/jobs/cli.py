@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from bench.records.record import RecordError
 from bench.records.store import add_records_option, load_record, record_path, records_dir
 from bench.render.scripts import render_script
 from bench.running.jobs.collect import collect, record_exists
-from bench.running.jobs.follow import POLL_S, follow
+from bench.running.jobs.follow import POLL_S, check_poll, follow
 from bench.running.jobs.outcome import judge
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
 from bench.running.jobs.submit import submit_plan
@@ -130,8 +131,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     platform = load_platform(args.platform)
-    launch = check_plan(platform, args.nodes, datetime.now(UTC), account=args.account,
-                        partition=args.partition, queue=args.queue)
+    check_poll(args.poll)
+    launch = check_plan(platform, args.nodes, datetime.now(UTC), nonce=secrets.token_hex(3),
+                        account=args.account, partition=args.partition, queue=args.queue)
     if args.dry_run:
         print(render_script(launch)[1], end="")
         return 0
