@@ -100,6 +100,9 @@ def validate(data: Any, model: type[M], where: str) -> M:
     a :class:`DataError` starts with ``where`` (the file, and the table in it)."""
     try:
         return model.model_validate_json(json.dumps(data, default=str))
+    except RecursionError:  # dotted keys nest tables without nesting the parser (a.a.a...= 1)
+        raise DataError(f"{where}: nested too deeply to read; a data file is a few levels "
+                        "deep") from None
     except ValidationError as error:
         text = "; ".join(problems(error, model))
         raise DataError(f"{where}{' ' if text.startswith('[') else ': '}{text}") from None
