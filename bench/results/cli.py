@@ -85,6 +85,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 CSV_SKIP = ("reference", "verdict")
+# A text cell a spreadsheet would read as a formula (=, +, -, @; tab and carriage return start
+# one too): record text such as a variant or a label could run one on the reader's machine.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: object) -> object:
+    """A CSV cell: text that starts like a formula gets a leading ``'``; numbers stay numbers."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _csv(report: gen.Report) -> None:
@@ -95,9 +107,9 @@ def _csv(report: gen.Report) -> None:
     for table in report.tables:
         for row in table.rows:
             ref = row.reference
-            writer.writerow([*("" if getattr(row, n) is None else getattr(row, n) for n in names),
+            writer.writerow([*(_cell(getattr(row, n)) for n in names),
                              "" if ref is None else ref.tflops_per_gpu,
-                             "" if ref is None else ref.tolerance, row.verdict.value])
+                             "" if ref is None else ref.tolerance, _cell(row.verdict.value)])
 
 
 def _check(report: gen.Report) -> int:
