@@ -1,7 +1,8 @@
 """Run a plan on this machine: torchrun under a watchdog, a live progress line, one record.
 
 The training processes run in their own process group, so a timeout (wall-clock limit, or no
-output for ``hang_s`` seconds: a hung rank) or Ctrl-C stops all of them. A plan in an image runs
+output for ``hang_s`` seconds: a hung rank) or Ctrl-C stops all of them; should the runner itself
+be killed (SIGKILL), the launcher gets SIGTERM from the kernel and ends its ranks. A plan in an image runs
 as ``docker run ... IMAGE torchrun ...`` (``bench.render.docker``); its container is removed after
 the engine has said which image it started (``bench.running.docker``). Whatever happens, the run
 ends as exactly one record, written atomically; a failed run is recorded as failed, with its reason
@@ -129,9 +130,13 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
     Raises :class:`LogUnwritable` (after stopping the run) when the log cannot be written.
     """
     log = log_path.open("a")
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, start_new_session=True,
-                            preexec_fn=_die_with_runner())
+    try:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1, start_new_session=True,
+                                preexec_fn=_die_with_runner())
+    except BaseException:  # nothing started: the log is not left open
+        log.close()
+        raise
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
     start = last_output = time.monotonic()
