@@ -8,6 +8,7 @@ the same name as a kit preset replaces it.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,12 @@ from bench.config.schema import Strict, load_toml, validate
 from bench.config.tomlfile import DataError
 
 KIT_PRESETS_DIR = Path(__file__).parent / "presets"
+# A preset's name becomes part of a run id, hence of a folder under runs/ and a record's file name:
+# ASCII letters, digits, '.', '_' and '-', not starting with a dot ('../x', a newline, control or
+# bidi characters would make paths outside runs/ or names that print as something else).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+NAME_MAX_CHARS = 64
+"""The longest preset name. The default is 64: a run id must stay a valid file name."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,10 @@ class PresetFile(Strict):
 def _presets_from(path: Path) -> dict[str, Preset]:
     out: dict[str, Preset] = {}
     for name, raw in load_toml(path, PresetFile).presets.items():
+        if not _NAME.fullmatch(name) or len(name) > NAME_MAX_CHARS:
+            raise DataError(f"{path}: preset name {name!r} is not a name: use up to "
+                            f"{NAME_MAX_CHARS} ASCII letters, digits, '.', '_' or '-', starting "
+                            "with a letter or digit (it becomes part of the run id)")
         where = f"{path} [presets.\"{name}\"]"
         table = validate(raw, PresetTable, where)
         try:

@@ -11,6 +11,7 @@ campaign); the options without a campaign key are about the command, not a confi
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,7 +44,8 @@ def elements(text: str) -> int:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number of elements (e.g. 2e8)") from None
-    if value < 1 or value != int(value):
+    # inf (1e400) and nan have no int(): refused here, not by a traceback
+    if not math.isfinite(value) or value < 1 or value != int(value):
         raise argparse.ArgumentTypeError(f"'{text}' must be a whole number of elements, at least 1")
     return int(value)
 

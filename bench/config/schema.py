@@ -57,8 +57,15 @@ def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
     """One line per problem, each naming the key (a dotted path) and what is wrong."""
     lines: list[str] = []
     unknown: dict[str, list[str]] = defaultdict(list)
-    for e in error.errors(include_url=False):
-        where = ".".join(map(str, e["loc"]))
+    errors = error.errors(include_url=False)
+    # A string too long for one branch of a union (text or number) is what is wrong: the other
+    # branches' complaints would only quote it again.
+    too_long = {e["loc"][:-1] for e in errors if e["type"] == "string_too_long"
+                and e["loc"][-1:] == ("constrained-str",)}
+    for e in errors:
+        if e["loc"][:-1] in too_long and e["type"] != "string_too_long":
+            continue
+        where = ".".join(map(str, e["loc"])).removesuffix(".constrained-str")
         kind, message = e["type"], e["msg"]
         if kind == "extra_forbidden":
             parent, _, key = where.rpartition(".")
@@ -69,17 +76,26 @@ def problems(error: ValidationError, model: type[BaseModel]) -> list[str]:
                 lines.append(f"{where}{sep}{line}" if where else line)
         elif kind == "missing":
             lines.append(f"missing key '{where}'")
+        elif kind == "string_too_long":  # neither the key nor the value is quoted whole
+            lines.append(f"key '{_shortened(where)}' is {len(e['input'])} characters long, "
+                         f"more than the {e['ctx']['max_length']} allowed")
         elif kind == "string_pattern_mismatch" and e["ctx"]["pattern"] in PATTERN_HINTS:
             lines.append(f"{where}: {e['input']!r} {PATTERN_HINTS[e['ctx']['pattern']]}")
         elif kind in ("literal_error", "enum"):
             lines.append(f"key '{where}' is {e['input']!r}, expected {e['ctx']['expected']}")
         else:
-            lines.append(f"key '{where or '(top)'}' {_PHRASES.get(kind, message)}, got {e['input']!r}")
+            lines.append(f"key '{_shortened(where) or '(top)'}' {_PHRASES.get(kind, message)}, "
+                         f"got {_shortened(repr(e['input']), 200)}")
     for parent, keys in unknown.items():
         table = f"[{parent}] " if parent else ""
         lines.append(f"{table}unknown key(s) {', '.join(keys)}; allowed: "
                      f"{', '.join(_fields_at(model, parent))}")
     return lines
+
+
+def _shortened(text: str, keep: int = 60) -> str:
+    """``text`` with its middle cut out when longer than ``keep`` characters."""
+    return text if len(text) <= keep else f"{text[:keep // 2]}...{text[-keep // 2:]}"
 
 
 def _fields_at(model: type[BaseModel] | None, path: str) -> list[str]:
@@ -100,6 +116,9 @@ def validate(data: Any, model: type[M], where: str) -> M:
     a :class:`DataError` starts with ``where`` (the file, and the table in it)."""
     try:
         return model.model_validate_json(json.dumps(data, default=str))
+    except RecursionError:  # dotted keys nest tables without nesting the parser (a.a.a...= 1)
+        raise DataError(f"{where}: nested too deeply to read; a data file is a few levels "
+                        "deep") from None
     except ValidationError as error:
         text = "; ".join(problems(error, model))
         raise DataError(f"{where}{' ' if text.startswith('[') else ': '}{text}") from None

@@ -18,6 +18,13 @@ def read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a folder, not a TOML file") from None
+    except OSError as exc:  # no permission, a device that fails: the file named, no traceback
+        raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise DataError(f"{path}: nested too deeply to read; a data file is a few levels "
+                        "deep") from None
     except tomllib.TOMLDecodeError as exc:
         raise DataError(f"{path}: not valid TOML ({exc})") from None
     except UnicodeDecodeError as exc:  # TOML is UTF-8; tomllib does not say which file it read

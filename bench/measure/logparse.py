@@ -56,11 +56,17 @@ WORKER_KILLED = re.compile(r"failed \(exitcode: -(?P<signal>\d+)\) local_rank: (
 FIRST_ERROR = re.compile(r"^(?!.*\.\.\.\.)(?:.*\bERROR:|\s*\w*Error: |.*\berror: )")
 # Any line that names an error, for a failed run's record (``log_errors``): broader than FIRST_ERROR,
 # so that "nvcc fatal : ..." or "make: *** ... Error 1" are kept too.
-# "TypeError: ..." names its error inside a word, so the error words may end one.
-ERROR_LINE = re.compile(r"\w*(error|exception)\b|\b(traceback|fatal|failed)\b", re.IGNORECASE)
+# "TypeError: ..." names its error inside a word, so the error words may end one: no \b before
+# them. A leading \w* would say the same and backtrack over every run of word characters
+# (quadratic: a 40 KB line took 16 s).
+ERROR_LINE = re.compile(r"(?:error|exception)\b|\b(?:traceback|fatal|failed)\b", re.IGNORECASE)
 # A worker's exception as torchrun prefixes it ("[rank0]: RuntimeError: ..."). The last one is the
 # cause: Python prints a chained exception ("During handling of the above exception...") last.
 RANK_EXCEPTION = re.compile(r"^\[\w*?\d+\]:\s*(?P<error>[\w.]*(?:Error|Exception)\b:?.*)")
+MAX_LINE_CHARS = 10_000
+"""A log line is read (and kept in a record) up to this many characters. The default is 10,000:
+Megatron's longest lines are a few hundred, and a carriage-return progress bar or a dumped tensor
+must not make the patterns' work grow with the square of a line's length."""
 LOG_TAIL_LINES = 40
 """How many last log lines a failed run's record keeps (``log_tail``). The default is 40."""
 LOG_ERROR_LINES = 10
@@ -129,6 +135,11 @@ def parse_iteration(line: str) -> Iteration | None:
         samples_per_s=_number(SAMPLES_PER_SECOND, line))
 
 
+def log_lines(text: str) -> list[str]:
+    """The lines of a log, each cut to ``MAX_LINE_CHARS``: what every pattern here reads."""
+    return [line[:MAX_LINE_CHARS] for line in text.splitlines()]
+
+
 def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
     return next((line.strip() for line in lines if pattern.search(line)), None)
 
@@ -137,7 +148,7 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
               stop_reason: str | None = None) -> ParseResult:
     """Parse a whole log. ``timed_out``/``exit_code`` are what the runner saw of the process;
     ``stop_reason`` says why a timed-out run was stopped (e.g. no output for N seconds)."""
-    lines = text.splitlines()
+    lines = log_lines(text)
     iterations = tuple(it for it in map(parse_iteration, lines) if it is not None)
     total = iterations[-1].total if iterations else None
     peaks = [v for v in (_number(MAX_ALLOCATED_MB, line) for line in lines) if v is not None]

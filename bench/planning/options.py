@@ -28,6 +28,9 @@ class Options:
     """
 
     now: datetime
+    # A short random part of the run id ("" for none): two checkouts planning the same run in the
+    # same second must not get one id.
+    nonce: str = ""
     gpus: int | None = None
     nodes: int | None = None
     mbs: int | None = None

@@ -95,10 +95,11 @@ class LaunchPlan:
         return self.accelerator.peak_tflops.get("bf16")
 
 
-def run_id(preset: str, layout: str, platform: str, now: datetime) -> str:
-    """``{preset}_{layout}_{platform}_{UTC timestamp}``, e.g. ``13b_tp2pp8dp1_lumi_20261121T201500Z``."""
+def run_id(preset: str, layout: str, platform: str, now: datetime, nonce: str = "") -> str:
+    """``{preset}_{layout}_{platform}_{UTC timestamp}[-{nonce}]``, e.g.
+    ``13b_tp2pp8dp1_lumi_20261121T201500Z-3f9a1c`` (records made before the nonce have none)."""
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"{preset}_{layout}_{platform}_{stamp}"
+    return f"{preset}_{layout}_{platform}_{stamp}" + (f"-{nonce}" if nonce else "")
 
 
 def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[int, int, int]:
@@ -202,7 +203,7 @@ def _resolve(preset: Preset, platform: Platform, options: Options
 def _run_id(preset: Preset, layout: Layout, platform: Platform, options: Options
             ) -> tuple[str, tuple[tuple[str, str], ...]]:
     """(the run id, the labels): the tag and the repeat's number appended to the id."""
-    rid = run_id(preset.name, layout.name, platform.name, options.now)
+    rid = run_id(preset.name, layout.name, platform.name, options.now, options.nonce)
     if options.tag:
         rid = f"{rid}-{options.tag}"
     if options.repeat is None:

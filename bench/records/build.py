@@ -17,7 +17,7 @@ from pydantic_core import to_jsonable_python
 
 from bench.config.presets import Preset
 from bench.config.schema import Strict
-from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines
+from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines, log_lines
 from bench.measure.protocol import ShortWindow, metrics
 from bench.planning.plan import LaunchPlan
 from bench.records.record import (
@@ -133,7 +133,7 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
             status, reason = Status.FAILED, str(exc)
     facts = ({"implementation": plan.implementation, "data": plan.data}
              if "data" in plan.model_fields_set else {})
-    every = log_text.splitlines()
+    every = log_lines(log_text)  # bounded: a record stays loadable (MAX_LINE_CHARS)
     lines = every if status is not Status.OK else []
     p = plan.preset
     return build_finished_record(

@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.config.capabilities import layers_of
-from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, Text, hinted, problems
+from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, hinted, problems
 from bench.measure.status import Status
 
 SCHEMA = "bench.record/1"
@@ -58,7 +58,18 @@ def _fraction(value: float) -> float:
 Fraction = Annotated[Positive, AfterValidator(_fraction)]
 Timestamp = Annotated[str, hinted(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$",
                                   "must be UTC like 2026-11-21T20:15:00Z"), AfterValidator(_real_time)]
-JsonScalar = str | int | Annotated[float, Field(allow_inf_nan=False)] | bool | None
+MAX_TEXT_CHARS = 10_000
+"""The longest text a record holds (a log line, a reason, an argument). The default is 10,000, the
+log parser's line length (``bench.measure.logparse.MAX_LINE_CHARS``): a longer one is not the
+kit's, and a 100,000-character one took the results page 22 s and 1 GB."""
+MAX_NAME_CHARS = 200
+"""The longest name a record holds: a preset, layout, platform or accelerator name, a key of its
+variant, labels, notes or environment. The default is 200."""
+Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
+Line = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
+Key = Annotated[str, Field(max_length=MAX_NAME_CHARS)]
+JsonScalar = Line | int | Annotated[float, Field(allow_inf_nan=False)] | bool | None
 
 
 class RecordError(ValueError):
@@ -72,7 +83,7 @@ class RecordError(ValueError):
 class PresetInfo(Strict):
     """Model shape of the run; ``vocab_size`` is the padded vocabulary."""
 
-    name: Text
+    name: Name
     layers: Count
     hidden: Count
     heads: Count
@@ -83,7 +94,7 @@ class PresetInfo(Strict):
 class LayoutInfo(Strict):
     """Parallel layout: degrees, virtual pipeline ``vp`` and ZeRO stage ``zero`` (null: off)."""
 
-    name: Text
+    name: Name
     tp: Count
     pp: Count
     dp: Count
@@ -98,8 +109,8 @@ class LayoutInfo(Strict):
 class PlatformInfo(Strict):
     """Platform as used: ``peak_tflops`` is the dense peak per GPU for the run's precision."""
 
-    name: Text
-    accelerator: Text
+    name: Name
+    accelerator: Name
     peak_tflops: Positive
     peak_source: Text
 
@@ -274,22 +285,23 @@ class Record(Strict):
     started_at: Timestamp
     finished_at: Timestamp | None
     engine: Literal["megatron", "megatron-deepspeed"]
-    precision: Annotated[str, hinted(r"^[a-z0-9][a-z0-9_-]*$", "must be lower-case like bf16, fp16, fp8")]
+    precision: Annotated[str, hinted(r"^[a-z0-9][a-z0-9_-]*$", "must be lower-case like bf16, fp16, fp8"),
+                         Field(max_length=MAX_NAME_CHARS)]
     preset: PresetInfo
     layout: LayoutInfo
     platform: PlatformInfo
     nodes: Count
     gpus: Count
-    argv: tuple[str, ...]
-    env: dict[str, str]
+    argv: tuple[Line, ...]
+    env: dict[Key, Line]
     provenance: Provenance
     metrics: Metrics | None
-    log_tail: tuple[str, ...] = ()
-    notes: dict[str, JsonScalar] = {}
-    log_errors: tuple[str, ...] = ()
-    variant: dict[str, JsonScalar] = {}
-    engine_notes: dict[str, JsonScalar] = {}
-    labels: dict[str, JsonScalar] = {}
+    log_tail: tuple[Line, ...] = ()
+    notes: dict[Key, JsonScalar] = {}
+    log_errors: tuple[Line, ...] = ()
+    variant: dict[Key, JsonScalar] = {}
+    engine_notes: dict[Key, JsonScalar] = {}
+    labels: dict[Key, JsonScalar] = {}
     lm_losses: tuple[Finite, ...] = ()
     implementation: Implementation | None = None
     data: DataInfo | None = None

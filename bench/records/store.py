@@ -22,6 +22,8 @@ RECORDS_DIR = Path("results") / "records"
 """Where records go by default, under the command's root (``--root``, else the current folder)."""
 
 _TEMP_SUFFIX = ".tmp"
+RECORD_MODE = 0o644
+"""A record file's permissions: its owner writes it, everyone reads it."""
 
 
 class RecordExistsError(FileExistsError):
@@ -89,6 +91,7 @@ def write_record(records_dir: Path | str, record: Record) -> Path:
     fd, temp = tempfile.mkstemp(dir=final.parent, prefix=f".{record.run_id}.", suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), RECORD_MODE)  # mkstemp made it 0600: records are shared
             handle.write(record.to_json().encode())
             handle.flush()
             os.fsync(handle.fileno())

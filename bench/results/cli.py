@@ -53,11 +53,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Regenerate or check; returns the exit status."""
+    writes = not (args.check or args.csv)
     try:
         if not args.check:
             require("matplotlib", "results", "drawing the results plots")
+        if writes:  # before the plots are drawn: a folder that takes no files is said at once
+            gen.check_out_dir(args.out)
         generated = gen.generate(records_dir(args), args.out, args.published, args.ranges,
-                                 draw_plots=not (args.check or args.csv), smoke_dir=args.smoke)
+                                 draw_plots=writes, smoke_dir=args.smoke)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -69,7 +72,12 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         _csv(report)
         return 0
-    changed = gen.write_outputs(args.out, generated.files)
+    try:
+        changed = gen.write_outputs(args.out, generated.files)
+    except OSError as error:  # e.g. the disk filled while writing
+        print(f"error: the results could not be written to {args.out} "
+              f"({error.strerror or error}: {error.filename})", file=sys.stderr)
+        return 2
     print(f"{args.out / gen.PAGE}: {report.ok_runs} ok and {len(report.failed)} failed runs, "
           f"{len(report.measured_rows)} measured rows, {len(generated.files) - 1} plots; "
           f"{len(changed)} file(s) changed, {len(report.problems)} record file(s) skipped")
@@ -77,6 +85,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 CSV_SKIP = ("reference", "verdict")
+# A text cell a spreadsheet would read as a formula (=, +, -, @; tab and carriage return start
+# one too): record text such as a variant or a label could run one on the reader's machine.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _cell(value: object) -> object:
+    """A CSV cell: text that starts like a formula gets a leading ``'``; numbers stay numbers."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 def _csv(report: gen.Report) -> None:
@@ -87,9 +107,9 @@ def _csv(report: gen.Report) -> None:
     for table in report.tables:
         for row in table.rows:
             ref = row.reference
-            writer.writerow([*("" if getattr(row, n) is None else getattr(row, n) for n in names),
+            writer.writerow([*(_cell(getattr(row, n)) for n in names),
                              "" if ref is None else ref.tflops_per_gpu,
-                             "" if ref is None else ref.tolerance, row.verdict.value])
+                             "" if ref is None else ref.tolerance, _cell(row.verdict.value)])
 
 
 def _check(report: gen.Report) -> int:

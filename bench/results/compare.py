@@ -39,7 +39,7 @@ from typing import Any
 from bench.planning.layout import parse_layout_name
 from bench.planning.tuning import TUNING_NOTE_KEYS, flag_names
 from bench.records.record import Record
-from bench.records.store import load_records
+from bench.records.store import Problem, load_records
 from bench.results.aggregate import configuration, layout_matches, settings, variant
 
 NORMAL_P10_P90_WIDTH = 2.5631  # p90 - p10 of a standard normal distribution
@@ -165,11 +165,16 @@ def _noted(record: Record) -> dict[str, object]:
     return {**record.notes, **record.engine_notes, **record.labels, **record.variant}
 
 
-def select(records: Sequence[Record], text: str) -> Side:
-    """The side ``text`` names; a ValueError says what is missing or ambiguous and how to narrow."""
+def select(records: Sequence[Record], text: str, skipped: Sequence[Problem] = ()) -> Side:
+    """The side ``text`` names; a ValueError says what is missing or ambiguous and how to narrow.
+    ``skipped``: the record files that did not load, named where a run id's file is one of them."""
     by_id = {r.run_id: r for r in records}
     ids = [part.strip().removesuffix(".json") for part in text.split(",")]
     if "=" not in text:
+        unreadable = {p.file: p for p in skipped}
+        for i in ids:
+            if i not in by_id and f"{i}.json" in unreadable:  # there, but not a record
+                raise ValueError(f"the record of {i} cannot be read: {unreadable[f'{i}.json']}")
         missing = [i for i in ids if i not in by_id]
         if missing:
             raise ValueError(f"no record {', '.join(missing)} in the records folder (give run "
@@ -183,8 +188,10 @@ def select(records: Sequence[Record], text: str) -> Side:
         wanted = parse_selector(text)
         chosen = [r for r in records if r.metrics is not None and matches(r, wanted)]
         if not chosen:
+            unread = (f"; {len(skipped)} record file(s) could not be read, e.g. {skipped[0]}"
+                      if skipped else "")
             raise ValueError(f"no ok record matches {text!r} (without an A/B key or notes=..., "
-                             "a selector takes runs at the kit's defaults only)")
+                             f"a selector takes runs at the kit's defaults only){unread}")
     configs = {configuration(r) for r in chosen}
     if len(configs) > 1:
         raise ValueError(f"{text!r} matches {len(configs)} configurations; narrow it with "
@@ -329,5 +336,5 @@ def compare_in(records_dir: Path, a: str, b: str) -> Comparison:
     """Load the records of ``records_dir`` and compare side ``b`` against side ``a``."""
     if not records_dir.is_dir():
         raise ValueError(f"{records_dir} is not a folder of run records (give --records DIR)")
-    records, _ = load_records(records_dir)
-    return Comparison(select(records, a), select(records, b))
+    records, skipped = load_records(records_dir)
+    return Comparison(select(records, a, skipped), select(records, b, skipped))

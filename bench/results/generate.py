@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,19 @@ def generate(
             for spec, png in zip(specs, drawer.reuse_or_render(specs, existing), strict=True):
                 files[f"{PLOTS_DIR}/{spec.filename}"] = png
     return Generated(report, files)
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """A ValueError naming ``out_dir`` if it cannot take the page and plots (read-only, a file in
+    the way, no permission)."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (out_dir, out_dir / PLOTS_DIR):
+            if folder.is_dir():
+                tempfile.TemporaryFile(dir=folder).close()
+    except OSError as error:
+        raise ValueError(f"the results cannot be written to {out_dir} "
+                         f"({error.strerror or error}); give a writable folder with --out") from None
 
 
 def write_outputs(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:

@@ -67,10 +67,33 @@ def _integer(value: int | None) -> str:
     return DASH if value is None else str(value)
 
 
+# What lets record text (variant keys and values, labels, reasons, names) make HTML, a link, code,
+# emphasis or a new table cell. An underscore inside a word emphasises nothing (13b_sweep_lumi),
+# and brackets make a link only as "](" (the page defines no reference links): both stay as they
+# are, as in "[rank0]: ...".
+_MARKUP = re.compile(r"[\\`*<>|~&]|\](?=\()|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_LABEL_MARKUP = re.compile(_MARKUP.pattern + r"|[\[\]]")
+_CODE_SPAN = re.compile(r"(`[^`]*`)")
+
+
+def _escape(text: str) -> str:
+    """Record text as literal Markdown on one line."""
+    return _escape_markup(" ".join(text.split()))
+
+
+def _escape_markup(text: str) -> str:
+    return _MARKUP.sub(lambda m: "\\" + m[0], text)
+
+
 def _text(value: str | None) -> str:
-    if not value:
-        return DASH
-    return " ".join(value.replace("|", "\\|").split())
+    return _escape(value) if value else DASH
+
+
+def _with_code(text: str) -> str:
+    """Text with the kit's code spans (`` `name` ``) kept and everything between escaped: what is
+    inside a code span is shown literally, HTML included."""
+    return "".join(part if i % 2 else _escape_markup(part)
+                   for i, part in enumerate(_CODE_SPAN.split(" ".join(text.split()))))
 
 
 def _code(text: str) -> str:
@@ -90,7 +113,8 @@ def _plain(text: str) -> str:
 
 
 def _link(text: str, target: str | None) -> str:
-    label = _text(text).replace("[", "\\[").replace("]", "\\]")
+    # A link's text ends at its first "]": every bracket in it is escaped.
+    label = _LABEL_MARKUP.sub(lambda m: "\\" + m[0], " ".join(text.split())) or DASH
     return label if target is None else f"[{label}]({target.replace(' ', '%20')})"
 
 
@@ -146,9 +170,9 @@ def _table(header: Sequence[tuple[str, bool]], rows: Sequence[Sequence[str]]) ->
 
 
 def _model_section(table: ModelTable, records_link: str) -> list[str]:
-    lines = [f"## {display_name(table.model)}", ""]
+    lines = [f"## {_text(display_name(table.model))}", ""]
     for shape in table.shapes:
-        lines += [f"Measured preset: {shape}.", ""]
+        lines += [f"Measured preset: {_text(shape)}.", ""]
     lines += _table(COLUMNS, [_row_cells(row, records_link) for row in table.rows])
     return lines + [""]
 
@@ -161,7 +185,7 @@ def _failed_section(failed: Sequence[Record], records_link: str) -> list[str]:
               ("model", False), ("layout", False), ("GPUs", True), ("date", False))
     rows = [
         [_link(r.run_id, f"{records_link}/{r.run_id}.json"), r.status.value, _text(r.reason),
-         _text(label_of(r)), display_name(r.preset.name.lower()), _text(r.layout.name),
+         _text(label_of(r)), _text(display_name(r.preset.name.lower())), _text(r.layout.name),
          str(r.gpus), r.started_at[:10]]
         for r in failed
     ]
@@ -239,7 +263,7 @@ def _best_section(report: Report, records_link: str) -> list[str]:
     if not rows:
         return []
     cells = [
-        [display_name(row.model), _text(row.precision), _text(hardware_name(row.accelerator)),
+        [_text(display_name(row.model)), _text(row.precision), _text(hardware_name(row.accelerator)),
          _text(row.platform), _integer(row.gpus), _text(row.layout),
          f"{_integer(row.micro_batch)}/{_integer(row.global_batch)}",
          _number(row.tflops_per_gpu, 1), _percent(row),
@@ -259,7 +283,7 @@ def _ceiling_lines(plots: Sequence[PlotSpec]) -> list[str]:
         return []
     return ["Dashed line: the GEMM ceiling the smoke check measured (`python -m bench.train.smoke`, "
             "the median rate of 8192³ matrix products on one GPU), the most a GEMM-bound "
-            "training step could reach there:", "", *(f"- {source}" for source in sources), ""]
+            "training step could reach there:", "", *(f"- {_with_code(source)}" for source in sources), ""]
 
 
 LOSS_COLUMNS: tuple[tuple[str, bool], ...] = (
@@ -294,7 +318,8 @@ def _loss_section(losses: Sequence[LossPlot], records_link: str) -> list[str]:
               f"the `lm loss` of every iteration (thin) and its {SMOOTH_WINDOW}-iteration mean "
               "(solid)."), ""]
     for spec in losses:
-        lines += [f"![{spec.title}](plots/{spec.filename})", "", f"Shared: {spec.setup}.", ""]
+        lines += [f"![{_text(spec.title)}](plots/{spec.filename})", "",
+                  f"Shared: {_with_code(spec.setup)}.", ""]
         lines += _loss_table(spec, records_link)
         lines += ["", (f"Final loss: the mean `lm loss` of a run's last {FINAL_WINDOW} iterations; "
                        f"`vs {BASELINE}` is it minus {BASELINE}'s final loss (negative: lower).")]
@@ -324,7 +349,7 @@ def render(report: Report, plots: Sequence[PlotSpec], records_link: str,
         lines += ["## Plots", ""]
         lines += _ceiling_lines(plots)
         for spec in plots:
-            lines += [f"![{spec.title}](plots/{spec.filename})", ""]
+            lines += [f"![{_text(spec.title)}](plots/{spec.filename})", ""]
     lines += _loss_section(losses, records_link)
     lines += _failed_section(report.failed, records_link)
     lines += ["## Skipped files", ""]

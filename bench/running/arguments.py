@@ -4,6 +4,7 @@ runs), and the Megatron flags after ``--``."""
 from __future__ import annotations
 
 import argparse
+import secrets
 from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities
@@ -47,6 +48,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
     if top["iters"] is None:  # a sweep measures each layout briefly
         top["iters"] = SWEEP_ITERS if getattr(args, "sweep", False) else DEFAULT_ITERS
     return Options(now=datetime.now(UTC), gpus_present=gpus_present, gpu_name=gpu_name,
+                   nonce=secrets.token_hex(3),  # run ids of two checkouts in one second stay apart
                    capabilities=capabilities, **top,
                    zero=ZeroSettings(**nested["zero"]),
                    tuning=Tuning(**nested["tuning"], extra_args=args.megatron_args))

@@ -26,7 +26,7 @@ from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
 from bench.running.arguments import add_run_options, options_from, parse_run_argv
 from bench.running.jobs.cli import EXIT_FAILED
-from bench.running.jobs.follow import follow
+from bench.running.jobs.follow import check_poll, follow
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
 from bench.running.jobs.submit import check_submittable, submit_plan
 from bench.running.local import run_local, summary
@@ -43,6 +43,11 @@ def local_options(args: argparse.Namespace, platform: Platform, machine: Machine
     caps = found.capabilities if found is not None and platform.capabilities is None else None
     return options_from(args, gpus.count, gpus.name, caps)
 
+MAX_REPEAT = 100
+"""The most measurements of one configuration (``--repeat``, a campaign's ``repeat``): every one is
+planned before the first runs, so a typo of 10**9 must not fill the memory."""
+
+
 def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
                  tag: str | None = None, machine: Machine | None = None) -> list[LaunchPlan]:
     """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
@@ -50,8 +55,9 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     All are planned (and so checked) before anything is written or launched. ``machine``: the
     command's answers of this machine (a campaign asks it once for all its runs).
     """
-    if args.repeat < 1:
-        raise ValueError(f"--repeat must be at least 1, got {args.repeat}")
+    if not 1 <= args.repeat <= MAX_REPEAT:
+        raise ValueError(f"--repeat must be at least 1 and at most {MAX_REPEAT}, got "
+                         f"{args.repeat}")
     repeats: list[int | None] = [None] if args.repeat == 1 else list(range(1, args.repeat + 1))
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
@@ -72,7 +78,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     accelerator = platform.accelerator_for(options.gpu_name)
     # An unknown GPU has no memory size in the data: keep every layout rather than guess.
     device_gb = accelerator.memory_gb if accelerator else float("inf")
-    sweep_id = run_id(preset.name, "sweep", platform.name, options.now)
+    sweep_id = run_id(preset.name, "sweep", platform.name, options.now, options.nonce)
     options = replace(options, labels=(*labels, ("sweep", sweep_id)))
     launches: list[LaunchPlan] = []
     for repeat in repeats:  # repeats interleaved: each layout once, then again
@@ -103,6 +109,7 @@ def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
         value = getattr(args, key)
         if value is not None and not value > 0:
             raise ValueError(f"{flag} must be more than 0 seconds, got {value}")
+    check_poll(args.poll)
 
 def local_limits(args: argparse.Namespace) -> tuple[Path, float, float]:
     """(records directory, wall-clock limit, hang limit) of a run here, defaults filled in."""
@@ -238,6 +245,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.campaign:
         code = run_campaign(args, results, machine)
     else:
+        if args.only:  # it selects a campaign's runs; alone it would be silently ignored
+            raise ValueError("--only selects runs of a campaign: give --campaign FILE with it")
         if not args.preset:
             raise ValueError("give a model preset and a layout (python -m bench run 13b tp2pp8), "
                              "or --campaign FILE")

@@ -1,7 +1,8 @@
 """Run a plan on this machine: torchrun under a watchdog, a live progress line, one record.
 
 The training processes run in their own process group, so a timeout (wall-clock limit, or no
-output for ``hang_s`` seconds: a hung rank) or Ctrl-C stops all of them. A plan in an image runs
+output for ``hang_s`` seconds: a hung rank) or Ctrl-C stops all of them; should the runner itself
+be killed (SIGKILL), the launcher gets SIGTERM from the kernel and ends its ranks. A plan in an image runs
 as ``docker run ... IMAGE torchrun ...`` (``bench.render.docker``); its container is removed after
 the engine has said which image it started (``bench.running.docker``). Whatever happens, the run
 ends as exactly one record, written atomically; a failed run is recorded as failed, with its reason
@@ -10,6 +11,8 @@ and the last log lines, never with numbers.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import queue
 import signal
@@ -17,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,10 +41,33 @@ from bench.running.patches import applied_series
 from bench.running.rundir import create_run_dir
 
 KILL_GRACE_S = 15.0
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Loaded here, not in the forked child, where loading a library could deadlock on a lock.
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
 class Terminated(Exception):
     """The runner itself got SIGTERM (a batch system's time limit, ``timeout``, ``kill``)."""
+
+
+class LogUnwritable(Exception):
+    """The run's log could not be written (a full disk, a file-size limit): the run was stopped."""
+
+
+def _die_with_runner() -> Callable[[], None] | None:
+    """For ``Popen(preexec_fn=...)``: the launcher gets SIGTERM when the runner dies, even of
+    SIGKILL, and torchrun ends its ranks on SIGTERM; without it they would hold the GPUs. Linux
+    only (elsewhere None). The signal follows the thread that started the child: the runner's
+    main thread."""
+    if _LIBC is None:
+        return None
+    runner = os.getpid()
+
+    def arm() -> None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != runner:  # the runner died before the signal was armed
+            os.kill(os.getpid(), signal.SIGTERM)
+    return arm
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
@@ -103,44 +130,63 @@ def execute(argv: list[str], env: dict[str, str], log_path: Path, timeout_s: flo
     """Run ``argv`` writing its output to ``log_path``.
 
     Returns (exit code, why the watchdog stopped it: None when it ended by itself).
+    Raises :class:`LogUnwritable` (after stopping the run) when the log cannot be written.
     """
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, bufsize=1, start_new_session=True)
+    log = log_path.open("a")
+    try:
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1, start_new_session=True,
+                                preexec_fn=_die_with_runner())
+    except BaseException:  # nothing started: the log is not left open
+        log.close()
+        raise
     lines: queue.Queue[str | None] = queue.Queue()
     threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
     start = last_output = time.monotonic()
     stopped = None
     try:
-        with log_path.open("a") as log:
-            while True:
-                try:
-                    line = lines.get(timeout=1.0)
-                except queue.Empty:
-                    line = ""
-                now = time.monotonic()
-                if line is None:
-                    break
-                if line:
-                    last_output = now
-                    log.write(line)
-                    log.flush()
-                    on_line(line)
-                if now - start > timeout_s or now - last_output > hang_s:
-                    stopped = (f"it reached the wall-clock limit of {timeout_s:.0f} s (--timeout)"
-                               if now - start > timeout_s else
-                               f"no output came for {hang_s:.0f} s, so a rank is taken to hang "
-                               "(--hang-timeout)")
-                    log.write(f"bench: stopping the run: {stopped}\n")
-                    _stop(proc)
-                    break
+        while True:
+            try:
+                line = lines.get(timeout=1.0)
+            except queue.Empty:
+                line = ""
+            now = time.monotonic()
+            if line is None:
+                break
+            if line:
+                last_output = now
+                _write_log(log, log_path, line)
+                on_line(line)
+            if now - start > timeout_s or now - last_output > hang_s:
+                stopped = (f"it reached the wall-clock limit of {timeout_s:.0f} s (--timeout)"
+                           if now - start > timeout_s else
+                           f"no output came for {hang_s:.0f} s, so a rank is taken to hang "
+                           "(--hang-timeout)")
+                _write_log(log, log_path, f"bench: stopping the run: {stopped}\n")
+                _stop(proc)
+                break
     except BaseException:
         _stop(proc)  # Ctrl-C or any error here must not leave ranks running
         raise
+    finally:
+        # Every line was flushed, so closing writes nothing, except after a failed write, whose
+        # error was raised already: a second one would only repeat it.
+        with contextlib.suppress(OSError):
+            log.close()
     try:
         return proc.wait(timeout=30), stopped
     except subprocess.TimeoutExpired:  # the output closed, but the process lives on
         _stop(proc)
         return None, "its output closed, but it did not exit within 30 s"
+
+
+def _write_log(log: IO[str], path: Path, text: str) -> None:
+    try:
+        log.write(text)
+        log.flush()
+    except OSError as error:
+        raise LogUnwritable(f"the run was stopped because its log {path} could not be written "
+                            f"({error.strerror or error}: a full disk or a file-size limit)") from None
 
 
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
@@ -206,6 +252,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
 
     started = time.time()
     failure = None
+    stop: BaseException | None = None  # raised once the record is written
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     origin = None
     try:
@@ -214,11 +261,14 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     except KeyboardInterrupt:
         code, stopped = None, None
         failure = (Status.FAILED, "interrupted by the user (Ctrl-C)")
-        stop: BaseException = KeyboardInterrupt()
+        stop = KeyboardInterrupt()
     except Terminated:
         code, stopped = None, None
         failure = (Status.FAILED, "the benchmark was terminated (SIGTERM) before the run ended")
         stop = SystemExit(128 + signal.SIGTERM)
+    except LogUnwritable as error:
+        code, stopped = None, None
+        failure = (Status.FAILED, str(error))
     finally:
         signal.signal(signal.SIGTERM, previous)
         progress.done()
@@ -232,10 +282,16 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     try:
         write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run
-        kept = write_record(run_dir, record)
+        try:
+            kept = write_record(run_dir, record)
+        except OSError as again:  # the disk is full: said once, with what the record would say
+            raise ValueError(
+                f"the record could not be written to {records_dir} ({error.strerror or error}) "
+                f"nor to {run_dir} ({again.strerror or again}): free some space; the run ended "
+                f"{record.status.value}" + (f": {record.reason}" if record.reason else "")) from None
         raise ValueError(f"the record could not be written to {records_dir} "
                          f"({error.strerror or error}); it is in {kept}: move it there") from None
-    if failure:
+    if stop is not None:
         raise stop  # the user asked to stop: after the record, not before
     return record
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,9 +42,14 @@ def create_run_dir(root: Path, plan: LaunchPlan, files: dict[str, str],
         contents["ds_config.json"] = plan.ds_config
     contents["plan.json"] = json.dumps((summary or plan_summary(plan)).model_dump(mode="json"),
                                        indent=2) + "\n"
-    for name, text in contents.items():
-        with (run_dir / name).open("x") as fh:
-            fh.write(text)
+    try:
+        for name, text in contents.items():
+            with (run_dir / name).open("x") as fh:
+                fh.write(text)
+    except OSError as error:  # a full disk or a file-size limit: said before anything starts
+        shutil.rmtree(run_dir, ignore_errors=True)  # made above, exclusively: only its files go
+        raise ValueError(f"the run directory {run_dir} could not be written "
+                         f"({error.strerror or error}); nothing was started") from None
     return run_dir
 
 

@@ -14,7 +14,7 @@ from bench.planning.tuning import Tuning
 from bench.running.arguments import options_from, parse_run_argv, run_parser
 
 # What the caller observes or the command decides, not what a user sets.
-OBSERVED = {"now", "gpus_present", "gpu_name", "capabilities", "repeat", "labels", "tag"}
+OBSERVED = {"now", "nonce", "gpus_present", "gpu_name", "capabilities", "repeat", "labels", "tag"}
 
 
 def test_the_command_line_is_the_table() -> None:
@@ -52,7 +52,7 @@ def test_a_campaign_sets_what_the_command_line_sets(tmp_path: Path) -> None:
             "cpu", "--overlap-comm", "--reduce-bucket", "2e8", "--force", "--image-option",
             "msamp=1"]
     from_line = options_from(parse_run_argv(line), 0, "")
-    assert dataclasses.replace(from_file, now=from_line.now) == from_line
+    assert dataclasses.replace(from_file, now=from_line.now, nonce=from_line.nonce) == from_line
     assert from_line.zero == ZeroSettings(offload="cpu", overlap_comm=True,
                                           reduce_bucket_size=200_000_000)
     assert (from_line.recompute, from_line.seq_length, from_line.save, from_line.image_msamp) == (

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.config.platforms import job_option_default, load_platform
+from bench.config.tomlfile import DataError
 from bench.records.record import RecordError
 from bench.records.store import add_records_option, load_record, record_path, records_dir
 from bench.render.scripts import render_script
-from bench.running.jobs.collect import collect, record_exists
-from bench.running.jobs.follow import POLL_S, follow
-from bench.running.jobs.outcome import judge
+from bench.running.jobs.collect import collect, record_exists, record_of
+from bench.running.jobs.follow import POLL_S, check_poll, follow
+from bench.running.jobs.outcome import Outcome, judge
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
 from bench.running.jobs.submit import submit_plan
 from bench.running.jobs.system_check import check_plan, compare, format_report, gather
@@ -66,11 +68,23 @@ def _result(run: RunDir, folder: Path) -> tuple[str, str, int | None]:
         report = compare(gather(run.read_output() or ""), run.plan.world_size, run.plan.env)
         result = f"check {outcome.status}, " + (
             f"all {len(report.ranks)} ranks agree" if report.ok else f"{len(report.flags)} flags")
+        reason = outcome.reason
     else:
-        result = f"{outcome.status} (not collected)"
-    if outcome.reason:
-        result += f": {outcome.reason}"
+        status, reason = _bench_result(run, outcome)
+        result = f"{status} (not collected)"
+    if reason:
+        result += f": {reason}"
     return (state.state if state else "ENDED"), result, state and state.elapsed_s
+
+
+def _bench_result(run: RunDir, outcome: Outcome) -> tuple[str, str | None]:
+    """(status, reason) that ``collect`` would record for a finished benchmark: metrics that fail
+    the record's checks make an ok log a failed run."""
+    try:
+        record = record_of(run, outcome)
+    except DataError:  # a plan.json this kit cannot read: collect says so; here, the log's verdict
+        return outcome.status, outcome.reason
+    return record.status.value, record.reason
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -121,8 +135,9 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     platform = load_platform(args.platform)
-    launch = check_plan(platform, args.nodes, datetime.now(UTC), account=args.account,
-                        partition=args.partition, queue=args.queue)
+    check_poll(args.poll)
+    launch = check_plan(platform, args.nodes, datetime.now(UTC), nonce=secrets.token_hex(3),
+                        account=args.account, partition=args.partition, queue=args.queue)
     if args.dry_run:
         print(render_script(launch)[1], end="")
         return 0

@@ -65,12 +65,14 @@ def collect_run(run: RunDir, records_dir: Path, scheduler: Scheduler) -> Collect
     if not outcome.finished:
         return Collected(run.run_id, "running", outcome.status, outcome.reason)
     try:
-        write_record(records_dir, record_of(run, outcome))
+        record = record_of(run, outcome)
+        write_record(records_dir, record)
     except RecordExistsError:  # another collect got there first
         return Collected(run.run_id, "exists")
     except DataError as err:  # a plan.json this kit cannot read: said, and the others collected
         return Collected(run.run_id, "unreadable", outcome.status, str(err))
-    return Collected(run.run_id, "recorded", outcome.status, outcome.reason)
+    # The record's status, not the log's: metrics that fail the record's checks make it failed.
+    return Collected(run.run_id, "recorded", record.status.value, record.reason)
 
 
 def collect(root: Path, records_dir: Path) -> list[Collected]:

@@ -13,12 +13,23 @@ from bench.running.jobs.scheduler import Scheduler, SchedulerError
 from bench.running.jobstate import JobState
 from bench.running.rundir import RunDir
 
+POLL_RANGE_S = (0.5, 3600.0)
+"""The ``--poll`` a user may give, seconds: faster hammers the scheduler's controller (0 would
+query it in a busy loop), slower is no longer following."""
 QUERY_RETRIES = 5
 """Failed scheduler queries in a row tolerated while following (a busy controller). Default 5."""
 
 # Lines worth showing live besides progress: kit markers, scheduler kills, errors.
 NOTEWORTHY_LINE = re.compile(
     r"BENCH_END|\*\*\*|Traceback|Error|error:|CUDA out of memory|\bnan\b|exceeded limit")
+
+
+def check_poll(poll_s: float) -> None:
+    """A ValueError unless ``poll_s`` is in :data:`POLL_RANGE_S`: said before a job is submitted,
+    not when following it starts."""
+    low, high = POLL_RANGE_S
+    if not low <= poll_s <= high:  # nan fails both comparisons
+        raise ValueError(f"--poll must be {low:g} to {high:g} seconds, got {poll_s}")
 
 
 def describe(state: JobState) -> str:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.measure.logparse import ParseResult, parse_log
+from bench.measure.logparse import ParseResult, log_lines, parse_log
 from bench.render.common import END_MARKER
 from bench.running.jobs.scheduler import Scheduler
 from bench.running.jobstate import FAILED_STATES, JobState
@@ -100,16 +100,16 @@ def output_verdict(text: str) -> tuple[str | None, str | None]:
 
 
 # A line naming a Python exception ("RuntimeError: ...", "... (ModuleNotFoundError: ...)"), not
-# the launcher's own "srun: error: ..." lines.
-PYTHON_ERROR_LINE = re.compile(r"^(?!srun|slurmstepd).*\b[\w.]*(?:Error|Exception)\b.*$",
-                               re.MULTILINE)
+# the launcher's own "srun: error: ..." lines. Matched line by line on bounded lines (``log_lines``),
+# with nothing before the error word but one ".*": linear in the line's length.
+PYTHON_ERROR_LINE = re.compile(r"^(?!srun|slurmstepd).*(?:Error|Exception)\b")
 ERROR_LINE_CHARS = 300
 """A failure reason quotes at most this many characters of the error line. The default is 300."""
 
 
 def _last_error(text: str) -> str | None:
     """The last line of the output naming a Python exception (shortened), if any."""
-    found = PYTHON_ERROR_LINE.findall(text)
+    found = [line for line in log_lines(text) if PYTHON_ERROR_LINE.match(line)]
     return found[-1].strip()[:ERROR_LINE_CHARS] if found else None
 
 

@@ -48,15 +48,19 @@ class CheckReport:
         return not self.flags
 
 
-def check_plan(platform: Platform, nodes: int, now: datetime, **job: str | None) -> LaunchPlan:
+def check_plan(platform: Platform, nodes: int, now: datetime, nonce: str = "",
+               **job: str | None) -> LaunchPlan:
     """A plan whose ranks run ``bench.train.sysinfo`` instead of training.
 
     It is the plan of the smallest preset, pure data parallel over ``nodes`` whole nodes, so the
     check goes through exactly the benchmark's launch path (directives, modules, environment,
     container, launcher); only the command each rank runs differs. Its run id is
-    ``check_{platform}_{nodes}n_{UTC timestamp}``. ``job`` overrides the platform's account,
+    ``check_{platform}_{nodes}n_{UTC timestamp}[-{nonce}]``. ``job`` overrides the platform's account,
     partition or queue (``None``: the platform's; the command line defaults them to ``$BENCH_<KEY>``).
     """
+    if platform.scheduler == "none":  # no job to submit, and no whole nodes to size it by
+        raise ValueError(f"the system check is a job on a cluster, and platform {platform.name} "
+                         "has no scheduler: check this machine's GPUs with `nox -s smoke`")
     smallest = min(load_presets().values(), key=lambda p: p.layers * p.hidden ** 2)
     gpus = nodes * platform.gpus_per_node
     launch = plan(smallest, "tp1pp1", platform,
@@ -64,7 +68,8 @@ def check_plan(platform: Platform, nodes: int, now: datetime, **job: str | None)
                           walltime=CHECK_WALLTIME, **job))
     report_env = tuple(arg for name, _ in launch.env for arg in ("--env", name))
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-    return replace(launch, run_id=f"check_{platform.name}_{nodes}n_{stamp}",
+    suffix = f"-{nonce}" if nonce else ""
+    return replace(launch, run_id=f"check_{platform.name}_{nodes}n_{stamp}{suffix}",
                    entry=("-m", "bench.train.sysinfo"), train_args=report_env, ds_config=None)
 
 
