@@ -76,3 +76,28 @@ def _check_applies(options: Options, platform: Platform, engine: str) -> None:
                 raise ValueError(f"{flag} does not apply to the megatron engine, which trains on "
                                  "mock data or --data-path's tokenized data with a null "
                                  "tokenizer; it is for --engine megatron-deepspeed")
+
+
+def pbs_queue(platform: Platform, nodes: int) -> str | None:
+    """The queue a job of ``nodes`` nodes goes to: the one asked for (``--queue`` or the platform's
+    ``queue``), checked against the platform's queue limits, else the first of its ``queues`` that
+    takes the job; None where the platform lists no queues. A ValueError names the right queue."""
+    queues = platform.job.queues
+    if not queues:
+        return None
+    where = f"{platform.source or platform.name} [job] queues"
+    fitting = [q for q in queues if q.takes(nodes, platform.job.walltime)]
+    asked = next((q for q in queues if q.name == platform.job.queue), None)
+    if asked is not None and asked not in fitting:
+        fix = f"use --queue {fitting[0].name}" if fitting else "use fewer nodes or a shorter --walltime"
+        raise ValueError(f"queue {asked.limits()} cannot take {nodes} node(s) for "
+                         f"{platform.job.walltime} ({where}): {fix}, or leave --queue out to have "
+                         "the queue chosen from the node count")
+    if platform.job.queue:  # a queue the data does not list: the site's own choice
+        return platform.job.queue
+    if not fitting:
+        raise ValueError(f"no queue of {platform.name} takes {nodes} node(s) for "
+                         f"{platform.job.walltime}: {', '.join(q.limits() for q in queues)} "
+                         f"({where}); change --nodes or --walltime, or name another queue of the site with "
+                         "--queue")
+    return fitting[0].name

@@ -16,7 +16,7 @@ from bench.config.platforms import Accelerator, Platform, load_accelerator, matc
 from bench.config.precisions import MSAMP_PRECISIONS, peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.flops import RECOMPUTE
-from bench.planning.checks import check_options
+from bench.planning.checks import check_options, pbs_queue
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.deepspeed import (
     DEFAULT_ZERO_SETTINGS,
@@ -130,7 +130,7 @@ def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[i
 def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
     if platform.accelerator != "auto":
         return load_accelerator(platform.accelerator)
-    return match_accelerator(options.gpu_name) if options.gpu_name else None
+    return match_accelerator(options.gpu_name, options.gpu_memory_gb) if options.gpu_name else None
 
 
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
@@ -235,6 +235,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     # A name is parsed once here; a sweep passes the spec of a layout it has already built.
     spec = parse_layout_name(layout) if isinstance(layout, str) else layout
     gpus, nodes, per_node = _run_size(spec, platform, options)
+    platform = with_job_overrides(platform, queue=pbs_queue(platform, nodes))
     # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
     layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs)
     accelerator = _accelerator(platform, options)

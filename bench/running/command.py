@@ -64,7 +64,7 @@ def local_options(args: argparse.Namespace, platform: Platform) -> Options:
     gpus = detect_gpus()
     found = args.training_facts = training_facts(args, platform)
     caps = found.capabilities if found is not None and platform.capabilities is None else None
-    return options_from(args, gpus.count, gpus.name, caps)
+    return replace(options_from(args, gpus.count, gpus.name, caps), gpu_memory_gb=gpus.memory_gb)
 
 def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
                  tag: str | None = None) -> list[LaunchPlan]:
@@ -93,7 +93,8 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     if platform.accelerator != "auto":
         accelerator = load_accelerator(platform.accelerator)
     else:
-        accelerator = match_accelerator(options.gpu_name) if options.gpu_name else None
+        accelerator = (match_accelerator(options.gpu_name, options.gpu_memory_gb)
+                       if options.gpu_name else None)
     # An unknown GPU has no memory size in the data: keep every layout rather than guess.
     device_gb = accelerator.memory_gb if accelerator else float("inf")
     sweep_id = run_id(preset.name, "sweep", platform.name, options.now)

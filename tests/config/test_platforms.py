@@ -56,6 +56,45 @@ def test_accelerator_detection_by_device_name() -> None:
     assert match_accelerator("Tesla T4") is None
 
 
+def test_a100_80gb_is_matched_by_name_and_by_memory() -> None:
+    # nvidia-smi's names; memory.total in GB as bench.running.gpus reads it (81920 MiB).
+    assert match_accelerator("NVIDIA A100-SXM4-80GB").name == "a100-sxm-80gb"
+    assert match_accelerator("NVIDIA A100-SXM4-80GB").memory_gb == 80
+    assert match_accelerator("NVIDIA A100-SXM4-40GB", 42.9).name == "a100-sxm"
+    assert match_accelerator("NVIDIA A100 80GB PCIe", 85.9).name == "a100-sxm-80gb"
+    assert match_accelerator("NVIDIA A100-SXM4", 85.9).name == "a100-sxm-80gb"  # memory decides
+    assert match_accelerator("NVIDIA H200", 150.1).name == "h200-sxm"
+
+
+def _user_accelerator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, match: str) -> Path:
+    folder = tmp_path / "accelerators"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(f'model = "mine"\nmatch = [{match}]\nmemory_gb = 80\n'
+                    'peak_tflops = { bf16 = 1.0 }\npeak_source = "mine"\n')
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path))
+    return path
+
+
+def test_a_blank_match_string_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _user_accelerator(tmp_path, monkeypatch, "everything", '""')
+    with pytest.raises(DataError, match=r"everything.toml.*match.0: '' must name part of a device"):
+        load_accelerator_file(path)
+    with pytest.raises(DataError, match="everything.toml"):
+        match_accelerator("NVIDIA H100 80GB HBM3")
+
+
+def test_equal_matches_are_refused_and_the_most_specific_wins(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _user_accelerator(tmp_path, monkeypatch, "my-h100", '"H100 80GB HBM3"')
+    assert match_accelerator("NVIDIA H100 80GB HBM3").name == "my-h100"
+    assert match_accelerator("NVIDIA H100 PCIe").name == "h100-sxm"
+    _user_accelerator(tmp_path, monkeypatch, "other-h100", '"H100 80GB HBM3"')
+    with pytest.raises(DataError, match=r"matches accelerators/my-h100.toml and "
+                       r"accelerators/other-h100.toml equally"):
+        match_accelerator("NVIDIA H100 80GB HBM3")
+
+
 def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     shutil.copytree(REPO_PLATFORMS_DIR, tmp_path / "platforms")

@@ -205,6 +205,34 @@ def test_polaris_seed_run_is_preset_layout_and_options() -> None:
     assert "--use-torch-sdpa" in local.train_args and "--use-torch-sdpa" not in launch.train_args
 
 
+@pytest.mark.parametrize(("nodes", "queue"), [(1, "debug"), (2, "debug"), (3, "debug-scaling"),
+                                              (8, "debug-scaling"), (10, "debug-scaling"),
+                                              (16, "prod"), (496, "prod")])
+def test_polaris_queue_follows_the_node_count(nodes: int, queue: str) -> None:
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("polaris"),
+                  options(nodes=nodes, mbs=1, gbs=4 * nodes, account="datascience"))
+    assert launch.platform.job.queue == queue
+    assert f"#PBS -q {queue}\n" in pbs.render(launch)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"nodes": 16, "queue": "debug"}, r"queue debug \(1-2 nodes, up to 01:00:00\) cannot take 16 "
+     r"node\(s\).*use --queue prod"),
+    ({"nodes": 2, "walltime": "02:00:00"}, r"no queue of polaris takes 2 node\(s\) for 02:00:00"),
+    ({"nodes": 497}, r"no queue of polaris takes 497 node\(s\)"),
+])
+def test_polaris_queue_that_cannot_take_the_job_is_refused(extra: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan(get_preset("1.3b"), "tp1pp1", load_platform("polaris"),
+             options(account="datascience", mbs=1, gbs=4 * extra["nodes"], **extra))
+
+
+def test_polaris_queue_the_data_does_not_list_is_the_users_choice() -> None:
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("polaris"),
+                  options(nodes=4, mbs=1, gbs=16, queue="preemptable", account="datascience"))
+    assert "#PBS -q preemptable\n" in pbs.render(launch)
+
+
 # --- Azure 175B -------------------------------------------------------------------------------
 
 def test_azure_175b_saves_checkpoints_on_amlfs_with_real_data() -> None:
