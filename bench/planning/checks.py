@@ -10,7 +10,9 @@ Megatron flag of its own).
 from __future__ import annotations
 
 from bench.config.platforms import Platform
+from bench.config.precisions import MSAMP_PRECISIONS
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
+from bench.planning.layout import Layout
 from bench.planning.options import Options
 
 MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
@@ -101,3 +103,14 @@ def pbs_queue(platform: Platform, nodes: int) -> str | None:
                          f"({where}); change --nodes or --walltime, or name another queue of the site with "
                          "--queue")
     return fitting[0].name
+
+
+def check_msamp_layout(precision: str, layout: Layout) -> None:
+    """MS-AMP's FP8 linear on megatron-core (bench.train.msamp) is wired for one tensor-parallel
+    rank without sequence parallelism; anything else would stop at the first forward."""
+    if precision not in MSAMP_PRECISIONS or layout.tp == 1:  # sp needs tp > 1
+        return
+    why = "sequence parallelism ('sp')" if layout.sp else f"tensor parallelism (tp{layout.tp})"
+    raise ValueError(f"--precision {precision} with layout {layout.name}: MS-AMP's FP8 linear on "
+                     f"megatron-core does not do {why}; use tp1 without 'sp' (split the model "
+                     "with pp, and dp for the rest), or --precision fp8 (Transformer Engine)")

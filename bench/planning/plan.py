@@ -16,7 +16,7 @@ from bench.config.platforms import Accelerator, Platform, load_accelerator, matc
 from bench.config.precisions import MSAMP_PRECISIONS, peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.flops import RECOMPUTE
-from bench.planning.checks import check_options, pbs_queue
+from bench.planning.checks import check_msamp_layout, check_options, pbs_queue
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.deepspeed import (
     DEFAULT_ZERO_SETTINGS,
@@ -241,6 +241,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     accelerator = _accelerator(platform, options)
     if accelerator is not None:
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
+    check_msamp_layout(precision, layout)
     rid = run_id(preset.name, layout.name, platform.name, options.now)
     if options.tag:
         rid = f"{rid}-{options.tag}"
