@@ -135,16 +135,16 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
 
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
             accelerator: Accelerator | None, per_node: int, tuning: Tuning,
-            force: bool) -> tuple[float, str]:
+            force: bool, recompute: str | None) -> tuple[float, str]:
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
     zero_stage = layout.zero or 1  # DeepSpeed's default stage 1 shards like the distributed optimizer
-    need = estimate_bytes(preset, layout, grad, zero_stage) / GB
+    need = estimate_bytes(preset, layout, grad, zero_stage, recompute=recompute) / GB
     if accelerator is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
         check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
-                   zero_stage)
+                   zero_stage, recompute)
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
                   + (" (--force)" if force else ""))
 
@@ -292,7 +292,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval)
     check_extra_args(tuning.extra_args, args)
     memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
-                                     platform.gpus_per_node or per_node, tuning, options.force)
+                                     platform.gpus_per_node or per_node, tuning, options.force,
+                                     options.recompute)
     env = {**platform.env, **precision_env(precision)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)

@@ -60,10 +60,11 @@ CASES = [
       "capabilities": Capabilities(transformer_engine=True, msamp=True)}),
     ("local", "megatron-deepspeed", "345m", "tp4pp1",
      {"gpus_present": 4, "gpu_name": "NVIDIA H200", **SEED_003_DATA}),
-    # Seed 003: 345M on one 4-GPU VM, TP4, fp16, ZeRO-3 with CPU offload, overlap, 2e8 buckets.
+    # Seed 003: 345M on one 4-GPU VM, TP4, fp16, ZeRO-3 with CPU offload, overlap, 2e8 buckets,
+    # and its --checkpoint-activations (full recompute, as its published row counts).
     ("local", "megatron-deepspeed", "345m", "tp4pp1zero3",
      {"gpus_present": 4, "gpu_name": "NVIDIA H100 80GB HBM3", "precision": "fp16", "mbs": 1,
-      "gbs": 4, "zero": SEED_003_ZERO, **SEED_003_DATA}),
+      "gbs": 4, "zero": SEED_003_ZERO, "recompute": "full", **SEED_003_DATA}),
 ]
 
 
