@@ -289,7 +289,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
                               tuning.fused_attention)
         ds_config = ds_config_json(layout, precision, options.zero)
     if save:
-        args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval)
+        args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval, engine)
     check_extra_args(tuning.extra_args, args)
     memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
                                      platform.gpus_per_node or per_node, tuning, options.force,

@@ -251,6 +251,28 @@ def test_azure_175b_saves_checkpoints_on_amlfs_with_real_data() -> None:
     assert custom.image == "other.sqsh"
 
 
+SEED_001_NCCL = {"NCCL_P2P_NET_CHUNKSIZE": "524288", "NCCL_IB_QPS_PER_CONNECTION": "4",
+                 "NCCL_PXN_DISABLE": "1", "NCCL_MIN_NCHANNELS": "32", "NCCL_IGNORE_CPU_AFFINITY": "1"}
+SEED_001_CHECKPOINTS = ("--use-persistent-ckpt-worker", "--ckpt-fully-parallel-load",
+                        "--ckpt-assume-constant-structure")
+
+
+@pytest.mark.parametrize("platform", ["azure-h100", "azure-h200"])
+def test_azure_runs_nccl_and_checkpoints_as_seed_001s_04_gpt175b(platform: str) -> None:
+    launch = plan(get_preset("175b"), "tp8pp16sp", load_platform(platform), options(save=""))
+    env = dict(launch.env)
+    assert {key: env.get(key) for key in SEED_001_NCCL} == SEED_001_NCCL
+    script = slurm.render(launch)
+    assert all(f"export {key}={value}\n" in script for key, value in SEED_001_NCCL.items())
+    args = launch.train_args
+    assert args[args.index("--save") - 3:args.index("--save")] == SEED_001_CHECKPOINTS
+    no_save = plan(get_preset("175b"), "tp8pp16sp", load_platform(platform), options())
+    deepspeed = plan(get_preset("13b"), "tp2pp1", load_platform(platform),
+                     options(nodes=2, engine="megatron-deepspeed", save="/data/ck"))
+    for other in (no_save, deepspeed):  # Megatron-Core's flags, only where it saves
+        assert not set(SEED_001_CHECKPOINTS) & set(other.train_args)
+
+
 @pytest.mark.parametrize(("platform", "extra", "message"), [
     ("local", {"save": "", "gpus_present": 1}, "local has no .storage. stage: give --save DIR"),
     ("azure-h100", {"save_interval": 10}, "--save-interval needs --save"),
