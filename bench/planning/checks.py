@@ -114,3 +114,11 @@ def check_msamp_layout(precision: str, layout: Layout) -> None:
     raise ValueError(f"--precision {precision} with layout {layout.name}: MS-AMP's FP8 linear on "
                      f"megatron-core does not do {why}; use tp1 without 'sp' (split the model "
                      "with pp, and dp for the rest), or --precision fp8 (Transformer Engine)")
+
+
+def check_account(platform: Platform) -> None:
+    """A site that refuses jobs without an account is told so when the run is planned (dry runs
+    included), not when the job is submitted."""
+    if platform.job.account_required and not platform.job.account:
+        raise ValueError(f"{platform.name} needs an account for its jobs: pass --account PROJECT "
+                         "or set BENCH_ACCOUNT")

@@ -16,7 +16,7 @@ from bench.config.platforms import Accelerator, Platform, load_accelerator, matc
 from bench.config.precisions import MSAMP_PRECISIONS, peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.flops import RECOMPUTE
-from bench.planning.checks import check_msamp_layout, check_options, pbs_queue
+from bench.planning.checks import check_account, check_msamp_layout, check_options, pbs_queue
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.deepspeed import (
     DEFAULT_ZERO_SETTINGS,
@@ -309,6 +309,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     if platform.accelerator == "auto" and options.gpu_name and accelerator is None:
         notes.append(f"GPU '{options.gpu_name}' has no file in platforms/accelerators/: MFU will "
                      "not be computed; add one with its dense peak and source")
+    check_account(platform)  # last: what is wrong with the run itself is said first
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,

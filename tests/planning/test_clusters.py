@@ -25,6 +25,7 @@ from bench.render import pbs, slurm
 from bench.results.data import load_published
 from bench.running.arguments import options_from
 from tests.conftest import options
+from tests.inprocess import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,7 +60,8 @@ def _run_with_standins(script: str, tmp_path: Path, tools: tuple[str, ...],
 # --- LUMI -------------------------------------------------------------------------------------
 
 def _lumi_plan(**extra: object):
-    return plan(get_preset("13b"), "tp2pp8", load_platform("lumi"), options(**extra))
+    return plan(get_preset("13b"), "tp2pp8", load_platform("lumi"),
+                options(**{"account": "project_1", **extra}))
 
 
 def test_lumi_cpu_masks_give_each_gcd_its_own_seven_cores() -> None:
@@ -81,7 +83,10 @@ def test_lumi_uses_a_current_stack_with_the_rccl_plugin() -> None:
     assert "LUMI/23.03" not in platform.modules  # retired
     assert platform.modules[:2] == ("LUMI/24.03", "partition/G")
     assert any(m.startswith("aws-ofi-rccl/") for m in platform.modules)
-    assert platform.library_path == ("${EBROOTAWSMINOFIMINRCCL}/lib",)
+    # The plugin, and beside it the host's Cray libfabric it is linked against (in the /opt/cray bind).
+    assert platform.library_path == ("${EBROOTAWSMINOFIMINRCCL}/lib",
+                                     "/opt/cray/libfabric/1.15.2.0/lib64")
+    assert any(platform.library_path[1].startswith(bind + "/") for bind in platform.binds)
     for host_piece in ("/var/spool/slurmd", "/opt/cray", "/usr/lib64/libcxi.so.1"):
         assert host_piece in platform.binds
 
@@ -99,7 +104,8 @@ def test_lumi_script_runs_with_standins_one_bound_task_per_gcd(tmp_path: Path) -
     assert argv[3] == "--bind" and argv[4].endswith(f",{tmp_path}")  # the submit folder, explicitly
     assert argv[5:7] == ["--pwd", str(tmp_path)]
     assert argv[8:11] == ["python", "-m", "bench.train.rankenv"]
-    assert srun["env"]["SINGULARITYENV_LD_LIBRARY_PATH"] == f"{plugin}/lib"
+    assert srun["env"]["SINGULARITYENV_LD_LIBRARY_PATH"] == (f"{plugin}/lib:"
+                                                             "/opt/cray/libfabric/1.15.2.0/lib64")
     assert srun["env"]["NCCL_NET"] == "AWS Libfabric"
     assert "#SBATCH --ntasks-per-node=8" in script and "#SBATCH --cpus-per-task=7" in script
 
@@ -116,6 +122,16 @@ def test_lumi_script_stops_before_launch_without_the_plugin_module(tmp_path: Pat
                                   "/scratch/project_1/data/meg-gpt2_text_document"])
 def test_lumi_data_inside_a_bind_is_accepted(path: str) -> None:
     assert f"--data-path {path}" in slurm.render(_lumi_plan(data_path=path))
+
+
+def test_lumi_asks_for_the_account_when_planning_and_in_the_dry_run(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="lumi needs an account for its jobs: pass --account"):
+        plan(get_preset("13b"), "tp2pp8", load_platform("lumi"), options())
+    result = run_cli("run", "13b", "tp2pp8", "--platform", "lumi", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("error: lumi needs an account for its jobs: pass --account PROJECT "
+                             "or set BENCH_ACCOUNT\n")
+    assert not list(tmp_path.iterdir())
 
 
 def test_lumi_data_outside_every_bind_is_refused() -> None:
@@ -171,7 +187,8 @@ def test_polaris_platform_runs_the_venv_the_recipe_builds() -> None:
 
 
 def test_polaris_puts_the_ofi_plugin_first_on_the_library_path(tmp_path: Path) -> None:
-    launch = plan(get_preset("6.7b"), "tp4pp1", load_platform("polaris"), options(mbs=1))
+    launch = plan(get_preset("6.7b"), "tp4pp1", load_platform("polaris"),
+                  options(mbs=1, account="datascience"))
     line = next(s for s in pbs.render(launch).splitlines() if s.startswith("export LD_LIBRARY"))
     for before, after in (("/usr/lib", ":/usr/lib"), ("", "")):
         env = {"PATH": os.environ["PATH"], **({"LD_LIBRARY_PATH": before} if before else {})}
@@ -184,7 +201,7 @@ def test_polaris_puts_the_ofi_plugin_first_on_the_library_path(tmp_path: Path) -
 def test_polaris_seed_run_is_preset_layout_and_options() -> None:
     args = build_parser().parse_args(
         ["run", "25b", "tp4pp2spzero1", "--platform", "polaris", "--nodes", "8",
-         "--seq-length", "4096", "--mbs", "1", "--gbs", "4"])
+         "--seq-length", "4096", "--mbs", "1", "--gbs", "4", "--account", "datascience"])
     args.megatron_args = ()
     launch = plan(get_preset("25b"), args.layout, load_platform("polaris"),
                   options_from(args, 0, ""))

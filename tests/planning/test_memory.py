@@ -112,11 +112,12 @@ def test_run_refuses_a_plan_that_cannot_fit_before_writing_anything(tmp_path: Pa
     assert len(refused.stderr.splitlines()) == 1
     assert not list(tmp_path.iterdir())
     forced = run_cli("run", "6.7b", "tp2pp1", "--platform", "polaris", "--dry-run", "--force",
+                     "--account", "datascience",
                      cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
     assert "note: memory estimate: ~67.9 GB per GPU of 40 GB (--force)" in forced.stderr
     fits_ = run_cli("run", "6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris", "--dry-run",
-                    cwd=tmp_path)
+                    "--account", "datascience", cwd=tmp_path)
     assert "note: memory estimate: ~33.2 GB per GPU of 40 GB" in fits_.stderr
 
 

@@ -339,8 +339,8 @@ def test_an_image_without_docker_is_refused_before_anything_is_written(tmp_path:
 
 @pytest.mark.parametrize("args", [
     ["--iters", "10"],  # exactly the warm-up and the window
-    ["--platform", "lumi", "--walltime", "48:00:00"],  # Slurm and PBS take hours beyond 24
-    ["--platform", "lumi", "--walltime", "1-23:59:59"],
+    ["--platform", "lumi", "--walltime", "48:00:00", "--account", "project_1"],  # Slurm and PBS take hours beyond 24
+    ["--platform", "lumi", "--walltime", "1-23:59:59", "--account", "project_1"],
     # One node: ALCF's prod queue takes 10 or more (platforms/polaris.toml [job] queues).
     ["--platform", "polaris", "--queue", "debug", "--account", "datascience", "--mbs", "2"],
     ["--platform", "lumi", "--partition", "dev-g", "--account", "project_1"],

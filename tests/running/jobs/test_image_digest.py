@@ -28,7 +28,7 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 def _printed(tmp_path: Path, platform: str, image: str, env: dict[str, str] | None = None) -> str:
     script = slurm.render(plan(get_preset("1.3b"), "tp1pp1", load_platform(platform),
-                               options(nodes=1, image=image)))
+                               options(nodes=1, image=image, account="project_1")))
     result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"), env or {})
     assert result.returncode == 0, result.stderr
     assert [c["tool"] for c in calls] == ["scontrol", "srun"]  # printed before launch
