@@ -19,6 +19,7 @@ from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.images import polaris
 from bench.images.pins import load_pins, load_polaris_recipe
+from bench.images.refs import image_file
 from bench.planning.engines.deepspeed import ZeroSettings, ds_config
 from bench.planning.plan import plan
 from bench.render import pbs, slurm
@@ -93,6 +94,7 @@ def test_lumi_uses_a_current_stack_with_the_rccl_plugin() -> None:
 
 def test_lumi_script_runs_with_standins_one_bound_task_per_gcd(tmp_path: Path) -> None:
     script = slurm.render(_lumi_plan())
+    (tmp_path / "megatron-bench-rocm.sif").write_bytes(b"sif stand-in")  # checked before srun
     plugin = "/appl/lumi/aws-ofi-rccl"
     result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"),
                                        {"EBROOTAWSMINOFIMINRCCL": plugin})
@@ -261,7 +263,9 @@ def test_azure_175b_saves_checkpoints_on_amlfs_with_real_data() -> None:
     assert args[args.index("--data-path") + 1].startswith(f"{stage}/slimpajama/preprocessed/")
     assert "--mock-data" not in args
     assert launch.layout.global_batch == 512  # the seed's GLOBAL_BATCH_SIZE
-    assert launch.image == f"{stage}/striped_directory/megatron-bench-kit-cuda_latest.sqsh"
+    # The file `pull --runtime enroot` writes, by the same name (bench.images.refs.image_file).
+    assert launch.image == f"{stage}/striped_directory/{image_file(load_pins().target('cuda'), 'enroot')}"
+    assert launch.image.endswith("/megatron-bench-cuda.sqsh")
     custom = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"),
                   options(save="/data/ck", save_interval=7, image="other.sqsh"))
     assert custom.train_args[-4:] == ("--save", "/data/ck", "--save-interval", "7")
