@@ -181,3 +181,15 @@ def test_accelerator_peak_must_be_a_finite_number(tmp_path: Path, value: str) ->
     (tmp_path / "x.toml").write_text(text.replace("bf16 = 989.0", f"bf16 = {value}"))
     with pytest.raises(DataError, match="x.toml: key 'peak_tflops.bf16' must be a finite number"):
         load_accelerator_file(tmp_path / "x.toml")
+
+
+def test_the_local_gpus_memory_reaches_the_planner() -> None:
+    from bench.config.presets import get_preset
+    from bench.planning.plan import plan
+    from bench.running.gpus import _memory_gb
+    from tests.conftest import options
+
+    assert _memory_gb("81920 MiB") == pytest.approx(85.9, abs=0.05) and _memory_gb("[N/A]") == 0.0
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+                  options(gpus_present=1, gpu_name="NVIDIA A100-SXM4", gpu_memory_gb=85.9))
+    assert launch.accelerator.name == "a100-sxm-80gb"
