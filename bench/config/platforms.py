@@ -64,7 +64,9 @@ class AcceleratorFile(Strict):
     """One GPU (or GCD) model and its dense peak TFLOP/s per precision, with the source."""
 
     model: str
-    match: tuple[str, ...] = ()  # substrings of the device name a driver reports (e.g. "H200")
+    # Substrings of the device name a driver reports (e.g. "H200"); the longest that occurs decides
+    # between files, so a blank one, which occurs in every name, is refused.
+    match: tuple[Annotated[str, hinted(r"\S", "must name part of a device name, e.g. 'H100'")], ...] = ()
     memory_gb: Positive
     peak_tflops: dict[PeakFormat, Positive]
     peak_source: Annotated[str, Field(pattern=r"\S")]  # where the peak figures come from
@@ -85,8 +87,44 @@ class Accelerator(AcceleratorFile):
         return self.peak_tflops[fmt]
 
 
+def walltime_seconds(value: str) -> int:
+    """A checked walltime (``HH:MM:SS`` or ``D-HH:MM:SS``) in seconds."""
+    match = _WALLTIME.match(check_walltime(value))
+    assert match  # check_walltime refused anything else
+    days, hours, minutes, seconds = (int(match[k] or 0) for k in ("days", "h", "m", "s"))
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+
+
+class Queue(Strict):
+    """A PBS queue, the node counts it takes and its longest walltime ("": no limit known)."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    min_nodes: Annotated[int, Field(ge=1)] = 1
+    max_nodes: Annotated[int, Field(ge=1)]
+    max_walltime: Annotated[str, AfterValidator(lambda value: value and check_walltime(value))] = ""
+
+    def takes(self, nodes: int, walltime: str) -> bool:
+        """Whether a job of ``nodes`` nodes and ``walltime`` fits this queue's limits."""
+        long_ok = not self.max_walltime or walltime_seconds(walltime) <= walltime_seconds(self.max_walltime)
+        return self.min_nodes <= nodes <= self.max_nodes and long_ok
+
+    def limits(self) -> str:
+        """``debug (1-2 nodes, up to 01:00:00)``."""
+        most = f", up to {self.max_walltime}" if self.max_walltime else ""
+        return f"{self.name} ({self.min_nodes}-{self.max_nodes} nodes{most})"
+
+    @model_validator(mode="after")
+    def _range(self) -> Queue:
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"queue '{self.name}': min_nodes {self.min_nodes} is above max_nodes "
+                             f"{self.max_nodes}")
+        return self
+
+
 class Job(Strict):
-    """Scheduler defaults a user overrides by option (empty = not set)."""
+    """Scheduler defaults a user overrides by option (empty = not set). ``queues``: the site's
+    queues with their node limits, in order of preference; without ``queue``, a PBS job goes to the
+    first that takes its node count."""
 
     account: str = ""
     partition: str = ""
@@ -98,6 +136,7 @@ class Job(Strict):
     extra_directives: tuple[str, ...] = ()  # more scheduler options, e.g. "--exclusive"
     account_required: bool = False  # the site refuses jobs without an account (LUMI, ALCF)
     node_resources: str = ""  # PBS: appended to "select=<nodes>:", e.g. "system=polaris"
+    queues: tuple[Queue, ...] = ()
 
 
 class Data(Strict):
@@ -127,10 +166,10 @@ class Storage(Strict):
 
 # [job] keys a scheduler's renderer does not use: set, they would be silently dropped.
 _JOB_KEYS_UNUSED = {
-    "slurm": ("queue", "filesystems", "node_resources"),
+    "slurm": ("queue", "filesystems", "node_resources", "queues"),
     "pbs": ("partition", "qos"),
     "none": ("account", "partition", "queue", "qos", "filesystems", "extra_directives",
-             "node_resources", "account_required"),
+             "node_resources", "account_required", "queues"),
 }
 
 
@@ -222,12 +261,13 @@ class Platform(PlatformFile):
     capabilities: Capabilities | None = Capabilities()  # type: ignore[assignment]
     accelerators: tuple[Accelerator, ...] = ()
 
-    def accelerator_for(self, gpu_name: str) -> Accelerator | None:
-        """The run's accelerator: the platform's own, or ("auto") the one whose ``match`` strings
-        occur in the device name the driver reported; None when there is none."""
+    def accelerator_for(self, gpu_name: str, memory_gb: float = 0.0) -> Accelerator | None:
+        """The run's accelerator: the platform's own, or ("auto") the file that most specifically
+        matches the device name (and memory, in GB, where known) the driver reported; None when
+        there is none."""
         if self.accelerator != "auto":
             return self.accelerators[0]
-        return _matching(self.accelerators, gpu_name) if gpu_name else None
+        return _matching(self.accelerators, gpu_name, memory_gb) if gpu_name else None
 
 
 def platforms_dirs() -> list[Path]:
@@ -316,10 +356,35 @@ def load_accelerator(name: str) -> Accelerator:
     return load_accelerator_file(files[name])
 
 
-def match_accelerator(device_name: str) -> Accelerator | None:
-    """The accelerator whose ``match`` strings occur in a driver-reported device name."""
-    return _matching(map(load_accelerator_file, accelerator_files()), device_name)
+# A driver reports memory in MiB of the whole device (an 80 GB A100: 81920 MiB, 85.9 GB), a data
+# file the marketed size: within this fraction they are the same card.
+_MEMORY_TOLERANCE = 0.15
 
 
-def _matching(accelerators: Iterable[Accelerator], device_name: str) -> Accelerator | None:
-    return next((a for a in accelerators if any(m.lower() in device_name.lower() for m in a.match)), None)
+def match_accelerator(device_name: str, memory_gb: float = 0.0) -> Accelerator | None:
+    """The accelerator file that most specifically matches a driver-reported device name
+    (:func:`_matching`)."""
+    return _matching(map(load_accelerator_file, accelerator_files()), device_name, memory_gb)
+
+
+def _matching(accelerators: Iterable[Accelerator], device_name: str,
+              memory_gb: float = 0.0) -> Accelerator | None:
+    """The longest of the files' ``match`` strings that occurs in the name wins, and where the
+    device's memory is known (``memory_gb`` > 0, in GB) only files of that size count. None when no
+    file matches; a DataError when two files match equally, naming both."""
+    name = device_name.lower()
+    found: list[tuple[int, Accelerator]] = []
+    for accelerator in accelerators:
+        lengths = [len(m) for m in accelerator.match if m.lower() in name]
+        size_ok = not memory_gb or abs(memory_gb / accelerator.memory_gb - 1) <= _MEMORY_TOLERANCE
+        if lengths and size_ok:
+            found.append((max(lengths), accelerator))
+    if not found:
+        return None
+    best = max(length for length, _ in found)
+    winners = [a for length, a in found if length == best]
+    if len(winners) > 1:
+        files = " and ".join(f"accelerators/{a.name}.toml" for a in winners)
+        raise DataError(f"GPU '{device_name}' matches {files} equally: make one file's match "
+                        "more specific (e.g. 'A100-SXM4-80GB') or remove one of them")
+    return winners[0]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -75,16 +77,38 @@ def cmd_push(args) -> int:
     return 0
 
 
+# A registry's words for "no such image or tag" (docker, enroot and Singularity pass them on).
+_NOT_FOUND = re.compile(r"manifest unknown|not found|name unknown|does not exist|denied", re.I)
+
+
+def _nothing_to_pull(reference: str, target: str) -> container_engine.EngineError:
+    """One line for a pull that found no image: releases are made by tag (docs/images.md)."""
+    return container_engine.EngineError(
+        f"{reference} was not found: no release of it is published there (releases are made by "
+        f"v* tags, docs/images.md#releases); build it with `nox -s build-{target}` and push it "
+        f"with `nox -s push -- {target} --registry HOST/OWNER`, then pull with --registry")
+
+
 def cmd_pull(args) -> int:
     target = load_pins().target(args.target)
     reference = refs.registry_reference(target, args.registry, args.tag)
     if args.runtime == "docker":
-        print(f"pulled {reference}: {container_engine.pull(reference)}")
+        try:
+            image_id = container_engine.pull(reference)
+        except container_engine.EngineError as error:
+            if _NOT_FOUND.search(str(error)):
+                raise _nothing_to_pull(reference, args.target) from None
+            raise
+        print(f"pulled {reference}: {image_id}")
         print(refs.for_jobs(refs.pyxis_reference(reference)) + " (pyxis pulls it at job start)")
         return 0
     output = refs.image_file(target, args.runtime, args.tag)
     argv = container_engine.runtime_pull_command(args.runtime, reference, output)
-    if not container_engine.run_if_present(argv):
+    try:
+        ran = container_engine.run_if_present(argv)
+    except subprocess.CalledProcessError:  # the tool said why above; this says what to do
+        raise _nothing_to_pull(reference, args.target) from None
+    if not ran:
         raise container_engine.EngineError(f"nothing was pulled: {argv[0]} is not installed here; run the "
                                  "command above where it is (the cluster's login node)")
     if not Path(output).exists():

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.config.platforms import Platform
+from bench.config.precisions import MSAMP_PRECISIONS
 from bench.config.run_options import RECOMPUTE
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS
+from bench.planning.layout import Layout
 from bench.planning.options import Options
 
 MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
@@ -114,3 +116,47 @@ def _check_applies(options: Options, platform: Platform, engine: str) -> None:
     for owner, given, refusal in _ENGINE_SETTINGS:
         if engine != owner and given(options):
             raise ValueError(refusal)
+
+
+def pbs_queue(platform: Platform, nodes: int) -> str | None:
+    """The queue a job of ``nodes`` nodes goes to: the one asked for (``--queue`` or the platform's
+    ``queue``), checked against the platform's queue limits, else the first of its ``queues`` that
+    takes the job; None where the platform lists no queues. A ValueError names the right queue."""
+    queues = platform.job.queues
+    if not queues:
+        return None
+    where = f"{platform.source or platform.name} [job] queues"
+    fitting = [q for q in queues if q.takes(nodes, platform.job.walltime)]
+    asked = next((q for q in queues if q.name == platform.job.queue), None)
+    if asked is not None and asked not in fitting:
+        fix = f"use --queue {fitting[0].name}" if fitting else "use fewer nodes or a shorter --walltime"
+        raise ValueError(f"queue {asked.limits()} cannot take {nodes} node(s) for "
+                         f"{platform.job.walltime} ({where}): {fix}, or leave --queue out to have "
+                         "the queue chosen from the node count")
+    if platform.job.queue:  # a queue the data does not list: the site's own choice
+        return platform.job.queue
+    if not fitting:
+        raise ValueError(f"no queue of {platform.name} takes {nodes} node(s) for "
+                         f"{platform.job.walltime}: {', '.join(q.limits() for q in queues)} "
+                         f"({where}); change --nodes or --walltime, or name another queue of the site with "
+                         "--queue")
+    return fitting[0].name
+
+
+def check_msamp_layout(precision: str, layout: Layout) -> None:
+    """MS-AMP's FP8 linear on megatron-core (bench.train.msamp) is wired for one tensor-parallel
+    rank without sequence parallelism; anything else would stop at the first forward."""
+    if precision not in MSAMP_PRECISIONS or layout.tp == 1:  # sp needs tp > 1
+        return
+    why = "sequence parallelism ('sp')" if layout.sp else f"tensor parallelism (tp{layout.tp})"
+    raise ValueError(f"--precision {precision} with layout {layout.name}: MS-AMP's FP8 linear on "
+                     f"megatron-core does not do {why}; use tp1 without 'sp' (split the model "
+                     "with pp, and dp for the rest), or --precision fp8 (Transformer Engine)")
+
+
+def check_account(platform: Platform) -> None:
+    """A site that refuses jobs without an account is told so when the run is planned (dry runs
+    included), not when the job is submitted."""
+    if platform.job.account_required and not platform.job.account:
+        raise ValueError(f"{platform.name} needs an account for its jobs: pass --account PROJECT "
+                         "or set BENCH_ACCOUNT")

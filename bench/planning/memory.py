@@ -2,14 +2,17 @@
 sweeps skip them.
 
 Per GPU, in bytes (Korthikanti et al. 2022 for activations, with flash-style attention that keeps
-no s x s scores, and no activation recomputation):
+no s x s scores):
 
 - weights 2 B/param (bf16/fp16), gradients 2 B/param (reduced in bf16) or 4 B (fp32);
 - Adam state and fp32 master weights 12 B/param, divided by DP (Megatron's distributed optimizer,
   DeepSpeed ZeRO-1); ZeRO-2 also divides the gradients, ZeRO-3 the weights;
 - activations s*b*h*(10 + 24/tp) B per layer and micro-batch (s*b*h*34/tp with sequence
   parallelism; s is divided by cp), for the layers of one pipeline stage and the micro-batches the
-  1F1B schedule keeps in flight on the first stage (up to pp);
+  1F1B schedule keeps in flight on the first stage (up to pp). Full activation recompute keeps
+  only each layer's input, 2*s*b*h B (divided by tp with sequence parallelism), plus one layer's
+  activations while it is recomputed; selective recompute drops the s x s attention scores, which
+  this estimate does not count anyway, so it changes nothing here;
 - logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers.
 
 Against the peaks measured on H200 (``results/records/``, tests/planning/test_memory.py) it is within -19%
@@ -49,10 +52,10 @@ def state_bytes(precision: str) -> int:
 
 
 def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,
-                   optimizer_bytes: int = 12) -> float:
+                   optimizer_bytes: int = 12, recompute: str | None = None) -> float:
     """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what
     is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
-    3: + weights)."""
+    3: + weights). ``recompute``: activation recompute (None, "full" or "selective")."""
     params = params_per_gpu(preset, layout)
     dp = layout.dp
     states = (params * 2 / (dp if zero_stage >= 3 else 1)
@@ -61,7 +64,12 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     s, b, h = preset.seq_length / layout.cp, layout.micro_batch, preset.hidden
     in_flight = min(layout.pp, layout.grad_accumulation)
     per_sbh = 34 / layout.tp if layout.sp else 10 + 24 / layout.tp
-    activations = (preset.layers / layout.pp) * in_flight * s * b * h * per_sbh
+    layers = preset.layers / layout.pp
+    if recompute == "full":  # layer inputs kept, one layer's activations rebuilt at a time
+        activations = (layers * in_flight * s * b * h * 2 / (layout.tp if layout.sp else 1)
+                       + s * b * h * per_sbh)
+    else:
+        activations = layers * in_flight * s * b * h * per_sbh
     logits = 2 * 4 * s * b * preset.vocab_size / layout.tp
     return states + activations + logits + _CONTEXT_BYTES
 
@@ -73,16 +81,17 @@ def grad_bytes(engine: str, precision: str, grad_reduce_bf16: bool) -> int:
 
 
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
-         zero_stage: int = 1) -> bool:
-    return estimate_bytes(preset, layout, grad_bytes, zero_stage) <= FIT_FRACTION * device_gb * GB
+         zero_stage: int = 1, recompute: str | None = None) -> bool:
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, recompute=recompute)
+    return need <= FIT_FRACTION * device_gb * GB
 
 
 def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
-               grad_bytes: int = 2, zero_stage: int = 1) -> float:
+               grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
     nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then up
     to 8x the GPUs)."""
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage) / GB
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, recompute=recompute) / GB
     limit = FIT_FRACTION * device_gb
     if need <= limit:
         return need
@@ -91,7 +100,7 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
         for mbs in sorted({layout.micro_batch // 2**k or 1 for k in range(4)}, reverse=True):
             for lay in valid_layouts(preset, gpus, gpus_per_node, mbs, layout.global_batch,
                                      cp=layout.cp, zero=layout.zero):
-                gb = estimate_bytes(preset, lay, grad_bytes, zero_stage) / GB
+                gb = estimate_bytes(preset, lay, grad_bytes, zero_stage, recompute=recompute) / GB
                 distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
                 if gb <= limit:
                     fitting.append(((gpus, -mbs, distance, gb), lay, gb))

@@ -54,6 +54,7 @@ class Options:
     recompute: str | None = None  # activation recompute: None, "full" or "selective"
     gpus_present: int = 0
     gpu_name: str = ""
+    gpu_memory_gb: float = 0.0  # the local GPU's memory as the driver reports it (0: unknown)
     # The n-th of N measurements of one configuration (``--repeat N``): the run id gets ``-r<n>``
     # and the run's notes name the group (``repeat_group``, the run id without the suffix).
     repeat: int | None = None

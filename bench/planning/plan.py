@@ -16,7 +16,7 @@ from bench.config.platforms import Accelerator, Platform, with_job_overrides
 from bench.config.precisions import peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.profile import PROFILE_STEPS
-from bench.planning.checks import check_options
+from bench.planning.checks import check_account, check_msamp_layout, check_options, pbs_queue
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
@@ -129,16 +129,16 @@ def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[i
 
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
             accelerator: Accelerator | None, per_node: int, tuning: Tuning,
-            force: bool) -> tuple[float, str]:
+            force: bool, recompute: str | None) -> tuple[float, str]:
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
     zero_stage = layout.zero or 1  # DeepSpeed's default stage 1 shards like the distributed optimizer
-    need = estimate_bytes(preset, layout, grad, zero_stage) / GB
+    need = estimate_bytes(preset, layout, grad, zero_stage, recompute=recompute) / GB
     if accelerator is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
         check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
-                   zero_stage)
+                   zero_stage, recompute)
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
                   + (" (--force)" if force else ""))
 
@@ -240,6 +240,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     # Lay out. A name is parsed once here; a sweep passes the spec of a layout it has built.
     spec = parse_layout_name(layout) if isinstance(layout, str) else layout
     gpus, nodes, per_node = _run_size(spec, platform, options)
+    platform = with_job_overrides(platform, queue=pbs_queue(platform, nodes))
     # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
     layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs)
     rid, labels = _run_id(preset, layout, platform, options)
@@ -251,9 +252,10 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     _check_binds(platform, image, {"--data-path": data.path, "--vocab-file": data.vocab_file,
                                    "--merge-file": data.merge_file, "--save": save})
     # The GPU: its peak for the precision must be known (the record's MFU divides by it).
-    accelerator = platform.accelerator_for(options.gpu_name)
+    accelerator = platform.accelerator_for(options.gpu_name, options.gpu_memory_gb)
     if accelerator is not None:
         accelerator.peak(precision)
+    check_msamp_layout(precision, layout)
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     # Render the engine's flags.
     caps = _capabilities(platform, options)
@@ -266,16 +268,19 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         profile_steps=PROFILE_STEPS if options.profile else 0))
     args = flags.args
     if save:
-        args += tuple(checkpoint_flags(save, options.save_interval or platform.storage.save_interval))
+        args += tuple(checkpoint_flags(save, options.save_interval or platform.storage.save_interval,
+                                       engine))
     check_extra_args(tuning.extra_args, args)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
     memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
-                                     platform.gpus_per_node or per_node, tuning, options.force)
+                                     platform.gpus_per_node or per_node, tuning, options.force,
+                                     options.recompute)
     env = {**platform.env, **precision_env(precision)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
     notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
              memory_note, *_unknown_gpu(platform, options, accelerator)]
+    check_account(platform)  # last: what is wrong with the run itself is said first
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,

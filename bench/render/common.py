@@ -74,6 +74,22 @@ def _is_image_file(plan: LaunchPlan) -> bool:
     return "://" not in plan.image
 
 
+def image_file_check(plan: LaunchPlan) -> list[str]:
+    """Stop before the launcher when the image file the runtime would start is not there, saying
+    how to make it (a runtime would otherwise fail on every node, or pull nothing)."""
+    if plan.platform.container_runtime not in ("pyxis", "singularity") or not _is_image_file(plan):
+        return []
+    tool = "enroot" if plan.platform.container_runtime == "pyxis" else "singularity"
+    name = plan.image.rpartition("/")[2]
+    target = name.removeprefix("megatron-bench-").partition(".")[0].partition("_")[0]
+    if not name.startswith("megatron-bench-") or not target:
+        target = "<cuda|rocm>"
+    message = (f"error: image file {plan.image} not found: pull it in its folder with `nox -s pull "
+               f"-- {target} --runtime {tool}` (docs/images.md), or pass --image")
+    return [f"if [ ! -f {shlex.quote(plan.image)} ]; then",
+            f"  echo {shlex.quote(message)} >&2", f'  echo "{END_MARKER}1"', "  exit 1", "fi"]
+
+
 def image_digest_lines(plan: LaunchPlan) -> list[str]:
     """The line a container job prints before launch: the digest of the image its runtime starts.
 

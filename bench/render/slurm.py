@@ -12,6 +12,7 @@ from bench.render.common import (
     finish,
     header,
     image_digest_lines,
+    image_file_check,
     rankenv,
     torchrun_tokens,
 )
@@ -80,5 +81,5 @@ def render(plan: LaunchPlan) -> str:
         raise ValueError(f"platform {plan.platform.name} uses {plan.platform.scheduler}, not Slurm")
     lines = ["#!/bin/bash", *directives(plan), *header(plan), *ds_config_line(plan),
              "set -uo pipefail", *environment(plan, _MASTER_ADDR), "",
-             *image_digest_lines(plan), wrap(launcher_command(plan)), *finish()]
+             *image_file_check(plan), *image_digest_lines(plan), wrap(launcher_command(plan)), *finish()]
     return "\n".join(lines) + "\n"

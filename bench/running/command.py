@@ -41,7 +41,7 @@ def local_options(args: argparse.Namespace, platform: Platform, machine: Machine
     gpus = machine.gpus()
     found = args.training_facts = machine.training_facts(args.image, platform, args.dry_run)
     caps = found.capabilities if found is not None and platform.capabilities is None else None
-    return options_from(args, gpus.count, gpus.name, caps)
+    return replace(options_from(args, gpus.count, gpus.name, caps), gpu_memory_gb=gpus.memory_gb)
 
 MAX_REPEAT = 100
 """The most measurements of one configuration (``--repeat``, a campaign's ``repeat``): every one is
@@ -75,7 +75,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
         return [plan(preset, args.layout, platform, replace(options, repeat=i)) for i in repeats]
     if args.layout:
         raise ValueError(f"give a layout ({args.layout}) or --sweep, not both")
-    accelerator = platform.accelerator_for(options.gpu_name)
+    accelerator = platform.accelerator_for(options.gpu_name, options.gpu_memory_gb)
     # An unknown GPU has no memory size in the data: keep every layout rather than guess.
     device_gb = accelerator.memory_gb if accelerator else float("inf")
     sweep_id = run_id(preset.name, "sweep", platform.name, options.now, options.nonce)

@@ -13,6 +13,7 @@ class LocalGPUs:
     count: int
     name: str  # the first GPU's name as the driver reports it, "" when none
     driver: str
+    memory_gb: float = 0.0  # the first GPU's memory in GB (1e9 bytes), 0 when unknown
 
 
 def detect_gpus() -> LocalGPUs:
@@ -21,8 +22,8 @@ def detect_gpus() -> LocalGPUs:
     if not smi:
         return LocalGPUs(0, "", "")
     try:
-        out = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=True).stdout
+        out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30, check=True).stdout
     except (subprocess.SubprocessError, OSError):
         return LocalGPUs(0, "", "")
     rows = [[part.strip() for part in line.split(",")] for line in out.splitlines() if line.strip()]
@@ -32,4 +33,15 @@ def detect_gpus() -> LocalGPUs:
         count = min(count, len([v for v in visible.split(",") if v.strip()]))
     if not count:
         return LocalGPUs(0, "", "")
-    return LocalGPUs(count, rows[0][0], rows[0][1] if len(rows[0]) > 1 else "")
+    first = rows[0]
+    return LocalGPUs(count, first[0], first[1] if len(first) > 1 else "",
+                     _memory_gb(first[2]) if len(first) > 2 else 0.0)
+
+
+def _memory_gb(field: str) -> float:
+    """nvidia-smi's ``81920 MiB`` in GB; 0 when it says something else ("[N/A]")."""
+    number, _, unit = field.partition(" ")
+    try:
+        return float(number) * 2**20 / 1e9 if unit == "MiB" else 0.0
+    except ValueError:
+        return 0.0

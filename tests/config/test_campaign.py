@@ -97,7 +97,7 @@ def test_sweep_on_a_cluster_needs_its_size_and_submits_per_layout(tmp_path: Path
     result = run_cli("run", "13b", "--sweep", "--platform", "lumi", "--dry-run", cwd=tmp_path)
     assert result.returncode == 2 and "needs its size: --gpus N or --nodes N" in result.stderr
     plans = _plans(run_cli("run", "13b", "--sweep", "--platform", "lumi", "--nodes", "2",
-                           "--dry-run", "--json", cwd=tmp_path))
+                           "--account", "project_1", "--dry-run", "--json", cwd=tmp_path))
     assert all(p["world_size"] == 16 and p["labels"]["sweep"].startswith("13b_sweep_lumi_")
                for p in plans)
     assert all(p["layout"]["tp"] <= 8 for p in plans), "tensor parallelism stays in a node"

@@ -56,6 +56,45 @@ def test_accelerator_detection_by_device_name() -> None:
     assert match_accelerator("Tesla T4") is None
 
 
+def test_a100_80gb_is_matched_by_name_and_by_memory() -> None:
+    # nvidia-smi's names; memory.total in GB as bench.running.gpus reads it (81920 MiB).
+    assert match_accelerator("NVIDIA A100-SXM4-80GB").name == "a100-sxm-80gb"
+    assert match_accelerator("NVIDIA A100-SXM4-80GB").memory_gb == 80
+    assert match_accelerator("NVIDIA A100-SXM4-40GB", 42.9).name == "a100-sxm"
+    assert match_accelerator("NVIDIA A100 80GB PCIe", 85.9).name == "a100-sxm-80gb"
+    assert match_accelerator("NVIDIA A100-SXM4", 85.9).name == "a100-sxm-80gb"  # memory decides
+    assert match_accelerator("NVIDIA H200", 150.1).name == "h200-sxm"
+
+
+def _user_accelerator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, match: str) -> Path:
+    folder = tmp_path / "accelerators"
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.toml"
+    path.write_text(f'model = "mine"\nmatch = [{match}]\nmemory_gb = 80\n'
+                    'peak_tflops = { bf16 = 1.0 }\npeak_source = "mine"\n')
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path))
+    return path
+
+
+def test_a_blank_match_string_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _user_accelerator(tmp_path, monkeypatch, "everything", '""')
+    with pytest.raises(DataError, match=r"everything.toml.*match.0: '' must name part of a device"):
+        load_accelerator_file(path)
+    with pytest.raises(DataError, match="everything.toml"):
+        match_accelerator("NVIDIA H100 80GB HBM3")
+
+
+def test_equal_matches_are_refused_and_the_most_specific_wins(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    _user_accelerator(tmp_path, monkeypatch, "my-h100", '"H100 80GB HBM3"')
+    assert match_accelerator("NVIDIA H100 80GB HBM3").name == "my-h100"
+    assert match_accelerator("NVIDIA H100 PCIe").name == "h100-sxm"
+    _user_accelerator(tmp_path, monkeypatch, "other-h100", '"H100 80GB HBM3"')
+    with pytest.raises(DataError, match=r"matches accelerators/my-h100.toml and "
+                       r"accelerators/other-h100.toml equally"):
+        match_accelerator("NVIDIA H100 80GB HBM3")
+
+
 def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     shutil.copytree(REPO_PLATFORMS_DIR, tmp_path / "platforms")
@@ -72,9 +111,9 @@ def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
     (("walltime = \"01:00:00\"", "walltime = \"1h\""), "job.walltime: '1h' must be a walltime like HH:MM:SS"),
     (("OMP_NUM_THREADS = \"7\"", "OMP-THREADS = \"7\""), "not a valid environment variable"),
     (("cpus_per_task = 7", "cpu_per_task = 7"), "unknown key(s) cpu_per_task"),
-    (('library_path = ["${EBROOTAWSMINOFIMINRCCL}/lib"]', 'library_path = ["$(evil)/lib"]'),
+    (('library_path = ["${EBROOTAWSMINOFIMINRCCL}/lib",', 'library_path = ["$(evil)/lib",'),
      "library_path.0: '$(evil)/lib' must be an absolute folder"),
-    (('library_path = ["${EBROOTAWSMINOFIMINRCCL}/lib"]', 'library_path = ["lib"]'),
+    (('library_path = ["${EBROOTAWSMINOFIMINRCCL}/lib",', 'library_path = ["lib",'),
      "library_path.0: 'lib' must be an absolute folder"),
     (('cpu_bind = "mask_cpu:', 'cpu_bind = "mask_cpu:0xfe;reboot,'), "must be a Slurm --cpu-bind value"),
     (('launcher = "srun"', 'launcher = "torchrun"'), "cpu_bind binds srun's per-GPU tasks"),
@@ -142,3 +181,15 @@ def test_accelerator_peak_must_be_a_finite_number(tmp_path: Path, value: str) ->
     (tmp_path / "x.toml").write_text(text.replace("bf16 = 989.0", f"bf16 = {value}"))
     with pytest.raises(DataError, match="x.toml: key 'peak_tflops.bf16' must be a finite number"):
         load_accelerator_file(tmp_path / "x.toml")
+
+
+def test_the_local_gpus_memory_reaches_the_planner() -> None:
+    from bench.config.presets import get_preset
+    from bench.planning.plan import plan
+    from bench.running.gpus import _memory_gb
+    from tests.conftest import options
+
+    assert _memory_gb("81920 MiB") == pytest.approx(85.9, abs=0.05) and _memory_gb("[N/A]") == 0.0
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+                  options(gpus_present=1, gpu_name="NVIDIA A100-SXM4", gpu_memory_gb=85.9))
+    assert launch.accelerator.name == "a100-sxm-80gb"

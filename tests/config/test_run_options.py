@@ -14,7 +14,7 @@ from bench.planning.tuning import Tuning
 from bench.running.arguments import options_from, parse_run_argv, run_parser
 
 # What the caller observes or the command decides, not what a user sets.
-OBSERVED = {"now", "nonce", "gpus_present", "gpu_name", "capabilities", "repeat", "labels", "tag"}
+OBSERVED = {"now", "nonce", "gpus_present", "gpu_name", "gpu_memory_gb", "capabilities", "repeat", "labels", "tag"}
 
 
 def test_the_command_line_is_the_table() -> None:

@@ -32,6 +32,11 @@ def test_platform_defaults_are_what_pull_makes() -> None:
             checked += 1
     assert checked >= 3  # azure-h100, azure-h200, lumi
     assert refs.platforms_using(sif) == ["lumi"]
+    # The squashed image the Azure platforms start from is the file `pull --runtime enroot` writes.
+    sqsh = refs.image_file(pins.target("cuda"), "enroot")
+    for name in ("azure-h100", "azure-h200"):
+        squashed = load_platform_file(REPO_PLATFORMS_DIR / f"{name}.toml").storage.squashed_image
+        assert squashed.rpartition("/")[2] == sqsh == "megatron-bench-cuda.sqsh", name
     assert refs.image_file(pins.target("cuda"), "enroot", "0.1.0") == "megatron-bench-cuda_0.1.0.sqsh"
 
 
@@ -77,3 +82,36 @@ def test_pull_that_worked_names_the_image_for_jobs(tmp_path: Path, monkeypatch, 
     assert f"job scripts: the default image of lumi, for jobs submitted from {tmp_path}" in out
     assert main(["images", "pull", "rocm", "--runtime", "singularity", "--tag", "0.1.0"]) == 0
     assert f"job scripts: --image {tmp_path / 'megatron-bench-rocm_0.1.0.sif'}" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("runtime", ["enroot", "singularity"])
+def test_pull_that_finds_nothing_says_so_in_one_line(runtime: str, tmp_path: Path, monkeypatch,
+                                                    capfd) -> None:
+    """The registry has no such image (no release yet): the tool fails, the kit says what to do."""
+    tool = tmp_path / "bin" / runtime
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho 'manifest unknown' >&2\nexit 1\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tool.parent}:/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    assert main(["images", "pull", "cuda", "--runtime", runtime]) == 1
+    err = capfd.readouterr().err
+    ours = [line for line in err.splitlines() if line.startswith("error:")]
+    assert ours == ["error: ghcr.io/megatron-bench-kit/cuda:latest was not found: no release of it "
+                    "is published there (releases are made by v* tags, docs/images.md#releases); "
+                    "build it with `nox -s build-cuda` and push it with `nox -s push -- cuda "
+                    "--registry HOST/OWNER`, then pull with --registry"]
+    assert "Traceback" not in err
+
+
+def test_docker_pull_that_finds_nothing_says_so_in_one_line(monkeypatch, capfd) -> None:
+    from bench.images import container_engine
+
+    def missing(reference: str) -> str:
+        raise container_engine.EngineError(f"pull of {reference} failed: manifest unknown")
+
+    monkeypatch.setattr(container_engine, "pull", missing)
+    assert main(["images", "pull", "rocm"]) == 1
+    err = capfd.readouterr().err
+    assert err.startswith("error: ghcr.io/megatron-bench-kit/rocm:latest was not found: no release")
+    assert len(err.splitlines()) == 1

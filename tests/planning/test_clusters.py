@@ -19,12 +19,14 @@ from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.images import polaris
 from bench.images.pins import load_pins, load_polaris_recipe
+from bench.images.refs import image_file
 from bench.planning.engines.deepspeed import ZeroSettings, ds_config
 from bench.planning.plan import plan
 from bench.render import pbs, slurm
 from bench.results.data import load_published
 from bench.running.arguments import options_from
 from tests.conftest import options
+from tests.inprocess import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,7 +61,8 @@ def _run_with_standins(script: str, tmp_path: Path, tools: tuple[str, ...],
 # --- LUMI -------------------------------------------------------------------------------------
 
 def _lumi_plan(**extra: object):
-    return plan(get_preset("13b"), "tp2pp8", load_platform("lumi"), options(**extra))
+    return plan(get_preset("13b"), "tp2pp8", load_platform("lumi"),
+                options(**{"account": "project_1", **extra}))
 
 
 def test_lumi_cpu_masks_give_each_gcd_its_own_seven_cores() -> None:
@@ -81,13 +84,17 @@ def test_lumi_uses_a_current_stack_with_the_rccl_plugin() -> None:
     assert "LUMI/23.03" not in platform.modules  # retired
     assert platform.modules[:2] == ("LUMI/24.03", "partition/G")
     assert any(m.startswith("aws-ofi-rccl/") for m in platform.modules)
-    assert platform.library_path == ("${EBROOTAWSMINOFIMINRCCL}/lib",)
+    # The plugin, and beside it the host's Cray libfabric it is linked against (in the /opt/cray bind).
+    assert platform.library_path == ("${EBROOTAWSMINOFIMINRCCL}/lib",
+                                     "/opt/cray/libfabric/1.15.2.0/lib64")
+    assert any(platform.library_path[1].startswith(bind + "/") for bind in platform.binds)
     for host_piece in ("/var/spool/slurmd", "/opt/cray", "/usr/lib64/libcxi.so.1"):
         assert host_piece in platform.binds
 
 
 def test_lumi_script_runs_with_standins_one_bound_task_per_gcd(tmp_path: Path) -> None:
     script = slurm.render(_lumi_plan())
+    (tmp_path / "megatron-bench-rocm.sif").write_bytes(b"sif stand-in")  # checked before srun
     plugin = "/appl/lumi/aws-ofi-rccl"
     result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"),
                                        {"EBROOTAWSMINOFIMINRCCL": plugin})
@@ -99,7 +106,8 @@ def test_lumi_script_runs_with_standins_one_bound_task_per_gcd(tmp_path: Path) -
     assert argv[3] == "--bind" and argv[4].endswith(f",{tmp_path}")  # the submit folder, explicitly
     assert argv[5:7] == ["--pwd", str(tmp_path)]
     assert argv[8:11] == ["python", "-m", "bench.train.rankenv"]
-    assert srun["env"]["SINGULARITYENV_LD_LIBRARY_PATH"] == f"{plugin}/lib"
+    assert srun["env"]["SINGULARITYENV_LD_LIBRARY_PATH"] == (f"{plugin}/lib:"
+                                                             "/opt/cray/libfabric/1.15.2.0/lib64")
     assert srun["env"]["NCCL_NET"] == "AWS Libfabric"
     assert "#SBATCH --ntasks-per-node=8" in script and "#SBATCH --cpus-per-task=7" in script
 
@@ -116,6 +124,16 @@ def test_lumi_script_stops_before_launch_without_the_plugin_module(tmp_path: Pat
                                   "/scratch/project_1/data/meg-gpt2_text_document"])
 def test_lumi_data_inside_a_bind_is_accepted(path: str) -> None:
     assert f"--data-path {path}" in slurm.render(_lumi_plan(data_path=path))
+
+
+def test_lumi_asks_for_the_account_when_planning_and_in_the_dry_run(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="lumi needs an account for its jobs: pass --account"):
+        plan(get_preset("13b"), "tp2pp8", load_platform("lumi"), options())
+    result = run_cli("run", "13b", "tp2pp8", "--platform", "lumi", "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == ("error: lumi needs an account for its jobs: pass --account PROJECT "
+                             "or set BENCH_ACCOUNT\n")
+    assert not list(tmp_path.iterdir())
 
 
 def test_lumi_data_outside_every_bind_is_refused() -> None:
@@ -171,7 +189,8 @@ def test_polaris_platform_runs_the_venv_the_recipe_builds() -> None:
 
 
 def test_polaris_puts_the_ofi_plugin_first_on_the_library_path(tmp_path: Path) -> None:
-    launch = plan(get_preset("6.7b"), "tp4pp1", load_platform("polaris"), options(mbs=1))
+    launch = plan(get_preset("6.7b"), "tp4pp1", load_platform("polaris"),
+                  options(mbs=1, account="datascience"))
     line = next(s for s in pbs.render(launch).splitlines() if s.startswith("export LD_LIBRARY"))
     for before, after in (("/usr/lib", ":/usr/lib"), ("", "")):
         env = {"PATH": os.environ["PATH"], **({"LD_LIBRARY_PATH": before} if before else {})}
@@ -184,7 +203,7 @@ def test_polaris_puts_the_ofi_plugin_first_on_the_library_path(tmp_path: Path) -
 def test_polaris_seed_run_is_preset_layout_and_options() -> None:
     args = build_parser().parse_args(
         ["run", "25b", "tp4pp2spzero1", "--platform", "polaris", "--nodes", "8",
-         "--seq-length", "4096", "--mbs", "1", "--gbs", "4"])
+         "--seq-length", "4096", "--mbs", "1", "--gbs", "4", "--account", "datascience"])
     args.megatron_args = ()
     launch = plan(get_preset("25b"), args.layout, load_platform("polaris"),
                   options_from(args, 0, ""))
@@ -205,6 +224,34 @@ def test_polaris_seed_run_is_preset_layout_and_options() -> None:
     assert "--use-torch-sdpa" in local.train_args and "--use-torch-sdpa" not in launch.train_args
 
 
+@pytest.mark.parametrize(("nodes", "queue"), [(1, "debug"), (2, "debug"), (3, "debug-scaling"),
+                                              (8, "debug-scaling"), (10, "debug-scaling"),
+                                              (16, "prod"), (496, "prod")])
+def test_polaris_queue_follows_the_node_count(nodes: int, queue: str) -> None:
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("polaris"),
+                  options(nodes=nodes, mbs=1, gbs=4 * nodes, account="datascience"))
+    assert launch.platform.job.queue == queue
+    assert f"#PBS -q {queue}\n" in pbs.render(launch)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"nodes": 16, "queue": "debug"}, r"queue debug \(1-2 nodes, up to 01:00:00\) cannot take 16 "
+     r"node\(s\).*use --queue prod"),
+    ({"nodes": 2, "walltime": "02:00:00"}, r"no queue of polaris takes 2 node\(s\) for 02:00:00"),
+    ({"nodes": 497}, r"no queue of polaris takes 497 node\(s\)"),
+])
+def test_polaris_queue_that_cannot_take_the_job_is_refused(extra: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan(get_preset("1.3b"), "tp1pp1", load_platform("polaris"),
+             options(account="datascience", mbs=1, gbs=4 * extra["nodes"], **extra))
+
+
+def test_polaris_queue_the_data_does_not_list_is_the_users_choice() -> None:
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("polaris"),
+                  options(nodes=4, mbs=1, gbs=16, queue="preemptable", account="datascience"))
+    assert "#PBS -q preemptable\n" in pbs.render(launch)
+
+
 # --- Azure 175B -------------------------------------------------------------------------------
 
 def test_azure_175b_saves_checkpoints_on_amlfs_with_real_data() -> None:
@@ -216,11 +263,35 @@ def test_azure_175b_saves_checkpoints_on_amlfs_with_real_data() -> None:
     assert args[args.index("--data-path") + 1].startswith(f"{stage}/slimpajama/preprocessed/")
     assert "--mock-data" not in args
     assert launch.layout.global_batch == 512  # the seed's GLOBAL_BATCH_SIZE
-    assert launch.image == f"{stage}/striped_directory/megatron-bench-kit-cuda_latest.sqsh"
+    # The file `pull --runtime enroot` writes, by the same name (bench.images.refs.image_file).
+    assert launch.image == f"{stage}/striped_directory/{image_file(load_pins().target('cuda'), 'enroot')}"
+    assert launch.image.endswith("/megatron-bench-cuda.sqsh")
     custom = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"),
                   options(save="/data/ck", save_interval=7, image="other.sqsh"))
     assert custom.train_args[-4:] == ("--save", "/data/ck", "--save-interval", "7")
     assert custom.image == "other.sqsh"
+
+
+SEED_001_NCCL = {"NCCL_P2P_NET_CHUNKSIZE": "524288", "NCCL_IB_QPS_PER_CONNECTION": "4",
+                 "NCCL_PXN_DISABLE": "1", "NCCL_MIN_NCHANNELS": "32", "NCCL_IGNORE_CPU_AFFINITY": "1"}
+SEED_001_CHECKPOINTS = ("--use-persistent-ckpt-worker", "--ckpt-fully-parallel-load",
+                        "--ckpt-assume-constant-structure")
+
+
+@pytest.mark.parametrize("platform", ["azure-h100", "azure-h200"])
+def test_azure_runs_nccl_and_checkpoints_as_seed_001s_04_gpt175b(platform: str) -> None:
+    launch = plan(get_preset("175b"), "tp8pp16sp", load_platform(platform), options(save=""))
+    env = dict(launch.env)
+    assert {key: env.get(key) for key in SEED_001_NCCL} == SEED_001_NCCL
+    script = slurm.render(launch)
+    assert all(f"export {key}={value}\n" in script for key, value in SEED_001_NCCL.items())
+    args = launch.train_args
+    assert args[args.index("--save") - 3:args.index("--save")] == SEED_001_CHECKPOINTS
+    no_save = plan(get_preset("175b"), "tp8pp16sp", load_platform(platform), options())
+    deepspeed = plan(get_preset("13b"), "tp2pp1", load_platform(platform),
+                     options(nodes=2, engine="megatron-deepspeed", save="/data/ck"))
+    for other in (no_save, deepspeed):  # Megatron-Core's flags, only where it saves
+        assert not set(SEED_001_CHECKPOINTS) & set(other.train_args)
 
 
 @pytest.mark.parametrize(("platform", "extra", "message"), [

@@ -116,9 +116,33 @@ def test_run_refuses_a_plan_that_cannot_fit_before_writing_anything(tmp_path: Pa
     assert len(refused.stderr.splitlines()) == 1
     assert not list(tmp_path.iterdir())
     forced = run_cli("run", "6.7b", "tp2pp1", "--platform", "polaris", "--dry-run", "--force",
+                     "--account", "datascience",
                      cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
     assert "note: memory estimate: ~67.9 GB per GPU of 40 GB (--force)" in forced.stderr
     fits_ = run_cli("run", "6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris", "--dry-run",
-                    cwd=tmp_path)
+                    "--account", "datascience", cwd=tmp_path)
     assert "note: memory estimate: ~33.2 GB per GPU of 40 GB" in fits_.stderr
+
+
+def test_full_recompute_keeps_only_layer_inputs() -> None:
+    """Full recompute: 2*s*b*h bytes per layer and micro-batch in flight, plus one layer rebuilt."""
+    preset = get_preset("13b")
+    lay = build_layout("dp16zero2", preset, 16, 8, 2, 64)
+    s, b, h, layers = preset.seq_length, 2, preset.hidden, preset.layers
+    saved = layers * s * b * h * (10 + 24) - (layers * s * b * h * 2 + s * b * h * (10 + 24))
+    without, full = estimate_bytes(preset, lay), estimate_bytes(preset, lay, recompute="full")
+    assert without - full == pytest.approx(saved)
+    # Selective recompute drops the s x s scores, which the estimate never counts.
+    assert estimate_bytes(preset, lay, recompute="selective") == without
+
+
+def test_lumi_13b_data_parallel_plans_with_full_recompute(tmp_path: Path) -> None:
+    """Refused without recompute (~69 GB of a 64 GB GCD), planned with it (~43 GB)."""
+    argv = ["run", "13b", "dp16zero2", "--platform", "lumi", "--nodes", "2", "--mbs", "2",
+            "--account", "project_1", "--dry-run"]
+    refused = run_cli(*argv, cwd=tmp_path)
+    assert refused.returncode != 0 and "needs ~69.2 GB" in refused.stderr
+    planned = run_cli(*argv, "--recompute", "full", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+    assert "memory estimate: ~43.0 GB per GPU of 64 GB" in planned.stdout + planned.stderr

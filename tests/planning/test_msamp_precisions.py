@@ -70,6 +70,18 @@ def test_msamp_is_refused_where_it_cannot_run(platform, extra, message) -> None:
         plan(preset, layout, load_platform(platform), options(precision="msamp-o2", **extra))
 
 
+@pytest.mark.parametrize("precision", ["msamp-o1", "msamp-o2", "fp4"])
+@pytest.mark.parametrize(("layout", "why"), [("tp2pp1", r"tensor parallelism \(tp2\)"),
+                                             ("tp2pp1sp", r"sequence parallelism \('sp'\)")])
+def test_msamp_with_tensor_or_sequence_parallelism_is_refused_at_plan_time(precision, layout,
+                                                                           why) -> None:
+    """bench.train.msamp's FP8 linear would raise NotImplementedError at the first forward."""
+    with pytest.raises(ValueError, match=rf"--precision {precision} with layout {layout[:6]}\S*: "
+                       rf"MS-AMP's FP8 linear on megatron-core does not do {why}; use tp1"):
+        plan(get_preset("6.7b"), layout, load_platform("azure-h200"),
+             options(nodes=1, precision=precision, image=MSAMP_IMAGE, image_msamp=True))
+
+
 def test_help_keeps_the_seeds_mode_words() -> None:
     done = run_cli("run", "--help", cwd=REPO)
     assert done.returncode == 0

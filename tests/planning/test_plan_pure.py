@@ -22,9 +22,9 @@ CASES = [
     ("local", "345m", "tp4pp1zero3", {"gpus_present": 4, "gpu_name": "NVIDIA H200",
                                       "engine": "megatron-deepspeed", "data_path": "d/text",
                                       "vocab_file": "v.json", "merge_file": "m.txt"}),
-    ("lumi", "13b", "tp2pp8", {}),
+    ("lumi", "13b", "tp2pp8", {"account": "project_1"}),
     ("azure-h200", "6.7b", "tp1pp1", {"nodes": 1}),
-    ("polaris", "13b", "tp4pp2", {}),
+    ("polaris", "13b", "tp4pp2", {"account": "project_1"}),
 ]
 
 

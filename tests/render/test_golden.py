@@ -32,8 +32,8 @@ MSAMP_IMAGE = {"image": "ghcr.io#megatron-bench-kit/cuda:msamp", "image_msamp": 
 # (platform, engine, preset, layout, extra options). The cluster cases include each seed's own run
 # as the kit expresses it (README, "Platforms": differences from the seed, and why).
 CASES = [
-    ("lumi", "megatron-deepspeed", "13b", "tp2pp8", {}),
-    ("lumi", "megatron", "13b", "tp2pp8", {}),
+    ("lumi", "megatron-deepspeed", "13b", "tp2pp8", {"account": "project_1"}),
+    ("lumi", "megatron", "13b", "tp2pp8", {"account": "project_1"}),
     # Seed 001: GPT-3 175B on 16 ND H100 v5 nodes, sequence parallel, checkpoints on AMLFS ...
     ("azure-h100", "megatron", "175b", "tp8pp16sp", {"save": ""}),
     # ... after its first step, the two-node small-model system check.
@@ -41,7 +41,8 @@ CASES = [
     ("azure-h100", "megatron-deepspeed", "13b", "tp2pp1", {"nodes": 2}),
     ("azure-h200", "megatron", "6.7b", "tp1pp1", {"nodes": 1}),
     ("azure-h200", "megatron-deepspeed", "13b", "tp1pp1zero2", {"nodes": 2}),
-    ("polaris", "megatron-deepspeed", "6.7b", "tp4pp1", {"mbs": 1}),  # tp2pp1 needs ~68 GB of 40
+    # tp2pp1 needs ~68 GB of 40.
+    ("polaris", "megatron-deepspeed", "6.7b", "tp4pp1", {"mbs": 1, "account": "datascience"}),
     # Seed 002: GPT25B at sequence 4096, micro batch 1, GAS 1, Megatron sequence parallel, ZeRO-1.
     ("polaris", "megatron-deepspeed", "25b", "tp4pp2spzero1",
      {"nodes": 8, "seq_length": 4096, "mbs": 1, "gbs": 4, "account": "datascience"}),
@@ -60,10 +61,11 @@ CASES = [
       "capabilities": Capabilities(transformer_engine=True, msamp=True)}),
     ("local", "megatron-deepspeed", "345m", "tp4pp1",
      {"gpus_present": 4, "gpu_name": "NVIDIA H200", **SEED_003_DATA}),
-    # Seed 003: 345M on one 4-GPU VM, TP4, fp16, ZeRO-3 with CPU offload, overlap, 2e8 buckets.
+    # Seed 003: 345M on one 4-GPU VM, TP4, fp16, ZeRO-3 with CPU offload, overlap, 2e8 buckets,
+    # and its --checkpoint-activations (full recompute, as its published row counts).
     ("local", "megatron-deepspeed", "345m", "tp4pp1zero3",
      {"gpus_present": 4, "gpu_name": "NVIDIA H100 80GB HBM3", "precision": "fp16", "mbs": 1,
-      "gbs": 4, "zero": SEED_003_ZERO, **SEED_003_DATA}),
+      "gbs": 4, "zero": SEED_003_ZERO, "recompute": "full", **SEED_003_DATA}),
 ]
 
 

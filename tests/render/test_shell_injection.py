@@ -41,9 +41,12 @@ def evil_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str,
     text = text.replace('NCCL_DEBUG = "WARN"', f"NCCL_DEBUG = \"WARN\"\nEVIL = {json.dumps(payload)}")
     text = text.replace('image = "ghcr.io#megatron-bench-kit/cuda:latest"',
                         f"image = {json.dumps('img' + payload)}")
-    squashed = "/data/megatron-bench/striped_directory/megatron-bench-kit-cuda_latest.sqsh"
-    text = text.replace(f'squashed_image = "{squashed}"',
-                        f"squashed_image = {json.dumps('/img' + payload)}")
+    squashed = "/data/megatron-bench/striped_directory/megatron-bench-cuda.sqsh"
+    # The job checks that the image file exists before srun: make it, under its hostile name.
+    image = Path(f"{tmp_path}/img{payload}")
+    image.parent.mkdir(parents=True, exist_ok=True)
+    image.write_bytes(b"squashfs stand-in")
+    text = text.replace(f'squashed_image = "{squashed}"', f"squashed_image = {json.dumps(str(image))}")
     text = text.replace(
         'binds = ["/shared:/shared", "/opt/microsoft:/opt/microsoft", "/data:/data"]',
         f"binds = [\"/data:/data\", {json.dumps('/x:' + payload)}]")
@@ -74,7 +77,7 @@ def test_values_are_inert(tmp_path: Path, evil_platform: tuple[str, Path]) -> No
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     srun = next(c for c in calls if c["tool"] == "srun")
     assert srun["env"]["EVIL"] == payload
-    assert f"--container-image=/img{payload}" in srun["argv"]
+    assert f"--container-image={tmp_path}/img{payload}" in srun["argv"]
     assert f"--container-mounts=/data:/data,/x:{payload},{tmp_path}:{tmp_path}" in srun["argv"]
     assert f"/data/ck{payload}" in srun["argv"]
     assert "BENCH_END status=0" in result.stdout

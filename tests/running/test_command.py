@@ -18,11 +18,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("args,expect", [
-    (["13b", "tp2pp8", "--platform", "lumi"], ["#SBATCH --nodes=2", "singularity exec",
+    (["13b", "tp2pp8", "--platform", "lumi", "--account", "project_1"], ["#SBATCH --nodes=2", "singularity exec",
                                                "--cpu-bind=mask_cpu:", "--fp16"]),
     (["175b", "tp8pp16", "--platform", "azure-h100"], ["#SBATCH --nodes=16", "--container-image",
                                                        "--tensor-model-parallel-size 8"]),
-    (["6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris"],
+    (["6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris", "--account", "datascience"],
      ["#PBS -l select=1:system=polaris", "mpiexec", "module load conda/2026-10-01"]),
 ])
 def test_dry_run_prints_the_job_script(tmp_path: Path, args: list[str], expect: list[str]) -> None:

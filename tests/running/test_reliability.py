@@ -339,9 +339,10 @@ def test_an_image_without_docker_is_refused_before_anything_is_written(tmp_path:
 
 @pytest.mark.parametrize("args", [
     ["--iters", "10"],  # exactly the warm-up and the window
-    ["--platform", "lumi", "--walltime", "48:00:00"],  # Slurm and PBS take hours beyond 24
-    ["--platform", "lumi", "--walltime", "1-23:59:59"],
-    ["--platform", "polaris", "--queue", "prod", "--account", "datascience", "--mbs", "2"],
+    ["--platform", "lumi", "--walltime", "48:00:00", "--account", "project_1"],  # Slurm and PBS take hours beyond 24
+    ["--platform", "lumi", "--walltime", "1-23:59:59", "--account", "project_1"],
+    # One node: ALCF's prod queue takes 10 or more (platforms/polaris.toml [job] queues).
+    ["--platform", "polaris", "--queue", "debug", "--account", "datascience", "--mbs", "2"],
     ["--platform", "lumi", "--partition", "dev-g", "--account", "project_1"],
 ])
 def test_valid_input_still_plans(tmp_path: Path, args: list[str]) -> None:
@@ -369,8 +370,10 @@ def test_a_platform_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize("platform,old,new,key", [
     ("lumi", 'partition = "standard-g"', 'queue = "standard-g"', "'queue' does not apply to "
      "scheduler 'slurm'"),
-    ("polaris", 'queue = "debug"', 'partition = "debug"', "'partition' does not apply to "
-     "scheduler 'pbs'"),
+    ("polaris", 'account_required = true', 'partition = "debug"\naccount_required = true',
+     "'partition' does not apply to scheduler 'pbs'"),
+    ("lumi", 'account_required = true', 'account_required = true\nqueues = [{name = "q", '
+     'max_nodes = 2}]', "'queues' does not apply to scheduler 'slurm'"),
 ])
 def test_a_platform_job_key_its_scheduler_ignores_is_refused(tmp_path: Path, platform: str,
                                                              old: str, new: str, key: str) -> None:

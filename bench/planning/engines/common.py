@@ -64,9 +64,16 @@ def precision_env(precision: str) -> dict[str, str]:
     return dict(FP4_SIMULATION_ENV) if precision == "fp4" else {}
 
 
-def checkpoint_flags(save_dir: str, interval: int) -> list[str]:
+# Megatron-Core's checkpointing as the Azure GPT-3 175B guide's 04-gpt175B.sh runs it (seed 001):
+# a persistent background process for asynchronous saves, every rank loading its own shard, and
+# the sharding plan kept between saves, since the model's structure does not change in a run.
+MEGATRON_CHECKPOINT_FLAGS = ("--use-persistent-ckpt-worker", "--ckpt-fully-parallel-load",
+                             "--ckpt-assume-constant-structure")
+
+
+def checkpoint_flags(save_dir: str, interval: int, engine: str) -> list[str]:
     """Save checkpoints to ``save_dir``; both engines also save once after the last iteration."""
-    flags = ["--save", save_dir]
+    flags = [*(MEGATRON_CHECKPOINT_FLAGS if engine == "megatron" else ()), "--save", save_dir]
     if interval:
         flags += ["--save-interval", str(interval)]
     return flags

@@ -43,6 +43,7 @@ def submit_plan(launch: LaunchPlan, root: Path, *, kind: str = "bench") -> RunDi
     ``submit_error`` file, and :class:`~bench.running.jobs.scheduler.SchedulerError` is raised.
     """
     scheduler = check_submittable(launch)
+    _check_image_file(launch, root)
     name, script = render_script(launch)
     run = RunDir(create_run_dir(root, launch, {name: script}).resolve())
     try:
@@ -63,6 +64,18 @@ def submit_plan(launch: LaunchPlan, root: Path, *, kind: str = "bench") -> RunDi
         "kit_commit": kit_commit(),
     }, indent=2, sort_keys=True) + "\n")
     return run
+
+
+def _check_image_file(launch: LaunchPlan, root: Path) -> None:
+    """An image file named relative to the submit folder (LUMI's ``.sif``) must be there before the
+    job waits in the queue; the job checks again on its node (absolute paths only there)."""
+    image = launch.image
+    if launch.platform.container_runtime != "singularity" or "://" in image or image.startswith("/"):
+        return
+    if not (root / image).is_file():
+        raise ValueError(f"image file {image} is not in {root}, where the job runs: pull it there "
+                         "with `nox -s pull -- rocm --runtime singularity` (docs/images.md), or "
+                         "pass --image")
 
 
 def _write_new(path: Path, text: str) -> None:

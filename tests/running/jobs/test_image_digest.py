@@ -28,7 +28,7 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 def _printed(tmp_path: Path, platform: str, image: str, env: dict[str, str] | None = None) -> str:
     script = slurm.render(plan(get_preset("1.3b"), "tp1pp1", load_platform(platform),
-                               options(nodes=1, image=image)))
+                               options(nodes=1, image=image, account="project_1")))
     result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"), env or {})
     assert result.returncode == 0, result.stderr
     assert [c["tool"] for c in calls] == ["scontrol", "srun"]  # printed before launch
@@ -46,10 +46,17 @@ def test_an_image_file_is_hashed_when_the_job_starts(tmp_path: Path, platform: s
         "image_digest_kind": "file-sha256"}
 
 
-def test_a_missing_image_file_gives_no_digest(tmp_path: Path) -> None:
-    out = _printed(tmp_path, "azure-h200", str(tmp_path / "gone.sqsh"))
-    assert "BENCH_IMAGE_DIGEST=sha256: kind=file-sha256" in out
-    assert image_digest_from_output(out) == {"image_digest": None, "image_digest_kind": None}
+def test_a_missing_image_file_stops_the_job_before_srun_saying_how_to_pull_it(tmp_path: Path) -> None:
+    image = tmp_path / "megatron-bench-cuda.sqsh"
+    script = slurm.render(plan(get_preset("1.3b"), "tp1pp1", load_platform("azure-h200"),
+                               options(nodes=1, image=str(image))))
+    result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"), {})
+    assert result.returncode == 1 and "srun" not in [c["tool"] for c in calls]
+    assert result.stderr == (f"error: image file {image} not found: pull it in its folder with "
+                             "`nox -s pull -- cuda --runtime enroot` (docs/images.md), or pass "
+                             "--image\n")
+    assert result.stdout.endswith("BENCH_END status=1\n")
+    assert image_digest_from_output(result.stdout) == {"image_digest": None, "image_digest_kind": None}
 
 
 @pytest.mark.parametrize("image", [f"ghcr.io#megatron-bench-kit/cuda:1@{DIGEST}",
@@ -82,3 +89,16 @@ def test_a_digest_needs_its_kind_in_a_record() -> None:
     with pytest.raises(ValueError, match="sha256:<64 lower-case hex digits>"):
         build_record(**{**fields, "provenance": {"image_digest": "sha256:abc",
                                                  "image_digest_kind": "registry"}})
+
+
+def test_a_missing_sif_is_refused_at_submit_before_anything_is_written(tmp_path: Path,
+                                                                       monkeypatch) -> None:
+    from bench.running.jobs import submit
+
+    monkeypatch.setattr(submit.shutil, "which", lambda _: "/usr/bin/sbatch")
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("lumi"),
+                  options(nodes=1, account="project_1"))
+    with pytest.raises(ValueError, match=r"image file megatron-bench-rocm.sif is not in .*, where "
+                       r"the job runs: pull it there with `nox -s pull -- rocm --runtime singularity`"):
+        submit.submit_plan(launch, tmp_path)
+    assert not list(tmp_path.iterdir())
