@@ -135,7 +135,7 @@ def _accelerator(platform: Platform, options: Options) -> Accelerator | None:
 
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
             accelerator: Accelerator | None, per_node: int, tuning: Tuning,
-            force: bool) -> tuple[float, str]:
+            force: bool, node_gpus: int | None = None) -> tuple[float, str]:
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
     zero_stage = layout.zero or 1  # DeepSpeed's default stage 1 shards like the distributed optimizer
@@ -144,7 +144,7 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
         check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
-                   zero_stage)
+                   zero_stage, node_gpus=node_gpus)
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
                   + (" (--force)" if force else ""))
 
@@ -236,7 +236,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     spec = parse_layout_name(layout) if isinstance(layout, str) else layout
     gpus, nodes, per_node = _run_size(spec, platform, options)
     # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
-    layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs)
+    sized_by_layout = not (options.gpus or options.nodes or (platform.scheduler == "none" and options.gpus_present))
+    layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs, sized_by_layout=sized_by_layout)
     accelerator = _accelerator(platform, options)
     if accelerator is not None:
         accelerator.peak(precision)  # the platform must know the peak for the precision it runs
@@ -290,7 +291,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         args += checkpoint_flags(save, options.save_interval or platform.storage.save_interval)
     check_extra_args(tuning.extra_args, args)
     memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
-                                     platform.gpus_per_node or per_node, tuning, options.force)
+                                     platform.gpus_per_node or per_node, tuning, options.force,
+                                     platform.gpus_per_node if platform.scheduler != "none" else None)
     env = {**platform.env, **precision_env(precision)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)

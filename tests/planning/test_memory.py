@@ -3,6 +3,7 @@ plans that cannot fit."""
 
 from __future__ import annotations
 
+import re
 import statistics
 import subprocess
 from pathlib import Path
@@ -118,3 +119,12 @@ def test_run_refuses_a_plan_that_cannot_fit_before_writing_anything(tmp_path: Pa
     fits_ = run_cli("run", "6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris", "--dry-run",
                     cwd=tmp_path)
     assert "note: memory estimate: ~33.2 GB per GPU of 40 GB" in fits_.stderr
+
+
+def test_a_model_too_large_for_a_node_is_pointed_at_nodes_and_a_layout(tmp_path: Path) -> None:
+    # 175b unsplit needs ~2.9 TB per GPU: the layouts that fit lie beyond one node of 8, named by
+    # --nodes (Azure schedules whole nodes), not "no layout fits up to 8 GPUs"
+    refused = run_cli("run", "175b", "tp1pp1", "--platform", "azure-h100", "--dry-run", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert re.search(r"nearest that fit: tp\dpp\d+dp\d+ --nodes \d+ \(~\d+ GB\)", refused.stderr), refused.stderr
+    assert "--gpus" not in refused.stderr
