@@ -111,9 +111,9 @@ def data(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Static checks with ruff."""
+    """Static checks with ruff (the reports' scripts included)."""
     install(session, "ruff")
-    session.run("ruff", "check", "bench", "tests", "noxfile.py")
+    session.run("ruff", "check", "bench", "tests", "noxfile.py", "docs/reports")
 
 
 @nox.session

@@ -11,6 +11,7 @@ import importlib.util
 import io
 import re
 import shlex
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,3 +214,15 @@ def test_error_texts_in_the_docs_are_the_kits(where: str, args: list[str], error
     assert cli.main(["run", *args]) != 0
     printed = " ".join(capsys.readouterr().err.split())
     assert " ".join(error.split()) in printed, f"{where}: the docs show\n{error}\nthe kit says\n{printed}"
+
+
+@pytest.mark.parametrize("doc", [REPO / "README.md", REPO / "docs" / "development.md"], ids=_relative)
+def test_the_quick_run_names_the_install_it_needs(doc: Path) -> None:
+    # a fresh checkout without the extras fails the quick run on tiktoken, numpy, matplotlib, ...
+    text = doc.read_text(encoding="utf-8")
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    extras = set(pyproject["project"]["optional-dependencies"]) - {"train"}  # train: GPU nodes only
+    named = re.search(r"pip install -e '\.\[([\w,]+)\]'\n+python -m pytest -m \"not slow\"", text)
+    assert named, f"{_relative(doc)} shows no install line before the quick run"
+    assert set(named.group(1).split(",")) == extras
+    assert "BENCH_UPSTREAM_SNAPSHOTS" in text and "<name>-<commit>.tar.gz" in text
