@@ -20,6 +20,7 @@ RUN_USAGE = ("Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, REPO)  # nox imports this file from anywhere; tests.testenv needs only the stdlib
+from bench.images.runtime_check import missing_runtime, runtime_of  # noqa: E402
 from bench.running import provision  # noqa: E402
 from tests.testenv import megatron_env  # noqa: E402
 
@@ -42,6 +43,13 @@ def train(session: nox.Session, name: str, *command: str) -> None:
     session.run(chosen.python, *command, *chosen.args, env=env, external=True)
 
 
+def need_runtime(session: nox.Session, runtime: str = "docker") -> None:
+    """End the session at once when the container runtime is missing, before a venv is filled."""
+    problem = missing_runtime(runtime)
+    if problem:
+        session.error(problem)
+
+
 def install(session: nox.Session, *specs: str) -> None:
     """pip only when the session's venv is new or pyproject.toml changed: the kit is installed
     editable, so its own sources never need a reinstall and a repeated session starts at once."""
@@ -57,6 +65,10 @@ def install(session: nox.Session, *specs: str) -> None:
 @nox.session(venv_backend="none", default=False)
 def bench(session: nox.Session) -> None:
     """Plan a GPT-3 throughput benchmark and print, submit or run it."""
+    own = session.posargs[:session.posargs.index("--")] if "--" in session.posargs else session.posargs
+    if {"-h", "--help"} & set(own):  # run's help needs only the kit, not the training Python
+        session.run("python", "-m", "bench", "run", "--help", env=IN_PLACE)
+        return
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error(RUN_USAGE)
     train(session, "bench", "-m", "bench", "run")
@@ -99,9 +111,9 @@ def data(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """Static checks with ruff."""
+    """Static checks with ruff (the reports' scripts included)."""
     install(session, "ruff")
-    session.run("ruff", "check", "bench", "tests", "noxfile.py")
+    session.run("ruff", "check", "bench", "tests", "noxfile.py", "docs/reports")
 
 
 @nox.session
@@ -117,6 +129,7 @@ IMAGE_OPTIONS = "[--base IMAGE] [--ca-cert PATH] [--upstream NAME=PATH] [--optio
 @nox.session(name="build-cuda", default=False)
 def build_cuda(session: nox.Session) -> None:
     """Build the NVIDIA image: NGC PyTorch + pinned Megatron + patches + the kit."""
+    need_runtime(session)
     install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "build", "cuda", *session.posargs)
 
@@ -124,6 +137,7 @@ def build_cuda(session: nox.Session) -> None:
 @nox.session(name="build-rocm", default=False)
 def build_rocm(session: nox.Session) -> None:
     """Build the LUMI image and its Singularity definition (and .sif where Apptainer exists)."""
+    need_runtime(session)
     install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "build", "rocm", *session.posargs)
 
@@ -140,6 +154,7 @@ def pull(session: nox.Session) -> None:
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error("Usage: nox -s pull -- <cuda|rocm> [--runtime docker|enroot|singularity] "
                       "[--tag TAG]")
+    need_runtime(session, runtime_of(session.posargs))
     install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "pull", *session.posargs)
 
@@ -149,6 +164,7 @@ def push(session: nox.Session) -> None:
     """Push the image of the current inputs to a registry a cluster can pull from."""
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error(f"Usage: nox -s push -- <cuda|rocm> --registry HOST/OWNER {IMAGE_OPTIONS}")
+    need_runtime(session)
     install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "push", *session.posargs)
 

@@ -8,6 +8,7 @@ cluster login node where only Python exists. Each command lives with the package
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 
 from bench.config import cli as config_cli
@@ -38,9 +39,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command that ``args`` ran, e.g. ``run``'s or ``images build``'s."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _command_parser(chosen, args)
+    return parser
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """Parse the kit's own arguments. An unknown option is reported by the command it was given
+    to, with that command's usage and the nearest option it has (argparse alone answers with the
+    top-level usage, which names no option of ``run``)."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        command = _command_parser(parser, args)
+        known = [flag for action in command._actions for flag in action.option_strings]
+        close = [match for word in unknown if word.startswith("-")
+                 for match in difflib.get_close_matches(word.split("=")[0], known, n=1)]
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        command.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     own, extra = split_megatron_args(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(own)
+    args = parse(own)
     if extra and not getattr(args, "takes_megatron_args", False):
         print("error: Megatron flags after '--' are for 'run' only", file=sys.stderr)
         return EXIT_USAGE

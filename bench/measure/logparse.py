@@ -175,8 +175,7 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
     if watchdog:
         return result(Status.TIMEOUT, f"NCCL collective timed out: {watchdog[:300]}")
     if exit_code not in (0, None) or (_first(TRACEBACK, lines) and not finished):
-        error = (_killed(lines) or _last_rank_exception(lines) or _first(FIRST_ERROR, lines)
-                 or _first(TRACEBACK, list(reversed(lines))))
+        error = crash_cause(lines)
         return result(Status.CRASHED, f"exit code {exit_code}" + (f": {error[:300]}" if error
                                                                   else ""))
     if not finished:
@@ -184,6 +183,14 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
         return result(Status.INCOMPLETE, f"the log ends before the last iteration "
                       f"(logged iterations: {seen})")
     return result(Status.OK, None)
+
+
+def crash_cause(lines: list[str]) -> str | None:
+    """The line that says why a run crashed: a worker killed by a signal, else the worker's last
+    exception (the cause of a chained one), else the first error line, else the last traceback
+    line (the launcher's ChildFailedError, which names no cause, comes last for that reason)."""
+    return (_killed(lines) or _last_rank_exception(lines) or _first(FIRST_ERROR, lines)
+            or _first(TRACEBACK, list(reversed(lines))))
 
 
 def _last_rank_exception(lines: list[str]) -> str | None:

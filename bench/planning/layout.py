@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.config.presets import Preset
 
@@ -72,6 +72,16 @@ class LayoutSpec:
     vp: int = 1
     sp: bool = False
     zero: int | None = None
+    typed: str = field(default="", compare=False)  # the name as the user wrote it, for errors
+
+    def __str__(self) -> str:
+        """The layout as typed; a spec built in code reads as its canonical name (``tp2pp8``)."""
+        if self.typed:
+            return self.typed
+        parts = [f"tp{self.tp}pp{self.pp}", f"vp{self.vp}" if self.vp > 1 else "",
+                 f"cp{self.cp}" if self.cp > 1 else "", f"dp{self.dp}" if self.dp else "",
+                 "sp" if self.sp else "", "" if self.zero is None else f"zero{self.zero}"]
+        return "".join(parts)
 
     @property
     def model_parallel_gpus(self) -> int:
@@ -105,7 +115,7 @@ def parse_layout_name(name: str) -> LayoutSpec:
     if pos != len(text):
         raise ValueError(f"layout '{name}': cannot read '{text[pos:]}'; parts are tp<N> pp<N> "
                          "dp<N> cp<N> vp<N> sp zero1|zero2|zero3, e.g. tp2pp8 or tp4pp2dp2")
-    return LayoutSpec(**values)  # type: ignore[arg-type]
+    return LayoutSpec(**values, typed=name.strip())  # type: ignore[arg-type]
 
 
 def _problems(spec: LayoutSpec, dp: int, preset: Preset, gpus: int, gpus_per_node: int,
@@ -185,24 +195,50 @@ def batch_sizes(preset: Preset, mbs: int | None, gbs: int | None) -> tuple[int, 
 
 
 def build_layout(layout: str | LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int,
-                 mbs: int | None = None, gbs: int | None = None) -> Layout:
+                 mbs: int | None = None, gbs: int | None = None, *,
+                 sized_by_layout: bool = False) -> Layout:
     """Check a layout (its name or parsed spec) for ``preset`` on ``gpus`` GPUs; DP fills the GPUs
     when absent.
 
-    ``mbs``/``gbs`` override the preset's micro and global batch (sequences). Raises ValueError
-    listing every broken rule with its numbers and the nearest valid layouts.
+    ``mbs``/``gbs`` override the preset's micro and global batch (sequences). ``sized_by_layout``
+    says that ``gpus`` was not asked for but derived from the layout itself (no --gpus or --nodes),
+    so a refusal suggests layouts at nearby sizes rather than claim that nothing fits that count.
+    Raises ValueError listing every broken rule with its numbers and the nearest valid layouts.
     """
     spec = parse_layout_name(layout) if isinstance(layout, str) else layout
-    label = f"layout '{layout}'" if isinstance(layout, str) else f"layout {layout}"
     mbs, gbs = batch_sizes(preset, mbs, gbs)
     model_parallel = spec.tp * spec.pp * spec.cp
     dp = spec.dp if spec.dp is not None else max(1, gpus // model_parallel)
     problems = _problems(spec, dp, preset, gpus, gpus_per_node, mbs, gbs)
     if problems:
-        near = nearest_layouts(spec, preset, gpus, gpus_per_node, mbs, gbs)
-        hint = (f"nearest valid layouts for {preset.name} on {gpus} GPUs (mbs {mbs}, gbs {gbs}): "
-                + ", ".join(lay.name for lay in near)) if near else (
-                f"no layout of {preset.name} fits {gpus} GPUs with mbs {mbs}, gbs {gbs}; "
-                "change --gpus/--nodes or --gbs")
-        raise ValueError(f"{label} is not possible: " + "; ".join(problems) + ". " + hint)
+        hint = (_hint_at_nearby_sizes(spec, preset, gpus, gpus_per_node, mbs, gbs) if sized_by_layout
+                else _hint_at(spec, preset, gpus, gpus_per_node, mbs, gbs))
+        raise ValueError(f"layout '{spec}' is not possible: " + "; ".join(problems) + ". " + hint)
     return Layout(spec.tp, spec.pp, dp, spec.cp, spec.vp, spec.sp, spec.zero, mbs, gbs)
+
+
+def _hint_at(spec: LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int, mbs: int,
+             gbs: int) -> str:
+    near = nearest_layouts(spec, preset, gpus, gpus_per_node, mbs, gbs)
+    if near:
+        return (f"nearest valid layouts for {preset.name} on {gpus} GPUs (mbs {mbs}, gbs {gbs}): "
+                + ", ".join(lay.name for lay in near))
+    return (f"no layout of {preset.name} fits {gpus} GPUs with mbs {mbs}, gbs {gbs}; "
+            "change --gpus/--nodes or --gbs")
+
+
+def _hint_at_nearby_sizes(spec: LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int,
+                          mbs: int, gbs: int) -> str:
+    """Valid layouts at the powers of two around the size the layout implies, each with its size."""
+    below = 2 ** int(math.log2(gpus))
+    sizes = sorted({below, below * 2} if below != gpus else {gpus})
+    near = [lay for size in sizes for lay in nearest_layouts(spec, preset, size, gpus_per_node,
+                                                             mbs, gbs, count=2)]
+    near.sort(key=lambda lay: (_log2_distance(lay.tp, spec.tp) + _log2_distance(lay.pp, spec.pp),
+                               lay.gpus))
+    if not near:
+        return (f"no layout of {preset.name} fits {' or '.join(map(str, sizes))} GPUs with mbs "
+                f"{mbs}, gbs {gbs}; change --gbs, or --gpus/--nodes")
+    return (f"nearest valid layouts for {preset.name} (mbs {mbs}, gbs {gbs}): "
+            + ", ".join(f"{lay.name} ({lay.gpus} GPUs)" for lay in near[:3])
+            + " (--gpus or --nodes sets the run's size)")

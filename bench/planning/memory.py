@@ -31,6 +31,7 @@ from bench.planning.layout import Layout, valid_layouts
 
 GB = 1e9
 FIT_FRACTION = 0.92  # of the device's memory; the allocator needs head-room
+MAX_GROWTH_DOUBLINGS = 10  # a refusal looks for layouts that fit on up to 2**10 times the GPUs
 _CONTEXT_BYTES = 2 * GB
 
 
@@ -87,18 +88,23 @@ def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
 
 
 def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
-               grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None) -> float:
+               grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
+               node_gpus: int | None = None) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
-    nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then up
-    to 8x the GPUs)."""
+    nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then
+    twice the GPUs, and so on up to 1024x until three are found). ``node_gpus``: the GPUs of one
+    node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``."""
     need = estimate_bytes(preset, layout, grad_bytes, zero_stage, recompute=recompute) / GB
     limit = FIT_FRACTION * device_gb
     if need <= limit:
         return need
     fitting = []
-    for gpus in (layout.gpus * 2**k for k in range(4)):
+    for gpus in (layout.gpus * 2**k for k in range(MAX_GROWTH_DOUBLINGS + 1)):
+        if len(fitting) >= 3:  # sorted by GPUs first: larger counts cannot come before these
+            break
         for mbs in sorted({layout.micro_batch // 2**k or 1 for k in range(4)}, reverse=True):
-            for lay in valid_layouts(preset, gpus, gpus_per_node, mbs, layout.global_batch,
+            # across nodes, TP stays inside one node of the platform's size
+            for lay in valid_layouts(preset, gpus, node_gpus or gpus_per_node, mbs, layout.global_batch,
                                      cp=layout.cp, zero=layout.zero):
                 gb = estimate_bytes(preset, lay, grad_bytes, zero_stage, recompute=recompute) / GB
                 distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
@@ -107,12 +113,13 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
     fitting.sort(key=lambda item: item[0])
     hints = []
     for _, lay, gb in fitting[:3]:
+        size = (("--nodes", lay.gpus // node_gpus, max(1, layout.gpus // node_gpus))
+                if node_gpus and lay.gpus > node_gpus else ("--gpus", lay.gpus, layout.gpus))
         changes = "".join(f" {flag} {value}" for flag, value, same in (
-            ("--gpus", lay.gpus, layout.gpus), ("--mbs", lay.micro_batch, layout.micro_batch))
-            if value != same)
+            size, ("--mbs", lay.micro_batch, layout.micro_batch)) if value != same)
         hints.append(f"{lay.name}{changes} (~{gb:.0f} GB)")
     hint = ("nearest that fit: " + ", ".join(hints) if hints
-            else f"no layout of {preset.name} fits up to {8 * layout.gpus} GPUs")
+            else f"no layout of {preset.name} fits up to {layout.gpus * 2**MAX_GROWTH_DOUBLINGS} GPUs")
     raise ValueError(
         f"{preset.name} {layout.name} (mbs {layout.micro_batch}) needs ~{need:.1f} GB per GPU by "
         f"the memory estimate (bench/planning/memory.py), more than {FIT_FRACTION:.0%} of the "

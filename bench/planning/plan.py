@@ -129,7 +129,7 @@ def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[i
 
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
             accelerator: Accelerator | None, per_node: int, tuning: Tuning,
-            force: bool, recompute: str | None) -> tuple[float, str]:
+            force: bool, recompute: str | None, node_gpus: int | None = None) -> tuple[float, str]:
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
     zero_stage = layout.zero or 1  # DeepSpeed's default stage 1 shards like the distributed optimizer
@@ -138,7 +138,7 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
         check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
-                   zero_stage, recompute)
+                   zero_stage, recompute, node_gpus=node_gpus)
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
                   + (" (--force)" if force else ""))
 
@@ -242,7 +242,10 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     gpus, nodes, per_node = _run_size(spec, platform, options)
     platform = with_job_overrides(platform, queue=pbs_queue(platform, nodes))
     # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
-    layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs)
+    sized_by_layout = not (options.gpus or options.nodes
+                           or (platform.scheduler == "none" and options.gpus_present))
+    layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs,
+                          sized_by_layout=sized_by_layout)
     rid, labels = _run_id(preset, layout, platform, options)
     data = platform.data.model_copy(update={k: v for k, v in (
         ("path", options.data_path), ("vocab_file", options.vocab_file),
@@ -274,7 +277,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
     memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
                                      platform.gpus_per_node or per_node, tuning, options.force,
-                                     options.recompute)
+                                     options.recompute,
+                                     platform.gpus_per_node if platform.scheduler != "none" else None)
     env = {**platform.env, **precision_env(precision)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)

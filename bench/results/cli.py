@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--ranges", type=Path, default=gen.RANGES_FILE,
                         help="reference ranges (default: %(default)s)")
     parser.add_argument("--smoke", type=Path, default=gen.SMOKE_DIR,
-                        help="folder of smoke reports (*smoke*.json) whose GEMM ceilings the "
+                        help="folder of smoke reports (*smoke*.json, subfolders too) whose GEMM ceilings the "
                         "plots draw (default: %(default)s)")
     parser.set_defaults(func=run)
 

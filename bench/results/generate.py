@@ -24,7 +24,7 @@ from bench.results.hardware import load_ceilings
 RESULTS_DIR = Path("results")
 PUBLISHED_FILE = RESULTS_DIR / "published.toml"
 RANGES_FILE = RESULTS_DIR / "reference_ranges.toml"
-SMOKE_DIR = RESULTS_DIR / "campaigns"  # the smoke checks' reports: measured GEMM ceilings
+SMOKE_DIR = Path("docs") / "reports"  # the smoke checks' reports, kept with the campaign that ran them
 PAGE = "README.md"
 PLOTS_DIR = "plots"
 

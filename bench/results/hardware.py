@@ -4,9 +4,9 @@ A record names its accelerator by the data file (``h200-sxm``) or, in older or h
 by a device name (``H200 SXM``); both resolve to the file in ``platforms/accelerators/``, whose
 ``model`` is the name shown. The smoke check (``python -m bench.train.smoke``, schema ``bench.smoke/1``)
 measures the bf16 8192^3 GEMM rate per GPU: the most a GEMM-bound training step could reach on
-that GPU, drawn as a line on the plots. Smoke files are ``*smoke*.json`` in a folder (default
-``results/campaigns``); one whose GEMM check did not pass gives no ceiling, and of several for one
-accelerator the latest counts.
+that GPU, drawn as a line on the plots. Smoke files are ``*smoke*.json`` in a folder or its
+subfolders (default ``docs/reports``, where each lies with the dated report of its campaign); one
+whose GEMM check did not pass gives no ceiling, and of several for one accelerator the latest counts.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def load_ceilings(folder: Path | str) -> dict[str, Ceiling]:
     """
     found: dict[str, Ceiling] = {}
     folder = Path(folder)
-    for path in sorted(folder.glob("*smoke*.json")) if folder.is_dir() else []:
+    for path in sorted(folder.rglob("*smoke*.json")) if folder.is_dir() else []:
         try:
             report = json.loads(path.read_text())
         except (OSError, ValueError) as error:

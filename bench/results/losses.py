@@ -18,6 +18,7 @@ precisions' few-percent differences show, with each run's final loss as a dashed
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -51,6 +52,13 @@ class Curve:
         """Mean loss of the last :data:`FINAL_WINDOW` iterations: one iteration's loss is noisy."""
         return statistics.fmean(self.losses[-FINAL_WINDOW:])
 
+    @property
+    def final_loss_error(self) -> float:
+        """Standard error of :attr:`final_loss`: the window's standard deviation over the square root
+        of its length, the noise between batches (it ignores seed-to-seed spread, so it is a floor)."""
+        window = self.losses[-FINAL_WINDOW:]
+        return statistics.stdev(window) / math.sqrt(len(window)) if len(window) > 1 else 0.0
+
 
 @dataclass(frozen=True)
 class LossPlot:
@@ -67,6 +75,11 @@ class LossPlot:
 
     def render(self, key: str) -> bytes:
         return _render(self, key)
+
+
+def difference_error(curve: Curve, baseline: Curve) -> float:
+    """Standard error of the difference of two final losses (independent windows)."""
+    return math.hypot(curve.final_loss_error, baseline.final_loss_error)
 
 
 def difference(curve: Curve, baseline: Curve) -> tuple[float, float]:

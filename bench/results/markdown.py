@@ -24,9 +24,10 @@ from bench.results.losses import (
     SMOOTH_WINDOW,
     LossPlot,
     difference,
+    difference_error,
 )
 from bench.results.plots import PlotSpec
-from bench.results.runs import label_of
+from bench.results.runs import failure_reason, label_of
 
 DASH = "–"
 
@@ -184,7 +185,7 @@ def _failed_section(failed: Sequence[Record], records_link: str) -> list[str]:
     header = (("record", False), ("status", False), ("reason", False), ("platform", False),
               ("model", False), ("layout", False), ("GPUs", True), ("date", False))
     rows = [
-        [_link(r.run_id, f"{records_link}/{r.run_id}.json"), r.status.value, _text(r.reason),
+        [_link(r.run_id, f"{records_link}/{r.run_id}.json"), r.status.value, _text(failure_reason(r)),
          _text(label_of(r)), _text(display_name(r.preset.name.lower())), _text(r.layout.name),
          str(r.gpus), r.started_at[:10]]
         for r in failed
@@ -274,7 +275,22 @@ def _best_section(report: Report, records_link: str) -> list[str]:
     return ["## Best measured per model and precision", "",
             ("The measured row with the most TFLOP/s/GPU (causal count) of each model and "
              "precision, from the full tables below; `notes` names an A/B setting it ran with."),
-            "", *_table(SUMMARY_COLUMNS, cells), ""]
+            "", *_table(SUMMARY_COLUMNS, cells), "", *_unlike_note(rows)]
+
+
+def _unlike_note(rows: Sequence[Row]) -> list[str]:
+    """Say where one model's best rows ran on other hardware, GPU counts or batches: their
+    precisions are then not compared like with like, and a reader should not rank them."""
+    setups: dict[str, set[tuple[object, ...]]] = {}
+    for row in rows:
+        setups.setdefault(row.model, set()).add(
+            (row.accelerator, row.gpus, row.micro_batch, row.global_batch))
+    unlike = [display_name(model) for model, seen in setups.items() if len(seen) > 1]
+    if not unlike:
+        return []
+    return [(f"Not like with like: the best rows of {', '.join(unlike)} ran on different "
+             "hardware, GPU counts or batches, so their precisions are not compared here; the "
+             "model's table below has the rows that share a setup."), ""]
 
 
 def _ceiling_lines(plots: Sequence[PlotSpec]) -> list[str]:
@@ -287,8 +303,8 @@ def _ceiling_lines(plots: Sequence[PlotSpec]) -> list[str]:
 
 
 LOSS_COLUMNS: tuple[tuple[str, bool], ...] = (
-    ("precision", False), ("final loss", True), (f"vs {BASELINE}", True),
-    (f"vs {BASELINE} (%)", True), ("iterations", True), ("record", False),
+    ("precision", False), ("final loss", True), ("± s.e.", True), (f"vs {BASELINE}", True),
+    (f"vs {BASELINE} (%)", True), ("difference / s.e.", True), ("iterations", True), ("record", False),
 )
 
 
@@ -296,13 +312,16 @@ def _loss_table(spec: LossPlot, records_link: str) -> list[str]:
     baseline = spec.baseline
     rows = []
     for curve in spec.curves:
-        delta = percent = ""  # no baseline in the group: against nothing
+        delta = percent = ratio = ""  # no baseline in the group: against nothing
         if baseline is curve:
-            delta = percent = DASH
+            delta = percent = ratio = DASH
         elif baseline is not None:
             absolute, relative = difference(curve, baseline)
+            error = difference_error(curve, baseline)
             delta, percent = f"{absolute:+.4f}", f"{relative:+.2f} %"
-        rows.append([_text(curve.precision), f"{curve.final_loss:.4f}", delta, percent,
+            ratio = f"{absolute / error:+.1f}" if error else DASH
+        rows.append([_text(curve.precision), f"{curve.final_loss:.4f}",
+                     f"{curve.final_loss_error:.4f}", delta, percent, ratio,
                      str(len(curve.losses)),
                      _link(curve.run_id, f"{records_link}/{curve.run_id}.json")])
     return _table(LOSS_COLUMNS, rows)
@@ -321,8 +340,13 @@ def _loss_section(losses: Sequence[LossPlot], records_link: str) -> list[str]:
         lines += [f"![{_text(spec.title)}](plots/{spec.filename})", "",
                   f"Shared: {_with_code(spec.setup)}.", ""]
         lines += _loss_table(spec, records_link)
-        lines += ["", (f"Final loss: the mean `lm loss` of a run's last {FINAL_WINDOW} iterations; "
-                       f"`vs {BASELINE}` is it minus {BASELINE}'s final loss (negative: lower).")]
+        lines += ["", (f"Final loss: the mean `lm loss` of a run's last {FINAL_WINDOW} iterations, "
+                       "with its standard error (the window's standard deviation over "
+                       f"√{FINAL_WINDOW}: the noise between batches); `vs {BASELINE}` is it minus "
+                       f"{BASELINE}'s final loss (negative: lower), and `difference / s.e.` that "
+                       "difference in standard errors of the difference. Within about ±2 it is "
+                       "noise; one run per precision shows no seed-to-seed spread, so even a "
+                       "larger one is not a ranking of precisions.")]
         if spec.baseline is None:
             lines.append(f"This group has no {BASELINE} run: its differences are blank.")
         lines.append("")

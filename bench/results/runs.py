@@ -1,8 +1,13 @@
-"""What the results page shows of a run beyond its record's fields: the platform label."""
+"""What the results page shows of a run beyond its record's fields: the platform label, and the
+cause of a crash where the record's reason names only the launcher's error."""
 
 from __future__ import annotations
 
+from bench.measure.logparse import crash_cause
+from bench.measure.status import Status
 from bench.records.record import Record
+
+LAUNCHER_ERROR = "ChildFailedError"  # torchrun's own exception: the cause is in the worker's lines
 
 # Platforms that are whatever machine ran them: their rows also name the GPU.
 MACHINE_PLATFORMS = ("local",)
@@ -21,3 +26,15 @@ def platform_label(platform: str, gpu_model: str | None) -> str:
 def label_of(run: Record) -> str:
     """:func:`platform_label` of a record."""
     return platform_label(run.platform.name, run.provenance.gpu_model)
+
+
+def failure_reason(run: Record) -> str | None:
+    """The record's reason; for a crash whose reason is torchrun's ``ChildFailedError`` (records
+    written before the parser read the worker's lines), the cause found in its kept log lines."""
+    reason = run.reason
+    if run.status is not Status.CRASHED or not reason or LAUNCHER_ERROR not in reason:
+        return reason
+    cause = crash_cause([*run.log_errors, *run.log_tail])
+    if not cause or LAUNCHER_ERROR in cause:
+        return reason
+    return f"{reason.split(':', 1)[0]}: {cause[:300]}"

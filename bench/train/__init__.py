@@ -3,7 +3,7 @@
 - :mod:`bench.train.pretrain_gpt`: ``python -m bench.train.pretrain_gpt <Megatron flags>``, GPT
   pretraining on ``megatron.training.pretrain`` (Megatron's own loop and log lines).
 - :mod:`bench.train.spec`: which layer spec / core attention is built, and which flags the
-  environment requires (no Transformer Engine, no apex on the lent GPUs).
+  environment requires (no Transformer Engine or apex on a bare GPU machine).
 - :mod:`bench.train.attention`: core attention through ``torch.nn.functional.scaled_dot_product_attention``.
 - :mod:`bench.train.rankenv`: ``python -m bench.train.rankenv <command>``, each rank's launcher
   wrapper; :mod:`bench.train.sysinfo`: one rank's line of the system check.

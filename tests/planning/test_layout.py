@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.config.presets import get_preset
-from bench.planning.layout import build_layout, parse_layout_name, valid_layouts
+from bench.planning.layout import LayoutSpec, build_layout, parse_layout_name, valid_layouts
+from tests.inprocess import run_cli
 
 
 @pytest.mark.parametrize("name,expected", [
@@ -77,3 +80,33 @@ def test_nearest_layouts_are_valid_and_close() -> None:
 def test_valid_layouts_enumerates_every_split() -> None:
     names = {lay.name for lay in valid_layouts(get_preset("13b"), 4, 4, 1, 64)}
     assert names == {"tp1pp1dp4", "tp1pp2dp2", "tp1pp4dp1", "tp2pp1dp2", "tp2pp2dp1", "tp4pp1dp1"}
+
+
+def test_a_refusal_shows_the_layout_as_typed(tmp_path: Path) -> None:
+    # through the planner, which parses the name first: not `LayoutSpec(tp=2, pp=8, ...)`
+    refused = run_cli("run", "13b", "TP2pp8", "--platform", "lumi", "--gpus", "8", "--dry-run",
+                      cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "error: layout 'TP2pp8' is not possible" in refused.stderr
+    assert "LayoutSpec" not in refused.stderr
+
+
+def test_a_spec_built_in_code_reads_as_its_name() -> None:
+    assert str(LayoutSpec(tp=2, pp=4, vp=2, dp=2, sp=True)) == "tp2pp4vp2dp2sp"
+
+
+@pytest.mark.parametrize("layout,size", [("tp3pp8", 24), ("tp2pp12", 24), ("tp3pp1", 3)])
+def test_a_gpu_count_the_user_never_gave_is_not_named(layout: str, size: int, tmp_path: Path) -> None:
+    # without --gpus or --nodes the size comes from the bad layout itself: "no layout of 13b fits
+    # 24 GPUs" would answer a question nobody asked; valid layouts at nearby sizes do
+    refused = run_cli("run", "13b", layout, "--platform", "lumi", "--dry-run", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert f"{size} GPUs" not in refused.stderr
+    assert "nearest valid layouts for 13b (mbs 1, gbs 64): " in refused.stderr
+    assert "--gpus or --nodes sets the run's size" in refused.stderr
+
+
+def test_a_gpu_count_given_is_kept_in_the_refusal(tmp_path: Path) -> None:
+    refused = run_cli("run", "13b", "tp3pp8", "--platform", "lumi", "--gpus", "24", "--dry-run",
+                      cwd=tmp_path)
+    assert "no layout of 13b fits 24 GPUs" in refused.stderr

@@ -4,6 +4,7 @@ plans that cannot fit."""
 from __future__ import annotations
 
 import functools
+import re
 import statistics
 import subprocess
 from pathlib import Path
@@ -146,3 +147,10 @@ def test_lumi_13b_data_parallel_plans_with_full_recompute(tmp_path: Path) -> Non
     planned = run_cli(*argv, "--recompute", "full", cwd=tmp_path)
     assert planned.returncode == 0, planned.stderr
     assert "memory estimate: ~43.0 GB per GPU of 64 GB" in planned.stdout + planned.stderr
+def test_a_model_too_large_for_a_node_is_pointed_at_nodes_and_a_layout(tmp_path: Path) -> None:
+    # 175b unsplit needs ~2.9 TB per GPU: the layouts that fit lie beyond one node of 8, named by
+    # --nodes (Azure schedules whole nodes), not "no layout fits up to 8 GPUs"
+    refused = run_cli("run", "175b", "tp1pp1", "--platform", "azure-h100", "--dry-run", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert re.search(r"nearest that fit: tp\dpp\d+dp\d+ --nodes \d+ \(~\d+ GB\)", refused.stderr), refused.stderr
+    assert "--gpus" not in refused.stderr

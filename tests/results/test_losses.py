@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -112,22 +113,27 @@ def test_the_page_tables_final_losses_against_bf16() -> None:
     assert ("Shared: 13B (40 layers, hidden 5120, 40 heads, sequence 2048, vocabulary 51200), "
             "megatron dp4, micro/global batch 1/64, 200 iterations, data "
             "`gpt2-0123456789abcdef_text_document`, NVIDIA H200 SXM 141GB, attention=sdpa.") in section
-    assert ("| precision | final loss | vs bf16 | vs bf16 (%) | iterations | record |\n"
-            "| --- | ---: | ---: | ---: | ---: | --- |\n"
-            "| bf16 | 3.0000 | – | – | 200 | [13b_dp4_h200x4_20261121T200100Z]"
+    # the last 50 losses alternate final ± 0.1: standard deviation sqrt(50 * 0.01 / 49) = 0.1010,
+    # standard error 0.1010 / sqrt(50) = 0.0143; of a difference 0.0143 * sqrt(2) = 0.0202, so
+    # +0.06 is +3.0 standard errors and -0.03 is -1.5
+    assert ("| precision | final loss | ± s.e. | vs bf16 | vs bf16 (%) | difference / s.e. | iterations "
+            "| record |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n"
+            "| bf16 | 3.0000 | 0.0143 | – | – | – | 200 | [13b_dp4_h200x4_20261121T200100Z]"
             "(records/13b_dp4_h200x4_20261121T200100Z.json) |\n"
-            "| msamp-o2 | 3.0600 | +0.0600 | +2.00 % | 200 | [13b_dp4_h200x4_20261121T200300Z]"
+            "| msamp-o2 | 3.0600 | 0.0143 | +0.0600 | +2.00 % | +3.0 | 200 | [13b_dp4_h200x4_20261121T200300Z]"
             "(records/13b_dp4_h200x4_20261121T200300Z.json) |\n"
-            "| fp4 | 2.9700 | -0.0300 | -1.00 % | 200 | [13b_dp4_h200x4_20261121T200200Z]"
+            "| fp4 | 2.9700 | 0.0143 | -0.0300 | -1.00 % | -1.5 | 200 | [13b_dp4_h200x4_20261121T200200Z]"
             "(records/13b_dp4_h200x4_20261121T200200Z.json) |\n\n"
-            "Final loss: the mean `lm loss` of a run's last 50 iterations;") in section
+            "Final loss: the mean `lm loss` of a run's last 50 iterations, with its standard error") in section
+    assert "Within about ±2 it is noise" in section
     assert "no bf16 run" not in section
 
 
 def test_without_bf16_the_differences_are_blank() -> None:
     section = _section([_run("fp8-delayed", 1, final=3.0), _run("fp4", 2, final=2.97)])
-    assert "| fp8-delayed | 3.0000 |  |  | 200 |" in section
-    assert "| fp4 | 2.9700 |  |  | 200 |" in section
+    assert "| fp8-delayed | 3.0000 | 0.0143 |  |  |  | 200 |" in section
+    assert "| fp4 | 2.9700 | 0.0143 |  |  |  | 200 |" in section
     assert "This group has no bf16 run: its differences are blank." in section
 
 
@@ -155,3 +161,8 @@ def test_the_campaign_records_give_one_group_of_five_precisions() -> None:
         ("bf16", "20261125T055505Z", 500), ("fp8-delayed", "20261125T055846Z", 500),
         ("msamp-o1", "20261125T060242Z", 500), ("msamp-o2", "20261125T061248Z", 500),
         ("fp4", "20261125T061802Z", 500)]
+
+
+def test_the_final_loss_carries_its_standard_error() -> None:
+    curve = plan_losses([_run("bf16", 1), _run("fp4", 2, final=2.97)])[0].curves[0]
+    assert curve.final_loss_error == pytest.approx(math.sqrt(50 * 0.01 / 49) / math.sqrt(50))

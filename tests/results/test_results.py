@@ -164,7 +164,7 @@ def test_repository_results_page_is_current() -> None:
     generated = generate(REPO / "results" / "records", REPO / "results",
                          REPO / "results" / "published.toml",
                          REPO / "results" / "reference_ranges.toml",
-                         smoke_dir=REPO / "results" / "campaigns")
+                         smoke_dir=REPO / "docs" / "reports")
     for name, data in generated.files.items():
         assert (REPO / "results" / name).read_bytes() == data, f"run nox -s results ({name})"
 

@@ -90,3 +90,15 @@ def test_a_python_without_pydantic_gets_one_line_naming_it(tmp_path: Path) -> No
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "pip install 'pydantic>=2.11'" in result.stderr
+
+
+@pytest.mark.parametrize("args,usage,hint", [
+    (["run", "1.3b", "tp1pp1", "--platfrom", "lumi"], "usage: python -m bench run ", "did you mean --platform?"),
+    (["images", "build", "cuda", "--forse"], "usage: python -m bench images build ", "did you mean --force?"),
+])
+def test_an_option_typo_shows_its_commands_usage_and_the_option_meant(
+        tmp_path: Path, args: list[str], usage: str, hint: str) -> None:
+    refused = run_cli(*args, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(usage)
+    assert hint in refused.stderr

@@ -23,7 +23,7 @@ from tests.conftest import options
 
 CACHE = Path.home() / ".cache" / "megatron-bench"
 # DeepSpeed and the light dependencies of DeepSpeed and Megatron-DeepSpeed, as images/pins.toml pins
-# them (the same list results/campaigns/gather-mds-carry.sh carries to the GPUs).
+# them (the same list docs/reports/2026-11-23-h200-mds-fusions/gather-mds-carry.sh carries to the GPUs).
 DEEPSPEED_SITE = ["deepspeed==0.18.2", "hjson==3.1.0", "pydantic==2.11.7", "pydantic-core==2.33.2",
                   "annotated-types==0.7.0", "typing-inspection==0.4.1", "msgpack==1.1.0",
                   "py-cpuinfo==9.0.0", "psutil==7.0.0", "ninja==1.11.1.4", "einops==0.8.1",

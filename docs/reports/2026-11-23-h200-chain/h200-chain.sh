@@ -3,7 +3,7 @@
 # by the device's 10-minute limit per call: the calls after the one that starts it carry
 # Transformer Engine's chunks (shared/device-te) and then only collect /tmp/chain.
 # Start it from the repo root with .carry-mds/ and .carry/ carried
-# (results/campaigns/gather-mds-carry.sh; .carry/ holds the megatron-core wheel, MS-AMP's snapshot and a colorlog wheel):
+# (docs/reports/2026-11-23-h200-mds-fusions/gather-mds-carry.sh; .carry/ holds the megatron-core wheel, MS-AMP's snapshot and a colorlog wheel):
 #   rm -rf /tmp/kit && cp -r . /tmp/kit && cd /tmp/kit &&
 #   setsid nohup bash docs/reports/2026-11-23-h200-chain/h200-chain.sh > /tmp/chain.log 2>&1 < /dev/null &
 # The GPU runs one step at a time, in this order (the priorities): Megatron-DeepSpeed 1.3b

@@ -7,7 +7,7 @@
 # precision), the same model, data and batch on the megatron engine, for the side by side; then,
 # with NVIDIA apex built here meanwhile (fused layer norm, FusedAdam), both engines again.
 #
-# Carry .carry-mds/ (made here by results/campaigns/gather-mds-carry.sh). Run from the repo root:
+# Carry .carry-mds/ (made here by docs/reports/2026-11-23-h200-mds-fusions/gather-mds-carry.sh). Run from the repo root:
 #   OUT=$OUT bash docs/reports/2026-11-23-h200-mds-fusions/h200-megatron-deepspeed.sh
 # RUNS picks runs by name (default: mds-bf16 mds-bf16-unfused mds-fp16 megatron-bf16
 # mds-bf16-apex megatron-bf16-apex; also mds-bf16-mbs8 and mds-bf16-without-last-patch, the A/B

@@ -78,9 +78,9 @@ def update_difference(name: str) -> float:
         for step in range(PARITY_STEPS):
             set_gradients(params, step)
             opt.step()
-        runs.append([p.detach() - s for p, s in zip(params, start)])
-    diff = sum(((a - b).float().norm() ** 2 for a, b in zip(*runs)))
-    ref = sum((b.float().norm() ** 2 for b in runs[1]))
+        runs.append([p.detach() - s for p, s in zip(params, start, strict=True)])
+    diff = sum((a - b).float().norm() ** 2 for a, b in zip(*runs, strict=True))
+    ref = sum(b.float().norm() ** 2 for b in runs[1])
     return (diff / ref).sqrt().item()
 
 

@@ -1,0 +1,69 @@
+"""The kit and the evidence of how it was measured are kept apart: the kit's code and pages speak
+of its users' machines, campaign files are alone in results/campaigns/, the dated reports follow
+their template and their scripts are linted, and the README maps bench/ one line per package."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_import_graph import STAGES
+
+REPO = Path(__file__).resolve().parents[1]
+REPORTS = REPO / "docs" / "reports"
+# How the kit was developed, not what it is: the GPU machine is the user's, never "lent".
+DEVELOPMENT_WORDS = re.compile(r"\blent\b|device call", re.IGNORECASE)
+
+
+def _product_files() -> list[Path]:
+    return [*sorted((REPO / "bench").rglob("*.py")), REPO / "README.md",
+            *sorted((REPO / "docs").glob("*.md"))]  # dated reports keep their history
+
+
+@pytest.mark.parametrize("path", _product_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_the_kit_speaks_of_the_gpu_machine(path: Path) -> None:
+    found = [line for line in path.read_text(encoding="utf-8").splitlines() if DEVELOPMENT_WORDS.search(line)]
+    assert not found, f"{path.relative_to(REPO)}: say 'the GPU machine': {found}"
+
+
+def test_results_campaigns_holds_only_campaign_files() -> None:
+    others = [p.name for p in (REPO / "results" / "campaigns").iterdir() if p.suffix != ".toml"]
+    assert others == [], "scripts and smoke reports go with their dated report in docs/reports/"
+
+
+def test_every_report_is_named_as_the_template_says() -> None:
+    template = (REPORTS / "README.md").read_text(encoding="utf-8")
+    for heading in ("## Name", "Stack", "Commands", "Records", "What was not run"):
+        assert heading in template
+    name = re.compile(r"\d{4}-\d{2}-\d{2}-[a-z0-9]+-[a-z0-9-]+")
+    for path in REPORTS.iterdir():
+        if path.name == "README.md":
+            continue
+        stem = path.stem if path.is_file() else path.name
+        assert name.fullmatch(stem), f"{path.name}: not YYYY-MM-DD-<machine>-<topic>"
+        if path.is_dir():
+            assert (REPORTS / f"{path.name}.md").is_file(), f"{path.name}/ has no report beside it"
+
+
+@pytest.mark.parametrize("script", sorted(REPORTS.rglob("*.sh")), ids=lambda p: str(p.relative_to(REPORTS)))
+def test_the_reports_shell_scripts_parse(script: Path) -> None:
+    done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_lint_session_covers_the_reports_scripts() -> None:
+    lint = re.search(r'def lint\(.*?session\.run\("ruff", "check", ([^)]*)\)', (REPO / "noxfile.py").read_text(),
+                     re.S)
+    assert lint and '"docs/reports"' in lint.group(1)
+
+
+def test_the_readme_maps_every_package_in_pipeline_order() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Where things are in `bench/`", 1)[1].split("\n## ", 1)[0]
+    mapped = re.findall(r"^\| \[`bench/(\w+)/`\]\(bench/\w+/\) \| \S.*\|$", section, re.M)
+    packages = sorted(p.parent.name for p in (REPO / "bench").glob("*/__init__.py"))
+    assert sorted(mapped) == packages
+    assert mapped == list(STAGES)  # top to bottom as the floors are
