@@ -1,13 +1,14 @@
 """Where a step's time goes: a breakdown of a torch-profiler trace of a few steady-state steps.
 
-``bench run --profile`` has Megatron's training loop capture ``PROFILE_STEPS`` steps after the
-measured ones with the torch profiler (CUDA kernels only: no stacks, no shapes) on rank 0; the trace
+``bench run --profile`` has Megatron's training loop capture ``PROFILE_STEPS`` steps, trained
+``PROFILE_LEAD_STEPS`` after the measured ones, with the torch profiler (CUDA kernels only: no stacks, no shapes) on rank 0; the trace
 is a Chrome trace (``torch_profile/rank-0.json.gz``). This module reads it and answers, per step:
 
 - ``gemm``: matrix multiplies (cuBLAS/cuBLASLt, CUTLASS, Transformer Engine's fp8 GEMMs);
 - ``attention``: core attention (flash, cuDNN fused attention, torch SDPA kernels);
 - ``optimizer``: the optimizer step (multi-tensor Adam and its scale/copy kernels);
-- ``other``: every other kernel (layer norm, GeLU, casts, copies, the loss, ...);
+- ``other``: every other kernel (layer norm, GeLU, casts, the loss, ...) and the GPU's memory
+  copies and sets;
 - ``comm_exposed``: communication (NCCL, userbuffers) while no other kernel runs: the part not
   hidden behind compute;
 - ``idle``: no kernel at all on the GPU (the host is late: launch-bound, synchronisation).
@@ -28,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROFILE_STEPS = 2  # steps captured after the measured ones (their step times are not measured)
+# Steps between the measured ones and the captured ones: the profiler arms during the first (it
+# ran 20 % slower on two H100) and warms up in the second; neither is measured.
+PROFILE_LEAD_STEPS = 2
 PROFILE_DIR = "profile"  # in the run folder
 PROFILE_DIR_ENV = "BENCH_PROFILE_DIR"  # the runner tells the training entry that folder
 # Megatron writes the trace to <tensorboard dir>/../torch_profile/rank-<rank>.json.gz; the entry
@@ -83,9 +87,20 @@ def _spans(events: list[dict]) -> tuple[list[tuple[float, float, str]], list[tup
         start, end = float(event["ts"]), float(event["ts"]) + float(event["dur"])
         if event.get("cat") == "kernel":
             kernels.append((start, end, kernel_class(str(event.get("name", "")))))
+        elif event.get("cat") in ("gpu_memcpy", "gpu_memset"):
+            kernels.append((start, end, "other"))
         elif _STEP.match(str(event.get("name", ""))) and event.get("cat") in ("user_annotation", "cpu_op"):
             steps.append((start, end))
     return kernels, steps
+
+
+def at_step(profile: Breakdown, step_ms: float) -> dict[str, float]:
+    """The busy classes against a measured (unprofiled) step time, milliseconds: the profiler's
+    own overhead makes profiled steps longer, which shows as idle, while the kernels' durations
+    hardly change; so GPU idle at the measured step is what the busy classes leave of it (0 when
+    they overlap it)."""
+    busy = {name: getattr(profile, name) for name in CLASSES}
+    return {**busy, "idle": max(step_ms - sum(busy.values()), 0.0)}
 
 
 def breakdown(trace: dict) -> Breakdown:

@@ -6,7 +6,7 @@ import pytest
 
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
-from bench.measure.profile import PROFILE_STEPS
+from bench.measure.profile import PROFILE_LEAD_STEPS, PROFILE_STEPS
 from bench.planning.plan import plan
 from tests.conftest import options
 
@@ -20,10 +20,11 @@ def test_profile_trains_the_profiled_steps_after_the_measured_ones() -> None:
                   options(gpus=8, iters=12, profile=True))
     args = launch.train_args
     assert launch.iters == 12 and launch.profile_steps == PROFILE_STEPS
-    assert _flag(args, "--train-iters") == str(12 + PROFILE_STEPS)
+    start = 12 + PROFILE_LEAD_STEPS  # the profiler arms and warms up in the steps before
+    assert _flag(args, "--train-iters") == str(start + PROFILE_STEPS)
     assert {"--profile", "--use-pytorch-profiler"} <= set(args)
-    assert _flag(args, "--profile-step-start") == "12"
-    assert _flag(args, "--profile-step-end") == str(12 + PROFILE_STEPS)
+    assert _flag(args, "--profile-step-start") == str(start)
+    assert _flag(args, "--profile-step-end") == str(start + PROFILE_STEPS)
     assert _flag(args, "--profile-ranks") == "0"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.measure.logparse import parse_log
@@ -49,3 +50,22 @@ def test_the_record_keeps_every_iterations_lm_loss_in_order() -> None:
     logged = [float(v) for v in __import__("re").findall(r"lm loss: ([0-9.E+-]+)", text)]
     assert len(logged) == 15 and list(record.lm_losses) == logged
     assert json.loads(json.dumps(record.to_dict()))["lm_losses"] == logged
+
+
+def test_steps_profiled_after_the_window_are_not_measured() -> None:
+    """A --profile run trains 2 lead and 2 profiled steps after its measured ones; the profiler
+    slows them all (real log of a 6.7b tp2+sp run on two H100, profiled at steps 13 and 14 after
+    10 measured ones), so the window ends at the plan's last measured iteration."""
+    log = LOG.parent / "megatron_ok_6.7b_tp2sp_profiled_h100x2.log"
+    launch = plan(get_preset("6.7b"), "tp2pp1sp", load_platform("local"),
+                  options(gpus_present=2, gpu_name="NVIDIA H100 80GB HBM3", mbs=2, gbs=16, iters=10,
+                          profile=True, capabilities=Capabilities(transformer_engine=True)))
+    assert launch.train_args[launch.train_args.index("--train-iters") + 1] == "14"
+    text = log.read_text()
+    parsed = parse_log(text, timed_out=False, exit_code=0)
+    assert [it.index for it in parsed.iterations][-1] == 14
+    record = build_run_record(plan_summary(launch), parsed.status, parsed.reason, "2026-11-25T22:05:09Z",
+                              "2026-11-25T22:06:45Z", parsed, text, {"kit_commit": "0123abc"}, {})
+    assert record.metrics.window_iters == 10 - 5  # iterations 6..10
+    profiled = [it.elapsed_ms for it in parsed.iterations if it.index > 10]
+    assert min(profiled) / 1000 > record.metrics.step_time_s_median

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from bench.config.capabilities import Capabilities, megatron_flags
 from bench.config.presets import Preset
+from bench.measure.profile import PROFILE_LEAD_STEPS
 from bench.planning.engines.common import (
     MSAMP_LEVEL,
     OPTIMIZER_FLAGS,
@@ -39,7 +40,7 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
 
     Performance defaults (each measured on H200, see the README's results; ``tuning`` turns the
     first three off for A/B runs; ``profile_steps`` more steps are trained and profiled after the
-    ``iters`` measured ones): gradients reduced in bf16 under bf16 (halves gradient memory and
+    ``iters`` measured ones and the profiler's lead steps, :mod:`bench.measure.profile`): gradients reduced in bf16 under bf16 (halves gradient memory and
     traffic); with data parallelism, gradient reduce-scatter and parameter all-gather overlapped
     with compute; the fused cross-entropy loss; the distributed optimizer. The entry adds the
     fused AdamW on the no-TE path (``--kit-torch-adam``). ``capabilities`` (what the training
@@ -55,7 +56,8 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
                   str(preset.layers // (layout.pp * layout.vp))]
     if layout.cp > 1:
         flags += ["--context-parallel-size", str(layout.cp)]
-    flags += batch_flags(layout, iters + profile_steps)
+    profiled = iters + PROFILE_LEAD_STEPS if profile_steps else iters  # the steps before the captured ones
+    flags += batch_flags(layout, profiled + profile_steps)
     flags += precision_flags(precision)
     flags += recompute_flags(recompute, "megatron")
     flags += list(OPTIMIZER_FLAGS)
@@ -74,7 +76,7 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
         # Megatron's torch-profiler hook on rank 0, over the steps after the measured ones; the
         # entry puts the trace in the run's profile folder (bench.measure.profile).
         flags += ["--profile", "--use-pytorch-profiler", "--profile-ranks", "0",
-                  "--profile-step-start", str(iters), "--profile-step-end", str(iters + profile_steps)]
+                  "--profile-step-start", str(profiled), "--profile-step-end", str(profiled + profile_steps)]
     if data_path:
         flags += ["--data-path", data_path, "--split", "949,50,1"]
     else:
