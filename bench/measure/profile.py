@@ -1,8 +1,9 @@
 """Where a step's time goes: a breakdown of a torch-profiler trace of a few steady-state steps.
 
 ``bench run --profile`` has Megatron's training loop capture ``PROFILE_STEPS`` steps, trained
-``PROFILE_LEAD_STEPS`` after the measured ones, with the torch profiler (CUDA kernels only: no stacks, no shapes) on rank 0; the trace
-is a Chrome trace (``torch_profile/rank-0.json.gz``). This module reads it and answers, per step:
+``PROFILE_LEAD_STEPS`` after the measured ones, with the torch profiler (CUDA kernels only: no
+stacks, no shapes) on rank 0; the trace is a Chrome trace (``torch_profile/rank-0.json.gz``).
+This module reads it and answers, per step:
 
 - ``gemm``: matrix multiplies (cuBLAS/cuBLASLt, CUTLASS, Transformer Engine's fp8 GEMMs);
 - ``attention``: core attention (flash, cuDNN fused attention, torch SDPA kernels);

@@ -53,7 +53,8 @@ def test_at_the_measured_step_idle_is_what_the_busy_classes_leave(profile) -> No
     ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "gemm"),
     ("sm90_xmma_gemm_e4m3bf16_e4m3f32_f32_tn_n_tilesize128x128x128", "gemm"),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x128", "attention"),
-    ("void multi_tensor_apply_kernel<TensorListMetadata<4, false>, transformer_engine::multi_tensor_adam::AdamFunctor", "optimizer"),
+    ("void multi_tensor_apply_kernel<TensorListMetadata<4, false>, "
+     "transformer_engine::multi_tensor_adam::AdamFunctor", "optimizer"),
     ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "comm"),
     ("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "comm"),
     ("triton_poi_fused_add_native_dropout_0", "other"),

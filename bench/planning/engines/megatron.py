@@ -39,12 +39,13 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     """Megatron flags for one benchmark run; mock data unless ``data_path`` is given.
 
     Performance defaults (each measured on H200, see the README's results; ``tuning`` turns the
-    first three off for A/B runs; ``profile_steps`` more steps are trained and profiled after the
-    ``iters`` measured ones and the profiler's lead steps, :mod:`bench.measure.profile`): gradients reduced in bf16 under bf16 (halves gradient memory and
-    traffic); with data parallelism, gradient reduce-scatter and parameter all-gather overlapped
-    with compute; the fused cross-entropy loss; the distributed optimizer. The entry adds the
-    fused AdamW on the no-TE path (``--kit-torch-adam``). ``capabilities`` (what the training
-    environment has) choose the layer implementation and turn off the fusions it lacks.
+    first three off for A/B runs): gradients reduced in bf16 under bf16 (halves gradient memory
+    and traffic); with data parallelism, gradient reduce-scatter and parameter all-gather
+    overlapped with compute; the fused cross-entropy loss; the distributed optimizer. The entry
+    adds the fused AdamW on the no-TE path (``--kit-torch-adam``). ``capabilities`` (what the
+    training environment has) choose the layer implementation and turn off the fusions it lacks.
+    ``profile_steps`` more steps are trained and profiled after the ``iters`` measured ones and
+    the profiler's lead steps (:mod:`bench.measure.profile`).
     """
     if layout.zero is not None:
         raise ValueError(f"zero{layout.zero} is a DeepSpeed stage: use --engine megatron-deepspeed,"
