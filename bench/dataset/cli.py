@@ -1,4 +1,4 @@
-"""``python -m bench data``: turn text into Megatron's .bin/.idx with GPT-2's BPE."""
+"""``python -m bench data``: the seeds' corpora and other text into Megatron's .bin/.idx with GPT-2's BPE."""
 
 from __future__ import annotations
 
@@ -43,9 +43,12 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser(
-        "data", help="tokenize text (jsonl or .txt) into Megatron's .bin/.idx with GPT-2's BPE")
+        "data", help="tokenize text (jsonl, .txt, compressed, wikiextractor output) into "
+        "Megatron's .bin/.idx with GPT-2's BPE")
     data.add_argument("inputs", nargs="+", help=".jsonl/.json (a document per line), .txt (a "
-                      "document per file), or folders of them")
+                      "document per file), either compressed as .zst (SlimPajama), .xz (OSCAR), "
+                      ".gz or .bz2 (compressed .txt: a blank line between documents), "
+                      "wikiextractor output (AA/wiki_00, plain or --json), or folders of them")
     data.add_argument("--vocab-file", required=True, help="GPT-2 vocab.json (encoder.json)")
     data.add_argument("--merge-file", required=True, help="GPT-2 merges.txt (vocab.bpe)")
     data.add_argument("--out-dir", default="data", help="where the .bin/.idx go (default data/)")

@@ -1,7 +1,9 @@
 """Text files -> GPT-2 ids -> an indexed dataset named by the hash of everything that made it.
 
 Inputs are JSON-lines files (``.jsonl``/``.json``: one document per line, its text under
-``json_key``) or plain text files (``.txt``: one document per file), or folders of them. The
+``json_key``), plain text files (``.txt``: one document per file), either compressed (``.zst``,
+``.xz``, ``.gz``, ``.bz2``; compressed text is OSCAR's, a blank line between documents),
+wikiextractor output, or folders of them (``bench.dataset.corpora`` reads them). The
 output prefix is ``<out_dir>/gpt2-<16 hex>_text_document``: the hash covers the tokenizer files,
 the key, the inputs' bytes in order and this format's version, so the same inputs find the files
 already made (nothing is rewritten) and different inputs never share a name. Files are written
@@ -15,22 +17,24 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from bench.dataset.corpora import (
+    ACCEPTED,
+    InputError,
+    InputFormat,
+    Layout,
+    check_input,
+    input_format,
+    read_documents,
+)
 from bench.dataset.gpt2 import Gpt2Bpe
 from bench.dataset.indexed import IndexedWriter, token_dtype
 
 FORMAT = "bench.dataset/1 gpt2 append-eod one-sequence-per-document"
-JSONL_SUFFIXES = (".jsonl", ".json")
-TEXT_SUFFIXES = (".txt",)
 BATCH_BYTES = 4 << 20  # text per tokenizer call
-
-
-class InputError(ValueError):
-    """A user's input cannot be read as documents; the message names the file and the fix."""
 
 
 @dataclass(frozen=True)
@@ -57,78 +61,47 @@ class Prepared:
         return self.text_bytes / 1e6 / self.cpu_seconds if self.cpu_seconds > 0 else 0.0
 
 
-def input_files(paths: list[Path]) -> list[Path]:
-    """The files to read, in order: each file given, then each folder's files sorted by name."""
+def input_files(paths: list[Path]) -> list[tuple[Path, InputFormat]]:
+    """The files to read, in order, with their formats, each checked by reading its start: each
+    file given, then each folder's files the kit reads, sorted by path (wikiextractor's AA/wiki_00,
+    AA/wiki_01, AB/wiki_00, ... in its own order)."""
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*")
-                           if p.is_file() and p.suffix in JSONL_SUFFIXES + TEXT_SUFFIXES)
+            found = sorted(p for p in path.rglob("*") if p.is_file() and input_format(p))
             if not found:
-                raise InputError(f"{path}: a folder with no .jsonl, .json or .txt file in it")
+                raise InputError(f"{path}: a folder with no file the kit reads in it; {ACCEPTED}")
             files += found
         elif not path.is_file():
             raise InputError(f"{path}: no such file or folder")
-        elif path.suffix not in JSONL_SUFFIXES + TEXT_SUFFIXES:
-            raise InputError(f"{path}: not .jsonl/.json (one JSON document per line) or .txt "
-                             "(one document per file); rename it to say which it is")
         else:
             files.append(path)
+    checked = []
     for file in files:
         if file.stat().st_size == 0:
             raise InputError(f"{file}: the file is empty; remove it from the inputs")
-    return files
+        checked.append((file, check_input(file)))
+    return checked
 
 
-def content_hash(files: list[Path], vocab_file: Path, merge_file: Path, json_key: str) -> str:
+def content_hash(files: list[tuple[Path, InputFormat]], vocab_file: Path, merge_file: Path,
+                 json_key: str) -> str:
     digest = hashlib.sha256(FORMAT.encode() + b"\0" + json_key.encode() + b"\0")
-    for path in (vocab_file, merge_file, *files):
+    for path, layout in ((vocab_file, None), (merge_file, None), *((p, f.layout) for p, f in files)):
         with path.open("rb") as handle:
             while chunk := handle.read(1 << 20):
                 digest.update(chunk)
-        digest.update(b"\0file\0")
+        # The same bytes split another way are other data; the layouts read before this one was
+        # hashed (JSON lines, a document per .txt) keep the names their data already has.
+        digest.update(b"\0file\0" if layout in (None, Layout.JSONL, Layout.TEXT)
+                      else f"\0{layout.name}\0".encode())
     return digest.hexdigest()
-
-
-def _decode(raw: bytes, where: str, offset: int) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise InputError(
-            f"{where}: not UTF-8 (byte 0x{raw[error.start]:02x} at offset {offset + error.start}); "
-            "convert the file, e.g. iconv -f LATIN1 -t UTF-8 IN > OUT") from None
-
-
-def documents(path: Path, json_key: str) -> Iterator[tuple[str, int]]:
-    """(text, bytes read) per document of one file."""
-    if path.suffix in TEXT_SUFFIXES:
-        raw = path.read_bytes()
-        yield _decode(raw, str(path), 0).removeprefix("\ufeff"), len(raw)
-        return
-    offset = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            where = f"{path}:{number}"
-            size = len(raw)
-            line = _decode(raw, where, offset).strip().removeprefix("\ufeff")
-            offset += size
-            if not line:
-                yield "", size
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InputError(f"{where}: not a JSON object ({error.msg}); a .jsonl file holds "
-                                 "one JSON object per line") from None
-            if not isinstance(record, dict) or not isinstance(record.get(json_key), str):
-                raise InputError(f"{where}: no text under the key {json_key!r}; name the key "
-                                 "with --json-key")
-            yield record[json_key], size
 
 
 class Progress:
     """One line on ``stream`` (default: the current stderr): redrawn in place on a terminal,
-    every 10% otherwise."""
+    every 10% otherwise. The percentage is of the bytes on disk (compressed, where compressed);
+    the rate is of text tokenized."""
 
     def __init__(self, total_bytes: int, stream: IO[str] | None = None):
         self.total = max(total_bytes, 1)
@@ -137,16 +110,17 @@ class Progress:
         self.start = time.monotonic()
         self.shown = -1.0
 
-    def update(self, done: int, docs: int, tokens: int, final: bool = False) -> None:
+    def update(self, read: int, text_bytes: int, docs: int, tokens: int, final: bool = False) -> None:
         now = time.monotonic()
-        fraction = done / self.total
+        fraction = read / self.total
         if not final and (now - self.shown < 0.5 if self.tty else int(fraction * 10) <= int(
                 self.shown)):
             return
         self.shown = now if self.tty else int(fraction * 10)
-        rate = done / 1e6 / max(now - self.start, 1e-9)
-        text = (f"tokenized {done / 1e6:,.1f} of {self.total / 1e6:,.1f} MB ({100 * fraction:.0f}%)"
-                f" | {rate:,.1f} MB/s | {docs:,} documents | {tokens:,} tokens")
+        rate = text_bytes / 1e6 / max(now - self.start, 1e-9)
+        text = (f"read {read / 1e6:,.1f} of {self.total / 1e6:,.1f} MB ({100 * fraction:.0f}%) | "
+                f"tokenized {text_bytes / 1e6:,.1f} MB of text, {rate:,.1f} MB/s | {docs:,} "
+                f"documents | {tokens:,} tokens")
         self.stream.write(f"\r\033[K{text}" + ("\n" if final else "") if self.tty else text + "\n")
         self.stream.flush()
 
@@ -174,19 +148,19 @@ def prepare(inputs: list[Path], vocab_file: Path, merge_file: Path, out_dir: Pat
         return Prepared(prefix, True, manifest["documents"], manifest["empty_skipped"],
                         manifest["tokens"], manifest["text_bytes"], 0.0, 0.0, manifest["tokenizer"])
     out_dir.mkdir(parents=True, exist_ok=True)
-    total = sum(f.stat().st_size for f in files)
-    progress = Progress(total, stream)
+    progress = Progress(sum(f.stat().st_size for f, _ in files), stream)
     partial = out_dir / f".{prefix.name}.{os.getpid()}.partial"
     start, cpu_start = time.perf_counter(), time.process_time()
-    done = empty = 0
+    done = empty = read_before = read = 0  # text bytes, empty documents, bytes of the files read
     try:
         with open(f"{partial}.bin", "wb") as bin_file:
             writer = IndexedWriter(bin_file, token_dtype(tokenizer.vocab_size))
             batch: list[str] = []
             batch_bytes = 0
-            for path in files:
-                for text, size in documents(path, json_key):
+            for path, fmt in files:
+                for text, size, read_in_file in read_documents(path, fmt, json_key):
                     done += size
+                    read = read_before + read_in_file
                     if not text:
                         empty += 1
                         continue
@@ -195,17 +169,18 @@ def prepare(inputs: list[Path], vocab_file: Path, merge_file: Path, out_dir: Pat
                     if batch_bytes >= BATCH_BYTES:
                         writer.add_documents(tokenizer.encode_batch(batch), tokenizer.eod)
                         batch, batch_bytes = [], 0
-                        progress.update(done, len(writer.lengths), writer.tokens)
+                        progress.update(read, done, len(writer.lengths), writer.tokens)
+                read_before += path.stat().st_size
             writer.add_documents(tokenizer.encode_batch(batch), tokenizer.eod)
         if not writer.lengths:
             raise InputError("no document has any text: every input line or file is empty")
         with open(f"{partial}.idx", "wb") as idx_file:
             writer.write_index(idx_file)
         seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-        progress.update(done, len(writer.lengths), writer.tokens, final=True)
+        progress.update(read_before, done, len(writer.lengths), writer.tokens, final=True)
         result = Prepared(prefix, False, len(writer.lengths), empty, writer.tokens, done, seconds,
                           cpu_seconds, tokenizer.fast_path)
-        manifest = {"prefix": prefix.name, "format": FORMAT, "inputs": [str(f) for f in files],
+        manifest = {"prefix": prefix.name, "format": FORMAT, "inputs": [str(f) for f, _ in files],
                     "json_key": json_key, "vocab_file": str(vocab_file),
                     "merge_file": str(merge_file), "documents": result.documents,
                     "empty_skipped": empty, "tokens": result.tokens, "text_bytes": done,

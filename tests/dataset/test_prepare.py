@@ -93,7 +93,8 @@ def test_missing_input_and_unknown_suffix_are_named(tmp_path, gpt2_files):
     with pytest.raises(InputError, match="no such file or folder"):
         prepare([tmp_path / "absent.jsonl"], *gpt2_files, tmp_path / "out")
     (tmp_path / "notes.md").write_text("hello")
-    with pytest.raises(InputError, match="notes.md: not .jsonl/.json"):
+    with pytest.raises(InputError, match=r"notes.md: not a format the kit reads; .*\.jsonl/\.json.*"
+                                         r"\.zst, \.xz.*wikiextractor"):
         prepare([tmp_path / "notes.md"], *gpt2_files, tmp_path / "out")
 
 
