@@ -117,6 +117,8 @@ def _bar(row: Row, with_precision: bool) -> Bar:
         parts.append(row.precision)
     if row.engine.endswith(")"):  # Megatron-Core's layers: "megatron (TE+apex)" -> "TE+apex"
         parts.append(row.engine[row.engine.index("(") + 1:-1])
+    elif row.engine == "megatron-deepspeed":  # beside Megatron-Core's bars of the same model
+        parts.append("Megatron-DeepSpeed")
     if row.variant:
         parts.append(row.variant)
     ref = row.reference
