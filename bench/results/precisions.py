@@ -1,0 +1,109 @@
+"""Precisions side by side: the runs of one campaign that differ only in precision or in what built
+the layers, one small table each, so that "fp8 is 1.23x bf16" is read from records, not typed.
+
+Ok Megatron-Core records are grouped by campaign (``labels.campaign``: runs measured side by side
+on one machine, one after the other; a run made outside a campaign file by its day), preset,
+layout, micro and global batch, accelerator, data (mock, or the corpus's name) and measured
+iterations. Within a group each column is a precision, with the layers' builder added where a
+group holds more than one (``bf16 TE``, ``bf16 TE+apex``), and the variant where one is set; of a
+column run twice the newest run counts. A group of two or more columns is a table: TFLOP/s per
+GPU, its ratio to the group's bf16 column, peak memory.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.config.precisions import PRECISIONS
+from bench.measure.protocol import WARMUP_ITERS
+from bench.records.record import Record
+from bench.results.aggregate import display_name, layers, model_sort_key, settings, variant
+from bench.results.hardware import hardware_name
+
+BASELINE = "bf16"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str  # precision, then the layers and variant where they tell columns apart
+    run: Record
+
+
+@dataclass(frozen=True)
+class Group:
+    title: str
+    columns: tuple[Column, ...]
+
+    @property
+    def baseline(self) -> Column | None:
+        return next((c for c in self.columns if c.run.precision == BASELINE), None)
+
+
+def _made(run: Record) -> str:
+    """The campaign of a run, or the day of one made outside a campaign file."""
+    campaign = run.labels.get("campaign")
+    return f"campaign {campaign}" if campaign else f"runs of {run.started_at[:10]}"
+
+
+def _key(run: Record) -> tuple:
+    data = run.data.name if run.data is not None and run.data.kind == "real" else "mock"
+    lay = run.layout
+    return (_made(run), run.preset.name, lay.name, lay.micro_batch,
+            lay.global_batch, run.platform.accelerator, data, run.metrics.window_iters)
+
+
+def _title(run: Record) -> str:
+    lay = run.layout
+    data = "real data" if run.data is not None and run.data.kind == "real" else "mock data"
+    return (f"{display_name(run.preset.name.lower())} {lay.name}, micro/global batch "
+            f"{lay.micro_batch}/{lay.global_batch}, {run.metrics.window_iters + WARMUP_ITERS} iterations, "
+            f"{hardware_name(run.platform.accelerator)}, {data}, {_made(run)}")
+
+
+def side_by_side(runs: Sequence[Record]) -> list[Group]:
+    """The groups of two or more columns, in model-size order, then by title."""
+    grouped: dict[tuple, list[Record]] = defaultdict(list)
+    for run in runs:
+        if run.ok and run.engine == "megatron":
+            grouped[_key(run)].append(run)
+    groups = []
+    for members in grouped.values():
+        builders = {layers(run) for run in members}
+        newest: dict[str, Record] = {}
+        for run in sorted(members, key=lambda r: r.started_at):
+            parts = [run.precision, layers(run) if len(builders) > 1 else "", variant(settings(run))]
+            newest[" ".join(filter(None, parts))] = run
+        if len(newest) < 2:
+            continue
+        order = {p: i for i, p in enumerate(PRECISIONS)}
+        columns = sorted((Column(name, run) for name, run in newest.items()),
+                         key=lambda c: (order.get(c.run.precision, len(order)), c.name))
+        groups.append(Group(_title(columns[0].run), tuple(columns)))
+    return sorted(groups, key=lambda g: (model_sort_key(g.columns[0].run.preset.name), g.title))
+
+
+def render(groups: Sequence[Group], records_link: str, text, link) -> list[str]:
+    """The section's markdown lines; ``text`` and ``link`` are the page's escaping helpers."""
+    lines = ["## Precisions side by side", "",
+             "Runs of one campaign that differ only in precision or in what built the layers (TE, "
+             "TE+apex, no TE), from their records: TFLOP/s per GPU (causal count), the ratio to the "
+             "group's bf16 column, and peak memory. Each column links its record.", ""]
+    for group in groups:
+        base = group.baseline
+        lines += [f"### {text(group.title)}", "",
+                  "| | " + " | ".join(link(text(c.name), f"{records_link}/{c.run.run_id}.json")
+                                     for c in group.columns) + " |",
+                  "| --- |" + " ---: |" * len(group.columns)]
+        lines.append("| TFLOP/s/GPU | " + " | ".join(f"{c.run.metrics.tflops_per_gpu:.1f}"
+                                                     for c in group.columns) + " |")
+        if base is not None:
+            lines.append(f"| × {BASELINE} | " + " | ".join(
+                f"{c.run.metrics.tflops_per_gpu / base.run.metrics.tflops_per_gpu:.2f}"
+                for c in group.columns) + " |")
+        lines.append("| peak memory (GB) | " + " | ".join(
+            "–" if c.run.metrics.peak_mem_gb is None else f"{c.run.metrics.peak_mem_gb:.1f}"
+            for c in group.columns) + " |")
+        lines.append("")
+    return lines

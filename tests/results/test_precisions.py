@@ -1,0 +1,48 @@
+"""Precisions side by side, from the kept records: what the README and the reports quote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.records.store import load_records
+from bench.results.precisions import side_by_side
+
+RECORDS = Path(__file__).parents[2] / "results" / "records"
+
+
+@pytest.fixture(scope="module")
+def groups():
+    runs, _ = load_records(RECORDS)
+    return {group.title: group for group in side_by_side(runs)}
+
+
+def _ratios(group) -> dict[str, float]:
+    base = group.baseline.run.metrics.tflops_per_gpu
+    return {c.name: round(c.run.metrics.tflops_per_gpu / base, 2) for c in group.columns}
+
+
+def test_the_two_h100_dp2_group_sets_fp8_and_the_stacks_beside_bf16(groups) -> None:
+    (title,) = [t for t in groups if t.startswith("2.7B tp1pp1dp2, micro/global batch 4/32") and "h100x2" in t]
+    assert _ratios(groups[title]) == {"bf16 TE": 1.0, "bf16 TE+apex": 0.99, "bf16 no TE": 1.01,
+                                      "fp8-delayed TE": 1.23, "fp8-current TE": 1.19}
+
+
+def test_the_ms_amp_modes_are_one_group_of_five_precisions(groups) -> None:
+    (title,) = [t for t in groups if t.startswith("1.3B tp1pp1dp1, micro/global batch 4/32, 30 iterations")]
+    group = groups[title]
+    assert [c.run.precision for c in group.columns] == ["bf16", "fp8-delayed", "msamp-o1", "msamp-o2", "fp4"]
+    assert group.baseline.run.metrics.tflops_per_gpu == pytest.approx(461.2, abs=0.05)
+
+
+def test_runs_that_differ_in_anything_but_precision_and_layers_stay_apart(groups) -> None:
+    for group in groups.values():
+        first = group.columns[0].run
+        for column in group.columns:
+            run = column.run
+            assert (run.preset.name, run.layout.name, run.layout.micro_batch, run.layout.global_batch,
+                    run.platform.accelerator) == (first.preset.name, first.layout.name,
+                                                  first.layout.micro_batch, first.layout.global_batch,
+                                                  first.platform.accelerator)
+        assert len({c.name for c in group.columns}) == len(group.columns) >= 2
