@@ -60,8 +60,18 @@ def check_walltime(value: str) -> str:
     return value
 
 
+class Link(Strict):
+    """The GPU-to-GPU link inside a node: ``gbps`` is its nominal bandwidth per GPU in one
+    direction, GB/s (the figure NCCL's all-reduce bus bandwidth is compared with), with its source."""
+
+    name: Annotated[str, Field(pattern=r"\S")]
+    gbps: Positive
+    source: Annotated[str, Field(pattern=r"\S")]
+
+
 class AcceleratorFile(Strict):
-    """One GPU (or GCD) model and its dense peak TFLOP/s per precision, with the source."""
+    """One GPU (or GCD) model and its dense peak TFLOP/s per precision, with the source; ``link``,
+    where known, the link between the GPUs of a node (none by default)."""
 
     model: str
     # Substrings of the device name a driver reports (e.g. "H200"); the longest that occurs decides
@@ -70,6 +80,7 @@ class AcceleratorFile(Strict):
     memory_gb: Positive
     peak_tflops: dict[PeakFormat, Positive]
     peak_source: Annotated[str, Field(pattern=r"\S")]  # where the peak figures come from
+    link: Link | None = None
 
 
 class Accelerator(AcceleratorFile):

@@ -6,7 +6,9 @@ that run's record. A *published row* comes from ``results/published.toml`` with 
 A *reference range* (``results/reference_ranges.toml``) is an expected TFLOP/s/GPU with a relative
 tolerance; measured rows outside their range are flagged and fail ``--check``.
 
-Modules: ``data`` (the TOML files), ``aggregate`` (records -> rows), ``markdown`` (tables),
+Modules: ``data`` (the TOML files), ``aggregate`` (records -> rows), ``scaling`` (DP N runs
+beside their DP 1 runs), ``profiles`` (profiled runs against their measured step), ``hardware``
+(accelerator names, smoke reports' ceilings and node checks), ``markdown`` (tables),
 ``plots`` (PNG), ``compare`` (B against A with its noise), ``schemas`` (the JSON Schema export),
 ``cli`` (``python -m bench results``, ``compare``, ``schemas``), ``perf`` (10,000-record timing).
 """

@@ -21,6 +21,7 @@ from bench.planning.tuning import TUNING_NOTE_KEYS
 from bench.records.record import LayoutInfo, Record
 from bench.records.store import Problem
 from bench.results.data import Published, PublishedRow, ReferenceRange
+from bench.results.hardware import hardware_id
 from bench.results.runs import label_of
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
@@ -116,13 +117,16 @@ class Report:
 
     @property
     def best_rows(self) -> list[Row]:
-        """The measured row with the most TFLOP/s/GPU per model and precision, in table order."""
-        best: dict[tuple[str, str], Row] = {}
+        """The measured row with the most TFLOP/s/GPU per model, precision and accelerator: one
+        GPU model's figure never stands for another's. In table order of model and precision,
+        each precision's rows side by side by accelerator name."""
+        best: dict[tuple[str, str, str], Row] = {}
         for row in self.measured_rows:
-            key = (row.model, row.precision)
+            key = (row.model, row.precision, hardware_id(row.accelerator))
             if key not in best or (row.tflops_per_gpu or 0.0) > (best[key].tflops_per_gpu or 0.0):
                 best[key] = row
-        return list(best.values())
+        first_seen = {key[:2]: i for i, key in reversed(list(enumerate(best)))}
+        return [best[key] for key in sorted(best, key=lambda k: (first_seen[k[:2]], k[2]))]
 
 
 def model_sort_key(name: str) -> tuple[float, str]:
@@ -164,7 +168,7 @@ def _patches(run: Record) -> str:
                      for series in run.patches)
 
 
-def _variant(run: Record) -> str:
+def variant_text(run: Record) -> str:
     """The variant text of a run's row: its settings, its patch series, and ``data=real`` for a
     run on a tokenized corpus rather than the engine's mock data, which the kit's throughput rows
     otherwise use."""
@@ -184,7 +188,7 @@ def configuration(run: Record) -> tuple:
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
         label_of(run), run.engine, layers(run), run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
-        lay.micro_batch, lay.global_batch, _variant(run),
+        lay.micro_batch, lay.global_batch, variant_text(run),
     )  # fmt: skip
 
 
@@ -244,9 +248,15 @@ def _verdict(entry: ReferenceRange | None, value: float) -> Verdict:
     return Verdict.IN_RANGE
 
 
+def median_run(runs: Sequence[Record]) -> Record:
+    """The run a configuration's row shows: the median of its ok runs by TFLOP/s/GPU (the lower
+    median for an even count, ties broken by run id)."""
+    ranked = sorted(runs, key=lambda r: (r.metrics.tflops_per_gpu, r.run_id))  # type: ignore[union-attr]
+    return ranked[(len(ranked) - 1) // 2]
+
+
 def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
-    runs.sort(key=lambda r: (r.metrics.tflops_per_gpu, r.run_id))  # type: ignore[union-attr]
-    median = runs[(len(runs) - 1) // 2]
+    median = median_run(runs)
     m, lay = median.metrics, median.layout
     assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
@@ -262,7 +272,7 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
         tflops_per_gpu=m.tflops_per_gpu, percent_of_peak=m.mfu * 100,
         flops_convention=m.flops_convention, peak_mem_gb=m.peak_mem_gb,
         date=median.started_at[:10], runs=len(runs), label=median.run_id,
-        link=f"{median.run_id}.json", variant=_variant(median),
+        link=f"{median.run_id}.json", variant=variant_text(median),
         sweep=_sweep(median), reference=entry,
         verdict=_verdict(entry, m.tflops_per_gpu),
         # Only fp8 is measured against a peak other than bf16's (older fp16 records carry both).

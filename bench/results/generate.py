@@ -19,7 +19,9 @@ from bench.results import losses, markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
-from bench.results.hardware import load_ceilings
+from bench.results.hardware import load_ceilings, load_node_checks
+from bench.results.profiles import time_rows
+from bench.results.scaling import scaling_pairs
 
 RESULTS_DIR = Path("results")
 PUBLISHED_FILE = RESULTS_DIR / "published.toml"
@@ -62,7 +64,10 @@ def generate(
         platform_specs = plots.plan_plots(report, ceilings)
         loss_specs = losses.plan_losses(runs)
         records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
-        files = {PAGE: markdown.render(report, platform_specs, records_link, loss_specs).encode()}
+        findings = markdown.Findings(scaling_pairs(runs), time_rows(runs), load_node_checks(smoke_dir),
+                                     Path(os.path.relpath(smoke_dir, out_dir)).as_posix())
+        page = markdown.render(report, platform_specs, records_link, loss_specs, findings)
+        files = {PAGE: page.encode()}
         specs: list[plots.Drawable] = [*platform_specs, *loss_specs]
         if drawer is not None:
             plots_dir = out_dir / PLOTS_DIR

@@ -7,14 +7,18 @@ measures the bf16 8192^3 GEMM rate per GPU: the most a GEMM-bound training step 
 that GPU, drawn as a line on the plots. Smoke files are ``*smoke*.json`` in a folder or its
 subfolders (default ``docs/reports``, where each lies with the dated report of its campaign); one
 whose GEMM check did not pass gives no ceiling, and of several for one accelerator the latest counts.
+Each smoke file is also a node check on the page: its all-reduce bus bandwidth per size beside the
+accelerator's nominal link (``link`` in its data file) and its GEMM ceilings.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from bench.config.platforms import Accelerator, DataError, load_accelerator, match_accelerator
 
@@ -28,6 +32,13 @@ def accelerator_of(name: str) -> Accelerator | None:
         return load_accelerator(name)
     except DataError:
         return match_accelerator(name)
+
+
+def hardware_id(name: str) -> str:
+    """The accelerator file's name a record's accelerator text means (``H200 SXM`` and
+    ``h200-sxm`` are one GPU model); text that names no known accelerator as is."""
+    accelerator = accelerator_of(name)
+    return accelerator.name if accelerator else name
 
 
 def hardware_name(name: str) -> str:
@@ -48,12 +59,10 @@ class Ceiling:
     file: str
 
 
-def load_ceilings(folder: Path | str) -> dict[str, Ceiling]:
-    """Ceilings by accelerator name from the smoke files in ``folder`` (none if it is missing).
-
-    A file that is not valid JSON or not a smoke report raises ValueError naming it.
-    """
-    found: dict[str, Ceiling] = {}
+def _smoke_reports(folder: Path | str) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(path, report) of each smoke file in ``folder`` and its subfolders, by path (none if the
+    folder is missing). A file that is not valid JSON or not a smoke report raises ValueError
+    naming it."""
     folder = Path(folder)
     for path in sorted(folder.rglob("*smoke*.json")) if folder.is_dir() else []:
         try:
@@ -63,10 +72,25 @@ def load_ceilings(folder: Path | str) -> dict[str, Ceiling]:
         if not isinstance(report, dict) or report.get("schema") != SMOKE_SCHEMA:
             raise ValueError(f"{path}: schema is not {SMOKE_SCHEMA!r}; only smoke reports "
                              "(python -m bench.train.smoke --out) belong under this name")
-        gemm = (report.get("checks") or {}).get("gemm") or {}
-        detail = gemm.get("detail") or {}
+        yield path, report
+
+
+def _detail(report: dict[str, Any], check: str) -> dict[str, Any] | None:
+    """The detail of a check that passed, else None."""
+    result = (report.get("checks") or {}).get(check) or {}
+    return (result.get("detail") or {}) if result.get("ok") else None
+
+
+def load_ceilings(folder: Path | str) -> dict[str, Ceiling]:
+    """Ceilings by accelerator name from the smoke files in ``folder`` (none if it is missing).
+
+    A file that is not valid JSON or not a smoke report raises ValueError naming it.
+    """
+    found: dict[str, Ceiling] = {}
+    for path, report in _smoke_reports(folder):
+        detail = _detail(report, "gemm")
         accelerator = match_accelerator(str(report.get("gpu_model", "")))
-        if not gemm.get("ok") or accelerator is None or "tflops_median" not in detail:
+        if detail is None or accelerator is None or "tflops_median" not in detail:
             continue
         ceiling = Ceiling(accelerator.name, str(report["gpu_model"]), str(detail.get("dtype")),
                           float(detail["tflops_median"]), str(report.get("started_at", ""))[:10],
@@ -74,3 +98,58 @@ def load_ceilings(folder: Path | str) -> dict[str, Ceiling]:
         if accelerator.name not in found or ceiling.date >= found[accelerator.name].date:
             found[accelerator.name] = ceiling
     return found
+
+
+@dataclass(frozen=True)
+class AllReduce:
+    """One all-reduce size the NCCL check timed: bus bandwidth in GB/s (nccl-tests' convention)."""
+
+    bytes: int
+    busbw_gbps: float
+
+
+@dataclass(frozen=True)
+class NodeCheck:
+    """What one smoke report measured of its machine. ``file`` is the report's path relative to
+    the smoke folder; ``accelerator`` the data file its GPU name matches (None: unknown).
+    ``all_reduce`` holds the bf16 sizes of a passed NCCL check over two GPUs or more (empty for a
+    report before the check timed bf16 sizes, and for one GPU: nothing crosses a link).
+    ``gemm_tflops`` is the bf16 8192³ median per GPU of a passed GEMM check; ``shapes`` its
+    ``"<shape> <dtype>"`` rates, TFLOP/s (empty in reports before the check timed them)."""
+
+    file: str
+    gpu_model: str
+    accelerator: Accelerator | None
+    gpus: int
+    date: str
+    nccl_version: str | None
+    all_reduce: tuple[AllReduce, ...]
+    gemm_tflops: float | None
+    shapes: Mapping[str, float]
+
+
+def _all_reduce(report: dict[str, Any]) -> tuple[AllReduce, ...]:
+    detail = _detail(report, "nccl") or {}
+    if detail.get("dtype") != "bf16" or int(detail.get("world_size", 1)) < 2:
+        return ()
+    return tuple(AllReduce(int(size["bytes"]), float(size["busbw_gbps"]))
+                 for size in detail.get("sizes") or ())
+
+
+def load_node_checks(folder: Path | str) -> tuple[NodeCheck, ...]:
+    """A :class:`NodeCheck` per smoke file in ``folder`` (none if it is missing), by date and
+    path. A file that is not valid JSON or not a smoke report raises ValueError naming it."""
+    checks = []
+    for path, report in _smoke_reports(folder):
+        gpu_model = str(report.get("gpu_model", ""))
+        gemm = _detail(report, "gemm") or {}
+        median = gemm.get("tflops_median")
+        nccl = _detail(report, "nccl") or {}
+        checks.append(NodeCheck(
+            file=path.relative_to(folder).as_posix(), gpu_model=gpu_model,
+            accelerator=match_accelerator(gpu_model), gpus=int(report.get("gpus", 1)),
+            date=str(report.get("started_at", ""))[:10],
+            nccl_version=str(nccl["nccl_version"]) if "nccl_version" in nccl else None,
+            all_reduce=_all_reduce(report), gemm_tflops=None if median is None else float(median),
+            shapes={str(k): float(v) for k, v in (gemm.get("shapes") or {}).items()}))
+    return tuple(sorted(checks, key=lambda c: (c.date, c.file)))

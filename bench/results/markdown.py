@@ -1,6 +1,7 @@
-"""Markdown for ``results/README.md``: the best row per model and precision, then one table per
-model size, the plots with the measured GEMM ceilings, loss curves by precision, failed runs,
-skipped files.
+"""Markdown for ``results/README.md``: the best row per model, precision and hardware, data-parallel
+scaling, where profiled runs' time goes, the smoke reports' node checks, then one table per model
+size, the plots with the measured GEMM ceilings, loss curves by precision, failed runs, skipped
+files.
 
 Every number column is right-aligned with a fixed number of decimals (samples/s 2, tokens/s 0,
 TFLOP/s 1, % 1, GB 1, loss 4, loss difference in % 2); units are in the headers; a dash means
@@ -12,11 +13,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from bench.records.record import Record
-from bench.results.aggregate import ModelTable, Report, Row, display_name
+from bench.results.aggregate import ModelTable, Report, Row, display_name, layers
 from bench.results.data import CONVENTION_LABELS
-from bench.results.hardware import hardware_name
+from bench.results.hardware import NodeCheck, hardware_id, hardware_name
 from bench.results.losses import (
     BASELINE,
     FINAL_WINDOW,
@@ -27,7 +29,9 @@ from bench.results.losses import (
     difference_error,
 )
 from bench.results.plots import PlotSpec
+from bench.results.profiles import TimeRow
 from bench.results.runs import failure_reason, label_of
+from bench.results.scaling import ScalingPair
 
 DASH = "–"
 
@@ -272,20 +276,26 @@ def _best_section(report: Report, records_link: str) -> list[str]:
          _link(row.label, f"{records_link}/{row.link}")]
         for row in rows
     ]
-    return ["## Best measured per model and precision", "",
-            ("The measured row with the most TFLOP/s/GPU (causal count) of each model and "
-             "precision, from the full tables below; `notes` names an A/B setting it ran with."),
+    return ["## Best measured per model, precision and hardware", "",
+            ("The measured row with the most TFLOP/s/GPU (causal count) of each model, precision "
+             "and GPU model, from the full tables below: a figure from one GPU model never stands "
+             "for another's, so each precision's rows on different hardware sit side by side. "
+             "`notes` names an A/B setting a row ran with."),
             "", *_table(SUMMARY_COLUMNS, cells), "", *_unlike_note(rows)]
 
 
 def _unlike_note(rows: Sequence[Row]) -> list[str]:
-    """Say where one model's best rows ran on other hardware, GPU counts or batches: their
-    precisions are then not compared like with like, and a reader should not rank them."""
-    setups: dict[str, set[tuple[object, ...]]] = {}
+    """Say where one model's best rows on one GPU model ran on other hardware, GPU counts or
+    batches: their precisions are then not compared like with like, and a reader should not rank
+    them. Rows on other GPU models are apart already; a model with rows on several is named
+    with the GPU model whose rows differ."""
+    setups: dict[tuple[str, str], set[tuple[object, ...]]] = {}
     for row in rows:
-        setups.setdefault(row.model, set()).add(
+        setups.setdefault((row.model, hardware_id(row.accelerator)), set()).add(
             (row.accelerator, row.gpus, row.micro_batch, row.global_batch))
-    unlike = [display_name(model) for model, seen in setups.items() if len(seen) > 1]
+    several = {model for model, _ in setups if sum(m == model for m, _ in setups) > 1}
+    unlike = [display_name(model) + (f" on {hardware_name(hardware)}" if model in several else "")
+              for (model, hardware), seen in setups.items() if len(seen) > 1]
     if not unlike:
         return []
     return [(f"Not like with like: the best rows of {', '.join(unlike)} ran on different "
@@ -300,6 +310,188 @@ def _ceiling_lines(plots: Sequence[PlotSpec]) -> list[str]:
     return ["Dashed line: the GEMM ceiling the smoke check measured (`python -m bench.train.smoke`, "
             "the median rate of 8192³ matrix products on one GPU), the most a GEMM-bound "
             "training step could reach there:", "", *(f"- {_with_code(source)}" for source in sources), ""]
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What the page shows beyond the tables: data-parallel scaling pairs, profiled runs, and the
+    smoke reports' node checks; ``smoke_link`` is the smoke folder relative to the page."""
+
+    scaling: tuple[ScalingPair, ...] = ()
+    profiles: tuple[TimeRow, ...] = ()
+    node_checks: tuple[NodeCheck, ...] = ()
+    smoke_link: str = ""
+
+
+def _engine(run: Record) -> str:
+    built_by = layers(run)
+    return f"{run.engine} ({built_by})" if built_by else run.engine
+
+
+def _record_link(run: Record, records_link: str) -> str:
+    return _link(run.run_id, f"{records_link}/{run.run_id}.json")
+
+
+SCALING_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("model", False), ("precision", False), ("engine", False), ("hardware", False),
+    ("micro batch / batch per DP rank", True), ("layout, DP 1", False), ("GPUs, DP 1", True),
+    ("TFLOP/s/GPU, DP 1", True), ("layout, DP N", False), ("GPUs, DP N", True),
+    ("TFLOP/s/GPU, DP N", True), ("efficiency", True), ("record, DP 1", False),
+    ("record, DP N", False),
+)
+
+
+def _scaling_cells(pair: ScalingPair, records_link: str) -> list[str]:
+    base, scaled = pair.base, pair.scaled
+    lay = base.layout
+    return [_text(display_name(base.preset.name.lower())), _text(base.precision), _text(_engine(base)),
+            _text(hardware_name(base.platform.accelerator)),
+            f"{lay.micro_batch}/{lay.global_batch // lay.dp}", _text(lay.name), str(base.gpus),
+            _number(_tflops(base), 1), _text(scaled.layout.name), str(scaled.gpus),
+            _number(_tflops(scaled), 1), f"{pair.efficiency:.3f}",
+            _record_link(base, records_link), _record_link(scaled, records_link)]
+
+
+def _tflops(run: Record) -> float | None:
+    return None if run.metrics is None else run.metrics.tflops_per_gpu
+
+
+def _scaling_section(pairs: Sequence[ScalingPair], records_link: str) -> list[str]:
+    if not pairs:
+        return []
+    return ["## Scaling", "",
+            ("Each ok Megatron-Core configuration with data parallelism (DP N) beside the one-replica "
+             "run (DP 1) it differs from in DP only: same model, precision, engine and what built "
+             "its layers, platform and hardware, tensor/pipeline/context/sequence parallelism, "
+             "micro-batch, batch per DP rank (global batch / DP) and notes, and the same engine "
+             "flags but those DP adds (runs of commits between which the kit's defaults changed "
+             "do not pair). Each side is its configuration's median run, as in the tables below. "
+             "`efficiency` = TFLOP/s/GPU at DP N / TFLOP/s/GPU at DP 1 (1.000: perfect scaling)."),
+            "", *_table(SCALING_COLUMNS, [_scaling_cells(p, records_link) for p in pairs]), ""]
+
+
+# (profile class, header) in the order the profile gives an instant to a class.
+TIME_CLASSES: tuple[tuple[str, str], ...] = (
+    ("gemm", "GEMM"), ("attention", "attention"), ("optimizer", "optimizer"),
+    ("other", "other kernels"), ("comm_exposed", "communication not hidden"), ("idle", "GPU idle"),
+)
+TIME_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("model", False), ("layout", False), ("precision", False), ("engine", False),
+    ("hardware", False), ("measured step (ms)", True),
+    *((f"{header} (ms, %)", True) for _, header in TIME_CLASSES),
+    ("all communication (ms, %)", True), ("profiled step (ms)", True), ("record", False),
+)
+
+
+def _ms(value: float, step_ms: float) -> str:
+    return f"{value:.1f} ({100 * value / step_ms:.1f} %)"
+
+
+def _time_cells(row: TimeRow, records_link: str) -> list[str]:
+    run = row.run
+    return [_text(display_name(run.preset.name.lower())), _text(run.layout.name), _text(run.precision),
+            _text(_engine(run)), _text(hardware_name(run.platform.accelerator)),
+            f"{row.step_ms:.1f}", *(_ms(row.classes[name], row.step_ms) for name, _ in TIME_CLASSES),
+            _ms(row.profile.comm_total, row.step_ms), f"{row.profile.step_ms:.1f}",
+            _record_link(run, records_link)]
+
+
+def _time_section(rows: Sequence[TimeRow], records_link: str) -> list[str]:
+    if not rows:
+        return []
+    steps = " or ".join(str(n) for n in sorted({row.profile.steps for row in rows}))
+    sources = ", ".join(_text(s) for s in sorted({row.profile.source for row in rows}))
+    return ["## Where the time goes", "",
+            (f"Runs made with `bench run --profile`: the torch profiler's trace ({sources}) of "
+             f"{steps} steps trained after the measured window, its CUDA kernels classed by name "
+             "(GEMM: cuBLAS, CUTLASS and Transformer Engine's fp8 GEMMs; attention: flash, cuDNN "
+             "fused and SDPA kernels; optimizer: multi-tensor Adam; communication: NCCL and "
+             "userbuffers; other kernels: the rest, memory copies and sets included). Where "
+             "kernels overlap, each instant counts once and goes to compute first (in the "
+             "columns' order), to communication only where no compute runs: `communication not "
+             "hidden` is that part, `all communication` every communication kernel, hidden or "
+             "not. The profiler's own overhead lengthens the profiled steps (`profiled step`) "
+             "while kernels keep their durations, so the classes are milliseconds per step set "
+             "against the run's measured median step, and `GPU idle` is what the busy classes "
+             "leave of it (0 where they fill it); percentages are of the measured step."),
+            "", *_table(TIME_COLUMNS, [_time_cells(row, records_link) for row in rows]), ""]
+
+
+def _size(n: int) -> str:
+    """Bytes as ``64 MiB`` / ``1 GiB`` (binary units, as the smoke check sizes its tensors)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def _machine(check: NodeCheck) -> str:
+    return _text(check.accelerator.model if check.accelerator else check.gpu_model)
+
+
+def _report_link(check: NodeCheck, smoke_link: str) -> str:
+    return _link(check.file.rsplit("/", 1)[-1], f"{smoke_link}/{check.file}")
+
+
+def _link_cells(check: NodeCheck) -> list[str]:
+    """The nominal link and the largest size's bus bandwidth as a share of it."""
+    link = check.accelerator.link if check.accelerator else None
+    if link is None:
+        return [DASH, DASH]
+    share = (f"{100 * max(check.all_reduce, key=lambda a: a.bytes).busbw_gbps / link.gbps:.1f}"
+             if check.all_reduce else DASH)
+    return [f"{link.gbps:.0f} ({_text(link.name)})", share]
+
+
+def _all_reduce_table(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
+    sizes = sorted({a.bytes for check in checks for a in check.all_reduce})
+    header = (("machine", False), ("GPUs", True), ("date", False), ("NCCL", False),
+              *((f"{_size(n)} (GB/s)", True) for n in sizes),
+              ("link, one way (GB/s)", True), ("largest size / link (%)", True), ("report", False))
+    rows = []
+    for check in checks:
+        measured = {a.bytes: a.busbw_gbps for a in check.all_reduce}
+        rows.append([_machine(check), str(check.gpus), _text(check.date), _text(check.nccl_version),
+                     *(_number(measured.get(n), 1) for n in sizes), *_link_cells(check),
+                     _report_link(check, smoke_link)])
+    return _table(header, rows)
+
+
+def _gemm_table(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
+    shapes = list(dict.fromkeys(name for check in checks for name in check.shapes))
+    header = (("machine", False), ("GPUs", True), ("date", False),
+              ("bf16 8192³, median per GPU", True), *((_text(name), True) for name in shapes),
+              ("report", False))
+    rows = [[_machine(check), str(check.gpus), _text(check.date), _number(check.gemm_tflops, 1),
+             *(_number(check.shapes.get(name), 1) for name in shapes),
+             _report_link(check, smoke_link)] for check in checks]
+    return _table(header, rows)
+
+
+def _link_sources(checks: Sequence[NodeCheck]) -> list[str]:
+    accelerators = {c.accelerator.name: c.accelerator for c in checks if c.accelerator}
+    return [f"- {_text(a.model)}: {_text(a.link.name)}, {a.link.gbps:.0f} GB/s each way "
+            f"({_text(a.link.source)})"
+            for _, a in sorted(accelerators.items()) if a.link is not None]
+
+
+def _node_section(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
+    if not checks:
+        return []
+    return ["## Node checks", "",
+            ("From the smoke check's reports (`python -m bench.train.smoke`, kept with the dated "
+             "report of the campaign that ran it), one row per report. All-reduce: the bus "
+             "bandwidth (nccl-tests' convention) of bf16 all-reduces over all the machine's GPUs "
+             "per size, set beside the link's nominal bandwidth per GPU in one direction from the "
+             "accelerator's data file: NCCL's bus bandwidth counts what each GPU sends one way, so "
+             "the one-way figure, not the bidirectional one datasheets headline, is its ceiling. "
+             f"`{DASH}`: not measured (one GPU crosses no link; reports before the check timed bf16 "
+             "sizes) or no link figure in the data."), "",
+            *_all_reduce_table(checks, smoke_link), "", *_link_sources(checks), "",
+            ("GEMM ceilings, TFLOP/s: the bf16 8192³ product's median over the GPUs, then, where "
+             "the report has them, the preset shapes (`2.7b fc1`: the 2.7b preset's first MLP "
+             "GEMM at 8192 tokens) in bf16 and fp8 on the first GPU."), "",
+            *_gemm_table(checks, smoke_link), ""]
 
 
 LOSS_COLUMNS: tuple[tuple[str, bool], ...] = (
@@ -354,7 +546,7 @@ def _loss_section(losses: Sequence[LossPlot], records_link: str) -> list[str]:
 
 
 def render(report: Report, plots: Sequence[PlotSpec], records_link: str,
-           losses: Sequence[LossPlot] = ()) -> str:
+           losses: Sequence[LossPlot] = (), findings: Findings = Findings()) -> str:
     """The whole page; ``records_link`` is the records directory relative to the page."""
     lines = [
         "# Results",
@@ -365,6 +557,9 @@ def render(report: Report, plots: Sequence[PlotSpec], records_link: str,
         "",
         *_summary(report, records_link),
         *_best_section(report, records_link),
+        *_scaling_section(findings.scaling, records_link),
+        *_time_section(findings.profiles, records_link),
+        *_node_section(findings.node_checks, findings.smoke_link),
         *_legend(),
     ]
     for table in report.tables:

@@ -193,3 +193,26 @@ def test_the_local_gpus_memory_reaches_the_planner() -> None:
     launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
                   options(gpus_present=1, gpu_name="NVIDIA A100-SXM4", gpu_memory_gb=85.9))
     assert launch.accelerator.name == "a100-sxm-80gb"
+
+
+def test_nvlink_accelerators_name_their_link_with_a_source() -> None:
+    # H100 and H200 SXM: NVLink 4, 900 GB/s per GPU both ways, so 450 GB/s each way.
+    for name in ("h100-sxm", "h200-sxm"):
+        link = load_accelerator(name).link
+        assert link is not None and link.gbps == 450 and "NVLink 4" in link.name
+        assert "900 GB/s" in link.source
+    assert load_accelerator("a100-sxm").link is None  # not known: the page shows a dash
+
+
+@pytest.mark.parametrize("link,message", [
+    ('{ name = "NVLink", gbps = 0, source = "x" }', "link.gbps"),
+    ('{ name = "NVLink", gbps = 450 }', "link.source"),
+    ('{ name = " ", gbps = 450, source = "x" }', "link.name"),
+])
+def test_a_bad_link_names_file_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, link: str,
+                                       message: str) -> None:
+    path = _user_accelerator(tmp_path, monkeypatch, "linked", '"Linked"')
+    path.write_text(path.read_text() + f"link = {link}\n")
+    with pytest.raises(DataError, match="linked.toml") as err:
+        load_accelerator_file(path)
+    assert message in str(err.value)

@@ -22,38 +22,41 @@ SMOKE = FIXTURES / "smoke"  # a copy of the H200 campaign's smoke report: its GE
 REPO = TESTS.parent
 
 
-def _fixture_args(records: Path, out: Path) -> list[str]:
+def _fixture_args(records: Path, out: Path, smoke: Path = SMOKE) -> list[str]:
     return ["results", "--records", str(records), "--out", str(out),
             "--published", str(FIXTURES / "published.toml"),
-            "--ranges", str(FIXTURES / "reference_ranges.toml"), "--smoke", str(SMOKE)]
+            "--ranges", str(FIXTURES / "reference_ranges.toml"), "--smoke", str(smoke)]
 
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A copy of the fixture records at <tmp>/results/records, output at <tmp>/results."""
+    """A copy of the fixture records at <tmp>/results/records, output at <tmp>/results, and of the
+    smoke reports at <tmp>/smoke (the page links them relative to itself: the same on any machine)."""
     shutil.copytree(FIXTURES / "records", tmp_path / "results" / "records")
+    shutil.copytree(SMOKE, tmp_path / "smoke")
     return tmp_path / "results"
 
 
 def test_golden_markdown(workdir: Path) -> None:
-    assert main(_fixture_args(workdir / "records", workdir)) == 0
+    assert main(_fixture_args(workdir / "records", workdir, workdir.parent / "smoke")) == 0
     assert_golden("results-page.md", (workdir / "README.md").read_text())
 
 
 def test_regeneration_is_byte_identical(workdir: Path, tmp_path: Path) -> None:
-    assert main(_fixture_args(workdir / "records", workdir)) == 0
+    smoke = tmp_path / "smoke"
+    assert main(_fixture_args(workdir / "records", workdir, smoke)) == 0
     first = {p.relative_to(workdir): p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
     plots = sorted(str(p) for p in first if p.suffix == ".png")
     assert plots == ["plots/platform-h200.png"]
     # A second process, other record order on disk: same bytes; unchanged files are not rewritten.
     again = tmp_path / "again"
     shutil.copytree(workdir / "records", again / "records")
-    assert main(_fixture_args(again / "records", again)) == 0
+    assert main(_fixture_args(again / "records", again, smoke)) == 0
     second = {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()}
     assert first == second
     assert write_outputs(workdir, generate(
         workdir / "records", workdir, FIXTURES / "published.toml",
-        FIXTURES / "reference_ranges.toml", smoke_dir=SMOKE).files) == []
+        FIXTURES / "reference_ranges.toml", smoke_dir=smoke).files) == []
 
 
 def test_bad_records_are_reported_by_name_and_skipped(workdir: Path, capsys) -> None:
