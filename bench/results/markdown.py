@@ -29,6 +29,7 @@ from bench.results.losses import (
     difference_error,
 )
 from bench.results.plots import PlotSpec
+from bench.results.precisions import PrecisionGroup
 from bench.results.profiles import TimeRow
 from bench.results.runs import failure_reason, label_of
 from bench.results.scaling import ScalingPair
@@ -321,6 +322,31 @@ class Findings:
     profiles: tuple[TimeRow, ...] = ()
     node_checks: tuple[NodeCheck, ...] = ()
     smoke_link: str = ""
+    precisions: tuple[PrecisionGroup, ...] = ()
+
+
+def _precisions_section(groups: Sequence[PrecisionGroup], records_link: str) -> list[str]:
+    """One small table per group of runs that differ only in precision or layers."""
+    if not groups:
+        return []
+    lines = ["## Precisions side by side", "",
+             "Runs of one campaign (or, outside a campaign file, one day) that differ only in "
+             "precision or in what built the layers (TE, TE+apex, no TE): same model, layout, "
+             "batch, GPU, data and iterations. TFLOP/s per GPU (causal count), the ratio to the "
+             f"group's {BASELINE} column, peak memory; each column links its record "
+             "(`bench/results/precisions.py`).", ""]
+    for group in groups:
+        base = group.baseline
+        runs = [c.run for c in group.columns]
+        lines += [f"### {_text(group.title)}", ""]
+        lines += _table([("", False), *((_link(_text(c.name), f"{records_link}/{c.run.run_id}.json"), True)
+                                        for c in group.columns)], [
+            ["TFLOP/s/GPU", *(_number(r.metrics.tflops_per_gpu, 1) for r in runs)],
+            *([[f"× {BASELINE}", *(_number(r.metrics.tflops_per_gpu / base.run.metrics.tflops_per_gpu, 2)
+                                   for r in runs)]] if base is not None else []),
+            ["peak memory (GB)", *(_number(r.metrics.peak_mem_gb, 1) for r in runs)],
+        ]) + [""]
+    return lines
 
 
 def _engine(run: Record) -> str:
@@ -560,6 +586,7 @@ def render(report: Report, plots: Sequence[PlotSpec], records_link: str,
         *_scaling_section(findings.scaling, records_link),
         *_time_section(findings.profiles, records_link),
         *_node_section(findings.node_checks, findings.smoke_link),
+        *_precisions_section(findings.precisions, records_link),
         *_legend(),
     ]
     for table in report.tables:

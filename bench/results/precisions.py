@@ -6,8 +6,8 @@ on one machine, one after the other; a run made outside a campaign file by its d
 layout, micro and global batch, accelerator, data (mock, or the corpus's name) and measured
 iterations. Within a group each column is a precision, with the layers' builder added where a
 group holds more than one (``bf16 TE``, ``bf16 TE+apex``), and the variant where one is set; of a
-column run twice the newest run counts. A group of two or more columns is a table: TFLOP/s per
-GPU, its ratio to the group's bf16 column, peak memory.
+column run twice the newest run counts. A group of two or more columns is a table on the page
+(``bench.results.markdown``): TFLOP/s per GPU, its ratio to the group's bf16 column, peak memory.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from bench.measure.protocol import WARMUP_ITERS
 from bench.records.record import Record
 from bench.results.aggregate import display_name, layers, model_sort_key, settings, variant
 from bench.results.hardware import hardware_name
-
-BASELINE = "bf16"
+from bench.results.losses import BASELINE  # the precision others are set against
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class Column:
 
 
 @dataclass(frozen=True)
-class Group:
+class PrecisionGroup:
     title: str
     columns: tuple[Column, ...]
 
@@ -62,7 +61,7 @@ def _title(run: Record) -> str:
             f"{hardware_name(run.platform.accelerator)}, {data}, {_made(run)}")
 
 
-def side_by_side(runs: Sequence[Record]) -> list[Group]:
+def side_by_side(runs: Sequence[Record]) -> list[PrecisionGroup]:
     """The groups of two or more columns, in model-size order, then by title."""
     grouped: dict[tuple, list[Record]] = defaultdict(list)
     for run in runs:
@@ -80,30 +79,5 @@ def side_by_side(runs: Sequence[Record]) -> list[Group]:
         order = {p: i for i, p in enumerate(PRECISIONS)}
         columns = sorted((Column(name, run) for name, run in newest.items()),
                          key=lambda c: (order.get(c.run.precision, len(order)), c.name))
-        groups.append(Group(_title(columns[0].run), tuple(columns)))
+        groups.append(PrecisionGroup(_title(columns[0].run), tuple(columns)))
     return sorted(groups, key=lambda g: (model_sort_key(g.columns[0].run.preset.name), g.title))
-
-
-def render(groups: Sequence[Group], records_link: str, text, link) -> list[str]:
-    """The section's markdown lines; ``text`` and ``link`` are the page's escaping helpers."""
-    lines = ["## Precisions side by side", "",
-             "Runs of one campaign that differ only in precision or in what built the layers (TE, "
-             "TE+apex, no TE), from their records: TFLOP/s per GPU (causal count), the ratio to the "
-             "group's bf16 column, and peak memory. Each column links its record.", ""]
-    for group in groups:
-        base = group.baseline
-        lines += [f"### {text(group.title)}", "",
-                  "| | " + " | ".join(link(text(c.name), f"{records_link}/{c.run.run_id}.json")
-                                     for c in group.columns) + " |",
-                  "| --- |" + " ---: |" * len(group.columns)]
-        lines.append("| TFLOP/s/GPU | " + " | ".join(f"{c.run.metrics.tflops_per_gpu:.1f}"
-                                                     for c in group.columns) + " |")
-        if base is not None:
-            lines.append(f"| × {BASELINE} | " + " | ".join(
-                f"{c.run.metrics.tflops_per_gpu / base.run.metrics.tflops_per_gpu:.2f}"
-                for c in group.columns) + " |")
-        lines.append("| peak memory (GB) | " + " | ".join(
-            "–" if c.run.metrics.peak_mem_gb is None else f"{c.run.metrics.peak_mem_gb:.1f}"
-            for c in group.columns) + " |")
-        lines.append("")
-    return lines
