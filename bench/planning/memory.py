@@ -52,6 +52,19 @@ def state_bytes(precision: str) -> int:
     return STATE_BYTES.get(precision, 12)
 
 
+def sharded_stage(engine: str, layout: Layout) -> int:
+    """What :func:`estimate_bytes` counts as sharded over DP for a run (its ``zero_stage``): the
+    layout's ZeRO stage, else 1 (Megatron's distributed optimizer and DeepSpeed's default shard the
+    optimizer state). DeepSpeed's stage 1 reduces each gradient bucket and frees it on the
+    micro-batch that ends an accumulation (``reduce_ready_partitions_and_remove_grads`` in its
+    ``stage_1_and_2.py``), so with one micro-batch per step no full gradient is kept, as in stage 2;
+    Megatron keeps its whole gradient buffer either way."""
+    stage = layout.zero or 1
+    if engine == "megatron-deepspeed" and stage == 1 and layout.grad_accumulation == 1:
+        return 2
+    return stage
+
+
 def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,
                    optimizer_bytes: int = 12, recompute: str | None = None) -> float:
     """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what

@@ -20,7 +20,7 @@ from bench.planning.checks import check_account, check_msamp_layout, check_optio
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
-from bench.planning.memory import GB, check_fits, estimate_bytes, grad_bytes
+from bench.planning.memory import GB, check_fits, estimate_bytes, grad_bytes, sharded_stage
 from bench.planning.options import Options
 from bench.planning.tuning import Tuning, check_extra_args
 
@@ -132,7 +132,7 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
             force: bool, recompute: str | None, node_gpus: int | None = None) -> tuple[float, str]:
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
-    zero_stage = layout.zero or 1  # DeepSpeed's default stage 1 shards like the distributed optimizer
+    zero_stage = sharded_stage(engine, layout)
     need = estimate_bytes(preset, layout, grad, zero_stage, recompute=recompute) / GB
     if accelerator is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"

@@ -14,7 +14,7 @@ import pytest
 from bench.config.platforms import load_accelerator
 from bench.config.presets import get_preset
 from bench.planning.layout import Layout, build_layout
-from bench.planning.memory import GB, check_fits, estimate_bytes, fits, state_bytes
+from bench.planning.memory import GB, check_fits, estimate_bytes, fits, sharded_stage, state_bytes
 from bench.records.store import load_records
 from bench.running.provenance import DIRTY
 from tests.inprocess import run_cli
@@ -154,3 +154,27 @@ def test_a_model_too_large_for_a_node_is_pointed_at_nodes_and_a_layout(tmp_path:
     assert refused.returncode == 2
     assert re.search(r"nearest that fit: tp\dpp\d+dp\d+ --nodes \d+ \(~\d+ GB\)", refused.stderr), refused.stderr
     assert "--gpus" not in refused.stderr
+
+
+@pytest.mark.parametrize(("argv", "plans"), [
+    (["13b", "dp8zero1", "--nodes", "1", "--gbs", "8"], True),  # seed 004's 1-node row
+    (["13b", "dp16zero1", "--nodes", "2", "--gbs", "16"], True),  # its 2-node ZeRO-1 row
+    (["13b", "dp8zero1", "--nodes", "1", "--gbs", "16"], False),  # 2 micro-batches: full gradients
+])
+def test_deepspeed_zero1_without_accumulation_keeps_no_full_gradient(tmp_path: Path, argv: list[str],
+                                                                       plans: bool) -> None:
+    """LUMI's 13B data-parallel ZeRO-1 rows (seed 004) plan with full recompute when each step is
+    one micro-batch: DeepSpeed's stage 1 then frees every gradient bucket once reduced."""
+    done = run_cli("run", *argv, "--platform", "lumi", "--mbs", "1", "--recompute", "full",
+                   "--account", "project_1", "--dry-run", cwd=tmp_path)
+    assert (done.returncode == 0) is plans, done.stderr
+    if not plans:
+        assert "needs ~74.8 GB" in done.stderr
+
+
+def test_only_deepspeed_frees_stage_one_gradients() -> None:
+    preset = get_preset("13b")
+    one_step = build_layout("dp8zero1", preset, 8, 8, 1, 8)
+    assert sharded_stage("megatron-deepspeed", one_step) == 2
+    assert sharded_stage("megatron-deepspeed", build_layout("dp8zero1", preset, 8, 8, 1, 16)) == 1
+    assert sharded_stage("megatron", build_layout("dp8", preset, 8, 8, 1, 8)) == 1
