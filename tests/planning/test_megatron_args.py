@@ -111,7 +111,7 @@ def test_msamp_precisions_are_accepted_by_megatron_and_the_entry() -> None:
                   options(gpus=gpus, gpus_present=gpus, precision=precision, capabilities=caps))
              for preset, lay, gpus, precision in (("345m", "tp1pp1", 1, "msamp-o1"),
                                                   ("1.3b", "tp1pp1", 1, "msamp-o2"),
-                                                  ("6.7b", "tp2pp1", 2, "fp4"))]
+                                                  ("6.7b", "tp1pp2", 2, "fp4"))]
     _check(plans, [caps] * len(plans))
 
 
