@@ -3,8 +3,8 @@
 A record's ``lm_losses`` is the ``lm loss`` of every logged iteration. Ok runs with at least
 :data:`MIN_LOSSES` of them that logged every iteration are grouped by everything that shapes the
 curve but the precision: preset, engine, parallel degrees, micro and global batch, train
-iterations, data set (the ``--data-path`` prefix's name, which the kit's tokenizer names after a
-hash of the corpus and tokenizer; no ``--data-path`` is the engine's mock data), accelerator and
+iterations, data set (the record's ``data``: the corpus's name, which the kit's tokenizer names
+after a hash of the corpus and tokenizer, or the engine's mock data), accelerator and
 the record's variant. Of a precision run twice in a group the newest run counts; a group of two
 or more precisions is one :class:`LossPlot`, drawn like the platform plots
 (:mod:`bench.results.plots`: same style, inputs key and reuse) and tabled on the page by the final
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
+from bench.measure.protocol import WARMUP_ITERS
 from bench.records.record import Record
 from bench.results import plots
 from bench.results.aggregate import display_name, model_sort_key, variant
@@ -93,14 +94,14 @@ def moving_average(values: Sequence[float], window: int) -> tuple[float, ...]:
     return tuple(statistics.fmean(values[i - window:i]) for i in range(window, len(values) + 1))
 
 
-def _flag(argv: Sequence[str], name: str) -> str:
-    """The value after ``name`` in an argv, "" where it is absent."""
-    return argv[list(argv).index(name) + 1] if name in argv[:-1] else ""
-
-
 def _data_set(run: Record) -> str:
-    """The name of a run's ``--data-path`` prefix (its folder is the machine's), or mock data."""
-    return _flag(run.argv, "--data-path").rsplit("/", 1)[-1] or "mock data"
+    """The name of a run's tokenized corpus (the record's ``data``), or mock data."""
+    return run.data.name if run.data is not None and run.data.kind == "real" and run.data.name else "mock data"
+
+
+def _iterations(run: Record) -> int:
+    """The iterations of a run that logged every one: one loss each."""
+    return len(run.lm_losses)
 
 
 def _accelerator(run: Record) -> str:
@@ -115,13 +116,16 @@ def _setup(run: Record) -> tuple:
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size, run.engine,
         lay.tp, lay.pp, lay.dp, lay.vp or 1, lay.cp, lay.sp, lay.zero, lay.micro_batch,
-        lay.global_batch, _flag(run.argv, "--train-iters"), _data_set(run), _accelerator(run),
+        lay.global_batch, _iterations(run), _data_set(run), _accelerator(run),
         tuple(sorted(run.variant.items())),
     )  # fmt: skip
 
 
 def _has_curve(run: Record) -> bool:
-    return run.ok and len(run.lm_losses) >= MIN_LOSSES and _flag(run.argv, "--log-interval") == "1"
+    """An ok run that logged every one of enough iterations: its measured window (every logged
+    iteration after the warm-up) and the warm-up then count its losses exactly."""
+    return (run.ok and len(run.lm_losses) >= MIN_LOSSES
+            and len(run.lm_losses) == run.metrics.window_iters + WARMUP_ITERS)
 
 
 def _precision_order(precision: str) -> tuple[int, str]:
@@ -132,7 +136,7 @@ def _title(run: Record) -> str:
     lay = run.layout
     return (f"{display_name(run.preset.name)} {lay.name}, {hardware_name(run.platform.accelerator)}: "
             f"lm loss per iteration by precision (micro/global batch {lay.micro_batch}/"
-            f"{lay.global_batch}, {_flag(run.argv, '--train-iters')} iterations)")
+            f"{lay.global_batch}, {_iterations(run)} iterations)")
 
 
 def _setup_text(run: Record) -> str:
@@ -141,7 +145,7 @@ def _setup_text(run: Record) -> str:
         f"{display_name(p.name)} ({p.layers} layers, hidden {p.hidden}, {p.heads} heads, "
         f"sequence {p.seq_length}, vocabulary {p.vocab_size})", f"{run.engine} {lay.name}",
         f"micro/global batch {lay.micro_batch}/{lay.global_batch}",
-        f"{_flag(run.argv, '--train-iters')} iterations", f"data `{_data_set(run)}`",
+        f"{_iterations(run)} iterations", f"data `{_data_set(run)}`",
         hardware_name(run.platform.accelerator), variant(run.variant),
     )))  # fmt: skip
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.records.record import Record
+from bench.records.record import Record, data_info
 from bench.records.store import load_records, write_record
 from bench.results import markdown, plots
 from bench.results.aggregate import build_report
@@ -21,9 +21,16 @@ BASE = make_record()
 DATA = "/data/gpt2-0123456789abcdef_text_document"
 
 
-def _argv(iters: str = "200", interval: str = "1", data: str | None = DATA) -> list[str]:
-    data_flags = ["--data-path", data] if data else []
-    return [*BASE.argv, "--train-iters", iters, "--log-interval", interval, *data_flags]
+def _data(path: str | None = DATA) -> dict[str, object]:
+    """The record's ``data`` of a run on ``path`` (None: the engine's mock data)."""
+    return data_info(path or "").model_dump()
+
+
+def _logged(iters: int = 200, interval: int = 1) -> dict[str, object]:
+    """A run of ``iters`` iterations logged every ``interval``: its losses and measured window."""
+    logged = range(interval, iters + 1, interval)
+    return {"lm_losses": _losses(3.0, len(logged)),
+            "metrics": {**BASE.metrics.model_dump(), "window_iters": sum(i > 5 for i in logged)}}
 
 
 def _losses(final: float, count: int = 200) -> tuple[float, ...]:
@@ -32,9 +39,11 @@ def _losses(final: float, count: int = 200) -> tuple[float, ...]:
 
 
 def _run(precision: str, minute: int, final: float = 3.0, **overrides: object) -> Record:
+    logged = _logged()
     return make_record(**{"run_id": f"13b_dp4_h200x4_20261121T20{minute:02d}00Z",
                           "precision": precision, "started_at": f"2026-11-21T20:{minute:02d}:00Z",
-                          "argv": _argv(), "lm_losses": _losses(final), **overrides})
+                          "data": _data(), "lm_losses": _losses(final), "metrics": logged["metrics"],
+                          **overrides})
 
 
 def _batch(global_batch: int) -> dict[str, object]:
@@ -56,9 +65,9 @@ def test_runs_of_another_batch_are_another_group() -> None:
 
 
 @pytest.mark.parametrize("other", [
-    {"argv": _argv(data="/data/gpt2-fedcba9876543210_text_document")},
-    {"argv": _argv(data=None)},  # the engine's mock data
-    {"argv": _argv(iters="300")},
+    {"data": _data("/data/gpt2-fedcba9876543210_text_document")},
+    {"data": _data(None)},  # the engine's mock data
+    _logged(iters=300),
     {"preset": {**BASE.preset.model_dump(), "seq_length": 4096},
      "metrics": {**BASE.metrics.model_dump(), "tokens_per_s_per_gpu": 9.3 * 4096 / 4}},
     {"platform": {**BASE.platform.model_dump(), "accelerator": "H100 SXM"}},
@@ -83,11 +92,12 @@ def test_a_precision_run_twice_shows_its_newest_run() -> None:
 
 def test_runs_with_too_few_losses_or_not_ok_or_not_every_iteration_are_left_out() -> None:
     bf16 = _run("bf16", 1)
-    assert plan_losses([bf16, _run("fp4", 2, lm_losses=_losses(3.0, 99))]) == []
-    assert len(plan_losses([bf16, _run("fp4", 2, lm_losses=_losses(3.0, 100))])) == 1
+    assert plan_losses([_run("bf16", 1, **_logged(99)), _run("fp4", 2, **_logged(99))]) == []
+    assert len(plan_losses([_run("bf16", 1, **_logged(100)), _run("fp4", 2, **_logged(100))])) == 1
     failed = _run("fp4", 2, status="crashed", reason="NaN loss", metrics=None)
     assert plan_losses([bf16, failed]) == []
-    assert plan_losses([bf16, _run("fp4", 2, argv=_argv(interval="10"))]) == []
+    every_tenth = _logged(iters=2000, interval=10)  # 200 losses, but not one per iteration
+    assert plan_losses([_run("bf16", 1, **every_tenth), _run("fp4", 2, **every_tenth)]) == []
 
 
 def test_final_loss_is_the_mean_of_the_last_50_and_differences_are_against_the_baseline() -> None:
