@@ -73,6 +73,10 @@ LOG_ERROR_LINES = 10
 """How many first error lines before the tail a failed run's record keeps (``log_errors``). The
 default is 10: the first error often explains a crash and scrolls out of the tail behind the
 launcher's own traceback."""
+# One frame of a Python traceback: ``File "/path/x.py", line 352, in forward``.
+TRACEBACK_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<function>[\w<>.]+)')
+# Where an installed package's own path starts: what the failing call is named by.
+_PACKAGE_ROOT = re.compile(r".*/(?:site|dist)-packages/")
 TRACEBACK = re.compile(r"Traceback \(most recent call last\)|ChildFailedError|"
                        r"Segmentation fault|core dumped|RuntimeError:|AssertionError")
 
@@ -176,13 +180,31 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
         return result(Status.TIMEOUT, f"NCCL collective timed out: {watchdog[:300]}")
     if exit_code not in (0, None) or (_first(TRACEBACK, lines) and not finished):
         error = crash_cause(lines)
-        return result(Status.CRASHED, f"exit code {exit_code}" + (f": {error[:300]}" if error
-                                                                  else ""))
+        call = failing_call(lines, error) if error else None
+        return result(Status.CRASHED, f"exit code {exit_code}" + (f": {error[:300]}" if error else "")
+                      + (f" (at {call})" if call else ""))
     if not finished:
         seen = f"{iterations[-1].index}/{iterations[-1].total}" if iterations else "none"
         return result(Status.INCOMPLETE, f"the log ends before the last iteration "
                       f"(logged iterations: {seen})")
     return result(Status.OK, None)
+
+
+def failing_call(lines: list[str], error: str) -> str | None:
+    """``path:line in function`` of the innermost frame of the traceback that ends in ``error``
+    (its last occurrence), the path from the package's root (``transformer_engine/...``, or the
+    last three parts for a source tree): the call to look at, with the record's versions."""
+    end = next((i for i in range(len(lines) - 1, -1, -1) if error in lines[i]), None)
+    if end is None:
+        return None
+    for line in reversed(lines[max(0, end - 40):end]):  # a frame is a few lines above the error
+        frame = TRACEBACK_FRAME.search(line)
+        if frame:
+            path = _PACKAGE_ROOT.sub("", frame["path"])
+            if path == frame["path"]:
+                path = "/".join(path.split("/")[-3:])
+            return f"{path}:{frame['line']} in {frame['function']}"
+    return None
 
 
 def crash_cause(lines: list[str]) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.config.presets import get_preset
-from bench.measure.logparse import first_error_lines, parse_iteration, parse_log
+from bench.measure.logparse import failing_call, first_error_lines, parse_iteration, parse_log
 from bench.measure.protocol import WARMUP_ITERS, metrics, window
 from bench.records.record import Status
 
@@ -126,3 +126,24 @@ def test_a_workers_last_exception_is_the_reason() -> None:
     assert any("TypeError: ParallelAttention.forward() got an unexpected keyword" in line
                for line in errors)
     assert any("RuntimeError: view size is not compatible" in line for line in errors)
+
+
+def test_a_crash_names_the_failing_call_from_the_real_traceback() -> None:
+    """The innermost frame above the exception: the file and line to open, with the record's
+    versions (megatron-core, torch) beside it."""
+    text = (LOGS / "megatron_deepspeed_view_error_1.3b_tp1pp1_h200.log").read_text()
+    result = parse_log(text, timed_out=False, exit_code=1)
+    assert result.status is Status.CRASHED
+    assert result.reason.endswith("(at megatron/model/transformer.py:352 in forward)")
+    lines = text.splitlines()
+    frame = next(line for line in lines if "site-packages/torch/nn/modules/module.py" in line)
+    error = "RuntimeError: stand-in"
+    # a frame in an installed package is named from the package's root
+    assert failing_call([frame, f"[rank0]: {error}"], error) == "torch/nn/modules/module.py:1779 in _wrapped_call_impl"
+    assert failing_call(lines, "no such error text") is None
+
+
+def test_a_crash_without_a_traceback_names_no_call() -> None:
+    text = (LOGS / "megatron_deepspeed_segfault_1.3b_tp1pp1_h200.log").read_text()
+    result = parse_log(text, timed_out=False, exit_code=1)
+    assert result.status is Status.CRASHED and "(at " not in result.reason
