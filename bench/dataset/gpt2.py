@@ -11,6 +11,7 @@ exactly and compared, so a difference stops the run instead of reaching the data
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tempfile
@@ -144,15 +145,8 @@ class Gpt2Bpe:
     """``encode_batch(texts)`` -> one id list per text, GPT-2's ids; ``eod`` is <|endoftext|>."""
 
     def __init__(self, vocab_file: Path, merge_file: Path, fast: bool = True):
-        import tiktoken
-
-        vocab, merges = read_files(vocab_file, merge_file)
-        self.eod = vocab[END_OF_TEXT]
-        self.vocab_size = len(vocab)
-        self.exact = tiktoken.Encoding(
-            "gpt2-user-files", pat_str=GPT2_PATTERN, mergeable_ranks=mergeable_ranks(vocab, merges),
-            special_tokens={END_OF_TEXT: self.eod})
-        self.fast = _load_tokie(vocab, merges) if fast else None
+        stamps = tuple(_stamp(f) for f in (vocab_file, merge_file))
+        self.eod, self.vocab_size, self.exact, self.fast = _encoders(vocab_file, merge_file, stamps, fast)
         self.counts = Counts()
 
     @property
@@ -189,6 +183,29 @@ class Gpt2Bpe:
             raise FastPathMismatch(
                 "the fast tokenizer (tokie) gave other ids than GPT-2's for a document starting "
                 f"{text[:60]!r}; nothing was written: rerun with --exact (tiktoken only)")
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """A file's version (modification time, size); None for one read_files will name as missing."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+@functools.cache
+def _encoders(vocab_file: Path, merge_file: Path, stamps: tuple, fast: bool) -> tuple:
+    """(<|endoftext|>'s id, vocabulary size, tiktoken's encoding, tokie's or None) of two files:
+    building them takes a quarter of a second, so one process builds them once per file version
+    (``stamps``: the files' modification times and sizes). Both encoders keep no state."""
+    import tiktoken
+
+    vocab, merges = read_files(vocab_file, merge_file)
+    exact = tiktoken.Encoding(
+        "gpt2-user-files", pat_str=GPT2_PATTERN, mergeable_ranks=mergeable_ranks(vocab, merges),
+        special_tokens={END_OF_TEXT: vocab[END_OF_TEXT]})
+    return vocab[END_OF_TEXT], len(vocab), exact, _load_tokie(vocab, merges) if fast else None
 
 
 def _load_tokie(vocab: dict[str, int], merges: Sequence[tuple[str, str]]):
