@@ -5,11 +5,11 @@
 # Carry .carry-mds/ (made by the gather-mds-carry.sh script of the 2026-11-23 Megatron-DeepSpeed
 # report: DeepSpeed, Megatron-DeepSpeed and apex sources, cp312 wheels, GPT-2's BPE files) with
 # kit.bundle in it (`git bundle create .carry-mds/kit.bundle HEAD`: records carry the commit that
-# ran). Transformer Engine 2.20.2 goes to
-# /tmp/te-site with ../shared/device-te's five commands. Every step runs in the foreground of one
-# command of at most 10 minutes, except `setup`, which is started in its own process session
-# (setsid) and runs on while TE's chunks are sent (carry .carry-mds with every command: a command
-# without it finds it gone); run again, it skips what it has done:
+# ran). Transformer Engine 2.20.2 goes to /tmp/te-site (its wheel sent in five parts, its torch
+# extension built on the machine). Every step runs in the foreground of one command of at most 10
+# minutes, except `setup`, which is started in its own process session (setsid) and runs on while
+# TE's parts are sent (send .carry-mds with every command: one without it finds it gone); run
+# again, it skips what it has done:
 #   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, data (~4 min)
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
 #   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, scaling: TE on the path; apex: TE
