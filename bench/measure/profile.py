@@ -120,11 +120,10 @@ def breakdown(trace: dict) -> Breakdown:
     count = max(len(steps), 1)
     # Sweep line over kernel starts and ends, clipped to the window.
     points: list[tuple[float, int, str]] = []
-    comm_marks = {"comm": "comm_exposed"}
     for start, end, label in kernels:
         start, end = max(start, lo), min(end, hi)
         if end > start:
-            label = comm_marks.get(label, label)
+            label = "comm_exposed" if label == "comm" else label  # it owns only what nothing else does
             points += [(start, 1, label), (end, -1, label)]
     points.sort(key=lambda p: (p[0], p[1]))
     active = dict.fromkeys(CLASSES, 0)
