@@ -8,8 +8,11 @@
 - :mod:`bench.train.rankenv`: ``python -m bench.train.rankenv <command>``, each rank's launcher
   wrapper; :mod:`bench.train.sysinfo`: one rank's line of the system check.
 - :mod:`bench.train.smoke`: ``python -m bench.train.smoke``, the GPU node's smoke test.
+- :mod:`bench.train.fp8_allreduce`: FP8 gradient reduction on stock NCCL (all-gather, or a
+  shared-scale reduce-scatter) and its microbenchmark; not wired into training yet.
 
-The training entry needs torch + megatron-core 0.19.2; the rest needs only the standard library.
+The training entry needs torch + megatron-core 0.19.2, the FP8 reduction torch; the rest needs only
+the standard library.
 
 Nothing that imports torch is imported by the host-side package, which stays torch-free.
 The entry sets no environment of its own: NCCL and CUDA settings (NVLink multicast off on shared
