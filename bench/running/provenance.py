@@ -74,9 +74,11 @@ def kit_commit() -> str | None:
                               text=True, timeout=10)
         if head.returncode != 0 or not head.stdout.strip():
             return None
-        changed = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
-                                  "--untracked-files=no"], capture_output=True, text=True,
-                                 timeout=30)
+        # --no-optional-locks: status must not refresh the index, whose lock file a killed or
+        # file-size-limited run would leave behind, blocking the user's next git command.
+        changed = subprocess.run(["git", "--no-optional-locks", "-C", str(repo), "status",
+                                  "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return head.stdout.strip() + (DIRTY if changed.stdout.strip() else "")
