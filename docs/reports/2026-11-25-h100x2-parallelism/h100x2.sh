@@ -5,24 +5,30 @@
 # Carry .carry-mds/ (made by the gather-mds-carry.sh script of the 2026-11-23 Megatron-DeepSpeed
 # report: DeepSpeed, Megatron-DeepSpeed and apex sources, cp312 wheels, GPT-2's BPE files) with
 # kit.bundle in it (`git bundle create .carry-mds/kit.bundle HEAD`: records carry the commit that
-# ran). Transformer Engine 2.20.2 goes to /tmp/te-site (its wheel sent in five parts, its torch
-# extension built on the machine). Every step runs in the foreground of one command of at most 10
-# minutes, except `setup`, which is started in its own process session (setsid) and runs on while
-# TE's parts are sent (send .carry-mds with every command: one without it finds it gone); run
-# again, it skips what it has done:
-#   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, data (~4 min)
+# ran), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
+# wheels/ (MS-AMP's logging imports it). `setup` copies it to /tmp/carry, so later commands need not
+# send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
+# alone. TE goes to /tmp/te-site (its torch extension built on the machine). Every step runs in the
+# foreground of one command of at most 10 minutes, except `setup`, which is started in its own
+# process session (setsid) and runs on, niced, while TE's parts are sent; run again, it skips what
+# it has done. A later kit commit travels as .carry-kit/kit.bundle (read before /tmp/carry's).
+#   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, MS-AMP, data (~5 min)
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
-#   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, scaling: TE on the path; apex: TE
-#                             # and apex; no-te: neither; mds, mds-core: apex, real data
+#   bash h100x2.sh fp8-allreduce  # bench.train.fp8_allreduce on both GPUs: FP8 against bf16 reduction
+#   bash h100x2.sh fp8-linear # MS-AMP's FP8 linear against TE's (needs TE and MS-AMP)
+#   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, rest-te*, scaling: TE on the path;
+#                             # apex: TE and apex; no-te: neither; mds*, *-zero*, *-mds: apex, real
+#                             # data; mds-core: TE, real data; msamp campaign (CAMPAIGN=...): TE and
+#                             # MS-AMP, real data
 #   bash h100x2.sh collect    # $OUT: records.tgz, logs.tgz, summary.txt
 set -uo pipefail
 PYTHON=${PYTHON:-python3}
-CARRY=$(cd "${CARRY:-.carry-mds}" && pwd)
+CARRY=/tmp/carry  # setup's copy of .carry-mds
 WORK=${WORK:-/tmp/h100x2}
-SITE=$WORK/site APEX_SITE=$WORK/apex-site TE_SITE=${TE_SITE:-/tmp/te-site}
+SITE=$WORK/site APEX_SITE=$WORK/apex-site TE_SITE=${TE_SITE:-/tmp/te-site} MSAMP_SITE=$WORK/msamp-site
 MDS=${MDS:-/opt/Megatron-DeepSpeed}  # platforms/local.toml's megatron_deepspeed_dir
 KIT=$WORK/kit
-CAMPAIGN=results/campaigns/h100x2.toml
+CAMPAIGN=${CAMPAIGN:-results/campaigns/h100x2.toml}
 mkdir -p "$WORK/logs" "$WORK/records"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH="$SITE/bin:$PATH"
@@ -42,13 +48,24 @@ step() {  # step NAME COMMAND...: run, log to $WORK/logs/NAME.txt, one summary l
 apex_build() {
   rm -rf /tmp/apex-src && mkdir -p /tmp/apex-src &&
     tar xzf "$CARRY"/apex-*.tar.gz -C /tmp/apex-src --strip-components=1 && cd /tmp/apex-src &&
-    env TORCH_CUDA_ARCH_LIST=9.0 APEX_CPP_EXT=1 APEX_CUDA_EXT=1 APEX_PARALLEL_BUILD=16 \
+    nice -n 19 env TORCH_CUDA_ARCH_LIST=9.0 APEX_CPP_EXT=1 APEX_CUDA_EXT=1 APEX_PARALLEL_BUILD=16 \
       NVCC_APPEND_FLAGS="--threads 2" "$PYTHON" -m pip wheel -q --no-build-isolation --no-deps \
       --no-index -w /tmp/apex-wheel . &&
     "$PYTHON" -m pip install -q --no-index --no-deps --target "$APEX_SITE" /tmp/apex-wheel/apex-*.whl
 }
 
+msamp_build() {  # MS-AMP at the pin with the kit's series; the CUDA extensions O1/O2 use, for sm_90
+  rm -rf /tmp/msamp-src && mkdir -p /tmp/msamp-src &&
+    tar -xzf "$CARRY"/ms-amp-*.tar.gz -C /tmp/msamp-src --strip-components 1 &&
+    "$PYTHON" bench/images/series.py apply patches/ms-amp/series /tmp/msamp-src || return 1
+  for part in . msamp/operators/arithmetic msamp/optim; do
+    (cd "/tmp/msamp-src/$part" && nice -n 19 env TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=8 PYTHONPATH="$SITE" \
+      "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --target "$MSAMP_SITE" .) || return 1
+  done
+}
+
 setup() {
+  [ -d "$CARRY" ] || cp -r .carry-mds "$CARRY" || return 1
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvidia-smi topo -m; "$PYTHON" --version; } >> "$summary" 2>&1
   # Only the wheels this Python lacks (a pinned copy on the path would shadow the machine's own);
   # pybind11 always (the pinned one knows NumPy 2's C API).
@@ -68,6 +85,7 @@ PY
   step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" || return 1
   touch "$WORK/wheels.done"
   [ -e "$WORK/apex.done" ] || ( step apex-build apex_build && touch "$WORK/apex.done" ) &
+  [ -e "$WORK/msamp.done" ] || ( step msamp-build msamp_build && touch "$WORK/msamp.done" ) &
   [ -e "$WORK/deepspeed.done" ] || step install-deepspeed env DS_BUILD_OPS=0 PYTHONPATH="$SITE" "$PYTHON" -m pip install -q --no-index \
     --no-deps --no-build-isolation --target "$SITE" "$CARRY"/deepspeed-0.18.2.tar.gz || return 1
   touch "$WORK/deepspeed.done"
@@ -75,7 +93,7 @@ PY
   step mds-series "$PYTHON" bench/images/series.py apply patches/megatron-deepspeed/series "$MDS" || return 1
   step mds-helpers make -C "$MDS/megatron/data" CPPFLAGS="$(PYTHONPATH=$SITE "$PYTHON" -m pybind11 --includes)" \
     LIBEXT="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" || return 1
-  step mds-fused-kernels env PYTHONPATH="$SITE" bash -c "cd '$MDS' && '$PYTHON' -c 'import types
+  step mds-fused-kernels nice -n 19 env PYTHONPATH="$SITE" bash -c "cd '$MDS' && '$PYTHON' -c 'import types
 from megatron import fused_kernels
 fused_kernels.load(types.SimpleNamespace(masked_softmax_fusion=True, rank=0))'" || return 1
   # Real text for the engine A/B: the Python documentation's topics and the standard library.
@@ -103,20 +121,23 @@ wait_for() {  # wait_for MARKER: until setup made it, or stop when setup has end
 }
 
 kit() {  # the kit at the bundled commit, fresh for each group
-  rm -rf "$KIT" && git clone -q "$CARRY/kit.bundle" "$KIT"
+  local bundle=$CARRY/kit.bundle
+  [ -f .carry-kit/kit.bundle ] && bundle=$PWD/.carry-kit/kit.bundle
+  rm -rf "$KIT" && git clone -q "$bundle" "$KIT"
   git -C "$KIT" log -1 --format='kit %h %s' >> "$summary"
 }
 
 group() {  # group NAME: the campaign's runs of that group
   local name=$1 path extra=() marker=wheels.done
+  local data
+  data=$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt" 2>/dev/null)
   case $name in
     no-te|*-no-te) path="$SITE" ;;
     apex|*-apex) path="$APEX_SITE:$TE_SITE:$SITE" marker=apex.done ;;
-    mds|*-zero*) path="$APEX_SITE:$SITE" marker=setup.done
-      extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")"
-             --vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt") ;;
-    mds-core|*-megatron-core) path="$TE_SITE:$SITE" marker=setup.done
-      extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")") ;;
+    mds-core|*-megatron-core) path="$TE_SITE:$SITE" marker=setup.done extra=(--data-path "$data") ;;
+    mds|mds-*|*-zero*|*-mds) path="$APEX_SITE:$SITE" marker=setup.done
+      extra=(--data-path "$data" --vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt") ;;
+    msamp-*) path="$MSAMP_SITE:$TE_SITE:$SITE" marker=setup.done extra=(--data-path "$data") ;;
     *) path="$TE_SITE:$SITE" ;;
   esac
   wait_for "$marker" || return 1
@@ -131,6 +152,11 @@ group() {  # group NAME: the campaign's runs of that group
 
 case ${1:?setup, smoke, collect or groups} in
   setup) rm -f "$WORK/setup.ended"; setup; touch "$WORK/setup.ended" ;;
+  fp8-allreduce) wait_for wheels.done && kit; (cd "$KIT" && step fp8-allreduce env PYTHONPATH="$SITE:$KIT" \
+           "$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2 -m bench.train.fp8_allreduce \
+           --out "$WORK/records/$(date -u +%Y-%m-%d)-h100x2-fp8-allreduce.json"); cat "$WORK/logs/fp8-allreduce.txt" ;;
+  fp8-linear) wait_for msamp.done && kit; (cd "$KIT" && step fp8-linear env PYTHONPATH="$MSAMP_SITE:$TE_SITE:$SITE:$KIT" \
+           "$PYTHON" docs/reports/2026-11-25-h200-msamp/fp8_linear_bench.py); cat "$WORK/logs/fp8-linear.txt" ;;
   smoke) wait_for wheels.done && kit; (cd "$KIT" && step smoke env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \
            --checks nccl,gemm --out "$WORK/records/2026-11-25-h100x2-smoke.json"); cat "$WORK/logs/smoke.txt" ;;
   collect)
