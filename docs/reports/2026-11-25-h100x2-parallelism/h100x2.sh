@@ -12,7 +12,7 @@
 # again, it skips what it has done:
 #   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, data (~4 min)
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
-#   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, scaling: TE on the path; apex: TE
+#   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, scaling, fp8-*: TE on the path; apex: TE
 #                             # and apex; no-te: neither; mds, mds-core: apex, real data
 #   bash h100x2.sh collect    # $OUT: records.tgz, logs.tgz, summary.txt
 set -uo pipefail
