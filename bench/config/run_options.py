@@ -121,7 +121,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("gpus", int, "total GPUs (default: GPUs present locally, or the fewest whole nodes "
               "holding tp x pp x cp on a cluster)", field="gpus"),
     RunOption("nodes", int, "nodes (cluster platforms)", field="nodes"),
-    RunOption("mbs", int, "micro batch, sequences (default: the preset's)", field="mbs"),
+    RunOption("mbs", int, "micro batch, sequences (default: the preset's; fp8-delayed and "
+              "fp8-current: the largest of it, 2x and 4x that divides the batch per data-parallel "
+              "rank and fits the memory estimate)", field="mbs"),
     RunOption("gbs", int, "global batch, sequences (default: the preset's)", field="gbs"),
     # The default depends on --sweep: bench.running.arguments fills it in.
     RunOption("iters", int, f"training iterations (default {DEFAULT_ITERS}; a sweep: "

@@ -20,7 +20,8 @@ from bench.planning.checks import check_account, check_msamp_layout, check_optio
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
-from bench.planning.memory import GB, check_fits, estimate_bytes, grad_bytes, sharded_stage
+from bench.planning.memory import GB, check_fits, estimate_bytes, fits, grad_bytes, sharded_stage
+from bench.planning.microbatch import default_micro_batch
 from bench.planning.options import Options
 from bench.planning.tuning import Tuning, check_extra_args
 
@@ -143,6 +144,24 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
                   + (" (--force)" if force else ""))
 
 
+def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
+                 accelerator: Accelerator | None, options: Options) -> tuple[Layout, list[str]]:
+    """The layout at the precision's default micro-batch (bench.planning.microbatch) and its note,
+    where the user gave no --mbs; a micro-batch the user gave always stands."""
+    if options.mbs is not None:
+        return layout, []
+    grad = grad_bytes(engine, precision, options.tuning.grad_reduce_bf16)
+    if accelerator is None:
+        chosen, note = default_micro_batch(preset, layout, precision, None)
+    else:  # counted as _memory counts it, so the pick is never refused there
+        device_gb = accelerator.memory_gb
+        chosen, note = default_micro_batch(
+            preset, layout, precision,
+            lambda lay: fits(preset, lay, device_gb, grad, sharded_stage(engine, lay),
+                             options.recompute))
+    return chosen, [note] if note else []
+
+
 def _bound(path: str, binds: tuple[str, ...]) -> bool:
     """Whether a path the job uses is inside its container: relative paths live in the bound
     submit folder; absolute ones must lie under a bind's container side (``src[:dst[:opts]]``)."""
@@ -259,6 +278,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     if accelerator is not None:
         accelerator.peak(precision)
     check_msamp_layout(precision, layout)
+    layout, mbs_notes = _micro_batch(preset, layout, engine, precision, accelerator, options)
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     # Render the engine's flags.
     caps = _capabilities(platform, options)
@@ -283,7 +303,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
     notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
-             memory_note, *_unknown_gpu(platform, options, accelerator)]
+             *mbs_notes, memory_note, *_unknown_gpu(platform, options, accelerator)]
     check_account(platform)  # last: what is wrong with the run itself is said first
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,

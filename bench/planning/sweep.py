@@ -3,6 +3,8 @@
 Locally the GPUs are those present and each candidate runs briefly (``SWEEP_ITERS`` iterations: the
 warm-up plus a short window), then the best by TFLOP/s/GPU is reported; on a cluster each candidate
 is its own job, gathered by ``collect``. Every run's record carries the sweep's id in its notes.
+Without ``--mbs`` layouts are kept by the preset's micro-batch; each fp8 plan then takes its
+precision's default micro-batch for its layout (``bench.planning.microbatch``).
 """
 
 from __future__ import annotations

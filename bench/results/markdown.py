@@ -332,7 +332,9 @@ def _precisions_section(groups: Sequence[PrecisionGroup], records_link: str) -> 
     lines = ["## Precisions side by side", "",
              "Runs of one campaign (or, outside a campaign file, one day) that differ only in "
              "precision or in what built the layers (TE, TE+apex, no TE): same model, layout, "
-             "batch, GPU, data and iterations. TFLOP/s per GPU (causal count), the ratio to the "
+             "micro and global batch, GPU, data and iterations (an fp8 run at its larger default "
+             "micro-batch is set beside a bf16 run at that micro-batch only). TFLOP/s per GPU "
+             "(causal count), the ratio to the "
              f"group's {BASELINE} column, peak memory; each column links its record "
              "(`bench/results/precisions.py`).", ""]
     for group in groups:

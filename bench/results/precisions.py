@@ -4,9 +4,11 @@ the layers, one small table each, so that "fp8 is 1.23x bf16" is read from recor
 Ok Megatron-Core records are grouped by campaign (``labels.campaign``: runs measured side by side
 on one machine, one after the other; a run made outside a campaign file by its day), preset,
 layout, micro and global batch, accelerator, data (mock, or the corpus's name) and measured
-iterations. Within a group each column is a precision, with the layers' builder added where a
-group holds more than one (``bf16 TE``, ``bf16 TE+apex``), and the variant where one is set; of a
-column run twice the newest run counts. A group of two or more columns is a table on the page
+iterations: fp8 is set beside bf16 only at the same batch, so an fp8 run at its larger default
+micro-batch (``bench.planning.microbatch``) needs a bf16 run given that micro-batch. Within a
+group each column is a precision, with the layers' builder added where a group holds more than one
+(``bf16 TE``, ``bf16 TE+apex``), and the variant where one is set; of a column run twice the
+newest run counts. A group of two or more columns is a table on the page
 (``bench.results.markdown``): TFLOP/s per GPU, its ratio to the group's bf16 column, peak memory.
 """
 

@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from bench.config.campaign import load_campaign
+from bench.config.capabilities import Capabilities
+from bench.running import gpus as hardware
+from bench.running.trainenv import Facts
 from tests.inprocess import run_cli
 from tests.running.test_command import REPO
 
@@ -111,3 +114,22 @@ def test_repeat_numbers_the_runs_of_one_group(tmp_path: Path) -> None:
     assert {p["labels"]["repeat_group"] for p in plans} == {ids[0][:-3]}
     result = run_cli("run", "2.7b", "tp1pp1", "--repeat", "0", cwd=tmp_path)
     assert result.returncode == 2 and "--repeat must be at least 1" in result.stderr
+
+
+def test_the_fp8_default_group_pairs_fp8_with_bf16_at_the_micro_batch_fp8_picks(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """On the local platform with two H100 80 GB and Transformer Engine, as the campaign runs."""
+    monkeypatch.setattr(hardware, "detect_gpus",
+                        lambda: hardware.LocalGPUs(2, "NVIDIA H100 80GB HBM3", "570.00", 85.0))
+    monkeypatch.setattr("bench.running.machine.facts", lambda **kw: Facts(
+        python="python", capabilities=Capabilities(transformer_engine=True, apex_layer_norm=True)))
+    path = REPO / "results" / "campaigns" / "h100x2.toml"
+    result = run_cli("run", "--campaign", str(path), "--only", "fp8-default", "--dry-run", "--json",
+                     cwd=tmp_path)
+    mbs = {(p["preset"]["name"], p["precision"]): p["layout"]["micro_batch"] for p in _plans(result)}
+    assert mbs == {("1.3b", "fp8-delayed"): 8, ("1.3b", "bf16"): 8,
+                   ("2.7b", "fp8-delayed"): 4, ("2.7b", "bf16"): 4}
+    assert result.stderr.count("fp8-delayed default: largest of 4, 8, 16 that fits") == 2
+    campaign = load_campaign(path)
+    fp8_runs = [r for r in campaign.runs if "fp8-default" in r.groups and "--precision" in r.argv]
+    assert fp8_runs and not any("--mbs" in r.argv for r in fp8_runs)  # the planner's pick runs

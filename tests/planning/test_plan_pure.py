@@ -11,6 +11,7 @@ import re
 
 import pytest
 
+from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning import plan as planner
@@ -22,13 +23,18 @@ CASES = [
     ("local", "345m", "tp4pp1zero3", {"gpus_present": 4, "gpu_name": "NVIDIA H200",
                                       "engine": "megatron-deepspeed", "data_path": "d/text",
                                       "vocab_file": "v.json", "merge_file": "m.txt"}),
+    # fp8's default micro-batch is picked by the memory estimate, from data already loaded.
+    ("local", "1.3b", "tp1pp1", {"gpus_present": 2, "gpu_name": "NVIDIA H100 80GB HBM3",
+                                 "precision": "fp8-delayed",
+                                 "capabilities": Capabilities(transformer_engine=True)}),
     ("lumi", "13b", "tp2pp8", {"account": "project_1"}),
     ("azure-h200", "6.7b", "tp1pp1", {"nodes": 1}),
     ("polaris", "13b", "tp4pp2", {"account": "project_1"}),
 ]
 
 
-@pytest.mark.parametrize("name,preset,layout,opts", CASES, ids=[c[0] + "-" + c[2] for c in CASES])
+@pytest.mark.parametrize("name,preset,layout,opts", CASES,
+                         ids=[f"{c[0]}-{c[2]}-{c[3].get('precision', 'default')}" for c in CASES])
 def test_plan_reads_no_file(monkeypatch: pytest.MonkeyPatch, name: str, preset: str, layout: str,
                             opts: dict) -> None:
     platform, model = load_platform(name), get_preset(preset)  # loaded before planning

@@ -6,8 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.records.record import Record
 from bench.records.store import load_records
 from bench.results.precisions import side_by_side
+from tests.record_factory import make_record
+
+BASE = make_record()
 
 RECORDS = Path(__file__).parents[2] / "results" / "records"
 
@@ -46,3 +50,18 @@ def test_runs_that_differ_in_anything_but_precision_and_layers_stay_apart(groups
                                                   first.layout.micro_batch, first.layout.global_batch,
                                                   first.platform.accelerator)
         assert len({c.name for c in group.columns}) == len(group.columns) >= 2
+
+
+def test_fp8_at_its_default_micro_batch_is_set_beside_bf16_at_that_micro_batch_only() -> None:
+    def run(precision: str, mbs: int, minute: int) -> Record:
+        return make_record(run_id=f"13b_dp4_h200x4_20261121T20{minute:02d}00Z", precision=precision,
+                           started_at=f"2026-11-21T20:{minute:02d}:00Z",
+                           finished_at=f"2026-11-21T20:{minute + 5:02d}:00Z",
+                           layout={**BASE.layout.model_dump(), "micro_batch": mbs},
+                           labels={"campaign": "h100x2"})
+
+    fp8, bf16_preset = run("fp8-delayed", 8, 10), run("bf16", 4, 20)
+    assert side_by_side([fp8, bf16_preset]) == []
+    (group,) = side_by_side([fp8, bf16_preset, run("bf16", 8, 30)])
+    assert {c.run.layout.micro_batch for c in group.columns} == {8}
+    assert "micro/global batch 8/64" in group.title

@@ -16,7 +16,7 @@
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
 #   bash h100x2.sh fp8-allreduce  # bench.train.fp8_allreduce on both GPUs: FP8 against bf16 reduction
 #   bash h100x2.sh fp8-linear # MS-AMP's FP8 linear against TE's (needs TE and MS-AMP)
-#   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, rest-te*, scaling: TE on the path;
+#   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, rest-te*, fp8-*, scaling: TE on the path;
 #                             # apex: TE and apex; no-te: neither; mds*, *-zero*, *-mds: apex, real
 #                             # data; mds-core: TE, real data; msamp campaign (CAMPAIGN=...): TE and
 #                             # MS-AMP, real data
