@@ -33,6 +33,7 @@ import torch
 
 from bench.config.capabilities import detect as detect_capabilities
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV
+from bench.train.memory_parts import report_after_first_step
 from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
@@ -292,6 +293,7 @@ def main() -> int:
         f"adam {adam}, msamp {args.kit_msamp}, megatron-core {_megatron_core_version()}, "
         f"torch {torch.__version__}"
     )
+    report_after_first_step()  # the "kit memory by part:" line (bench.train.memory_parts)
     pretrain(
         config,
         train_valid_test_datasets_provider,
