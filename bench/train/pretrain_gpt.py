@@ -17,7 +17,8 @@ finalize functions that ``--overlap-grad-reduce`` needs, and its ``training_log`
 standard ``iteration N/ M | ... | lm loss: ... | number of nan iterations: ...`` lines (with
 ``throughput per GPU (TFLOP/s/GPU)`` under ``--log-throughput``), so one parser reads these logs and
 Megatron-LM's. Data: ``MockGPTDataset`` unless ``--data-path`` names Megatron ``.bin/.idx`` files.
-The tokenizer defaults to ``NullTokenizer`` (which needs ``--vocab-size``).
+The tokenizer defaults to ``NullTokenizer`` (which needs ``--vocab-size``). After the first
+optimizer step rank 0 prints the bytes it holds by part (:mod:`bench.train.memory_parts`).
 """
 
 import time
