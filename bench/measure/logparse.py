@@ -33,6 +33,10 @@ NUMBER_OF_SKIPPED_ITERATIONS = re.compile(r"number of skipped iterations:\s*(?P<
 SAMPLES_PER_SECOND = re.compile(r"samples per second:\s*" + _DECIMAL)  # Megatron-DeepSpeed
 DS_TFLOPS = re.compile(r"\bTFLOPs:\s*" + _DECIMAL)  # Megatron-DeepSpeed
 MAX_ALLOCATED_MB = re.compile(r"max allocated:\s*" + _DECIMAL)  # Megatron's memory report
+# The kit's entry after its first step (bench.train.memory_parts): bytes rank 0 holds per part.
+MEMORY_BY_PART = re.compile(r"kit memory by part: parameters (?P<parameters>\d+) \| weights (?P<weights>\d+)"
+                            r" \| gradients (?P<gradients>\d+) \| master (?P<master>\d+)"
+                            r" \| moments (?P<moments>\d+)$")
 # The exception line a failed allocation ends a traceback with, after any launcher prefix
 # ("[rank0]: ", srun's "0: "): torch's caching allocator ("torch.OutOfMemoryError: CUDA out of
 # memory. Tried to allocate ...", torch.cuda.OutOfMemoryError before torch 2.5, RuntimeError before
@@ -97,6 +101,17 @@ class Iteration:
 
 
 @dataclass(frozen=True)
+class MemoryParts:
+    """Bytes one rank held per part after the first step, and its parameter count."""
+
+    parameters: int
+    weights: int
+    gradients: int
+    master: int
+    moments: int
+
+
+@dataclass(frozen=True)
 class ParseResult:
     """What a log says: the status, a reason when not ok, every iteration, peak memory."""
 
@@ -105,6 +120,7 @@ class ParseResult:
     iterations: tuple[Iteration, ...]
     train_iters: int | None
     peak_mem_mb: float | None  # MiB, as Megatron prints it
+    memory_parts: MemoryParts | None = None  # the kit's entry prints it; other engines do not
 
     @property
     def peak_mem_gb(self) -> float | None:
@@ -144,6 +160,12 @@ def log_lines(text: str) -> list[str]:
     return [line[:MAX_LINE_CHARS] for line in text.splitlines()]
 
 
+def memory_parts(lines: list[str]) -> MemoryParts | None:
+    """The first ``kit memory by part`` line's numbers; None without one."""
+    found = next((m for m in map(MEMORY_BY_PART.search, lines) if m), None)
+    return MemoryParts(**{key: int(value) for key, value in found.groupdict().items()}) if found else None
+
+
 def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
     return next((line.strip() for line in lines if pattern.search(line)), None)
 
@@ -157,9 +179,10 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
     total = iterations[-1].total if iterations else None
     peaks = [v for v in (_number(MAX_ALLOCATED_MB, line) for line in lines) if v is not None]
     peak = max(peaks) if peaks else None
+    parts = memory_parts(lines)
 
     def result(status: Status, reason: str | None) -> ParseResult:
-        return ParseResult(status, reason, iterations, total, peak)
+        return ParseResult(status, reason, iterations, total, peak, parts)
 
     finished = bool(iterations) and iterations[-1].index == iterations[-1].total
     oom = _first(OUT_OF_MEMORY, lines)

@@ -25,6 +25,7 @@ from bench.records.record import (
     Implementation,
     JsonScalar,
     LayoutInfo,
+    MemoryParts,
     PatchSeries,
     PlatformInfo,
     PresetInfo,
@@ -116,7 +117,9 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
     job's id and state), ``engine_notes`` how the numbers were made (:mod:`bench.records.engine_notes`);
     the plan gives the variant and the labels, what built the layers and the data; ``patches``
     are the kit's patch series as found in the tree that ran. Only the plan's ``iters`` are
-    measured: steps trained after them were profiled (``profile``), which slows them.
+    measured: steps trained after them were profiled (``profile``), which slows them. The
+    bytes held per part (``memory_parts``) are kept whatever the status: they were measured after
+    the first step.
     """
     status, run_metrics = Status(status), None
     if status is Status.OK:
@@ -148,4 +151,6 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         notes=notes, variant=plan.variant, engine_notes=engine_notes or {}, labels=plan.labels,
         lm_losses=list(itertools.takewhile(math.isfinite, parsed.losses)) if parsed else [],
         patches=[series.model_dump() for series in patches],
-        profile=profile if status is Status.OK else None, **facts)
+        profile=profile if status is Status.OK else None,
+        memory_parts=MemoryParts(**vars(parsed.memory_parts)) if parsed and parsed.memory_parts else None,
+        **facts)

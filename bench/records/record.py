@@ -255,6 +255,24 @@ class Profile(Strict):
     source: Text = "rank 0"
 
 
+class MemoryParts(Strict):
+    """Bytes rank 0 held per part after its first optimizer step (:mod:`bench.train.memory_parts`):
+    ``weights`` the model's parameters, ``gradients`` the gradient buffers, ``master`` the
+    optimizer's master copies, ``moments`` its other state (Adam's moments and their scales);
+    ``parameters`` the parameters on that rank. Sharded parts (the distributed optimizer's) are
+    that rank's shard."""
+
+    parameters: Count
+    weights: NonNegative
+    gradients: NonNegative
+    master: NonNegative
+    moments: NonNegative
+
+    def per_parameter(self, part: str) -> float:
+        """Bytes a parameter in ``part`` (one of weights, gradients, master, moments)."""
+        return getattr(self, part) / self.parameters
+
+
 class Record(Strict):
     """One run. Build it with :func:`build_record` or :func:`record_from_dict`; both validate.
 
@@ -272,7 +290,9 @@ class Record(Strict):
     written before these fields held all of it in ``notes``; it is sorted into them on load.
     ``lm_losses`` is the ``lm loss`` of every logged iteration in order, up to the first non-finite
     one (loss curves are drawn from it); older records lack it. ``profile``: where the time of the
-    steps profiled after the window went (``--profile``), else null.
+    steps profiled after the window went (``--profile``), else null. ``memory_parts``: bytes held
+    per part after the first step, as the kit's training entry printed them; null for other
+    engines and for records written before it.
     """
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
@@ -307,6 +327,7 @@ class Record(Strict):
     data: DataInfo | None = None
     patches: tuple[PatchSeries, ...] = ()
     profile: Profile | None = None
+    memory_parts: MemoryParts | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,7 +1,8 @@
 """Published figures and reference ranges: TOML data files loaded into typed, frozen rows.
 
-``results/published.toml``: ``[source.<id>]`` tables (title, link, date) and ``[[row]]`` entries,
-each naming its source. ``results/reference_ranges.toml``: ``[[range]]`` entries. Errors name the
+``results/published.toml``: ``[source.<id>]`` tables (title, link, date), ``[[row]]`` entries
+and ``[[bytes_per_parameter]]`` entries (a training state's bytes a parameter by part), each naming
+its source. ``results/reference_ranges.toml``: ``[[range]]`` entries. Errors name the
 file, the entry and the key.
 
 FLOPs conventions (``flops_convention``), how a figure's TFLOP/s were counted:
@@ -20,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from bench.config.schema import Strict, load_toml, validate
 from bench.config.tomlfile import DataError
@@ -85,12 +86,29 @@ class PublishedRow(Strict):
     note: str | None = None
 
 
+Bytes = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class PublishedBytes(Strict):
+    """Bytes a parameter by part as a source gives them (``bench.train.memory_parts`` names the
+    parts); a part the source does not count is absent and renders as ``–``."""
+
+    source: str
+    precision: str
+    weights: Bytes | None = None
+    gradients: Bytes | None = None
+    master: Bytes | None = None
+    moments: Bytes | None = None
+    note: str | None = None
+
+
 @dataclass(frozen=True)
 class Published:
-    """The contents of ``published.toml``: sources by id and rows in file order."""
+    """The contents of ``published.toml``: sources by id, rows and bytes-by-part entries in file order."""
 
     sources: Mapping[str, Source]
     rows: tuple[PublishedRow, ...]
+    bytes_per_parameter: tuple[PublishedBytes, ...] = ()
 
 
 class ReferenceRange(Strict):
@@ -151,6 +169,7 @@ class PublishedFile(Strict):
 
     source: dict[str, dict[str, Any]] = {}
     row: tuple[dict[str, Any], ...] = ()
+    bytes_per_parameter: tuple[dict[str, Any], ...] = ()
 
 
 class RangesFile(Strict):
@@ -165,14 +184,16 @@ def load_published(path: Path | str) -> Published:
     data = load_toml(path, PublishedFile)
     sources = {key: validate({"id": key, **table}, Source, f"{path}: [source.{key}]")
                for key, table in data.source.items()}
-    rows = []
-    for index, table in enumerate(data.row):
-        where = f"{path}: [[row]] #{index + 1}"
-        row = validate(table, PublishedRow, where)
-        if row.source not in sources:
-            raise DataError(f"{where}: source {row.source!r} is not a [source.<id>] table")
-        rows.append(row)
-    return Published(types.MappingProxyType(sources), tuple(rows))
+    entries: dict[str, list[Any]] = {"row": [], "bytes_per_parameter": []}
+    for kind, model in (("row", PublishedRow), ("bytes_per_parameter", PublishedBytes)):
+        for index, table in enumerate(getattr(data, kind)):
+            where = f"{path}: [[{kind}]] #{index + 1}"
+            entry = validate(table, model, where)
+            if entry.source not in sources:
+                raise DataError(f"{where}: source {entry.source!r} is not a [source.<id>] table")
+            entries[kind].append(entry)
+    return Published(types.MappingProxyType(sources), tuple(entries["row"]),
+                     tuple(entries["bytes_per_parameter"]))
 
 
 def load_ranges(path: Path | str) -> tuple[ReferenceRange, ...]:

@@ -28,6 +28,7 @@ from bench.results.losses import (
     difference,
     difference_error,
 )
+from bench.results.memory import PARTS, PartsRow
 from bench.results.plots import PlotSpec
 from bench.results.precisions import PrecisionGroup
 from bench.results.profiles import TimeRow
@@ -323,6 +324,25 @@ class Findings:
     node_checks: tuple[NodeCheck, ...] = ()
     smoke_link: str = ""
     precisions: tuple[PrecisionGroup, ...] = ()
+    memory_parts: tuple[PartsRow, ...] = ()
+
+
+def _memory_section(rows: Sequence[PartsRow], records_link: str) -> list[str]:
+    """Bytes a parameter by part, measured rows then the published ones."""
+    if not any(row.measured for row in rows):
+        return []
+    lines = ["## Bytes a parameter by part", "",
+             "What rank 0 held after its first optimizer step, over its parameters "
+             "(`bench/train/memory_parts.py`): weights (the model's parameters), gradients (the "
+             "gradient buffers), master (the optimizer's master copies), moments (Adam's state "
+             "and its scales); sharded parts (the distributed optimizer's) are rank 0's shard. "
+             "Published rows give the parts their source counts (`published.toml`).", ""]
+    header = [("precision", False), ("run or source", False), *((part, True) for part in PARTS),
+              ("total", True)]
+    body = [[_text(row.precision),
+             _link(row.what, f"{records_link}/{row.link}" if row.measured else row.link),
+             *(_number(part, 2) for part in row.parts), _number(row.total, 2)] for row in rows]
+    return lines + _table(header, body) + [""]
 
 
 def _precisions_section(groups: Sequence[PrecisionGroup], records_link: str) -> list[str]:
@@ -589,6 +609,7 @@ def render(report: Report, plots: Sequence[PlotSpec], records_link: str,
         *_time_section(findings.profiles, records_link),
         *_node_section(findings.node_checks, findings.smoke_link),
         *_precisions_section(findings.precisions, records_link),
+        *_memory_section(findings.memory_parts, records_link),
         *_legend(),
     ]
     for table in report.tables:

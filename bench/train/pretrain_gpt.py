@@ -17,7 +17,8 @@ finalize functions that ``--overlap-grad-reduce`` needs, and its ``training_log`
 standard ``iteration N/ M | ... | lm loss: ... | number of nan iterations: ...`` lines (with
 ``throughput per GPU (TFLOP/s/GPU)`` under ``--log-throughput``), so one parser reads these logs and
 Megatron-LM's. Data: ``MockGPTDataset`` unless ``--data-path`` names Megatron ``.bin/.idx`` files.
-The tokenizer defaults to ``NullTokenizer`` (which needs ``--vocab-size``).
+The tokenizer defaults to ``NullTokenizer`` (which needs ``--vocab-size``). After the first
+optimizer step rank 0 prints the bytes it holds by part (:mod:`bench.train.memory_parts`).
 """
 
 import time
@@ -33,6 +34,7 @@ import torch
 
 from bench.config.capabilities import detect as detect_capabilities
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV
+from bench.train.memory_parts import report_after_first_step
 from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
@@ -292,6 +294,7 @@ def main() -> int:
         f"adam {adam}, msamp {args.kit_msamp}, megatron-core {_megatron_core_version()}, "
         f"torch {torch.__version__}"
     )
+    report_after_first_step()  # the "kit memory by part:" line (bench.train.memory_parts)
     pretrain(
         config,
         train_valid_test_datasets_provider,

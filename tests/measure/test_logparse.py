@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 from bench.config.presets import get_preset
-from bench.measure.logparse import failing_call, first_error_lines, parse_iteration, parse_log
+from bench.measure.logparse import (
+    MemoryParts,
+    failing_call,
+    first_error_lines,
+    memory_parts,
+    parse_iteration,
+    parse_log,
+)
 from bench.measure.protocol import WARMUP_ITERS, metrics, window
 from bench.records.record import Status
 
@@ -147,3 +154,21 @@ def test_a_crash_without_a_traceback_names_no_call() -> None:
     text = (LOGS / "megatron_deepspeed_segfault_1.3b_tp1pp1_h200.log").read_text()
     result = parse_log(text, timed_out=False, exit_code=1)
     assert result.status is Status.CRASHED and "(at " not in result.reason
+
+
+def test_memory_by_part_is_read_from_the_line_the_entry_prints() -> None:
+    """The training entry's wrapper run on CPU (tests/train/memory_parts_checks.py report_line:
+    megatron-core's GPT in bf16, fp32 gradient buffer, fp32 masters, AdamW): 2/4/4/8 bytes a
+    parameter; a GPU log from before the line existed has none."""
+    parsed = parse_log(read("megatron_memory_parts_cpu_bf16.log"), exit_code=0)
+    n = 10_762_240
+    assert parsed.memory_parts == MemoryParts(parameters=n, weights=2 * n, gradients=4 * n,
+                                              master=4 * n, moments=8 * n)
+    assert parse_log(read("megatron_ok_1.3b_tp1pp1_h200.log")).memory_parts is None
+
+
+def test_a_cut_memory_line_is_not_read() -> None:
+    line = next(line for line in read("megatron_memory_parts_cpu_bf16.log").splitlines()
+                if line.startswith("kit memory by part:"))
+    assert memory_parts([line]) is not None
+    assert memory_parts([line.rsplit(" | ", 1)[0]]) is None  # no moments: not a measurement

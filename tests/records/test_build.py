@@ -12,6 +12,7 @@ from bench.config.presets import get_preset
 from bench.measure.logparse import parse_log
 from bench.planning.plan import plan
 from bench.records.build import PlanSummary, build_run_record, plan_summary
+from bench.records.record import record_from_json
 from tests.conftest import options
 
 LOG = Path(__file__).parents[1] / "fixtures" / "logs" / "megatron_ok_1.3b_tp1pp1_h200.log"
@@ -69,3 +70,21 @@ def test_steps_profiled_after_the_window_are_not_measured() -> None:
     assert record.metrics.window_iters == 10 - 5  # iterations 6..10
     profiled = [it.elapsed_ms for it in parsed.iterations if it.index > 10]
     assert min(profiled) / 1000 > record.metrics.step_time_s_median
+
+
+def test_bytes_by_part_are_kept_whatever_the_status() -> None:
+    """The CPU log of the entry's wrapper (no iterations: incomplete) still gives its parts; the
+    record round-trips them, and a record without them (an older one) reads as null."""
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+                  options(gpus_present=1, gpu_name="NVIDIA H200", mbs=4, gbs=32, iters=15))
+    text = (LOG.parent / "megatron_memory_parts_cpu_bf16.log").read_text()
+    parsed = parse_log(text, timed_out=False, exit_code=0)
+    record = build_run_record(plan_summary(launch), parsed.status, parsed.reason, "2026-11-21T20:31:40Z",
+                              "2026-11-21T20:32:20Z", parsed, text, {"kit_commit": "0123abc"}, {})
+    assert record.status.value == "incomplete"
+    assert record.memory_parts is not None and vars(parsed.memory_parts) == record.memory_parts.model_dump()
+    assert record.memory_parts.per_parameter("moments") == 8.0
+    assert record_from_json(record.to_json()) == record
+    old = record.to_dict()
+    del old["memory_parts"]
+    assert record_from_json(json.dumps(old)).memory_parts is None

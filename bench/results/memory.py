@@ -1,0 +1,59 @@
+"""Bytes a parameter by part: what records measured beside what a source published.
+
+A record's ``memory_parts`` (rank 0, after its first step: :mod:`bench.train.memory_parts`) is
+divided by that rank's parameters. One row per precision, layers' builder, model, layout and GPU
+(the newest record counts), in model-size, then precision order; the published entries of
+``published.toml`` (``[[bytes_per_parameter]]``) follow, each naming its source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.config.precisions import PRECISIONS
+from bench.records.record import Record
+from bench.results.aggregate import display_name, layers, model_sort_key
+from bench.results.data import Published
+from bench.results.hardware import hardware_name
+
+PARTS = ("weights", "gradients", "master", "moments")
+
+
+@dataclass(frozen=True)
+class PartsRow:
+    """Bytes a parameter per part (None: not counted); ``what`` is the run's model, layout and
+    GPU or the source's title; ``link`` a record file name or the source's address."""
+
+    precision: str
+    what: str
+    link: str | None
+    parts: tuple[float | None, ...]  # in PARTS order
+    measured: bool
+
+    @property
+    def total(self) -> float:
+        return sum(part for part in self.parts if part is not None)
+
+
+def parts_rows(runs: Sequence[Record], published: Published) -> list[PartsRow]:
+    """Measured rows, then published ones."""
+    newest: dict[tuple, Record] = {}
+    for run in sorted(runs, key=lambda r: r.started_at):
+        if run.memory_parts is not None:
+            newest[(run.precision, layers(run), run.preset.name, run.layout.name,
+                    run.platform.accelerator)] = run
+    order = {p: i for i, p in enumerate(PRECISIONS)}
+    measured = sorted(newest.values(), key=lambda r: (model_sort_key(r.preset.name), r.layout.name,
+                                                     order.get(r.precision, len(order)), layers(r)))
+    rows = [PartsRow(
+        precision=" ".join(filter(None, (run.precision, layers(run)))),
+        what=f"{display_name(run.preset.name.lower())} {run.layout.name}, "
+             f"{hardware_name(run.platform.accelerator)}",
+        link=f"{run.run_id}.json", measured=True,
+        parts=tuple(run.memory_parts.per_parameter(part) for part in PARTS)) for run in measured]
+    rows += [PartsRow(precision=entry.precision, what=published.sources[entry.source].title,
+                      link=published.sources[entry.source].link, measured=False,
+                      parts=tuple(getattr(entry, part) for part in PARTS))
+             for entry in published.bytes_per_parameter]
+    return rows

@@ -1,0 +1,109 @@
+"""Checks of bench.train.memory_parts on CPU, run by tests/train in BENCH_MEGATRON_PYTHON.
+
+``python tests/train/memory_parts_checks.py <check>`` runs one check in a fresh process. The model
+is megatron-core's GPT as the training entry builds it (the smoke argv, float32 or bf16, on CPU);
+megatron-core's DDP and mixed-precision optimizer need CUDA, so the bf16 check lays out what they
+hold by hand: one contiguous fp32 gradient buffer whose views are the parameters' ``main_grad``,
+fp32 master copies stepped by torch's AdamW, each master's ``.grad`` a view of its ``main_grad``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import torch
+
+from bench.train.memory_parts import MemoryParts, measure, report_after_first_step
+from tests.train.megatron_checks import _build_model
+
+
+def _parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    return list(model.parameters())
+
+
+def _backward(model: torch.nn.Module) -> None:
+    """One forward and backward of a tiny batch (token ids 0..15, two sequences)."""
+    seq = model.max_sequence_length
+    tokens = torch.arange(2 * seq).remainder(16).view(2, seq)
+    positions = torch.arange(seq).expand(2, seq)
+    model(tokens, positions, None, labels=tokens).float().mean().backward()
+
+
+def check_fp32_adamw() -> None:
+    """float32 GPT, torch AdamW: 4 bytes weights, 4 gradients, no master, 8 moments a parameter."""
+    _, model = _build_model("sdpa", bf16=False)
+    params = _parameters(model)
+    optimizer = torch.optim.AdamW(params, lr=1e-3)
+    _backward(model)
+    optimizer.step()
+    n = sum(p.numel() for p in params)
+    got = measure(params, [optimizer])
+    assert got == MemoryParts(parameters=n, weights=4 * n, gradients=4 * n, master=0,
+                              moments=8 * n), got
+
+
+def _mixed_precision(model: torch.nn.Module) -> tuple[list[torch.nn.Parameter], torch.optim.AdamW]:
+    """bf16 weights, a gradient buffer of fp32 ``main_grad`` views, fp32 masters, one AdamW step."""
+    model.bfloat16()
+    params = _parameters(model)
+    buffer = torch.zeros(sum(p.numel() for p in params), dtype=torch.float32)
+    start = 0
+    for p in params:
+        p.main_grad = buffer[start:start + p.numel()].view_as(p)
+        start += p.numel()
+    masters = [p.detach().float() for p in params]
+    optimizer = torch.optim.AdamW(masters, lr=1e-3)
+    _backward(model)
+    for p, master in zip(params, masters, strict=True):
+        p.main_grad.add_(p.grad)  # what DDP's backward hook does
+        p.grad = None
+        master.grad = p.main_grad.float()  # fp32 already: the same view, as megatron-core's copy
+    optimizer.step()
+    return params, optimizer
+
+
+def check_mixed_precision() -> None:
+    """bf16 GPT, fp32 grads and masters, AdamW: 2 + 4 + 4 + 8 bytes a parameter."""
+    _, model = _build_model("sdpa", bf16=True)
+    params, optimizer = _mixed_precision(model)
+    n = sum(p.numel() for p in params)
+    got = measure(params, [optimizer])
+    assert got == MemoryParts(parameters=n, weights=2 * n, gradients=4 * n, master=4 * n,
+                              moments=8 * n), got
+
+
+def check_report_line() -> None:
+    """The wrapper megatron-core's train() calls: it prints the parts once, after the first step
+    that was not skipped, from the model chunks and the (chained) optimizer it was given."""
+    import megatron.training.training as training
+
+    _, model = _build_model("sdpa", bf16=True)
+    params, optimizer = _mixed_precision(model)
+
+    class Member:  # a megatron-core optimizer: the torch one as .optimizer
+        def __init__(self, inner: torch.optim.Optimizer) -> None:
+            self.optimizer = inner
+
+    class Chain:
+        chained_optimizers = [Member(optimizer)]
+
+    skips = iter([1, 0, 0])
+
+    def train_step(*args, **kwargs):
+        return {}, next(skips), False, False, 0, 1.0, 0, 0
+
+    train_step.__signature__ = inspect.signature(training.train_step)
+    training.train_step = train_step
+    report_after_first_step()
+    for _ in range(3):
+        training.train_step(None, None, [model], Chain(), None, None, None, iteration=0)
+    print(measure(params, [optimizer]).line(), file=sys.stderr)  # what it must have printed
+
+
+CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    CHECKS[name]()
+    print(f"ok {name}")
