@@ -164,7 +164,8 @@ def _build_options(parser: argparse.ArgumentParser) -> None:
                         help="local tree or source archive (.tar.gz) of a GitHub upstream "
                         "instead of fetching its pinned commit")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="build option, e.g. msamp=1 (default: msamp=0)")
+                        help="build option (repeatable): msamp=1 adds MS-AMP (default: msamp=0); "
+                        "msamp_arch=ARCHS its CUDA extensions' TORCH_CUDA_ARCH_LIST (default: 9.0)")
 
 
 def register(subparsers) -> None:

@@ -1,15 +1,17 @@
 """Assemble an image's build context and derive its tag from a content hash of the inputs.
 
-The context holds exactly what the Dockerfile copies: the Dockerfile, pins.toml, the patch series
-of the target's upstreams, GitHub upstream trees, the CA certificates to trust, the rendered
-requirement lists, and the kit's own sources. The tag is ``<image>:<first 16 hex of sha256>`` over
-every file's path and bytes plus the build args, so unchanged inputs give the same tag.
+The context holds exactly what the Dockerfile copies: the Dockerfile and the scripts beside it,
+pins.toml, the patch series of the target's upstreams, GitHub upstream trees, the CA certificates
+to trust, the rendered requirement lists, and the kit's own sources. The tag is
+``<image>:<first 16 hex of sha256>`` over every file's path and bytes plus the build args, so
+unchanged inputs give the same tag.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import re
 import shutil
 import subprocess
 import tarfile
@@ -23,6 +25,16 @@ DEFAULT_CACHE = Path.home() / ".cache" / "megatron-bench" / "upstream"
 KIT_FILES = ("pyproject.toml",)
 KIT_DIRS = ("bench",)
 CA_README = "Extra CA certificates trusted by the image (--ca-cert); *.crt files only.\n"
+# What stands in an optional upstream's folder when it is not built (the Dockerfile copies it).
+NOT_BUILT_README = ("{name} is not built into this image. It is built with the build option that "
+                    "adds it (nox -s build-cuda -- --option msamp=1).\n")
+# The GPU architectures MS-AMP's CUDA extensions are compiled for (TORCH_CUDA_ARCH_LIST), unless
+# --option msamp_arch= says otherwise: 9.0 (sm_90, H100 and H200), what the GPU machines ran. The
+# Dockerfile's ARG MSAMP_CUDA_ARCH has the same default.
+MSAMP_CUDA_ARCH = "9.0"
+# TORCH_CUDA_ARCH_LIST's form: compute capabilities, optionally +PTX, separated by ";" or spaces.
+ARCH_LIST = re.compile(r"^\d+\.\d+a?(\+PTX)?([; ]\d+\.\d+a?(\+PTX)?)*$")
+OPTIONS = ("msamp", "msamp_arch")
 
 
 @dataclass(frozen=True)
@@ -133,17 +145,25 @@ def assemble(
 
     ``base`` replaces the pinned base image (stand-ins, mirrors). ``upstream_dirs`` maps an
     upstream name to a local tree or source archive used instead of fetching its pinned commit. ``options`` are
-    target build options (``msamp=1``). The default for each is the pinned choice.
+    target build options: ``msamp=1`` adds MS-AMP, ``msamp_arch`` the GPU architectures of its
+    CUDA extensions (TORCH_CUDA_ARCH_LIST; default ``9.0``). The default for each is the pinned choice.
     """
     upstream_dirs = upstream_dirs or {}
     options = dict(options or {})
-    unknown = set(options) - {"msamp"}
+    unknown = set(options) - set(OPTIONS)
     if unknown:
-        raise ValueError(f"unknown build option(s) {sorted(unknown)}; the only option is msamp=0|1")
+        raise ValueError(f"unknown build option(s) {sorted(unknown)}; the options are msamp=0|1 "
+                         f"and msamp_arch=ARCHS (with msamp=1)")
     if options.get("msamp") not in (None, "0", "1"):
         raise ValueError(f"msamp={options['msamp']}: use msamp=0 or msamp=1")
-    if "msamp" in options and "ms-amp" not in target.optional_upstreams:
+    if options and "ms-amp" not in target.optional_upstreams:
         raise ValueError(f"target {target.name} has no MS-AMP option; it exists for cuda")
+    if "msamp_arch" in options:
+        if options.get("msamp") != "1":
+            raise ValueError("msamp_arch applies to MS-AMP's CUDA extensions: pass it with msamp=1")
+        if not ARCH_LIST.match(options["msamp_arch"]):
+            raise ValueError(f"msamp_arch={options['msamp_arch']}: write compute capabilities as "
+                             "TORCH_CUDA_ARCH_LIST does, e.g. 9.0 (H100/H200) or '8.0;9.0' (A100 too)")
     for cert in ca_certs:
         if not cert.is_file():
             raise ValueError(f"--ca-cert {cert}: no such file")
@@ -152,6 +172,8 @@ def assemble(
     out_dir.mkdir(parents=True)
 
     shutil.copy(root / target.dockerfile, out_dir / "Dockerfile")
+    for script in sorted((root / target.dockerfile).parent.glob("*.sh")):
+        shutil.copy(script, out_dir / script.name)
     shutil.copy(root / "images" / "pins.toml", out_dir / "pins.toml")
     shutil.copy(root / "images" / "common" / "install-ca.sh", out_dir / "install-ca.sh")
     shutil.copy(root / "images" / "common" / "prebuild-megatron-deepspeed.sh",
@@ -166,7 +188,8 @@ def assemble(
     for number, cert in enumerate(ca_certs):
         shutil.copy(cert, ca_dir / f"extra-{number}.crt")
 
-    # An optional upstream's series travels only when it is built (its tree is cloned in the image).
+    # An optional upstream's series and tree travel only when it is built; otherwise its folder
+    # holds a README saying so (the Dockerfile copies the folder either way).
     optional = ("ms-amp",) if options.get("msamp") == "1" else ()
     (out_dir / "patches").mkdir()
     (out_dir / "upstream").mkdir()
@@ -175,12 +198,13 @@ def assemble(
         if upstream.series:
             series_dir = (root / upstream.series).parent
             _copy_tree(series_dir, out_dir / "patches" / series_dir.name)
-        if name in optional:
-            continue
         if upstream.kind == "github":
             given = upstream_dirs.get(name)
             tree = local_upstream(upstream, given) if given else fetch_github_upstream(upstream)
             _copy_tree(tree, out_dir / "upstream" / name)
+    for name in sorted(set(target.optional_upstreams) - set(optional)):
+        (out_dir / "upstream" / name).mkdir()
+        (out_dir / "upstream" / name / "README").write_text(NOT_BUILT_README.format(name=name))
 
     kit = out_dir / "kit"
     kit.mkdir()
@@ -199,6 +223,8 @@ def assemble(
     if "msamp" in options:
         buildargs["WITH_MSAMP"] = options["msamp"]
         buildargs["MSAMP_COMMIT"] = pins.upstreams["ms-amp"].commit
+    if options.get("msamp") == "1":
+        buildargs["MSAMP_CUDA_ARCH"] = options.get("msamp_arch", MSAMP_CUDA_ARCH)
     digest = hashlib.sha256(tree_hash(out_dir).encode())
     for key in sorted(buildargs):
         digest.update(f"{key}={buildargs[key]}\0".encode())

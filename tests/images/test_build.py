@@ -16,7 +16,8 @@ import pytest
 
 from bench.images import container_engine as engine_api
 from bench.images.context import assemble
-from bench.images.pins import load_pins
+from bench.images.pins import REPO_ROOT, load_pins
+from bench.images.series import read_series
 from tests.snapshots import snapshot_archive, snapshot_tree
 
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")  # the re-signing proxy's CA is in here
@@ -99,6 +100,28 @@ def test_a_patch_that_does_not_apply_fails_naming_file_and_hunk(engine, standin_
     message = str(failure.value)
     assert "0001-throughput-calculator-gqa-float-division.patch does not apply" in message
     assert "Hunk #1 FAILED" in message and "megatron/utils.py" in message
+
+
+def test_msamp_stage_runs_up_to_the_cuda_extensions(engine, standin_base, tmp_path):
+    """--option msamp=1 on the stand-in: the pinned MS-AMP tree is patched by its series and the
+    msamp package installed; the CUDA extensions need the base's torch and nvcc (NGC's), which the
+    stand-in lacks, and the build stops there saying so."""
+    pins = load_pins()
+    context = assemble(pins, pins.target("cuda"), tmp_path / "context", base=standin_base,
+                       ca_certs=(HOST_CA,), options={"msamp": "1", "msamp_arch": "8.0;9.0"},
+                       upstream_dirs={"megatron-deepspeed": snapshot_archive("megatron-deepspeed"),
+                                      "ms-amp": snapshot_archive("ms-amp")})
+    lines: list[str] = []
+    with pytest.raises(engine_api.EngineError) as failure:
+        engine_api.build(context, engine=engine, network_mode="host", show=lines.append)
+    log = "\n".join([*lines, str(failure.value)])
+    for patch in read_series(REPO_ROOT / "patches/ms-amp/series"):
+        assert f"{patch.name}: applied" in log, patch.name
+    assert "msamp: installing . (TORCH_CUDA_ARCH_LIST=8.0;9.0)" in log
+    assert "Successfully installed MS-AMP-" in log
+    assert "msamp: cannot build MS-AMP's CUDA extensions: this base has no torch with a CUDA " \
+        "toolkit (nvcc)" in log
+    assert "msamp: installing msamp/operators/arithmetic" not in log
 
 
 def test_push_to_and_pull_from_a_local_registry(engine, built, registry):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.images import polaris, singularity, upstreams
-from bench.images.context import assemble
+from bench.images.context import MSAMP_CUDA_ARCH, assemble
 from bench.images.pins import REPO_ROOT, load_pins, load_polaris_recipe
 from bench.images.series import SeriesError, read_series, run_series
 from tests.conftest import assert_golden
@@ -83,22 +83,92 @@ def test_msamp_series_applies_exactly_to_the_pinned_snapshot(tmp_path):
     assert not list(tree.rglob("*.orig")) and not list(tree.rglob("*.rej"))
 
 
-def test_msamp_option_carries_its_series_pin_and_labels(tmp_path):
+def _msamp_dirs() -> dict[str, Path]:
+    return {"megatron-deepspeed": snapshot_archive("megatron-deepspeed"),
+            "ms-amp": snapshot_archive("ms-amp")}
+
+
+def test_msamp_option_carries_its_series_tree_pin_and_labels(tmp_path):
     pins = load_pins()
-    dirs = {"megatron-deepspeed": snapshot_archive("megatron-deepspeed")}
+    dirs = _msamp_dirs()
     plain = assemble(pins, pins.target("cuda"), tmp_path / "plain", upstream_dirs=dirs)
     assert not (plain.directory / "patches/ms-amp").exists() and "MS-AMP" not in plain.buildargs["PINS"]
+    assert [p.name for p in (plain.directory / "upstream/ms-amp").iterdir()] == ["README"]
+    assert "MSAMP_CUDA_ARCH" not in plain.buildargs
     built = assemble(pins, pins.target("cuda"), tmp_path / "msamp", upstream_dirs=dirs,
                      options={"msamp": "1"})
     assert (built.directory / "patches/ms-amp/series").read_bytes() == (
         REPO_ROOT / "patches/ms-amp/series").read_bytes()
+    # The pinned snapshot's tree, unpatched: the series is applied in the image.
+    tree = built.directory / "upstream/ms-amp"
+    assert (tree / "msamp/optim/setup.py").read_bytes() == (
+        snapshot_tree("ms-amp") / "msamp/optim/setup.py").read_bytes()
+    assert "TransformerEngine.git@v1.1" in (tree / "pyproject.toml").read_text()
+    assert (built.directory / "build-msamp.sh").read_bytes() == (
+        REPO_ROOT / "images/cuda/build-msamp.sh").read_bytes()
     assert "Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5" in built.buildargs["PINS"]
     assert built.buildargs["WITH_MSAMP"] == "1" and built.tag != plain.tag
+    assert built.buildargs["MSAMP_CUDA_ARCH"] == MSAMP_CUDA_ARCH == "9.0"  # sm_90: what ran
     dockerfile = built.dockerfile.read_text()
     assert 'dev.megatron-bench.msamp.commit="${MSAMP_COMMIT}"' in dockerfile
-    assert "series.py apply /opt/megatron-bench/patches/ms-amp/series /opt/MS-AMP" in dockerfile
+    assert 'dev.megatron-bench.msamp.cuda_arch="${MSAMP_CUDA_ARCH}"' in dockerfile
+    assert f"ARG MSAMP_CUDA_ARCH={MSAMP_CUDA_ARCH}\n" in dockerfile  # a hand build's default too
     with pytest.raises(ValueError, match="has no MS-AMP option"):
         assemble(pins, pins.target("rocm"), tmp_path / "rocm", options={"msamp": "1"})
+
+
+def test_msamp_arch_is_a_build_arg_of_the_tag(tmp_path):
+    pins = load_pins()
+    both = assemble(pins, pins.target("cuda"), tmp_path / "both", upstream_dirs=_msamp_dirs(),
+                    options={"msamp": "1", "msamp_arch": "8.0;9.0"})
+    assert both.buildargs["MSAMP_CUDA_ARCH"] == "8.0;9.0"
+    default = assemble(pins, pins.target("cuda"), tmp_path / "default", upstream_dirs=_msamp_dirs(),
+                       options={"msamp": "1"})
+    assert both.tag != default.tag
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"msamp_arch": "9.0"}, "pass it with msamp=1"),
+    ({"msamp": "0", "msamp_arch": "9.0"}, "pass it with msamp=1"),
+    ({"msamp": "1", "msamp_arch": "sm_90"}, "msamp_arch=sm_90: write compute capabilities"),
+    ({"msamp": "1", "arch": "9.0"}, "unknown build option(s) ['arch']"),
+])
+def test_bad_msamp_options_are_refused_before_anything_is_written(tmp_path, options, message):
+    pins = load_pins()
+    with pytest.raises(ValueError) as error:
+        assemble(pins, pins.target("cuda"), tmp_path / "context", options=options)
+    assert message in str(error.value)
+    assert not (tmp_path / "context").exists()
+
+
+def test_msamp_script_builds_what_ran_on_the_gpu_machines():
+    """The four installs of docs/reports/2026-11-25-h200-msamp/h200-msamp.sh `setup`, in its
+    order, each --no-deps --no-build-isolation with TORCH_CUDA_ARCH_LIST, after the series."""
+    script = (REPO_ROOT / "images/cuda/build-msamp.sh").read_text()
+    ran = (REPO_ROOT / "docs/reports/2026-11-25-h200-msamp/h200-msamp.sh").read_text()
+    parts = ". msamp/operators/arithmetic msamp/operators/fp4_quantize msamp/optim"
+    assert f"for part in {parts}; do" in ran
+    assert script.index('series.py" apply "$series" "$tree"') < script.index("install .\n") < \
+        script.index("for part in msamp/operators/arithmetic msamp/operators/fp4_quantize "
+                     "msamp/optim; do")
+    assert ('TORCH_CUDA_ARCH_LIST="$arch" \\\n    python3 -m pip install --no-cache-dir --no-deps '
+            "--no-build-isolation .)") in script
+    assert "import torch, msamp_arithmetic, msamp_quantize, msamp_adamw" in script
+    assert "dist_op" not in script.split("set -eu", 1)[1]  # not built: it needs MSCCL
+
+
+def test_cuda_msamp_build_matches_golden(tmp_path):
+    """What `nox -s build-cuda -- --option msamp=1` hands the engine: its build args and the
+    Dockerfile with them put in place (the kit commit and the tag fixed: they change with every
+    commit)."""
+    pins = load_pins()
+    context = assemble(pins, pins.target("cuda"), tmp_path / "context", upstream_dirs=_msamp_dirs(),
+                       options={"msamp": "1"})
+    buildargs = {**context.buildargs, "KIT_COMMIT": FIXED_COMMIT,
+                 "IMAGE_TAG": "megatron-bench-kit/cuda:0123456789abcdef"}
+    text = "".join(f"# --build-arg {key}={buildargs[key]}\n" for key in sorted(buildargs))
+    text += singularity.resolve_args(context.dockerfile.read_text(), buildargs)
+    assert_golden("build-cuda-msamp.Dockerfile", text)
 
 
 def test_a_patch_at_an_offset_is_refused(tmp_path):
