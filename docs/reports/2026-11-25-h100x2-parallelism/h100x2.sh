@@ -54,14 +54,12 @@ apex_build() {
     "$PYTHON" -m pip install -q --no-index --no-deps --target "$APEX_SITE" /tmp/apex-wheel/apex-*.whl
 }
 
-msamp_build() {  # MS-AMP at the pin with the kit's series; the CUDA extensions O1/O2 use, for sm_90
-  rm -rf /tmp/msamp-src && mkdir -p /tmp/msamp-src &&
+msamp_build() {  # MS-AMP as the kit's CUDA image builds it (images/cuda/build-msamp.sh), in a folder of its own
+  rm -rf /tmp/msamp-src /tmp/msamp-build && mkdir -p /tmp/msamp-src /tmp/msamp-build &&
     tar -xzf "$CARRY"/ms-amp-*.tar.gz -C /tmp/msamp-src --strip-components 1 &&
-    "$PYTHON" bench/images/series.py apply patches/ms-amp/series /tmp/msamp-src || return 1
-  for part in . msamp/operators/arithmetic msamp/optim; do
-    (cd "/tmp/msamp-src/$part" && nice -n 19 env TORCH_CUDA_ARCH_LIST=9.0 MAX_JOBS=8 PYTHONPATH="$SITE" \
-      "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --target "$MSAMP_SITE" .) || return 1
-  done
+    cp images/cuda/build-msamp.sh bench/images/series.py /tmp/msamp-build/ &&
+    nice -n 19 env PIP_TARGET="$MSAMP_SITE" PYTHONPATH="$MSAMP_SITE:$SITE" MAX_JOBS=8 \
+      sh /tmp/msamp-build/build-msamp.sh /tmp/msamp-src "$PWD/patches/ms-amp/series" 9.0
 }
 
 setup() {
