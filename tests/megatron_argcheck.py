@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.config.capabilities import Capabilities  # noqa: E402
+from bench.train.grad_reduce import grad_reduce_problems  # noqa: E402
 from bench.train.pretrain_gpt import add_kit_args  # noqa: E402
 from bench.train.spec import check_args, resolve_attention  # noqa: E402
 
@@ -38,6 +39,7 @@ def check(case: dict) -> dict:
         if "capabilities" in case:
             attention = resolve_attention("auto", args.transformer_impl)
             problems = check_args(args, attention, Capabilities(**case["capabilities"]))
+            problems += grad_reduce_problems(args)
             if problems:
                 return {"ok": False, "error": "entry refuses: " + " ".join(problems)}
         return {"ok": True, "error": "", "dp": args.data_parallel_size,

@@ -23,6 +23,9 @@ from bench.config.precisions import PRECISION_SHORTHANDS, PRECISIONS
 
 RECOMPUTE = ("full", "selective")  # activation recompute (bench.measure.flops counts it)
 OFFLOADS = ("none", "cpu")  # where DeepSpeed keeps the optimizer state and step
+# How gradients are kept and reduced; the fp8 ones are the entry's --kit-grad-reduce choices.
+FP8_GRAD_REDUCE = ("fp8-allgather", "fp8-shared-scale")
+GRAD_REDUCE = ("bf16", "fp32", *FP8_GRAD_REDUCE)
 DEFAULT_ITERS = 30
 TIMEOUT_S = 3600.0  # wall-clock limit of a run here, seconds
 HANG_TIMEOUT_S = 600.0  # a run here that prints nothing this long is stopped, seconds
@@ -175,8 +178,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("no_overlap", bool, "do not overlap the data-parallel gradient reduce and parameter "
               "gather with compute", group="tuning", field="tuning.overlap", to_field=_not),
     RunOption("grad_reduce", str, "gradient accumulation and reduction type under bf16 (default "
-              "bf16)", default="bf16", choices=("bf16", "fp32"), group="tuning",
-              field="tuning.grad_reduce_bf16", to_field=lambda v: v == "bf16"),
+              "bf16); fp8-allgather / fp8-shared-scale keep bf16 gradients and reduce them in FP8 "
+              "with the kit's collectives on stock NCCL, after the backward pass (megatron engine, "
+              "dp > 1)", default="bf16", choices=GRAD_REDUCE, group="tuning",
+              field="tuning.grad_reduce"),
     RunOption("no_fused_loss", bool, "Megatron's unfused cross-entropy loss instead of its fused "
               "one", group="tuning", field="tuning.fused_loss", to_field=_not),
     RunOption("no_fused_attention", bool, "Megatron-DeepSpeed's unfused core attention (it stores "

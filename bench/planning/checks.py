@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from bench.config.platforms import Platform
 from bench.config.precisions import MSAMP_PRECISIONS
-from bench.config.run_options import RECOMPUTE
+from bench.config.run_options import FP8_GRAD_REDUCE, RECOMPUTE
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS
 from bench.planning.layout import Layout
@@ -56,6 +56,9 @@ _ENGINE_SETTINGS: tuple[tuple[str, Callable[[Options], bool], str], ...] = (
     ("megatron-deepspeed", lambda o: not o.tuning.fused_attention,
      "--no-fused-attention is a Megatron-DeepSpeed setting: the megatron engine's attention is "
      "torch's SDPA or Transformer Engine's"),
+    ("megatron", lambda o: o.tuning.grad_reduce_fp8,
+     "--grad-reduce fp8-* replaces the gradient reduction of megatron-core's DistributedDataParallel "
+     "(bench.train.grad_reduce); Megatron-DeepSpeed reduces through DeepSpeed: use --engine megatron"),
     ("megatron", lambda o: o.tuning.changes_megatron_defaults,  # asked for, even where a no-op
      "--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine settings; "
      "Megatron-DeepSpeed's come from its own flags and DeepSpeed config (extra flags go after "
@@ -141,6 +144,14 @@ def pbs_queue(platform: Platform, nodes: int) -> str | None:
                          f"({where}); change --nodes or --walltime, or name another queue of the site with "
                          "--queue")
     return fitting[0].name
+
+
+def check_grad_reduce_layout(grad_reduce: str, layout: Layout) -> None:
+    """The FP8 gradient reduction needs data-parallel ranks to reduce over."""
+    if grad_reduce in FP8_GRAD_REDUCE and layout.dp == 1:
+        raise ValueError(f"--grad-reduce {grad_reduce} reduces gradients over data-parallel ranks, and "
+                         f"{layout.name} on {layout.gpus} GPU(s) has dp 1: give more GPUs than "
+                         f"tp x pp x cp ({layout.tp * layout.pp * layout.cp}), or drop --grad-reduce")
 
 
 def check_msamp_layout(precision: str, layout: Layout) -> None:

@@ -16,7 +16,13 @@ from bench.config.platforms import Accelerator, Platform, with_job_overrides
 from bench.config.precisions import peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.profile import PROFILE_STEPS
-from bench.planning.checks import check_account, check_msamp_layout, check_options, pbs_queue
+from bench.planning.checks import (
+    check_account,
+    check_grad_reduce_layout,
+    check_msamp_layout,
+    check_options,
+    pbs_queue,
+)
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
@@ -279,6 +285,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         accelerator.peak(precision)
     check_msamp_layout(precision, layout)
     layout, mbs_notes = _micro_batch(preset, layout, engine, precision, accelerator, options)
+    check_grad_reduce_layout(options.tuning.grad_reduce, layout)
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     # Render the engine's flags.
     caps = _capabilities(platform, options)

@@ -10,26 +10,45 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from bench.config.run_options import FP8_GRAD_REDUCE, GRAD_REDUCE
+
 
 @dataclass(frozen=True)
 class Tuning:
     """``overlap``: overlap the data-parallel gradient reduce-scatter and parameter all-gather with
-    compute (dp > 1). ``grad_reduce_bf16``: keep and reduce gradients in bf16 under bf16/fp8
-    instead of fp32. ``fused_loss``: Megatron's fused cross-entropy loss. All three are Megatron
-    engine settings. ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or
-    torch's SDPA (patch 0011) instead of its unfused core attention, which stores the s x s scores;
-    a Megatron-DeepSpeed setting. ``extra_args``: more Megatron flags, appended after the kit's."""
+    compute (dp > 1). ``grad_reduce``: how gradients are kept and reduced under bf16/fp8 (one of
+    :data:`GRAD_REDUCE`): ``bf16`` (the default), ``fp32``, or kept in bf16 and reduced in FP8 by
+    the kit's collectives (``fp8-allgather``, ``fp8-shared-scale``: ``--kit-grad-reduce``, see
+    bench.train.grad_reduce; synchronous, so they turn the overlap off). ``fused_loss``:
+    Megatron's fused cross-entropy loss. All three are Megatron engine settings.
+    ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or torch's SDPA (patch
+    0011) instead of its unfused core attention, which stores the s x s scores; a
+    Megatron-DeepSpeed setting. ``extra_args``: more Megatron flags, appended after the kit's."""
 
     overlap: bool = True
-    grad_reduce_bf16: bool = True
+    grad_reduce: str = "bf16"
     fused_loss: bool = True
     fused_attention: bool = True
     extra_args: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if self.grad_reduce not in GRAD_REDUCE:
+            raise ValueError(f"--grad-reduce {self.grad_reduce}: use one of {', '.join(GRAD_REDUCE)}")
+
+    @property
+    def grad_reduce_bf16(self) -> bool:
+        """Whether the gradient buffer is bf16 under bf16/fp8 (every choice but fp32)."""
+        return self.grad_reduce != "fp32"
+
+    @property
+    def grad_reduce_fp8(self) -> bool:
+        """Whether the kit's FP8 collectives reduce the gradients."""
+        return self.grad_reduce in FP8_GRAD_REDUCE
+
     @property
     def changes_megatron_defaults(self) -> bool:
         """Whether a Megatron-engine setting is off its default."""
-        return not (self.overlap and self.grad_reduce_bf16 and self.fused_loss)
+        return not (self.overlap and self.grad_reduce == "bf16" and self.fused_loss)
 
     def at_layout(self, dp: int, precision: str) -> tuple[Tuning, tuple[str, ...]]:
         """The settings with those that change nothing at this layout and precision put back to
@@ -39,10 +58,14 @@ class Tuning:
             tuning = replace(tuning, overlap=True)
             notes.append("--no-overlap changes nothing with DP 1 (there is no data-parallel "
                          "reduce to overlap): dropped, the run is the default configuration")
-        if not self.grad_reduce_bf16 and precision == "fp16":
-            tuning = replace(tuning, grad_reduce_bf16=True)
+        if self.grad_reduce == "fp32" and precision == "fp16":
+            tuning = replace(tuning, grad_reduce="bf16")
             notes.append(f"--grad-reduce fp32 changes nothing under {precision} (gradients are "
                          "reduced in fp32 already): dropped, the run is the default configuration")
+        if self.grad_reduce_fp8 and self.overlap and dp > 1:
+            tuning = replace(tuning, overlap=False)
+            notes.append(f"--grad-reduce {self.grad_reduce} reduces after the backward pass, not "
+                         "overlapped with it: the run is recorded with overlap off")
         return tuning, tuple(notes)
 
     def variant(self) -> tuple[tuple[str, str], ...]:
@@ -50,8 +73,8 @@ class Tuning:
         pairs = []
         if not self.overlap:
             pairs.append(("overlap", "off"))
-        if not self.grad_reduce_bf16:
-            pairs.append(("grad_reduce", "fp32"))
+        if self.grad_reduce != "bf16":
+            pairs.append(("grad_reduce", self.grad_reduce))
         if not self.fused_loss:
             pairs.append(("fused_loss", "off"))
         if not self.fused_attention:

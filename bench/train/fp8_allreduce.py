@@ -51,8 +51,8 @@ others wait in the next collective; a NaN bucket is what megatron-core's NaN che
 scaler's found-inf step skip looks for).
 The sums run in rank order on every rank, so all ranks hold bitwise the same result.
 
-Nothing in training calls this yet: it is wired into megatron-core's gradient buckets only once the
-GPU campaign has measured its speed and loss parity (docs/precisions.md).
+Training reaches it through ``--kit-grad-reduce`` (:mod:`bench.train.grad_reduce`), which hands
+megatron-core's gradient buckets to these functions.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ wheel, which ships ``megatron.training`` but not that script. The argv is Megatr
   under ``--transformer-impl local``.
 - ``--kit-torch-adam {fused,foreach}``: the AdamW kernel when Megatron falls back to torch's
   optimizers (no TE, no apex; see :mod:`bench.train.optimizer`). Default ``fused``.
+- ``--kit-grad-reduce {native,fp8-allgather,fp8-shared-scale}`` and ``--kit-grad-reduce-format
+  {e4m3,e5m2}``: data-parallel gradient reduction in megatron-core's DDP; ``native`` (the default)
+  is megatron-core's own, the others the kit's FP8 collectives (see :mod:`bench.train.grad_reduce`).
 
 Training runs in ``megatron.training.pretrain``: its ``get_model``/builder wraps the model in
 ``Float16Module`` for ``--bf16``/``--fp16``, its ``train()`` sets the DDP no-sync / grad-sync /
@@ -34,6 +37,7 @@ import torch
 
 from bench.config.capabilities import detect as detect_capabilities
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV
+from bench.train import grad_reduce
 from bench.train.memory_parts import report_after_first_step
 from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
@@ -73,6 +77,21 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         "--transformer-impl local): O1 MS-AMP's FP8 linears in every transformer layer, O2 also "
         "MS-AMP's LBAdamW (fp8/fp16 Adam moments). The FP4 simulation is O2 with "
         "MSAMP_USE_WEIGHT_SIMULATE_FP4=1 and MSAMP_USE_ACTIVATION_SIMULATE_FP4=1. Default off.",
+    )
+    group.add_argument(
+        "--kit-grad-reduce",
+        choices=grad_reduce.GRAD_REDUCE_CHOICES,
+        default="native",
+        help="Data-parallel gradient reduction: native (megatron-core's all-reduce or reduce-scatter "
+        "in the gradient buffer's dtype), fp8-allgather (FP8 payloads with per-rank scales, summed "
+        "in fp32) or fp8-shared-scale (one scale from the group's amax, all-to-all reduce-scatter). "
+        "The FP8 ones are synchronous (no --overlap-grad-reduce). Default native.",
+    )
+    group.add_argument(
+        "--kit-grad-reduce-format",
+        choices=grad_reduce.FP8_FORMAT_CHOICES,
+        default=grad_reduce.DEFAULT_FP8_FORMAT,
+        help=f"FP8 format of --kit-grad-reduce fp8-*. Default {grad_reduce.DEFAULT_FP8_FORMAT}.",
     )
     return parser
 
@@ -241,7 +260,7 @@ def build_config_container(args: Namespace):
     )
 
     attention = resolve_attention(args.kit_attention, args.transformer_impl)
-    problems = check_args(args, attention, detect_capabilities())
+    problems = check_args(args, attention, detect_capabilities()) + grad_reduce.grad_reduce_problems(args)
     if problems:
         raise ValueError(
             "the training arguments do not fit this environment:\n  - " + "\n  - ".join(problems)
@@ -289,10 +308,14 @@ def main() -> int:
         print(f"bench.train.pretrain_gpt: {error}", file=sys.stderr, flush=True)
         return 2
     adam = use_msamp_adam() if args.kit_msamp == "O2" else select_torch_adam(args.kit_torch_adam)
+    grad_reduce.install(args.kit_grad_reduce, args.kit_grad_reduce_format)
+    reduction = args.kit_grad_reduce
+    if reduction != "native":
+        reduction += f" ({args.kit_grad_reduce_format})"
     print_rank_0(
         f"> bench kit: attention {attention}, transformer_impl {args.transformer_impl}, "
-        f"adam {adam}, msamp {args.kit_msamp}, megatron-core {_megatron_core_version()}, "
-        f"torch {torch.__version__}"
+        f"adam {adam}, msamp {args.kit_msamp}, grad reduce {reduction}, "
+        f"megatron-core {_megatron_core_version()}, torch {torch.__version__}"
     )
     report_after_first_step()  # the "kit memory by part:" line (bench.train.memory_parts)
     pretrain(

@@ -56,9 +56,13 @@ def test_planner_argv_is_accepted_by_megatron() -> None:
     plans = [plan(load_presets()[p], lay, platform, options(gpus=gpus, gpus_present=gpus))
              for p, lay, gpus in _cases()]
     # An A/B variant: every default turned off, plus an extra Megatron flag.
-    tuned = Tuning(overlap=False, grad_reduce_bf16=False, fused_loss=False, extra_args=("--manual-gc",))
+    tuned = Tuning(overlap=False, grad_reduce="fp32", fused_loss=False, extra_args=("--manual-gc",))
     plans.append(plan(load_presets()["6.7b"], "tp1pp1", platform,
                       options(gpus=8, gpus_present=8, tuning=tuned)))
+    # The FP8 gradient reduction at the loss-parity run's size: 345m over two data-parallel ranks.
+    plans += [plan(load_presets()["345m"], "tp1pp1", platform,
+                   options(gpus=2, gpus_present=2, tuning=Tuning(grad_reduce=choice)))
+              for choice in ("fp8-allgather", "fp8-shared-scale")]
     # Checkpoints, real data and a longer sequence (the Azure and Polaris seeds' options).
     plans.append(plan(load_presets()["1.3b"], "tp2pp1", platform,
                       options(gpus=8, gpus_present=8, seq_length=4096, save="/tmp/ck",

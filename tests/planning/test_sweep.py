@@ -38,7 +38,7 @@ def test_sweep_plans_and_refusal() -> None:
 def test_sweep_counts_gradients_as_the_planner_does() -> None:
     """fp32 gradients (--grad-reduce fp32): 13b dp4 no longer fits 141 GB; the sweep skips it
     instead of handing the planner a layout it refuses."""
-    tuned = Tuning(grad_reduce_bf16=False)
+    tuned = Tuning(grad_reduce="fp32")
     plans, skipped = sweep_plans(get_preset("13b"), load_platform("local"),
                                  options(gpus_present=4, gpu_name="NVIDIA H200", tuning=tuned), 141)
     assert "tp1pp1dp4" in {lay.name for lay, _ in skipped}

@@ -27,7 +27,7 @@ def test_defaults_overlap_reduce_in_bf16_fuse_the_loss_and_name_no_variant() -> 
 
 
 def test_each_setting_removes_its_flags_and_names_the_variant() -> None:
-    launch = _plan(Tuning(overlap=False, grad_reduce_bf16=False, fused_loss=False,
+    launch = _plan(Tuning(overlap=False, grad_reduce="fp32", fused_loss=False,
                           extra_args=("--manual-gc", "--kit-torch-adam", "foreach")))
     assert not set(OVERLAP) & set(launch.train_args)
     assert "--grad-reduce-in-bf16" not in launch.train_args
@@ -67,7 +67,7 @@ def test_a_setting_that_changes_nothing_at_the_layout_is_dropped_with_a_note() -
 
 def test_fp32_reduce_under_fp16_is_dropped_with_a_note() -> None:
     launch = plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h100"),
-                  options(gpus=8, precision="fp16", tuning=Tuning(grad_reduce_bf16=False)))
+                  options(gpus=8, precision="fp16", tuning=Tuning(grad_reduce="fp32")))
     assert launch.variant == ()
     assert any("--grad-reduce fp32 changes nothing under fp16" in note for note in launch.notes)
 
@@ -85,3 +85,38 @@ def test_megatron_deepspeed_attention_is_fused_unless_asked_and_unfused_is_a_var
     assert "--use-torch-sdpa" not in unfused.train_args
     assert dict(unfused.variant) == {"core_attention": "unfused"}
     assert plan_summary(unfused).variant == {"core_attention": "unfused"}
+
+
+@pytest.mark.parametrize("choice", ["fp8-allgather", "fp8-shared-scale"])
+def test_fp8_grad_reduce_passes_the_kit_flag_without_overlap_and_names_the_variant(choice: str) -> None:
+    """The buffer stays bf16, the entry reduces it in FP8 (--kit-grad-reduce), synchronously."""
+    launch = _plan(Tuning(grad_reduce=choice), layout="tp4pp1")
+    args = launch.train_args
+    assert args[args.index("--kit-grad-reduce") + 1] == choice and args.count("--kit-grad-reduce") == 1
+    assert "--grad-reduce-in-bf16" in args and "--use-distributed-optimizer" in args
+    assert not set(OVERLAP) & set(args)
+    assert dict(launch.variant) == {"overlap": "off", "grad_reduce": choice}
+    assert plan_summary(launch).variant == {"overlap": "off", "grad_reduce": choice}
+    assert any(f"--grad-reduce {choice} reduces after the backward pass" in note for note in launch.notes)
+    # The same argv as the default's but for the overlap flags and the kit's one.
+    default = list(_plan(Tuning(), layout="tp4pp1").train_args)
+    for flag in OVERLAP:
+        default.remove(flag)
+    rest = list(args)
+    del rest[rest.index("--kit-grad-reduce"):rest.index("--kit-grad-reduce") + 2]
+    assert rest == default
+
+
+@pytest.mark.parametrize(("layout", "engine", "message"), [
+    ("tp8pp1", "megatron", r"--grad-reduce fp8-shared-scale reduces gradients over data-parallel ranks, "
+                           r"and tp8pp1dp1 on 8 GPU\(s\) has dp 1: give more GPUs than tp x pp x cp \(8\)"),
+    ("tp1pp1", "megatron-deepspeed", "Megatron-DeepSpeed reduces through DeepSpeed: use --engine megatron"),
+])
+def test_fp8_grad_reduce_refusals(layout: str, engine: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _plan(Tuning(grad_reduce="fp8-shared-scale"), layout=layout, engine=engine)
+
+
+def test_unknown_grad_reduce_is_refused() -> None:
+    with pytest.raises(ValueError, match="--grad-reduce fp8: use one of bf16, fp32, fp8-allgather"):
+        Tuning(grad_reduce="fp8")

@@ -143,7 +143,7 @@ def test_ctrl_c_records_a_failed_run_and_stops(monkeypatch, launch, tmp_path: Pa
 def test_a_variant_is_named_in_the_records_variant(monkeypatch, tmp_path: Path) -> None:
     tuned = plan(get_preset("125m"), "tp1pp1", load_platform("local"),
                  options(gpus_present=1, gpu_name="NVIDIA H200", iters=10,
-                         tuning=Tuning(grad_reduce_bf16=False, extra_args=("--kit-torch-adam", "foreach"))))
+                         tuning=Tuning(grad_reduce="fp32", extra_args=("--kit-torch-adam", "foreach"))))
     argv = [sys.executable, "-c", "raise RuntimeError('CUDA error: out of memory')"]
     record = _run_with(monkeypatch, argv, tuned, tmp_path)
     assert dict(record.variant) == {"grad_reduce": "fp32", "megatron_args": "--kit-torch-adam foreach"}

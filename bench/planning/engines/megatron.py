@@ -64,6 +64,9 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     flags += list(OPTIMIZER_FLAGS)
     if precision != "fp16" and tuning.grad_reduce_bf16:
         flags.append("--grad-reduce-in-bf16")
+    if tuning.grad_reduce_fp8:
+        # The buffer stays as above; the kit's FP8 collectives reduce it (bench.train.grad_reduce).
+        flags += ["--kit-grad-reduce", tuning.grad_reduce]
     if layout.dp > 1 and tuning.overlap:
         flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
     if tuning.fused_loss:
