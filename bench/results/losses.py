@@ -5,8 +5,10 @@ A record's ``lm_losses`` is the ``lm loss`` of every logged iteration. Ok runs w
 curve but the precision: preset, engine, parallel degrees, micro and global batch, train
 iterations, data set (the record's ``data``: the corpus's name, which the kit's tokenizer names
 after a hash of the corpus and tokenizer, or the engine's mock data), accelerator and
-the record's variant. Of a precision run twice in a group the newest run counts; a group of two
-or more precisions is one :class:`LossPlot`, drawn like the platform plots
+the record's variant. An FP8 gradient reduction (``--grad-reduce fp8-*``, and the overlap it turns
+off) is part of the treatment, not of the setup: such a run is drawn beside bf16's own reduction,
+labelled with it. Of a treatment run twice in a group the newest run counts; a group of two or
+more is one :class:`LossPlot`, drawn like the platform plots
 (:mod:`bench.results.plots`: same style, inputs key and reuse) and tabled on the page by the final
 loss of each precision against bf16's.
 
@@ -35,6 +37,7 @@ MIN_LOSSES = 100  # fewer: a throughput run's few iterations, still near the ini
 FINAL_WINDOW = 50  # the final loss is the mean of this many last iterations' losses
 SMOOTH_WINDOW = 20  # the moving average drawn over the raw curve
 BASELINE = "bf16"  # what the other precisions' final losses are set against
+TREATMENT_KEYS = ("grad_reduce", "overlap")  # variant keys an FP8 gradient reduction sets
 ZOOM_FRACTION = 0.5  # the right panel shows this last part of the run
 CLIP_FRACTION = 0.1  # the left panel's y range ignores this first part (the initial loss)
 FIGURE_IN = (11.0, 4.4)
@@ -44,7 +47,7 @@ FIGURE_IN = (11.0, 4.4)
 class Curve:
     """The losses of one run, one per iteration from the first."""
 
-    precision: str
+    precision: str  # the label: the precision, with an FP8 gradient reduction where one ran
     run_id: str
     losses: tuple[float, ...]
 
@@ -110,14 +113,32 @@ def _accelerator(run: Record) -> str:
     return accelerator.name if accelerator else run.platform.accelerator
 
 
+def _fp8_reduction(run: Record) -> str:
+    """The run's FP8 gradient reduction (``fp8-shared-scale``), or "" under the engine's own."""
+    reduction = str(run.variant.get("grad_reduce", ""))
+    return reduction if reduction.startswith("fp8") else ""
+
+
+def _treatment(run: Record) -> str:
+    """The curve's label: the precision, and an FP8 gradient reduction where the run had one."""
+    reduction = _fp8_reduction(run)
+    return f"{run.precision}, {reduction} reduction" if reduction else run.precision
+
+
+def _shaping_variant(run: Record) -> tuple:
+    """The variant's settings that set curves apart. An FP8 gradient reduction is part of the
+    treatment (set against bf16's own reduction), and so is the overlap it turns off."""
+    dropped = TREATMENT_KEYS if _fp8_reduction(run) else ()
+    return tuple(sorted((k, v) for k, v in run.variant.items() if k not in dropped))
+
+
 def _setup(run: Record) -> tuple:
-    """What two runs share when their curves differ by precision only."""
+    """What two runs share when their curves differ by precision (and FP8 reduction) only."""
     p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size, run.engine,
         lay.tp, lay.pp, lay.dp, lay.vp or 1, lay.cp, lay.sp, lay.zero, lay.micro_batch,
-        lay.global_batch, _iterations(run), _data_set(run), _accelerator(run),
-        tuple(sorted(run.variant.items())),
+        lay.global_batch, _iterations(run), _data_set(run), _accelerator(run), _shaping_variant(run),
     )  # fmt: skip
 
 
@@ -146,7 +167,7 @@ def _setup_text(run: Record) -> str:
         f"sequence {p.seq_length}, vocabulary {p.vocab_size})", f"{run.engine} {lay.name}",
         f"micro/global batch {lay.micro_batch}/{lay.global_batch}",
         f"{_iterations(run)} iterations", f"data `{_data_set(run)}`",
-        hardware_name(run.platform.accelerator), variant(run.variant),
+        hardware_name(run.platform.accelerator), variant(dict(_shaping_variant(run))),
     )))  # fmt: skip
 
 
@@ -163,20 +184,23 @@ def plan_losses(runs: Sequence[Record]) -> list[LossPlot]:
     newest: dict[tuple, dict[str, Record]] = defaultdict(dict)
     for run in filter(_has_curve, runs):
         group = newest[_setup(run)]
-        shown = group.get(run.precision)
+        shown = group.get(_treatment(run))
         if shown is None or (run.started_at, run.run_id) > (shown.started_at, shown.run_id):
-            group[run.precision] = run
+            group[_treatment(run)] = run
     groups = sorted(
-        (sorted(group.values(), key=lambda r: _precision_order(r.precision))
+        (sorted(group.values(), key=lambda r: (_precision_order(r.precision), _treatment(r)))
          for group in newest.values() if len(group) > 1),
         key=lambda group: _group_order(group[0]),
     )  # fmt: skip
     names = [f"loss-{plots.slug(g[0].preset.name)}-{plots.slug(_accelerator(g[0]))}" for g in groups]
+    # Groups of one model on one accelerator are told apart by layout, then by number.
+    names = [f"{name}-{plots.slug(g[0].layout.name)}" if names.count(name) > 1 else name
+             for name, g in zip(names, groups, strict=True)]
     return [
         LossPlot(
             filename=f"{name}-{i}.png" if names.count(name) > 1 else f"{name}.png",
             title=_title(group[0]), setup=_setup_text(group[0]),
-            curves=tuple(Curve(r.precision, r.run_id, r.lm_losses) for r in group),
+            curves=tuple(Curve(_treatment(r), r.run_id, r.lm_losses) for r in group),
         )
         for i, (name, group) in enumerate(zip(names, groups, strict=True), start=1)
     ]  # fmt: skip

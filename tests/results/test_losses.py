@@ -57,10 +57,11 @@ def _shown(specs: list[LossPlot]) -> list[tuple[str, list[tuple[str, str]]]]:
 def test_runs_of_another_batch_are_another_group() -> None:
     runs = [_run("fp8-delayed", 1), _run("bf16", 2), _run("bf16", 3, layout=_batch(128)),
             _run("fp4", 4, layout=_batch(128)), _run("msamp-o1", 5, layout=_batch(256))]
-    # Each group has bf16 first; a group of one precision (global batch 256) is no plot.
+    # Each group has bf16 first; a group of one precision (global batch 256) is no plot. Groups of
+    # one model and accelerator are named by layout, then numbered where the layout is shared too.
     assert _shown(plan_losses(runs)) == [
-        ("loss-13b-h200-sxm-1.png", [("bf16", "2002"), ("fp8-delayed", "2001")]),
-        ("loss-13b-h200-sxm-2.png", [("bf16", "2003"), ("fp4", "2004")])]
+        ("loss-13b-h200-sxm-dp4-1.png", [("bf16", "2002"), ("fp8-delayed", "2001")]),
+        ("loss-13b-h200-sxm-dp4-2.png", [("bf16", "2003"), ("fp4", "2004")])]
     assert plan_losses(runs[::-1]) == plan_losses(runs)
 
 
@@ -163,14 +164,27 @@ def test_the_loss_plot_is_drawn_with_its_inputs_key(tmp_path: Path) -> None:
     assert "](plots/loss-13b-h200-sxm.png)" in (tmp_path / "README.md").read_text()
 
 
-def test_the_campaign_records_give_one_group_of_five_precisions() -> None:
+def test_the_campaign_records_give_a_group_of_five_precisions_and_one_of_the_fp8_reduction() -> None:
     runs, _ = load_records(REPO / "results" / "records")
-    (spec,) = plan_losses(runs)
-    assert spec.filename == "loss-345m-h200-sxm.png"
-    assert [(c.precision, c.run_id.rsplit("_", 1)[1], len(c.losses)) for c in spec.curves] == [
+    one_gpu, two_gpus = plan_losses(runs)
+    assert one_gpu.filename == "loss-345m-h200-sxm-tp1pp1dp1.png"
+    assert [(c.precision, c.run_id.rsplit("_", 1)[1], len(c.losses)) for c in one_gpu.curves] == [
         ("bf16", "20261125T055505Z", 500), ("fp8-delayed", "20261125T055846Z", 500),
         ("msamp-o1", "20261125T060242Z", 500), ("msamp-o2", "20261125T061248Z", 500),
         ("fp4", "20261125T061802Z", 500)]
+    assert two_gpus.filename == "loss-345m-h200-sxm-tp1pp1dp2.png"
+    assert [(c.precision, len(c.losses)) for c in two_gpus.curves] == [
+        ("bf16", 500), ("msamp-o2, fp8-shared-scale reduction", 500)]
+
+
+def test_an_fp8_gradient_reduction_is_set_beside_bf16_and_named() -> None:
+    fp8 = {**BASE.variant, "grad_reduce": "fp8-shared-scale", "overlap": "off"}
+    runs = [_run("bf16", 1), _run("msamp-o2", 2, variant=fp8), _run("bf16", 3, variant=fp8)]
+    assert _shown(plan_losses(runs)) == [("loss-13b-h200-sxm.png", [
+        ("bf16", "2001"), ("bf16, fp8-shared-scale reduction", "2003"),
+        ("msamp-o2, fp8-shared-scale reduction", "2002")])]
+    # Another reduction that is not FP8 (fp32 buffers) still shapes the curve: no group.
+    assert plan_losses([_run("bf16", 1), _run("fp8-delayed", 2, variant={**BASE.variant, "grad_reduce": "fp32"})]) == []
 
 
 def test_the_final_loss_carries_its_standard_error() -> None:
