@@ -162,8 +162,8 @@ def test_every_campaign_run_for_two_h100s_is_accepted_by_megatron_and_the_entry(
         cases += [entry["plan"] for entry in json.loads(result.stdout)["runs"]
                   if entry["plan"]["engine"] == "megatron"]
     # The plan's argv starts with the entry's command (python -m bench.train.pretrain_gpt).
-    payload = [{"argv": p["train_argv"][p["train_argv"].index(ENTRY[1]) + 1:], "env": p["env"], "world_size": p["world_size"],
-                "capabilities": asdict(caps)} for p in cases]
+    payload = [{"argv": p["train_argv"][p["train_argv"].index(ENTRY[1]) + 1:], "env": p["env"],
+                "world_size": p["world_size"], "capabilities": asdict(caps)} for p in cases]
     out = subprocess.run([megatron_python(), str(CHECKER)], input=json.dumps(payload),
                          capture_output=True, text=True, timeout=600, check=True)
     results = json.loads(out.stdout.strip().splitlines()[-1])
