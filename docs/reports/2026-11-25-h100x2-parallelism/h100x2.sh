@@ -8,7 +8,11 @@
 # ran), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
 # wheels/ (MS-AMP's logging imports it). `setup` copies it to /tmp/carry, so later commands need not
 # send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
-# alone. TE goes to /tmp/te-site (its torch extension built on the machine). Every step runs in the
+# alone. A command keeps only the ignored paths it carries, so TE's small files (.te/SHA256, deps/,
+# install.sh, the meta wheel and the torch sdist) go first, in a command of their own that copies
+# them to /tmp/te-small; the command with the last part copies them back into .te/ and runs
+# `bash .te/install.sh`. TE goes to /tmp/te-site (its torch extension built on the machine). Check
+# the GPUs' name first (`nvidia-smi -L`): a machine of two H200s can come for two H100s. Every step runs in the
 # foreground of one command of at most 10 minutes, except `setup`, which is started in its own
 # process session (setsid) and runs on, niced, while TE's parts are sent; run again, it skips what
 # it has done. A later kit commit travels as .carry-kit/kit.bundle (read before /tmp/carry's).
