@@ -22,30 +22,21 @@ storage once, in the order above: an fp32 parameter that is its own master is a 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
 import torch
 
-LINE_PREFIX = "kit memory by part:"
+from bench.measure.logparse import MemoryParts
+
+LINE_PREFIX = "kit memory by part:"  # what bench.measure.logparse's MEMORY_BY_PART reads
 PARTS = ("weights", "gradients", "master", "moments")
 UNCOUNTED_STATE = frozenset({"step"})  # a scalar per tensor: bookkeeping, not a moment
 MASTER_STATE = frozenset({"master_param"})  # fp32 master weights kept as optimizer state
 
 
-@dataclass(frozen=True)
-class MemoryParts:
-    """Bytes this rank holds per part, and its parameter count (the model's, views counted once)."""
-
-    parameters: int
-    weights: int
-    gradients: int
-    master: int
-    moments: int
-
-    def line(self) -> str:
-        """The log line, e.g. ``kit memory by part: parameters 1024 | weights 2048 | ...``."""
-        fields = [f"parameters {self.parameters}", *(f"{p} {getattr(self, p)}" for p in PARTS)]
-        return f"{LINE_PREFIX} " + " | ".join(fields)
+def line(parts: MemoryParts) -> str:
+    """The log line, e.g. ``kit memory by part: parameters 1024 | weights 2048 | ...``."""
+    fields = [f"parameters {parts.parameters}", *(f"{p} {getattr(parts, p)}" for p in PARTS)]
+    return f"{LINE_PREFIX} " + " | ".join(fields)
 
 
 def _state_tensors(value: object) -> Iterator[torch.Tensor]:
@@ -134,7 +125,7 @@ def report_after_first_step() -> None:
             bound = signature.bind(*args, **kwargs).arguments
             parts = measure((p for chunk in bound["model"] for p in chunk.parameters()),
                             torch_optimizers(bound["optimizer"]))
-            print_rank_0(parts.line())
+            print_rank_0(line(parts))
         return result
 
     training.train_step = train_step

@@ -14,7 +14,8 @@ import sys
 
 import torch
 
-from bench.train.memory_parts import MemoryParts, measure, report_after_first_step
+from bench.measure.logparse import MemoryParts
+from bench.train.memory_parts import line, measure, report_after_first_step
 from tests.train.megatron_checks import _build_model
 
 
@@ -98,7 +99,7 @@ def check_report_line() -> None:
     report_after_first_step()
     for _ in range(3):
         training.train_step(None, None, [model], Chain(), None, None, None, iteration=0)
-    print(measure(params, [optimizer]).line(), file=sys.stderr)  # what it must have printed
+    print(line(measure(params, [optimizer])), file=sys.stderr)  # what it must have printed
 
 
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
