@@ -411,7 +411,8 @@ def _scaling_section(pairs: Sequence[ScalingPair], records_link: str) -> list[st
             ("Each ok Megatron-Core configuration with data parallelism (DP N) beside the one-replica "
              "run (DP 1) it differs from in DP only: same model, precision, engine and what built "
              "its layers, platform and hardware, tensor/pipeline/context/sequence parallelism, "
-             "micro-batch, batch per DP rank (global batch / DP) and notes, and the same engine "
+             "micro-batch, batch per DP rank (global batch / DP), notes and campaign (runs "
+             "without a campaign label pair with each other), and the same engine "
              "flags but those DP adds (runs of commits between which the kit's defaults changed "
              "do not pair). Each side is its configuration's median run, as in the tables below. "
              "`efficiency` = TFLOP/s/GPU at DP N / TFLOP/s/GPU at DP 1 (1.000: perfect scaling)."),

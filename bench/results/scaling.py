@@ -4,7 +4,9 @@ Two configurations pair when they differ in the data-parallel degree only: the s
 name and shape), engine (``megatron`` only: its layouts are the kit's), what built the layers (the
 record's ``implementation``), precision, platform and accelerator, tensor, pipeline, virtual
 pipeline, context and sequence parallelism, ZeRO stage, micro-batch, batch per data-parallel rank
-(global batch / DP) and settings (the row's notes: variant, patches, data); and the two runs
+(global batch / DP) and settings (the row's notes: variant, patches, data), and campaign (the
+record's ``campaign`` label; runs without one pair with each other): a figure is set beside its
+counterpart from one campaign, not from another machine's day; and the two runs
 passed the engine the same flags but those only data parallelism adds (records of commits between
 which the kit's defaults changed, such as the fused loss, do not pair). Each configuration counts
 with its median run by TFLOP/s/GPU, as on the page's tables. *Efficiency* is TFLOP/s/GPU with DP N
@@ -53,16 +55,18 @@ def scaling_key(run: Record) -> tuple:
         run.engine, run.implementation, run.precision, label_of(run),
         hardware_id(run.platform.accelerator), lay.tp, lay.pp, lay.vp or 1, lay.cp, lay.sp,
         lay.zero, lay.micro_batch, lay.global_batch // lay.dp, variant_text(run),
+        run.labels.get("campaign"),
     )  # fmt: skip
 
 
 def scaling_pairs(runs: Sequence[Record]) -> tuple[ScalingPair, ...]:
     """Every DP > 1 configuration of ok megatron runs beside its DP 1 one, by model, hardware,
-    precision, the rest of the key and DP; the result does not depend on the input order."""
+    precision, the rest of the key and DP; the result does not depend on the input order. A
+    configuration's median is taken within each campaign."""
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for run in runs:
         if run.ok and run.engine == ENGINE:
-            groups[configuration(run)].append(run)
+            groups[(configuration(run), run.labels.get("campaign"))].append(run)
     by_key: dict[tuple, tuple[list[Record], list[Record]]] = defaultdict(lambda: ([], []))
     for group in groups.values():
         median = median_run(group)

@@ -88,6 +88,9 @@ def test_dp_runs_pair_with_the_one_replica_run_at_the_same_batch_per_rank() -> N
         _run("13b_dp2_20261125T100600Z", 460.0, dp=2, global_batch=32,
              argv=(*ARGV, "--cross-entropy-loss-fusion"), variant={"overlap": False}),
         _run("13b_dp2_20261125T100700Z", 450.0, dp=2, global_batch=32, engine="megatron-deepspeed"),
+        # Another campaign's run: a figure pairs with its counterpart from one campaign.
+        _run("13b_dp2_20261125T100800Z", 580.0, dp=2, global_batch=32, labels={"campaign": "other"},
+             argv=(*ARGV, "--overlap-grad-reduce", "--overlap-param-gather")),
     ]
     pairs = scaling_pairs([*others, scaled, base])
     assert [(p.base.run_id, p.scaled.run_id) for p in pairs] == [(base.run_id, scaled.run_id)]
