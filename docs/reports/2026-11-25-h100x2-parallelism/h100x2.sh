@@ -136,7 +136,7 @@ group() {  # group NAME: the campaign's runs of that group
   case $name in
     no-te|*-no-te) path="$SITE" ;;
     apex|*-apex) path="$APEX_SITE:$TE_SITE:$SITE" marker=apex.done ;;
-    mds-core|*-megatron-core) path="$TE_SITE:$SITE" marker=setup.done extra=(--data-path "$data") ;;
+    mds-core|mds-core-*|*-megatron-core) path="$TE_SITE:$SITE" marker=setup.done extra=(--data-path "$data") ;;
     mds|mds-*|*-zero*|*-mds) path="$APEX_SITE:$SITE" marker=setup.done
       extra=(--data-path "$data" --vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt") ;;
     msamp-*) path="$MSAMP_SITE:$TE_SITE:$SITE" marker=setup.done extra=(--data-path "$data") ;;
