@@ -1,14 +1,18 @@
 """The micro-batch a run gets when the user gives none (``--mbs``), per precision.
 
-bf16, fp16 and the MS-AMP modes keep the preset's micro-batch. Transformer Engine's fp8 pays only
+bf16, fp16 and the FP4 simulation keep the preset's micro-batch. Transformer Engine's fp8 pays only
 at large GEMMs: each GEMM's casts and amax bookkeeping cost about the same at any batch, so at
 small micro-batches they cost more than fp8 saves. Measured (``results/records/``, the reports in
 ``docs/reports/``): 1.3b on one H200, fp8-delayed against bf16, 0.89x at micro-batch 4 and 1.28x
 at 8; 2.7b dp2 on two H100 80 GB, 1.23x at 4; 6.7b tp2+sp there, 0.88x at 2 (the GPU idles 43 % of
 the step). So an fp8 run gets the largest of the preset's micro-batch and its doublings, up to
 :data:`RULES`' factor, that divides the sequences of one data-parallel rank and fits the memory
-estimate (``bench.planning.memory``) with the planner's head-room. The MS-AMP modes are left at the
-preset's: they add their own casts and have not been measured at other micro-batches.
+estimate (``bench.planning.memory``) with the planner's head-room. MS-AMP's FP8 linear has the
+same fixed cost per GEMM (its casts, in-time scaling and weight cast): 1.3b msamp-o2 on one H200
+went from 320.9 to 472.0 TFLOP/s/GPU between micro-batch 4 and 8 (1.47x; the 2026-11-25 MS-AMP
+report), so msamp-o1 and msamp-o2 follow the same rule; their smaller optimizer state (O2: 7 bytes
+a parameter) is what the estimate counts. The FP4 simulation is slower than bf16 at any batch and
+keeps the preset's.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class MicroBatchRule:
 RULES: dict[str, MicroBatchRule] = {
     "fp8-delayed": MicroBatchRule(4, "fp8 pays at large GEMMs"),
     "fp8-current": MicroBatchRule(4, "fp8 pays at large GEMMs"),
+    "msamp-o1": MicroBatchRule(4, "MS-AMP's fp8 pays at large GEMMs"),
+    "msamp-o2": MicroBatchRule(4, "MS-AMP's fp8 pays at large GEMMs"),
 }
 
 

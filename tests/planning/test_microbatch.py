@@ -55,6 +55,16 @@ def test_a_larger_device_lets_fp8_grow_further() -> None:
     assert launch.layout.micro_batch == 8  # 4x the preset's: the rule's cap
 
 
+@pytest.mark.parametrize("precision", ["msamp-o1", "msamp-o2"])
+def test_msamp_grows_like_fp8_and_fp4_keeps_the_preset_micro_batch(precision: str) -> None:
+    caps = Capabilities(transformer_engine=True, msamp=True)
+    launch = _plan("1.3b", "tp1pp1", precision=precision, capabilities=caps)
+    assert launch.layout.micro_batch == 8
+    assert _mbs_notes(launch) == [f"micro-batch 8 ({precision} default: largest of 4, 8, 16 that "
+                                  "fits, MS-AMP's fp8 pays at large GEMMs; --mbs sets it)"]
+    assert _plan("1.3b", "tp1pp1", precision="fp4", capabilities=caps).layout.micro_batch == 4
+
+
 @pytest.mark.parametrize("mbs", [2, 4, 16])
 def test_an_explicit_micro_batch_always_wins(mbs: int) -> None:
     launch = _plan("1.3b", "tp1pp1", precision="fp8-delayed", mbs=mbs, force=True)
