@@ -177,9 +177,10 @@ def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: 
                          "fp16 themselves: use --precision bf16, fp8-delayed, fp8-current or "
                          "msamp-o1")
     if grad_reduce == "fp32":
+        # Megatron would not refuse: bf16 main gradients turn its fp32 accumulation off unasked.
         raise ValueError(f"--optimizer-states {states} reads bf16 main gradients, and --grad-reduce "
-                         "fp32 keeps them in fp32 (Megatron refuses the pair): drop --grad-reduce "
-                         "fp32")
+                         "fp32 asks for fp32 ones, which Megatron would silently drop: drop "
+                         "--grad-reduce fp32")
     if not caps.transformer_engine:
         raise ValueError(f"--optimizer-states {states} is megatron-core's precision-aware "
                          "optimizer, which steps with Transformer Engine's FusedAdam, and this "
