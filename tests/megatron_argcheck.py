@@ -25,6 +25,10 @@ from bench.train.spec import check_args, resolve_attention  # noqa: E402
 
 megatron_args.get_device_arch_version = lambda: 9
 torch.cuda.get_device_capability = lambda *a, **k: (9, 0)
+# What megatron-core's OptimizerConfig is built from, as validated (its dtypes as torch names).
+OPTIMIZER_KEYS = ("optimizer", "use_distributed_optimizer", "use_precision_aware_optimizer",
+                  "accumulate_allreduce_grads_in_fp32", "main_grads_dtype", "main_params_dtype",
+                  "exp_avg_dtype", "exp_avg_sq_dtype")
 
 
 def check(case: dict) -> dict:
@@ -44,7 +48,8 @@ def check(case: dict) -> dict:
                 return {"ok": False, "error": "entry refuses: " + " ".join(problems)}
         return {"ok": True, "error": "", "dp": args.data_parallel_size,
                 "recompute": [args.recompute_granularity, args.recompute_method,
-                              args.recompute_num_layers]}
+                              args.recompute_num_layers],
+                "optimizer": {key: str(getattr(args, key)) for key in OPTIMIZER_KEYS}}
     except SystemExit:
         return {"ok": False, "error": err.getvalue().strip().splitlines()[-1]}
     except Exception as exc:  # the validator reports with assert and ValueError alike

@@ -26,6 +26,9 @@ OFFLOADS = ("none", "cpu")  # where DeepSpeed keeps the optimizer state and step
 # How gradients are kept and reduced; the fp8 ones are the entry's --kit-grad-reduce choices.
 FP8_GRAD_REDUCE = ("fp8-allgather", "fp8-shared-scale")
 GRAD_REDUCE = ("bf16", "fp32", *FP8_GRAD_REDUCE)
+# Where Adam's state lives: megatron-core's own (fp32 master weights and moments), or the FP8-LM
+# paper's layout in Transformer Engine's FusedAdam (bench.planning.engines.megatron.PAPER_STATE_FLAGS).
+OPTIMIZER_STATES = ("default", "paper")
 DEFAULT_ITERS = 30
 TIMEOUT_S = 3600.0  # wall-clock limit of a run here, seconds
 HANG_TIMEOUT_S = 600.0  # a run here that prints nothing this long is stopped, seconds
@@ -182,6 +185,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "with the kit's collectives on stock NCCL, after the backward pass (megatron engine, "
               "dp > 1)", default="bf16", choices=GRAD_REDUCE, group="tuning",
               field="tuning.grad_reduce"),
+    RunOption("optimizer_states", str, "Adam's state (default: megatron-core's fp32 master "
+              "weights and moments); paper: the FP8-LM paper's layout through megatron-core's "
+              "precision-aware optimizer, Transformer Engine's FusedAdam: fp16 master weights "
+              "with a scale, fp8 first and fp16 second moment, bf16 main gradients, sharded over "
+              "data-parallel ranks (megatron engine; not with msamp-o2/fp4, whose Adam is "
+              "MS-AMP's LBAdamW)", default="default", choices=OPTIMIZER_STATES, group="tuning",
+              field="tuning.optimizer_states"),
     RunOption("no_fused_loss", bool, "Megatron's unfused cross-entropy loss instead of its fused "
               "one", group="tuning", field="tuning.fused_loss", to_field=_not),
     RunOption("no_fused_attention", bool, "Megatron-DeepSpeed's unfused core attention (it stores "

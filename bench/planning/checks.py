@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from bench.config.capabilities import Capabilities
 from bench.config.platforms import Platform
-from bench.config.precisions import MSAMP_PRECISIONS
+from bench.config.precisions import MSAMP_LEVEL, MSAMP_PRECISIONS
 from bench.config.run_options import FP8_GRAD_REDUCE, RECOMPUTE
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS
+from bench.planning.engines.table import capabilities_source
 from bench.planning.layout import Layout
 from bench.planning.options import Options
 
@@ -59,6 +61,9 @@ _ENGINE_SETTINGS: tuple[tuple[str, Callable[[Options], bool], str], ...] = (
     ("megatron", lambda o: o.tuning.grad_reduce_fp8,
      "--grad-reduce fp8-* replaces the gradient reduction of megatron-core's DistributedDataParallel "
      "(bench.train.grad_reduce); Megatron-DeepSpeed reduces through DeepSpeed: use --engine megatron"),
+    ("megatron", lambda o: o.tuning.optimizer_states != "default",
+     "--optimizer-states is megatron-core's precision-aware optimizer (Transformer Engine's "
+     "FusedAdam); Megatron-DeepSpeed's optimizer state is DeepSpeed's: use --engine megatron"),
     ("megatron", lambda o: o.tuning.changes_megatron_defaults,  # asked for, even where a no-op
      "--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine settings; "
      "Megatron-DeepSpeed's come from its own flags and DeepSpeed config (extra flags go after "
@@ -152,6 +157,36 @@ def check_grad_reduce_layout(grad_reduce: str, layout: Layout) -> None:
         raise ValueError(f"--grad-reduce {grad_reduce} reduces gradients over data-parallel ranks, and "
                          f"{layout.name} on {layout.gpus} GPU(s) has dp 1: give more GPUs than "
                          f"tp x pp x cp ({layout.tp * layout.pp * layout.cp}), or drop --grad-reduce")
+
+
+def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: Capabilities,
+                           platform: Platform) -> None:
+    """``--optimizer-states paper`` steps with Transformer Engine's FusedAdam from bf16 main
+    gradients, in place of megatron-core's Adam: refuse what would not run so."""
+    if states == "default":
+        return
+    if MSAMP_LEVEL.get(precision) == "O2":
+        raise ValueError(f"--optimizer-states {states} with --precision {precision}: its Adam is "
+                         "MS-AMP's LBAdamW, which keeps its own fp8/fp16 moments; use --precision "
+                         "msamp-o1 for MS-AMP's FP8 linears with the paper's optimizer states, or "
+                         "drop --optimizer-states")
+    if precision == "fp16":
+        # An fp16 master copy of fp16 weights would add memory and no precision.
+        raise ValueError(f"--optimizer-states {states} is a bf16 recipe (bf16 weights and main "
+                         "gradients, an fp16 master copy); under --precision fp16 the weights are "
+                         "fp16 themselves: use --precision bf16, fp8-delayed, fp8-current or "
+                         "msamp-o1")
+    if grad_reduce == "fp32":
+        # Megatron would not refuse: bf16 main gradients turn its fp32 accumulation off unasked.
+        raise ValueError(f"--optimizer-states {states} reads bf16 main gradients, and --grad-reduce "
+                         "fp32 asks for fp32 ones, which Megatron would silently drop: drop "
+                         "--grad-reduce fp32")
+    if not caps.transformer_engine:
+        raise ValueError(f"--optimizer-states {states} is megatron-core's precision-aware "
+                         "optimizer, which steps with Transformer Engine's FusedAdam, and this "
+                         "environment has no Transformer Engine "
+                         f"({capabilities_source(platform)}): use an image with it, "
+                         "or drop --optimizer-states")
 
 
 def check_msamp_layout(precision: str, layout: Layout) -> None:

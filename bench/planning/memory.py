@@ -5,8 +5,9 @@ Per GPU, in bytes (Korthikanti et al. 2022 for activations, with flash-style att
 no s x s scores):
 
 - weights 2 B/param (bf16/fp16), gradients 2 B/param (reduced in bf16) or 4 B (fp32);
-- Adam state and fp32 master weights 12 B/param, divided by DP (Megatron's distributed optimizer,
-  DeepSpeed ZeRO-1); ZeRO-2 also divides the gradients, ZeRO-3 the weights;
+- Adam state and fp32 master weights 12 B/param (MS-AMP O2: 7, ``--optimizer-states paper``: 5;
+  :func:`state_bytes`), divided by DP (Megatron's distributed optimizer, DeepSpeed ZeRO-1);
+  ZeRO-2 also divides the gradients, ZeRO-3 the weights;
 - activations s*b*h*(10 + 24/tp) B per layer and micro-batch (s*b*h*34/tp with sequence
   parallelism; s is divided by cp), for the layers of one pipeline stage and the micro-batches the
   1F1B schedule keeps in flight on the first stage (up to pp). Full activation recompute keeps
@@ -45,10 +46,16 @@ def params_per_gpu(preset: Preset, layout: Layout) -> float:
 # Adam state per parameter: fp32 master weights and moments (12 B); MS-AMP O2's LBAdamW keeps the
 # first moment in fp8 and the second in fp16 beside the fp32 master weights (4 + 1 + 2 = 7 B).
 STATE_BYTES = {"msamp-o2": 7, "fp4": 7}
+# --optimizer-states paper (Transformer Engine's FusedAdam): fp16 master weights, fp8 first and
+# fp16 second moment (2 + 1 + 2 = 5 B; their per-tensor fp32 scales are a few bytes a tensor).
+PAPER_STATE_BYTES = 5
 
 
-def state_bytes(precision: str) -> int:
-    """Optimizer state bytes per parameter for a precision (12 unless MS-AMP O2 keeps it smaller)."""
+def state_bytes(precision: str, optimizer_states: str = "default") -> int:
+    """Optimizer state bytes per parameter: 12 (fp32 master weights and moments) unless MS-AMP O2
+    or ``--optimizer-states paper`` keeps it smaller."""
+    if optimizer_states == "paper":
+        return PAPER_STATE_BYTES
     return STATE_BYTES.get(precision, 12)
 
 
@@ -95,19 +102,19 @@ def grad_bytes(engine: str, precision: str, grad_reduce_bf16: bool) -> int:
 
 
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
-         zero_stage: int = 1, recompute: str | None = None) -> bool:
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, recompute=recompute)
+         zero_stage: int = 1, recompute: str | None = None, optimizer_bytes: int = 12) -> bool:
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute)
     return need <= FIT_FRACTION * device_gb * GB
 
 
 def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
                grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
-               node_gpus: int | None = None) -> float:
+               node_gpus: int | None = None, optimizer_bytes: int = 12) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
     nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then
     twice the GPUs, and so on up to 1024x until three are found). ``node_gpus``: the GPUs of one
     node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``."""
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, recompute=recompute) / GB
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute) / GB
     limit = FIT_FRACTION * device_gb
     if need <= limit:
         return need
@@ -119,7 +126,8 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
             # across nodes, TP stays inside one node of the platform's size
             for lay in valid_layouts(preset, gpus, node_gpus or gpus_per_node, mbs, layout.global_batch,
                                      cp=layout.cp, zero=layout.zero):
-                gb = estimate_bytes(preset, lay, grad_bytes, zero_stage, recompute=recompute) / GB
+                gb = estimate_bytes(preset, lay, grad_bytes, zero_stage, optimizer_bytes,
+                                    recompute) / GB
                 distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
                 if gb <= limit:
                     fitting.append(((gpus, -mbs, distance, gb), lay, gb))

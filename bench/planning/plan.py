@@ -20,13 +20,22 @@ from bench.planning.checks import (
     check_account,
     check_grad_reduce_layout,
     check_msamp_layout,
+    check_optimizer_states,
     check_options,
     pbs_queue,
 )
 from bench.planning.engines.common import checkpoint_flags, precision_env
 from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
-from bench.planning.memory import GB, check_fits, estimate_bytes, fits, grad_bytes, sharded_stage
+from bench.planning.memory import (
+    GB,
+    check_fits,
+    estimate_bytes,
+    fits,
+    grad_bytes,
+    sharded_stage,
+    state_bytes,
+)
 from bench.planning.microbatch import default_micro_batch
 from bench.planning.options import Options
 from bench.planning.tuning import Tuning, check_extra_args
@@ -140,12 +149,13 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
     zero_stage = sharded_stage(engine, layout)
-    need = estimate_bytes(preset, layout, grad, zero_stage, recompute=recompute) / GB
+    states = state_bytes(precision, tuning.optimizer_states)
+    need = estimate_bytes(preset, layout, grad, zero_stage, states, recompute) / GB
     if accelerator is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
         check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
-                   zero_stage, recompute, node_gpus=node_gpus)
+                   zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states)
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
                   + (" (--force)" if force else ""))
 
@@ -157,6 +167,7 @@ def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
     if options.mbs is not None:
         return layout, []
     grad = grad_bytes(engine, precision, options.tuning.grad_reduce_bf16)
+    states = state_bytes(precision, options.tuning.optimizer_states)
     if accelerator is None:
         chosen, note = default_micro_batch(preset, layout, precision, None)
     else:  # counted as _memory counts it, so the pick is never refused there
@@ -164,7 +175,7 @@ def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
         chosen, note = default_micro_batch(
             preset, layout, precision,
             lambda lay: fits(preset, lay, device_gb, grad, sharded_stage(engine, lay),
-                             options.recompute))
+                             options.recompute, states))
     return chosen, [note] if note else []
 
 
@@ -289,6 +300,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     # Render the engine's flags.
     caps = _capabilities(platform, options)
+    check_optimizer_states(tuning.optimizer_states, precision, tuning.grad_reduce, caps, platform)
     flags = ENGINES[engine](Resolved(
         preset=preset, layout=layout, platform=platform, precision=precision, iters=options.iters,
         capabilities=caps, capabilities_known=(platform.capabilities is not None

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from bench.config.run_options import FP8_GRAD_REDUCE, GRAD_REDUCE
+from bench.config.run_options import FP8_GRAD_REDUCE, GRAD_REDUCE, OPTIMIZER_STATES
 
 
 @dataclass(frozen=True)
@@ -19,14 +19,17 @@ class Tuning:
     compute (dp > 1). ``grad_reduce``: how gradients are kept and reduced under bf16/fp8 (one of
     :data:`GRAD_REDUCE`): ``bf16`` (the default), ``fp32``, or kept in bf16 and reduced in FP8 by
     the kit's collectives (``fp8-allgather``, ``fp8-shared-scale``: ``--kit-grad-reduce``, see
-    bench.train.grad_reduce; synchronous, so they turn the overlap off). ``fused_loss``:
-    Megatron's fused cross-entropy loss. All three are Megatron engine settings.
+    bench.train.grad_reduce; synchronous, so they turn the overlap off). ``optimizer_states``:
+    where Adam's state lives (one of :data:`OPTIMIZER_STATES`): megatron-core's default, or
+    ``paper``, the FP8-LM paper's layout in Transformer Engine's FusedAdam. ``fused_loss``:
+    Megatron's fused cross-entropy loss. All four are Megatron engine settings.
     ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or torch's SDPA (patch
     0011) instead of its unfused core attention, which stores the s x s scores; a
     Megatron-DeepSpeed setting. ``extra_args``: more Megatron flags, appended after the kit's."""
 
     overlap: bool = True
     grad_reduce: str = "bf16"
+    optimizer_states: str = "default"
     fused_loss: bool = True
     fused_attention: bool = True
     extra_args: tuple[str, ...] = ()
@@ -34,6 +37,9 @@ class Tuning:
     def __post_init__(self) -> None:
         if self.grad_reduce not in GRAD_REDUCE:
             raise ValueError(f"--grad-reduce {self.grad_reduce}: use one of {', '.join(GRAD_REDUCE)}")
+        if self.optimizer_states not in OPTIMIZER_STATES:
+            raise ValueError(f"--optimizer-states {self.optimizer_states}: use one of "
+                             f"{', '.join(OPTIMIZER_STATES)}")
 
     @property
     def grad_reduce_bf16(self) -> bool:
@@ -75,6 +81,8 @@ class Tuning:
             pairs.append(("overlap", "off"))
         if self.grad_reduce != "bf16":
             pairs.append(("grad_reduce", self.grad_reduce))
+        if self.optimizer_states != "default":
+            pairs.append(("optimizer_states", self.optimizer_states))
         if not self.fused_loss:
             pairs.append(("fused_loss", "off"))
         if not self.fused_attention:
@@ -88,9 +96,9 @@ DEFAULT_TUNING = Tuning()
 # The note keys a plan's variant may use: these settings, then the DeepSpeed ZeRO settings
 # (bench.planning.engines.deepspeed.ZeroSettings.variant), a sequence length away from the preset's and the
 # activation recompute (--recompute).
-TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "fused_loss", "core_attention", "megatron_args",
-                    "zero_offload", "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
-                    "allgather_bucket_size", "seq_length", "recompute")
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "optimizer_states", "fused_loss", "core_attention",
+                    "megatron_args", "zero_offload", "overlap_comm", "contiguous_gradients",
+                    "reduce_bucket_size", "allgather_bucket_size", "seq_length", "recompute")
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:

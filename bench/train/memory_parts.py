@@ -7,13 +7,20 @@ entry walks what this rank holds and prints one line (``LINE_PREFIX``), which th
 - ``weights``: the model's parameters, whatever their dtype;
 - ``gradients``: megatron-core DDP's gradient buffers (each parameter's ``main_grad`` is a view of
   one), any ``.grad`` left on a parameter, and the ``.grad`` megatron-core's optimizer gives its
-  master copies (a view of the buffer, or an fp32 copy of bf16 gradients);
+  master copies (a view of the buffer, or an fp32 copy of bf16 gradients), or the
+  ``.decoupled_grad`` it gives them under its precision-aware optimizer (a view of the buffer);
 - ``master``: the tensors the torch optimizer updates that are not the model's own (megatron-core's
   fp32 copies, ``fp32_from_float16_groups`` or the distributed optimizer's shards), and a
-  ``master_param`` kept in optimizer state (precision-aware optimizers);
-- ``moments``: every other optimizer state tensor (``exp_avg``, ``exp_avg_sq``; MS-AMP's LBAdamW
-  keeps each as a ``ScalingTensor``: a uint8 or fp16 ``value`` and the scale, inverse scale and
-  amax history of its ``meta``, all counted). ``step`` counters are bookkeeping, not counted.
+  ``master_param`` kept in optimizer state (precision-aware optimizers) with its scale;
+- ``moments``: every other optimizer state tensor (``exp_avg``, ``exp_avg_sq``) and its scales.
+  MS-AMP's LBAdamW keeps each as a ``ScalingTensor``: a uint8 or fp16 ``value`` and the scale,
+  inverse scale and amax history of its ``meta``. ``step`` counters are bookkeeping, not counted.
+
+Transformer Engine's FusedAdam (megatron-core's precision-aware optimizer, ``--optimizer-states
+paper``) keeps an fp16 ``master_param`` and ``exp_avg_sq`` plain, an fp8 ``exp_avg`` as a
+``Float8Tensor`` (a tensor with no storage of its own: its uint8 ``_data``, a ``_transpose`` where
+one is made, its ``_scale_inv`` and its quantizer's ``scale`` and ``amax`` hold the bytes), and one
+fp32 scale per fp16/fp8 state in ``optimizer._scales[param][name]``; all are counted in their part.
 
 Bytes are those of whole storages (a view counts the buffer it views, padding included), each
 storage once, in the order above: an fp32 parameter that is its own master is a weight.
@@ -51,6 +58,29 @@ def _state_tensors(value: object) -> Iterator[torch.Tensor]:
         yield from (t for t in vars(meta).values() if isinstance(t, torch.Tensor)) if meta else ()
 
 
+def _has_storage(tensor: torch.Tensor) -> bool:
+    """False for a tensor subclass made as a wrapper (Transformer Engine's ``Float8Tensor``): its
+    storage cannot be read, its bytes are in the tensors it holds."""
+    try:
+        tensor.untyped_storage().data_ptr()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _stored(tensor: torch.Tensor) -> Iterator[torch.Tensor]:
+    """The tensors that hold a tensor's bytes: itself, or for a wrapper those among its attributes
+    and its quantizer's (``_data``, ``_transpose``, ``_scale_inv``; ``scale``, ``amax``)."""
+    if _has_storage(tensor):
+        yield tensor
+        return
+    quantizer = getattr(tensor, "_quantizer", None)
+    for holder in (tensor, quantizer) if quantizer is not None else (tensor,):
+        for inner in vars(holder).values():
+            if isinstance(inner, torch.Tensor):
+                yield from _stored(inner)
+
+
 class _Ledger:
     """Storages seen so far, so that each is counted once, by the first part that holds it."""
 
@@ -59,11 +89,9 @@ class _Ledger:
 
     def count(self, tensors: Iterable[torch.Tensor | None]) -> int:
         total = 0
-        for tensor in tensors:
-            if tensor is None:
-                continue
-            storage = tensor.untyped_storage()
-            key = (str(tensor.device), storage.data_ptr())
+        for stored in (t for tensor in tensors if tensor is not None for t in _stored(tensor)):
+            storage = stored.untyped_storage()
+            key = (str(stored.device), storage.data_ptr())
             if storage.nbytes() and key not in self._seen:
                 self._seen.add(key)
                 total += storage.nbytes()
@@ -79,10 +107,14 @@ def measure(model_params: Iterable[torch.Tensor],
     stepped = [p for opt in optimizers for group in opt.param_groups for p in group["params"]]
     states = [(key, value) for opt in optimizers for state in opt.state.values()
               for key, value in state.items() if key not in UNCOUNTED_STATE]
+    # Transformer Engine's FusedAdam keeps the scale of each fp16/fp8 state beside the state.
+    states += [(key, scale) for opt in optimizers
+               for scales in getattr(opt, "_scales", {}).values() for key, scale in scales.items()]
     ledger = _Ledger()
     weights = ledger.count(params)
     gradients = ledger.count([getattr(p, "main_grad", None) for p in params]
-                             + [p.grad for p in params] + [p.grad for p in stepped])
+                             + [p.grad for p in params] + [p.grad for p in stepped]
+                             + [getattr(p, "decoupled_grad", None) for p in stepped])
     master = ledger.count([*stepped, *(t for key, value in states if key in MASTER_STATE
                                        for t in _state_tensors(value))])
     moments = ledger.count(t for key, value in states if key not in MASTER_STATE

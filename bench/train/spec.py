@@ -77,6 +77,17 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
         and not caps.transformer_engine
     ):
         problems.append("RoPE fusion needs Transformer Engine: pass --no-rope-fusion.")
+    if args.use_precision_aware_optimizer and not caps.transformer_engine:
+        problems.append(
+            "--use-precision-aware-optimizer steps with Transformer Engine's FusedAdam, which is not "
+            "importable here: drop it and its --main-*-dtype/--exp-avg*-dtype flags, or use an image "
+            "with Transformer Engine."
+        )
+    if args.use_precision_aware_optimizer and args.kit_msamp == "O2":
+        problems.append(
+            "--kit-msamp O2 replaces megatron-core's Adam with MS-AMP's LBAdamW, which has no "
+            "precision-aware states: use --kit-msamp O1 with --use-precision-aware-optimizer, or drop it."
+        )
     if args.spec is not None:
         problems.append("--spec is not used: the kit chooses the layer spec (see --kit-attention).")
     backend = getattr(args.attention_backend, "name", args.attention_backend)

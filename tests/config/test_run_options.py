@@ -44,20 +44,22 @@ def test_a_campaign_sets_what_the_command_line_sets(tmp_path: Path) -> None:
     path.write_text('[[run]]\nmodel = "345m"\nlayout = "tp1pp1zero3"\nengine = "megatron-deepspeed"\n'
                     'recompute = "full"\nseq_length = 4096\nsave = "ckpt"\nsave_interval = 5\n'
                     'zero_offload = "cpu"\noverlap_comm = true\nreduce_bucket = 2e8\n'
-                    'force = true\nimage_option = "msamp=1"\ngrad_reduce = "fp8-shared-scale"\n')
+                    'force = true\nimage_option = "msamp=1"\ngrad_reduce = "fp8-shared-scale"\n'
+                    'optimizer_states = "paper"\n')
     (run,) = load_campaign(path).runs
     from_file = options_from(parse_run_argv(list(run.argv)), 0, "")
     line = ["345m", "tp1pp1zero3", "--engine", "megatron-deepspeed", "--recompute", "full",
             "--seq-length", "4096", "--save", "ckpt", "--save-interval", "5", "--zero-offload",
             "cpu", "--overlap-comm", "--reduce-bucket", "2e8", "--force", "--image-option",
-            "msamp=1", "--grad-reduce", "fp8-shared-scale"]
+            "msamp=1", "--grad-reduce", "fp8-shared-scale", "--optimizer-states", "paper"]
     from_line = options_from(parse_run_argv(line), 0, "")
     assert dataclasses.replace(from_file, now=from_line.now, nonce=from_line.nonce) == from_line
     assert from_line.zero == ZeroSettings(offload="cpu", overlap_comm=True,
                                           reduce_bucket_size=200_000_000)
     assert (from_line.recompute, from_line.seq_length, from_line.save, from_line.image_msamp) == (
         "full", 4096, "ckpt", True)
-    assert from_line.tuning.grad_reduce == "fp8-shared-scale"
+    assert (from_line.tuning.grad_reduce, from_line.tuning.optimizer_states) == (
+        "fp8-shared-scale", "paper")
 
 
 def test_environment_variables_give_the_defaults(monkeypatch) -> None:

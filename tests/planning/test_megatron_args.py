@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import subprocess
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -117,6 +117,28 @@ def test_msamp_precisions_are_accepted_by_megatron_and_the_entry() -> None:
                                                   ("1.3b", "tp1pp1", 1, "msamp-o2"),
                                                   ("6.7b", "tp1pp2", 2, "fp4"))]
     _check(plans, [caps] * len(plans))
+
+
+@pytest.mark.slow
+@pytest.mark.needs_megatron
+def test_paper_optimizer_states_are_accepted_by_megatron_and_the_entry() -> None:
+    """--optimizer-states paper on 1.3b dp2 under each precision that allows it (and beside the
+    FP8 gradient reduction): Megatron's validator leaves the optimizer its precision-aware,
+    distributed form with the paper's dtypes (fp8 is torch.uint8 in Megatron), bf16 gradients."""
+    te = Capabilities(transformer_engine=True, fused_wgrad=True)
+    cases = [("bf16", "bf16", te), ("fp8-delayed", "bf16", te), ("fp8-current", "bf16", te),
+             ("msamp-o1", "bf16", replace(te, msamp=True)), ("bf16", "fp8-shared-scale", te)]
+    plans = [plan(load_presets()["1.3b"], "tp1pp1", load_platform("local"),
+                  options(gpus=2, gpus_present=2, precision=precision, capabilities=caps,
+                          tuning=Tuning(optimizer_states="paper", grad_reduce=reduce)))
+             for precision, reduce, caps in cases]
+    results = _check(plans, [caps for *_, caps in cases])
+    assert all(r["optimizer"] == {
+        "optimizer": "adam", "use_distributed_optimizer": "True",
+        "use_precision_aware_optimizer": "True", "accumulate_allreduce_grads_in_fp32": "False",
+        "main_grads_dtype": "torch.bfloat16", "main_params_dtype": "torch.float16",
+        "exp_avg_dtype": "torch.uint8", "exp_avg_sq_dtype": "torch.float16"} for r in results)
+    assert all(p.variant[-1] == ("optimizer_states", "paper") for p in plans)
 
 
 @pytest.mark.needs_megatron

@@ -74,6 +74,68 @@ def check_mixed_precision() -> None:
                               moments=8 * n), got
 
 
+class _Float8Stand(torch.Tensor):
+    """What Transformer Engine 2.x's FusedAdam keeps as an fp8 ``exp_avg``: a ``Float8Tensor``, a
+    wrapper subclass with no storage of its own, holding uint8 ``_data``, a ``_transpose`` (None
+    here), an fp32 ``_scale_inv`` and a quantizer with fp32 ``scale`` and ``amax`` (TE's
+    optimizers/fused_adam.py ``_initialize_state``, tensor/float8_tensor.py). TE is not in the
+    CPU environment, so this is its layout, not TE's class."""
+
+    @staticmethod
+    def __new__(cls, shape: torch.Size) -> _Float8Stand:
+        tensor = torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32)
+        tensor._data = torch.zeros(shape, dtype=torch.uint8)
+        tensor._transpose = None
+        tensor._scale_inv = torch.ones(1)
+        tensor._quantizer = type("Float8Quantizer", (), {})()
+        tensor._quantizer.scale, tensor._quantizer.amax = torch.ones(1), torch.zeros(1)
+        return tensor
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(f"{func}: the stand-in only holds bytes")
+
+
+class _PaperAdamStand(torch.optim.Optimizer):
+    """FusedAdam's state under megatron-core's precision-aware optimizer with --optimizer-states
+    paper, as TE's source lays it out: fp16 ``master_param`` and ``exp_avg_sq``, fp8 ``exp_avg``,
+    one fp32 scale per state in ``_scales[param][name]``. Its step is not the thing under test."""
+
+    def __init__(self, params: list[torch.Tensor]) -> None:
+        super().__init__(params, {})
+        self._scales = {}
+        for p in params:
+            self.state[p] = {"step": 1, "master_param": p.detach().half(),
+                             "exp_avg": _Float8Stand(p.shape),
+                             "exp_avg_sq": torch.zeros_like(p, dtype=torch.float16)}
+            self._scales[p] = {name: torch.ones(1) for name in ("master_param", "exp_avg",
+                                                                 "exp_avg_sq")}
+
+
+def check_paper_states() -> None:
+    """bf16 GPT under --optimizer-states paper on one data-parallel rank: the distributed
+    optimizer steps flat views of the bf16 weights, each ``decoupled_grad`` a view of the bf16
+    gradient buffer; 2 + 2 + 2 + 3 bytes a parameter, plus 4 bytes a scale."""
+    _, model = _build_model("sdpa", bf16=True)
+    model.bfloat16()
+    params = _parameters(model)
+    n = sum(p.numel() for p in params)
+    buffer = torch.zeros(n, dtype=torch.bfloat16)
+    shards, start = [], 0
+    for p in params:
+        p.main_grad = buffer[start:start + p.numel()].view_as(p)
+        shard = p.detach().view(-1)  # megatron-core's shard_model_param: a view of the weight
+        shard.decoupled_grad = buffer[start:start + p.numel()]
+        shards.append(shard)
+        start += p.numel()
+    got = measure(params, [_PaperAdamStand(shards)])
+    tensors = len(shards)
+    # master: the fp16 copy and its scale; moments: the fp8 data, its scale_inv, the quantizer's
+    # scale and amax, FusedAdam's scale of it, the fp16 second moment and its scale.
+    assert got == MemoryParts(parameters=n, weights=2 * n, gradients=2 * n,
+                              master=2 * n + 4 * tensors, moments=3 * n + 5 * 4 * tensors), got
+
+
 def check_report_line() -> None:
     """The wrapper megatron-core's train() calls: it prints the parts once, after the first step
     that was not skipped, from the model chunks and the (chained) optimizer it was given."""

@@ -13,7 +13,7 @@ CHECKS_SCRIPT = Path(__file__).with_name("memory_parts_checks.py")
 CPU_LOG = Path(__file__).parents[1] / "fixtures" / "logs" / "megatron_memory_parts_cpu_bf16.log"
 
 
-@pytest.mark.parametrize("check", ["fp32_adamw", "mixed_precision", "report_line"])
+@pytest.mark.parametrize("check", ["fp32_adamw", "mixed_precision", "paper_states", "report_line"])
 def test_memory_parts_check(run_megatron, check: str) -> None:
     result = run_megatron([str(CHECKS_SCRIPT), check])
     assert result.returncode == 0, f"{check} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"

@@ -52,6 +52,7 @@ def megatron_defaults(**overrides: object) -> Namespace:
         "attention_backend": "auto", "reset_attention_mask": False, "sft": False,
         "dataloader_inter_document_masking": False, "hybrid_context_parallel": False,
         "mtp_num_layers": None, "sequence_packing_scheduler": None,
+        "use_precision_aware_optimizer": False, "kit_msamp": "off",
     }
     values.update(overrides)
     return Namespace(**values)
@@ -87,3 +88,15 @@ def test_refusals_without_te(overrides: dict, attention: str, message: str) -> N
                              no_persist_layer_norm=True, **overrides)
     problems = check_args(args, attention, NOTHING)
     assert any(message in problem for problem in problems), problems
+
+
+def test_the_precision_aware_optimizer_needs_te_and_not_msamp_o2() -> None:
+    """--optimizer-states paper's flags: TE's FusedAdam must import, and MS-AMP O2 would replace it."""
+    assert check_args(megatron_defaults(use_precision_aware_optimizer=True, kit_msamp="O1"), "te",
+                      NGC) == []
+    no_te = check_args(megatron_defaults(transformer_impl="local", gradient_accumulation_fusion=False,
+                                         no_persist_layer_norm=True, use_precision_aware_optimizer=True),
+                       "sdpa", NOTHING)
+    assert ["Transformer Engine's FusedAdam" in problem for problem in no_te] == [True]
+    o2 = check_args(megatron_defaults(use_precision_aware_optimizer=True, kit_msamp="O2"), "te", NGC)
+    assert ["use --kit-msamp O1" in problem for problem in o2] == [True]

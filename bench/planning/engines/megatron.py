@@ -24,6 +24,14 @@ from bench.planning.layout import Layout
 from bench.planning.tuning import DEFAULT_TUNING, Tuning
 
 ENTRY = ("-m", "bench.train.pretrain_gpt")
+# --optimizer-states paper: the FP8-LM paper's optimizer state (Peng et al. 2023, O2) in
+# megatron-core's precision-aware optimizer, which steps with Transformer Engine's FusedAdam in one
+# multi-tensor kernel: fp16 master weights and fp16 second moment, each with an fp32 per-tensor
+# scale, an fp8 (E4M3) first moment, read from bf16 main gradients. Megatron requires its
+# distributed optimizer with it (always on here), which shards all three over data-parallel ranks.
+PAPER_STATE_FLAGS = ("--use-precision-aware-optimizer", "--main-grads-dtype", "bf16",
+                     "--main-params-dtype", "fp16", "--exp-avg-dtype", "fp8",
+                     "--exp-avg-sq-dtype", "fp16")
 
 
 def layer_capabilities(capabilities: Capabilities, precision: str) -> Capabilities:
@@ -64,6 +72,9 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     flags += list(OPTIMIZER_FLAGS)
     if precision != "fp16" and tuning.grad_reduce_bf16:
         flags.append("--grad-reduce-in-bf16")
+    if tuning.optimizer_states == "paper":
+        # bf16 main gradients need the bf16 buffer above (bench.planning.checks refuses fp32 ones).
+        flags += PAPER_STATE_FLAGS
     if tuning.grad_reduce_fp8:
         # The buffer stays as above; the kit's FP8 collectives reduce it (bench.train.grad_reduce).
         flags += ["--kit-grad-reduce", tuning.grad_reduce]

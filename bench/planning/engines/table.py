@@ -64,11 +64,17 @@ class EngineFlags:
     patched_trees: tuple[tuple[str, str], ...] = ()
 
 
+def capabilities_source(platform: Platform) -> str:
+    """Whence a plan's capabilities come, for a refusal: declared by the platform, or detected."""
+    if platform.capabilities is None:
+        return "detected in this Python"
+    return f"declared by {platform.source or platform.name}"
+
+
 def check_capabilities(caps: Capabilities, precision: str, layout: Layout,
                        platform: Platform) -> None:
     """What the Megatron engine cannot do without an extension, refused before anything runs."""
-    where = ("detected in this Python" if platform.capabilities is None
-             else f"declared by {platform.source or platform.name}")
+    where = capabilities_source(platform)
     if peak_format(precision) == "fp8" and precision not in MSAMP_PRECISIONS and not caps.transformer_engine:
         raise ValueError(f"{precision} needs Transformer Engine, which this environment lacks "
                          f"({where}): use --precision bf16, or an image with Transformer Engine")

@@ -1,0 +1,98 @@
+"""--optimizer-states paper: the flags it renders, its variant, its bytes in the memory estimate, and
+every refusal before anything runs. Megatron's validator on these plans: test_megatron_args.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.config.capabilities import Capabilities
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.layout import build_layout
+from bench.planning.memory import GB, estimate_bytes, params_per_gpu, state_bytes
+from bench.planning.plan import plan
+from bench.planning.tuning import Tuning
+from tests.conftest import options
+
+PAPER = Tuning(optimizer_states="paper")
+MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
+PAPER_FLAGS = ("--grad-reduce-in-bf16 --use-precision-aware-optimizer --main-grads-dtype bf16 "
+               "--main-params-dtype fp16 --exp-avg-dtype fp8 --exp-avg-sq-dtype fp16")
+
+
+def _dp2(precision: str, tuning: Tuning = PAPER, **extra: object):
+    """1.3b dp2 at micro/global batch 8/32 on two H200s (the msamp-paper campaign group's size)."""
+    return plan(get_preset("1.3b"), "tp1pp1", load_platform("azure-h200"),
+                options(gpus=2, mbs=8, gbs=32, precision=precision, tuning=tuning, **extra))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8-delayed", "fp8-current"])
+def test_paper_states_render_the_precision_aware_distributed_optimizer(precision: str) -> None:
+    launch = _dp2(precision)
+    args = " ".join(launch.train_args)
+    assert PAPER_FLAGS in args and "--use-distributed-optimizer" in args
+    assert "--accumulate-allreduce-grads-in-fp32" not in args
+    assert launch.variant == (("optimizer_states", "paper"),)
+    assert "--use-precision-aware-optimizer" not in " ".join(_dp2(precision, Tuning()).train_args)
+
+
+def test_msamp_o1_takes_the_paper_states_beside_its_fp8_linears() -> None:
+    launch = _dp2("msamp-o1", image=MSAMP_IMAGE, image_msamp=True)
+    args = " ".join(launch.train_args)
+    assert "--kit-msamp O1" in args and "--transformer-impl local" in args and PAPER_FLAGS in args
+    assert launch.variant == (("optimizer_states", "paper"),)
+
+
+def test_state_bytes_per_parameter() -> None:
+    """fp32 master + moments 12; MS-AMP O2's LBAdamW 4 + 1 + 2; the paper's 2 + 1 + 2."""
+    assert [state_bytes(p) for p in ("bf16", "fp8-delayed", "msamp-o1", "msamp-o2", "fp4")] == [
+        12, 12, 12, 7, 7]
+    assert [state_bytes(p, "paper") for p in ("bf16", "fp8-current", "msamp-o1")] == [5, 5, 5]
+
+
+def test_the_estimate_counts_the_paper_states_sharded_over_dp() -> None:
+    """1.3b dp2: 1 317 650 432 parameters a GPU; weights 2 + gradients 2 + (2 + 3) / 2 = 6.5 bytes a
+    parameter against 2 + 2 + 12 / 2 = 10, so 3.5 bytes a parameter less."""
+    preset = get_preset("1.3b")
+    layout = build_layout("tp1pp1", preset, 2, 2, 8, 32)
+    assert params_per_gpu(preset, layout) == 1_317_650_432
+    assert estimate_bytes(preset, layout, 2, 1, 12) == 49_267_807_232
+    assert estimate_bytes(preset, layout, 2, 1, 5) == 49_267_807_232 - 3.5 * 1_317_650_432
+    assert _dp2("bf16").memory_gb == pytest.approx(44_656_030_720 / GB)
+    assert _dp2("bf16", Tuning()).memory_gb == pytest.approx(49_267_807_232 / GB)
+    # The planner counts MS-AMP O2's smaller state too: 2 + 2 + 7 / 2.
+    o2 = _dp2("msamp-o2", Tuning(), image=MSAMP_IMAGE, image_msamp=True)
+    assert o2.memory_gb == pytest.approx((49_267_807_232 - 2.5 * 1_317_650_432) / GB)
+
+
+@pytest.mark.parametrize(
+    ("precision", "tuning", "extra", "message"),
+    [
+        ("msamp-o2", PAPER, {"image": MSAMP_IMAGE, "image_msamp": True},
+         r"--optimizer-states paper with --precision msamp-o2: its Adam is MS-AMP's LBAdamW.*use "
+         r"--precision msamp-o1"),
+        ("fp4", PAPER, {"image": MSAMP_IMAGE, "image_msamp": True}, "use --precision msamp-o1"),
+        ("fp16", PAPER, {}, "under --precision fp16 the weights are fp16 themselves: use --precision bf16"),
+        ("bf16", Tuning(optimizer_states="paper", grad_reduce="fp32"), {},
+         "asks for fp32 ones, which Megatron would silently drop: drop --grad-reduce fp32"),
+        ("bf16", PAPER, {"engine": "megatron-deepspeed"},
+         "--optimizer-states is megatron-core's precision-aware optimizer.*use --engine megatron"),
+    ],
+)
+def test_refusals_name_the_fix(precision: str, tuning: Tuning, extra: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _dp2(precision, tuning, **extra)
+
+
+def test_refused_without_transformer_engine() -> None:
+    local = load_platform("local")
+    no_te = Capabilities(apex_layer_norm=True, fused_wgrad=True)
+    with pytest.raises(ValueError, match=r"steps with Transformer Engine's FusedAdam, and this "
+                       r"environment has no Transformer Engine \(detected in this Python\)"):
+        plan(get_preset("345m"), "tp1pp1", local,
+             options(gpus=2, gpus_present=2, tuning=PAPER, capabilities=no_te))
+
+
+def test_an_unknown_choice_is_refused() -> None:
+    with pytest.raises(ValueError, match="--optimizer-states fp8: use one of default, paper"):
+        Tuning(optimizer_states="fp8")
