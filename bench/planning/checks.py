@@ -95,6 +95,10 @@ def check_options(options: Options, platform: Platform, engine: str) -> None:
                          f"{MIN_WINDOW_ITERS}; see bench/measure/protocol.py)")
     for key, flag in _FREE_TEXT:
         value = getattr(options, key)
+        if value is not None and not value.strip():
+            # An empty value (a shell variable that was never set) would read as "not given":
+            # for --data-path that is mock data, which the user did not ask for.
+            raise ValueError(f"{flag} is empty: give a value, or leave {flag} out")
         if value is not None and value.startswith("-"):
             raise ValueError(f"{flag} '{value}' looks like a flag, and would be read as one "
                              f"where it is passed on; give a value that does not start with "

@@ -175,7 +175,7 @@ def test_every_campaign_run_for_two_h100s_is_accepted_by_megatron_and_the_entry(
     # Megatron-DeepSpeed's groups are left out: another engine, planned with real data only.
     groups = {"h100x2": ["te", "scaling", "apex", "no-te", "mds-core", "fp8-default", "cuda-graph",
                          "rest-te-last"],
-              "msamp-h100x2": ["msamp-dp2", "msamp-loss"]}
+              "msamp-h100x2": ["msamp-dp2", "msamp-loss", "msamp-paper", "msamp-headline", "msamp-1gpu"]}
     for name, only in groups.items():
         result = run_cli("run", "--campaign", str(REPO / "results" / "campaigns" / f"{name}.toml"),
                          *(arg for group in only for arg in ("--only", group)), "--dry-run", "--json",

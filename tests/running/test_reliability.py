@@ -309,6 +309,8 @@ def test_a_records_dir_lost_during_the_run_keeps_the_record_in_the_run_dir(monke
       "--vocab-file=--x", "--merge-file", "m"], ["--vocab-file '--x' looks like a flag"]),
     (["--platform", "lumi", "--image=-v"], ["--image '-v' looks like a flag"]),
     (["--platform", "polaris", "--account=-q"], ["--account '-q' looks like a flag"]),
+    # An empty value (an unset shell variable) would read as not given: mock data, unasked.
+    (["--data-path", ""], ["--data-path is empty", "leave --data-path out"]),
     # Case 9: platforms are names, not paths.
     (["--platform", "../platforms/lumi"], ["--platform '../platforms/lumi' is not a platform "
                                            "name", "BENCH_PLATFORMS_DIR"]),

@@ -130,19 +130,19 @@ kit() {  # the kit at the bundled commit, fresh for each group
 }
 
 group() {  # group NAME: the campaign's runs of that group
-  local name=$1 path extra=() marker=wheels.done
-  local data
-  data=$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt" 2>/dev/null)
+  local name=$1 path extra=() marker=wheels.done data=none
   case $name in
     no-te|*-no-te) path="$SITE" ;;
     apex|*-apex) path="$APEX_SITE:$TE_SITE:$SITE" marker=apex.done ;;
-    mds-core|mds-core-*|*-megatron-core) path="$TE_SITE:$SITE" marker=setup.done extra=(--data-path "$data") ;;
-    mds|mds-*|*-zero*|*-mds) path="$APEX_SITE:$SITE" marker=setup.done
-      extra=(--data-path "$data" --vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt") ;;
-    msamp-*) path="$MSAMP_SITE:$TE_SITE:$SITE" marker=setup.done extra=(--data-path "$data") ;;
+    mds-core|mds-core-*|*-megatron-core) path="$TE_SITE:$SITE" marker=setup.done data=tokens ;;
+    mds|mds-*|*-zero*|*-mds) path="$APEX_SITE:$SITE" marker=setup.done data=gpt2 ;;
+    msamp-*) path="$MSAMP_SITE:$TE_SITE:$SITE" marker=setup.done data=tokens ;;
     *) path="$TE_SITE:$SITE" ;;
   esac
   wait_for "$marker" || return 1
+  # The data step's prefix, read once setup has made it (an empty --data-path is refused).
+  [ "$data" = none ] || extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")")
+  [ "$data" = gpt2 ] && extra+=(--vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt")
   (cd "$KIT" && step "group-$name" env PYTHONPATH="$path:$KIT" "$PYTHON" -m bench run \
      --campaign "$CAMPAIGN" --only "$name" "${extra[@]}" --records "$WORK/records")
   grep -E '^ +[0-9.]+b |recorded|error' "$WORK/logs/group-$name.txt" | tail -n 30
