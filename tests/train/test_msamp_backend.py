@@ -54,8 +54,7 @@ from msamp.common.tensor import ScalingMeta
 meta = ScalingMeta(Dtypes.kfloat8_e4m3, scale=torch.ones(()), scale_inv=torch.ones(()), amax=torch.zeros(16),
                    window_size=16)
 assert isinstance(meta.is_in_time_scaling(), torch.Tensor)
-torch_fp8._quantize_fn = lambda device: torch.compile(torch_fp8._quantize, backend="eager", fullgraph=True,
-                                                      dynamic=True)
+torch_fp8._compiled_fn = lambda fn, device: torch.compile(fn, backend="eager", fullgraph=True, dynamic=True)
 q, _, _ = torch_fp8.quantize(y, Dtypes.kfloat8_e4m3, meta.scale, meta.amax[:1], meta.is_in_time_scaling())
 assert meta.scale.item() == 2.0 ** int(torch.floor(torch.log2(448 / y.abs().max())).item())
 # The TN GEMM: D(N, M) = B(N, K) . A(M, K)^T on fp8 operands.
