@@ -226,9 +226,42 @@ def casts():
 eager = casts()
 compiled = {}
 torch_fp8._compiled_fn = lambda fn, device: compiled.setdefault(fn, torch.compile(fn, fullgraph=True, dynamic=True))
-assert all(torch.equal(a, b) for a, b in zip(eager, casts(), strict=True)) and len(compiled) == 2
+assert all(torch.equal(a, b) for a, b in zip(eager, casts(), strict=True)) and len(compiled) == 3
 print("ok")
 '''
+
+# A training step's casts, compiled as on a GPU (Dynamo; its eager backend, so no C++ is built):
+# forward casts of inputs that require grad, backward casts of output gradients, first casts in time
+# then delayed, over micro-batches and steps. Dynamo raises (fullgraph) once one function has 8
+# variants; a 345m run hit that on the GPU machine when the variants multiplied.
+RECOMPILES = r"""
+import torch
+from torch._dynamo.utils import counters
+from msamp.common.utils import torch_fp8
+from msamp.megatron.layers import FP8LinearForMegatronCore, scaling_metas
+
+compiled = {}
+torch_fp8._compiled_fn = lambda fn, device: compiled.setdefault(
+    fn, torch.compile(fn, fullgraph=True, dynamic=True, backend="eager"))
+torch.manual_seed(0)
+h, f, t = 32, 128, 64
+ws = [torch.nn.Parameter((torch.randn(n, k) * 0.05).bfloat16()) for n, k in ((3 * h, h), (h, h), (f, h), (h, f))]
+metas = [scaling_metas("cpu") for _ in ws]
+emb = torch.nn.Parameter(torch.randn(t, h).bfloat16())
+for step in range(3):
+    for micro in range(3):
+        x = emb * 1.0
+        a = FP8LinearForMegatronCore.apply(x, ws[0], None, metas[0], False, False, None)
+        a = FP8LinearForMegatronCore.apply(a[:, :h], ws[1], None, metas[1], False, False, None)
+        b = FP8LinearForMegatronCore.apply(a + x, ws[2], None, metas[2], False, False, None)
+        FP8LinearForMegatronCore.apply(torch.nn.functional.gelu(b), ws[3], None, metas[3], False, False,
+                                       None).float().sum().backward()
+    for w in ws:
+        w.grad = None
+# One graph per fp8 format for each cast (in time, delayed), one for the window update.
+assert counters["stats"]["unique_graphs"] <= 5, dict(counters["stats"])
+print("ok")
+"""
 
 
 @pytest.fixture(scope="module")
@@ -259,6 +292,12 @@ def test_the_switch_brings_back_in_time_scaling(msamp_tree: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
     refused = run_check(msamp_tree, "import msamp.megatron.layers", MSAMP_FP8_SCALING="late")
     assert refused.returncode != 0 and "MSAMP_FP8_SCALING='late': expected one of delayed, in-time" in refused.stderr
+
+
+@pytest.mark.needs_megatron
+def test_a_training_step_compiles_each_cast_once_per_fp8_format(msamp_tree: Path) -> None:
+    done = run_check(msamp_tree, RECOMPILES)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 
 @pytest.mark.slow
