@@ -67,6 +67,9 @@ ERROR_LINE = re.compile(r"(?:error|exception)\b|\b(?:traceback|fatal|failed)\b",
 # A worker's exception as torchrun prefixes it ("[rank0]: RuntimeError: ..."). The last one is the
 # cause: Python prints a chained exception ("During handling of the above exception...") last.
 RANK_EXCEPTION = re.compile(r"^\[\w*?\d+\]:\s*(?P<error>[\w.]*(?:Error|Exception)\b:?.*)")
+# An exception whose name says neither (torch._dynamo.exc.Unsupported): a traceback's last line, so
+# unindented after the rank prefix, and named with its module, which log lines are not.
+RANK_QUALIFIED_EXCEPTION = re.compile(r"^\[\w*?\d+\]: (?P<error>(?:[a-z_]\w*\.)+[A-Z]\w*: .*)")
 MAX_LINE_CHARS = 10_000
 """A log line is read (and kept in a record) up to this many characters. The default is 10,000:
 Megatron's longest lines are a few hundred, and a carriage-return progress bar or a dumped tensor
@@ -239,7 +242,8 @@ def crash_cause(lines: list[str]) -> str | None:
 
 
 def _last_rank_exception(lines: list[str]) -> str | None:
-    found = [m["error"].strip() for m in map(RANK_EXCEPTION.search, lines) if m]
+    found = [m["error"].strip() for m in (RANK_EXCEPTION.search(line) or RANK_QUALIFIED_EXCEPTION.search(line)
+                                           for line in lines) if m]
     return found[-1] if found else None
 
 

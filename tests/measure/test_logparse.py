@@ -150,6 +150,16 @@ def test_a_crash_names_the_failing_call_from_the_real_traceback() -> None:
     assert failing_call(lines, "no such error text") is None
 
 
+def test_a_crash_names_an_exception_whose_name_says_no_error() -> None:
+    """MS-AMP's compiled cast past Dynamo's recompile limit (2026-11-26, two H200s): the ranks
+    raise torch._dynamo.exc.FailOnRecompileLimitHit, and the launcher's ChildFailedError names no
+    cause."""
+    result = parse_log(read("megatron_msamp_recompile_limit_345m_h200x2.log"), exit_code=1)
+    assert result.status is Status.CRASHED
+    assert result.reason.startswith("exit code 1: torch._dynamo.exc.FailOnRecompileLimitHit: Hard failure")
+    assert result.reason.endswith("(at torch/_dynamo/convert_frame.py:1780 in _compile)")
+
+
 def test_a_crash_without_a_traceback_names_no_call() -> None:
     text = (LOGS / "megatron_deepspeed_segfault_1.3b_tp1pp1_h200.log").read_text()
     result = parse_log(text, timed_out=False, exit_code=1)
