@@ -16,7 +16,8 @@
 # foreground of one command of at most 10 minutes, except `setup`, which is started in its own
 # process session (setsid) and runs on, niced, while TE's parts are sent; run again, it skips what
 # it has done. A later kit commit travels as .carry-kit/kit.bundle (read before /tmp/carry's).
-#   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, MS-AMP, data (~5 min)
+#   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, MS-AMP, data (~5 min);
+#                             # NO_MDS=1: no DeepSpeed or Megatron-DeepSpeed (an MS-AMP-only machine)
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
 #   bash h100x2.sh fp8-allreduce  # bench.train.fp8_allreduce on both GPUs: FP8 against bf16 reduction
 #   bash h100x2.sh fp8-linear # MS-AMP's FP8 linear against TE's (needs TE and MS-AMP; FP8_LINEAR_BENCH: the script)
@@ -62,8 +63,21 @@ msamp_build() {  # MS-AMP as the kit's CUDA image builds it (images/cuda/build-m
   rm -rf /tmp/msamp-src /tmp/msamp-build && mkdir -p /tmp/msamp-src /tmp/msamp-build &&
     tar -xzf "$CARRY"/ms-amp-*.tar.gz -C /tmp/msamp-src --strip-components 1 &&
     cp images/cuda/build-msamp.sh bench/images/series.py /tmp/msamp-build/ &&
-    nice -n 19 env PIP_TARGET="$MSAMP_SITE" PYTHONPATH="$MSAMP_SITE:$SITE" MAX_JOBS=8 \
+    nice -n 19 env PIP_TARGET="$MSAMP_SITE" PYTHONPATH="$MSAMP_SITE:$SITE" MAX_JOBS="${MSAMP_JOBS:-8}" \
       sh /tmp/msamp-build/build-msamp.sh /tmp/msamp-src "$PWD/patches/ms-amp/series" 9.0
+}
+
+mds_setup() {  # DeepSpeed and Megatron-DeepSpeed with its series, helpers and fused kernels
+  [ -e "$WORK/deepspeed.done" ] || step install-deepspeed env DS_BUILD_OPS=0 PYTHONPATH="$SITE" "$PYTHON" -m pip install -q --no-index \
+    --no-deps --no-build-isolation --target "$SITE" "$CARRY"/deepspeed-0.18.2.tar.gz || return 1
+  touch "$WORK/deepspeed.done"
+  rm -rf "$MDS" && mkdir -p "$MDS" && tar xzf "$CARRY"/megatron-deepspeed-*.tar.gz -C "$MDS" --strip-components=1
+  step mds-series "$PYTHON" bench/images/series.py apply patches/megatron-deepspeed/series "$MDS" || return 1
+  step mds-helpers make -C "$MDS/megatron/data" CPPFLAGS="$(PYTHONPATH=$SITE "$PYTHON" -m pybind11 --includes)" \
+    LIBEXT="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" || return 1
+  step mds-fused-kernels nice -n 19 env PYTHONPATH="$SITE" bash -c "cd '$MDS' && '$PYTHON' -c 'import types
+from megatron import fused_kernels
+fused_kernels.load(types.SimpleNamespace(masked_softmax_fusion=True, rank=0))'"
 }
 
 setup() {
@@ -88,16 +102,7 @@ PY
   touch "$WORK/wheels.done"
   [ -e "$WORK/apex.done" ] || ( step apex-build apex_build && touch "$WORK/apex.done" ) &
   [ -e "$WORK/msamp.done" ] || ( step msamp-build msamp_build && touch "$WORK/msamp.done" ) &
-  [ -e "$WORK/deepspeed.done" ] || step install-deepspeed env DS_BUILD_OPS=0 PYTHONPATH="$SITE" "$PYTHON" -m pip install -q --no-index \
-    --no-deps --no-build-isolation --target "$SITE" "$CARRY"/deepspeed-0.18.2.tar.gz || return 1
-  touch "$WORK/deepspeed.done"
-  rm -rf "$MDS" && mkdir -p "$MDS" && tar xzf "$CARRY"/megatron-deepspeed-*.tar.gz -C "$MDS" --strip-components=1
-  step mds-series "$PYTHON" bench/images/series.py apply patches/megatron-deepspeed/series "$MDS" || return 1
-  step mds-helpers make -C "$MDS/megatron/data" CPPFLAGS="$(PYTHONPATH=$SITE "$PYTHON" -m pybind11 --includes)" \
-    LIBEXT="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')" || return 1
-  step mds-fused-kernels nice -n 19 env PYTHONPATH="$SITE" bash -c "cd '$MDS' && '$PYTHON' -c 'import types
-from megatron import fused_kernels
-fused_kernels.load(types.SimpleNamespace(masked_softmax_fusion=True, rank=0))'" || return 1
+  [ -n "${NO_MDS:-}" ] || mds_setup || return 1
   # Real text for the engine A/B: the Python documentation's topics and the standard library.
   "$PYTHON" - "$WORK/corpus.jsonl" <<'PY'
 import json, pathlib, sys, sysconfig
