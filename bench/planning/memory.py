@@ -14,7 +14,12 @@ no s x s scores):
   only each layer's input, 2*s*b*h B (divided by tp with sequence parallelism), plus one layer's
   activations while it is recomputed; selective recompute drops the s x s attention scores, which
   this estimate does not count anyway, so it changes nothing here;
-- logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers.
+- logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers;
+- fp8 (Transformer Engine's and MS-AMP's FP8 linears): an fp8 copy of every weight and its
+  transpose, kept between micro-batches (2 B/param), while the four GEMM inputs a layer keeps for
+  its backward pass are kept in fp8, half their bf16 bytes (7 of the 34 s*b*h). Without it, 6.7b
+  with 5 B/param of optimizer state was estimated at 71.9 GB on one 80 GB H100, where it ran out
+  of memory at 75 GiB allocated.
 
 Against the peaks measured on H200 (``results/records/``, tests/planning/test_memory.py) it is within -19%
 to +18% of every megatron-engine run, half of them within 3.5%; it is a filter, not a promise.
@@ -51,6 +56,16 @@ STATE_BYTES = {"msamp-o2": 7, "fp4": 7}
 PAPER_STATE_BYTES = 5
 
 
+FP8_PRECISIONS = frozenset({"fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4"})
+FP8_WEIGHT_COPY_BYTES = 2  # the fp8 weight and its transpose
+FP8_SAVED_INPUTS_SBH = 7  # half the bf16 bytes of the qkv, proj, fc1 and fc2 inputs (2+2+2+8 sbh)
+
+
+def is_fp8(precision: str) -> bool:
+    """Whether the linears run in fp8 (Transformer Engine's or MS-AMP's), which the estimate counts."""
+    return precision in FP8_PRECISIONS
+
+
 def state_bytes(precision: str, optimizer_states: str = "default") -> int:
     """Optimizer state bytes per parameter: 12 (fp32 master weights and moments) unless MS-AMP O2
     or ``--optimizer-states paper`` keeps it smaller."""
@@ -73,18 +88,21 @@ def sharded_stage(engine: str, layout: Layout) -> int:
 
 
 def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,
-                   optimizer_bytes: int = 12, recompute: str | None = None) -> float:
+                   optimizer_bytes: int = 12, recompute: str | None = None, fp8: bool = False) -> float:
     """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what
     is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
-    3: + weights). ``recompute``: activation recompute (None, "full" or "selective")."""
+    3: + weights). ``recompute``: activation recompute (None, "full" or "selective"). ``fp8``:
+    FP8 linears (:func:`is_fp8`)."""
     params = params_per_gpu(preset, layout)
     dp = layout.dp
-    states = (params * 2 / (dp if zero_stage >= 3 else 1)
+    states = (params * (2 + FP8_WEIGHT_COPY_BYTES * fp8) / (dp if zero_stage >= 3 else 1)
               + params * grad_bytes / (dp if zero_stage >= 2 else 1)
               + params * optimizer_bytes / (dp if zero_stage >= 1 else 1))
     s, b, h = preset.seq_length / layout.cp, layout.micro_batch, preset.hidden
     in_flight = min(layout.pp, layout.grad_accumulation)
     per_sbh = 34 / layout.tp if layout.sp else 10 + 24 / layout.tp
+    if fp8:
+        per_sbh -= FP8_SAVED_INPUTS_SBH / layout.tp
     layers = preset.layers / layout.pp
     if recompute == "full":  # layer inputs kept, one layer's activations rebuilt at a time
         activations = (layers * in_flight * s * b * h * 2 / (layout.tp if layout.sp else 1)
@@ -102,19 +120,20 @@ def grad_bytes(engine: str, precision: str, grad_reduce_bf16: bool) -> int:
 
 
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
-         zero_stage: int = 1, recompute: str | None = None, optimizer_bytes: int = 12) -> bool:
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute)
+         zero_stage: int = 1, recompute: str | None = None, optimizer_bytes: int = 12,
+         fp8: bool = False) -> bool:
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8)
     return need <= FIT_FRACTION * device_gb * GB
 
 
 def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
                grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
-               node_gpus: int | None = None, optimizer_bytes: int = 12) -> float:
+               node_gpus: int | None = None, optimizer_bytes: int = 12, fp8: bool = False) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
     nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then
     twice the GPUs, and so on up to 1024x until three are found). ``node_gpus``: the GPUs of one
     node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``."""
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute) / GB
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8) / GB
     limit = FIT_FRACTION * device_gb
     if need <= limit:
         return need
@@ -127,7 +146,7 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
             for lay in valid_layouts(preset, gpus, node_gpus or gpus_per_node, mbs, layout.global_batch,
                                      cp=layout.cp, zero=layout.zero):
                 gb = estimate_bytes(preset, lay, grad_bytes, zero_stage, optimizer_bytes,
-                                    recompute) / GB
+                                    recompute, fp8) / GB
                 distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
                 if gb <= limit:
                     fitting.append(((gpus, -mbs, distance, gb), lay, gb))

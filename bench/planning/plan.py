@@ -33,6 +33,7 @@ from bench.planning.memory import (
     estimate_bytes,
     fits,
     grad_bytes,
+    is_fp8,
     sharded_stage,
     state_bytes,
 )
@@ -150,12 +151,13 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
     zero_stage = sharded_stage(engine, layout)
     states = state_bytes(precision, tuning.optimizer_states)
-    need = estimate_bytes(preset, layout, grad, zero_stage, states, recompute) / GB
+    fp8 = is_fp8(precision)
+    need = estimate_bytes(preset, layout, grad, zero_stage, states, recompute, fp8) / GB
     if accelerator is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
         check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
-                   zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states)
+                   zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states, fp8=fp8)
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
                   + (" (--force)" if force else ""))
 
@@ -175,7 +177,7 @@ def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
         chosen, note = default_micro_batch(
             preset, layout, precision,
             lambda lay: fits(preset, lay, device_gb, grad, sharded_stage(engine, lay),
-                             options.recompute, states))
+                             options.recompute, states, is_fp8(precision)))
     return chosen, [note] if note else []
 
 

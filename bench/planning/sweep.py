@@ -15,7 +15,7 @@ from bench.config.platforms import Platform
 from bench.config.presets import Preset
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.layout import Layout, batch_sizes, valid_layouts
-from bench.planning.memory import GB, estimate_bytes, fits, grad_bytes, state_bytes
+from bench.planning.memory import GB, estimate_bytes, fits, grad_bytes, is_fp8, state_bytes
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan
 
@@ -23,19 +23,20 @@ SWEEP_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS + 2
 
 
 def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
-               grad: int = 2, gpus_per_node: int | None = None, optimizer_bytes: int = 12
-               ) -> tuple[list[Layout], list[tuple[Layout, float]]]:
+               grad: int = 2, gpus_per_node: int | None = None, optimizer_bytes: int = 12,
+               fp8: bool = False) -> tuple[list[Layout], list[tuple[Layout, float]]]:
     """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``;
     ``grad`` and ``optimizer_bytes``: bytes per gradient and of optimizer state per parameter
-    (``bench.planning.memory.grad_bytes`` and ``state_bytes``), as the planner counts them;
+    (``bench.planning.memory.grad_bytes`` and ``state_bytes``), as the planner counts them, and
+    ``fp8`` its FP8 linears (``is_fp8``);
     tensor parallelism stays within ``gpus_per_node`` (default: all GPUs are one node)."""
     keep, skipped = [], []
     for lay in valid_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
-        if fits(preset, lay, device_gb, grad, optimizer_bytes=optimizer_bytes):
+        if fits(preset, lay, device_gb, grad, optimizer_bytes=optimizer_bytes, fp8=fp8):
             keep.append(lay)
         else:
-            skipped.append((lay, estimate_bytes(preset, lay, grad,
-                                                optimizer_bytes=optimizer_bytes) / GB))
+            skipped.append((lay, estimate_bytes(preset, lay, grad, optimizer_bytes=optimizer_bytes,
+                                                fp8=fp8) / GB))
     return keep, skipped
 
 
@@ -56,7 +57,7 @@ def sweep_plans(preset: Preset, platform: Platform, options: Options,
     grad = grad_bytes(options.engine or platform.default_engine, precision,
                       options.tuning.grad_reduce_bf16)
     keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, grad, per_node or None,
-                               state_bytes(precision, options.tuning.optimizer_states))
+                               state_bytes(precision, options.tuning.optimizer_states), is_fp8(precision))
     if not keep:
         raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
                          "the memory estimate; try a smaller --mbs or more GPUs")

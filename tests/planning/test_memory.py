@@ -14,7 +14,7 @@ import pytest
 from bench.config.platforms import load_accelerator
 from bench.config.presets import get_preset
 from bench.planning.layout import Layout, build_layout
-from bench.planning.memory import GB, check_fits, estimate_bytes, fits, sharded_stage, state_bytes
+from bench.planning.memory import GB, check_fits, estimate_bytes, fits, is_fp8, sharded_stage, state_bytes
 from bench.records.store import load_records
 from bench.running.provenance import DIRTY
 from tests.inprocess import run_cli
@@ -67,7 +67,8 @@ def test_estimate_against_every_measured_peak() -> None:
     for r in measured:
         grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
         estimate = estimate_bytes(get_preset(r.preset.name), _record_layout(r), grad_bytes,
-                                  optimizer_bytes=state_bytes(r.precision)) / GB
+                                  optimizer_bytes=state_bytes(r.precision, _setting(r, "optimizer_states")),
+                                  recompute=_setting(r, "recompute"), fp8=is_fp8(r.precision)) / GB
         errors.append((estimate - _measured_gb(r)) / _measured_gb(r))
     print(f"\nmemory estimate vs {len(errors)} measured peaks: {min(errors):+.1%} to "
           f"{max(errors):+.1%}, median |error| {statistics.median(map(abs, errors)):.1%}")
@@ -75,17 +76,31 @@ def test_estimate_against_every_measured_peak() -> None:
     assert statistics.median(map(abs, errors)) <= 0.035
 
 
+def _setting(r, key: str):
+    """A run's A/B setting from its record's variant (None or the default where it has none)."""
+    return r.variant.get(key, "default" if key == "optimizer_states" else None)
+
+
 def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finished() -> None:
-    h200 = load_accelerator("h200-sxm")
+    """Each record on its own GPU, with its precision, optimizer states and recompute."""
     records, _ = load_records(REPO / "results" / "records")
     oom = [r for r in records if r.status == "oom"]
     finished = [r for r in records if r.metrics is not None]
     assert oom and finished
+
+    def check(r) -> float:
+        accelerator = load_accelerator(r.platform.accelerator)
+        grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
+        return check_fits(get_preset(r.preset.name), _record_layout(r), accelerator.memory_gb,
+                          accelerator.model, 8, grad_bytes,
+                          recompute=_setting(r, "recompute"), fp8=is_fp8(r.precision),
+                          optimizer_bytes=state_bytes(r.precision, _setting(r, "optimizer_states")))
+
     for r in oom:
-        with pytest.raises(ValueError, match=r"needs ~\d+\.\d GB per GPU .* of the 141 GB"):
-            check_fits(get_preset(r.preset.name), _record_layout(r), h200.memory_gb, h200.model, 8)
+        with pytest.raises(ValueError, match=r"needs ~\d+\.\d GB per GPU"):
+            check(r)
     for r in finished:
-        check_fits(get_preset(r.preset.name), _record_layout(r), h200.memory_gb, h200.model, 8)
+        check(r)
 
 
 def test_refusal_names_estimate_device_and_layouts_that_fit() -> None:

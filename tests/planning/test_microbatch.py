@@ -55,12 +55,14 @@ def test_a_larger_device_lets_fp8_grow_further() -> None:
     assert launch.layout.micro_batch == 8  # 4x the preset's: the rule's cap
 
 
-@pytest.mark.parametrize("precision", ["msamp-o1", "msamp-o2"])
-def test_msamp_grows_like_fp8_and_fp4_keeps_the_preset_micro_batch(precision: str) -> None:
+# O2's 7 bytes a parameter of optimizer state leave room for micro-batch 16 on 80 GB (~71 GB by
+# the estimate), O1's 12 do not.
+@pytest.mark.parametrize(("precision", "mbs"), [("msamp-o1", 8), ("msamp-o2", 16)])
+def test_msamp_grows_like_fp8_and_fp4_keeps_the_preset_micro_batch(precision: str, mbs: int) -> None:
     caps = Capabilities(transformer_engine=True, msamp=True)
     launch = _plan("1.3b", "tp1pp1", precision=precision, capabilities=caps)
-    assert launch.layout.micro_batch == 8
-    assert _mbs_notes(launch) == [f"micro-batch 8 ({precision} default: largest of 4, 8, 16 that "
+    assert launch.layout.micro_batch == mbs
+    assert _mbs_notes(launch) == [f"micro-batch {mbs} ({precision} default: largest of 4, 8, 16 that "
                                   "fits, MS-AMP's fp8 pays at large GEMMs; --mbs sets it)"]
     assert _plan("1.3b", "tp1pp1", precision="fp4", capabilities=caps).layout.micro_batch == 4
 
