@@ -23,6 +23,8 @@ MSAMP_LEVEL = {"msamp-o1": "O1", "msamp-o2": "O2", "fp4": "O2"}
 # with the differentiable gradient estimator, FP4 activations. (The seed's README calls them
 # USE_W_SIMU_FP4 / USE_W_DIFFERENTIABLE_GRADIENT_ESTIMATOR / USE_A_SIMU_FP4; its scripts and MS-AMP
 # use these names.)
+# How MS-AMP's FP8 linear scales its casts (patches/ms-amp/0008; --msamp-scaling sets it).
+MSAMP_SCALING_ENV = "MSAMP_FP8_SCALING"
 FP4_SIMULATION_ENV = (("MSAMP_USE_WEIGHT_SIMULATE_FP4", "1"),
                       ("MSAMP_USE_WEIGHT_DIFFERENTIABLE_GRADIENT_ESTIMATOR", "1"),
                       ("MSAMP_USE_ACTIVATION_SIMULATE_FP4", "1"))

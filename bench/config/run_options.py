@@ -29,6 +29,9 @@ GRAD_REDUCE = ("bf16", "fp32", *FP8_GRAD_REDUCE)
 # Where Adam's state lives: megatron-core's own (fp32 master weights and moments), or the FP8-LM
 # paper's layout in Transformer Engine's FusedAdam (bench.planning.engines.megatron.PAPER_STATE_FLAGS).
 OPTIMIZER_STATES = ("default", "paper")
+# How MS-AMP's FP8 linear scales its input and output-gradient casts (MSAMP_FP8_SCALING, read by
+# patches/ms-amp/0008 at import): from an amax window of earlier casts, or each tensor's own amax.
+MSAMP_SCALINGS = ("delayed", "in-time")
 DEFAULT_ITERS = 30
 TIMEOUT_S = 3600.0  # wall-clock limit of a run here, seconds
 HANG_TIMEOUT_S = 600.0  # a run here that prints nothing this long is stopped, seconds
@@ -192,6 +195,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "data-parallel ranks (megatron engine; not with msamp-o2/fp4, whose Adam is "
               "MS-AMP's LBAdamW)", default="default", choices=OPTIMIZER_STATES, group="tuning",
               field="tuning.optimizer_states"),
+    RunOption("msamp_scaling", str, "how MS-AMP's FP8 linear scales its input and output-gradient "
+              "casts (default delayed: from the amaxes of earlier casts, patch 0008); in-time: "
+              "each tensor by its own amax, MS-AMP's own scaling. Sets MSAMP_FP8_SCALING for the "
+              "run (msamp-o1/msamp-o2/fp4 only)", default="delayed", choices=MSAMP_SCALINGS,
+              group="tuning", field="tuning.msamp_scaling"),
     RunOption("no_fused_loss", bool, "Megatron's unfused cross-entropy loss instead of its fused "
               "one", group="tuning", field="tuning.fused_loss", to_field=_not),
     RunOption("no_fused_attention", bool, "Megatron-DeepSpeed's unfused core attention (it stores "

@@ -193,6 +193,15 @@ def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: 
                          "or drop --optimizer-states")
 
 
+def check_msamp_scaling(scaling: str, precision: str) -> None:
+    """``--msamp-scaling`` sets how MS-AMP's FP8 linear scales; under another precision no MS-AMP
+    linear runs, and the run would be recorded as a variant of a setting that did nothing."""
+    if scaling != "delayed" and precision not in MSAMP_PRECISIONS:
+        raise ValueError(f"--msamp-scaling {scaling} with --precision {precision}: it is how MS-AMP's "
+                         f"FP8 linear scales, and {precision} runs no MS-AMP; use --precision "
+                         f"{', '.join(MSAMP_PRECISIONS)}, or drop --msamp-scaling")
+
+
 def check_msamp_layout(precision: str, layout: Layout) -> None:
     """MS-AMP's FP8 linear on megatron-core (bench.train.msamp) is wired for one tensor-parallel
     rank without sequence parallelism; anything else would stop at the first forward."""

@@ -20,6 +20,7 @@ from bench.planning.checks import (
     check_account,
     check_grad_reduce_layout,
     check_msamp_layout,
+    check_msamp_scaling,
     check_optimizer_states,
     check_options,
     pbs_queue,
@@ -296,6 +297,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     accelerator = platform.accelerator_for(options.gpu_name, options.gpu_memory_gb)
     if accelerator is not None:
         accelerator.peak(precision)
+    check_msamp_scaling(options.tuning.msamp_scaling, precision)
     check_msamp_layout(precision, layout)
     layout, mbs_notes = _micro_batch(preset, layout, engine, precision, accelerator, options)
     check_grad_reduce_layout(options.tuning.grad_reduce, layout)
@@ -320,7 +322,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
                                      platform.gpus_per_node or per_node, tuning, options.force,
                                      options.recompute,
                                      platform.gpus_per_node if platform.scheduler != "none" else None)
-    env = {**platform.env, **precision_env(precision)}
+    env = {**platform.env, **precision_env(precision, tuning.msamp_scaling)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
     notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from bench.config.run_options import FP8_GRAD_REDUCE, GRAD_REDUCE, OPTIMIZER_STATES
+from bench.config.run_options import FP8_GRAD_REDUCE, GRAD_REDUCE, MSAMP_SCALINGS, OPTIMIZER_STATES
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class Tuning:
     where Adam's state lives (one of :data:`OPTIMIZER_STATES`): megatron-core's default, or
     ``paper``, the FP8-LM paper's layout in Transformer Engine's FusedAdam. ``fused_loss``:
     Megatron's fused cross-entropy loss. All four are Megatron engine settings.
+    ``msamp_scaling``: how MS-AMP's FP8 linear scales its casts (one of :data:`MSAMP_SCALINGS`,
+    the ``MSAMP_FP8_SCALING`` of the run's environment); a setting of the MS-AMP precisions.
     ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or torch's SDPA (patch
     0011) instead of its unfused core attention, which stores the s x s scores; a
     Megatron-DeepSpeed setting. ``extra_args``: more Megatron flags, appended after the kit's."""
@@ -30,6 +32,7 @@ class Tuning:
     overlap: bool = True
     grad_reduce: str = "bf16"
     optimizer_states: str = "default"
+    msamp_scaling: str = "delayed"
     fused_loss: bool = True
     fused_attention: bool = True
     extra_args: tuple[str, ...] = ()
@@ -40,6 +43,9 @@ class Tuning:
         if self.optimizer_states not in OPTIMIZER_STATES:
             raise ValueError(f"--optimizer-states {self.optimizer_states}: use one of "
                              f"{', '.join(OPTIMIZER_STATES)}")
+        if self.msamp_scaling not in MSAMP_SCALINGS:
+            raise ValueError(f"--msamp-scaling {self.msamp_scaling}: use one of "
+                             f"{', '.join(MSAMP_SCALINGS)}")
 
     @property
     def grad_reduce_bf16(self) -> bool:
@@ -83,6 +89,8 @@ class Tuning:
             pairs.append(("grad_reduce", self.grad_reduce))
         if self.optimizer_states != "default":
             pairs.append(("optimizer_states", self.optimizer_states))
+        if self.msamp_scaling != "delayed":
+            pairs.append(("msamp_scaling", self.msamp_scaling))
         if not self.fused_loss:
             pairs.append(("fused_loss", "off"))
         if not self.fused_attention:
@@ -96,9 +104,10 @@ DEFAULT_TUNING = Tuning()
 # The note keys a plan's variant may use: these settings, then the DeepSpeed ZeRO settings
 # (bench.planning.engines.deepspeed.ZeroSettings.variant), a sequence length away from the preset's and the
 # activation recompute (--recompute).
-TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "optimizer_states", "fused_loss", "core_attention",
-                    "megatron_args", "zero_offload", "overlap_comm", "contiguous_gradients",
-                    "reduce_bucket_size", "allgather_bucket_size", "seq_length", "recompute")
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "optimizer_states", "msamp_scaling", "fused_loss",
+                    "core_attention", "megatron_args", "zero_offload", "overlap_comm",
+                    "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size",
+                    "seq_length", "recompute")
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:

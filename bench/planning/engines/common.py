@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.config.precisions import FP4_SIMULATION_ENV, MSAMP_LEVEL
+from bench.config.precisions import FP4_SIMULATION_ENV, MSAMP_LEVEL, MSAMP_SCALING_ENV
 from bench.config.presets import Preset
 from bench.planning.layout import Layout
 
@@ -59,9 +59,16 @@ def precision_flags(precision: str) -> list[str]:
     return ["--bf16"]
 
 
-def precision_env(precision: str) -> dict[str, str]:
-    """Environment a precision sets for the training processes (MS-AMP's FP4 simulation switches)."""
-    return dict(FP4_SIMULATION_ENV) if precision == "fp4" else {}
+def precision_env(precision: str, msamp_scaling: str) -> dict[str, str]:
+    """Environment a precision sets for the training processes: for MS-AMP, its FP8 linear's
+    scaling (set even at the default, so the record says what ran and a shell's own value does
+    not change it unrecorded) and, under fp4, the FP4 simulation switches."""
+    if precision not in MSAMP_LEVEL:
+        return {}
+    env = {MSAMP_SCALING_ENV: msamp_scaling}
+    if precision == "fp4":
+        env.update(FP4_SIMULATION_ENV)
+    return env
 
 
 # Megatron-Core's checkpointing as the Azure GPT-3 175B guide's 04-gpt175B.sh runs it (seed 001):

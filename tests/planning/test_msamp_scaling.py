@@ -1,0 +1,93 @@
+"""--msamp-scaling: MS-AMP's FP8 linear scaling (MSAMP_FP8_SCALING, patch 0008) as a run option:
+parsed, a campaign key, put into the run's environment and recorded, a variant the results page and
+``bench compare`` keep apart, and refused where no MS-AMP runs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from bench.config.campaign import load_campaign
+from bench.config.platforms import load_platform
+from bench.config.precisions import MSAMP_PRECISIONS
+from bench.config.presets import get_preset
+from bench.config.run_options import CAMPAIGN_KEYS
+from bench.planning.plan import plan
+from bench.planning.tuning import DEFAULT_TUNING, Tuning
+from bench.records.build import plan_summary
+from bench.results.aggregate import configuration
+from bench.results.compare import select
+from bench.running.arguments import options_from, parse_run_argv
+from tests.conftest import options
+from tests.record_factory import make_record
+
+MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
+IN_TIME = Tuning(msamp_scaling="in-time")
+
+
+def _plan(precision: str, tuning: Tuning = DEFAULT_TUNING):
+    msamp = {"image": MSAMP_IMAGE, "image_msamp": True} if precision in MSAMP_PRECISIONS else {}
+    return plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h200"),
+                options(nodes=1, precision=precision, tuning=tuning, **msamp))
+
+
+def test_the_option_parses_and_is_a_campaign_key(tmp_path: Path) -> None:
+    line = ["345m", "tp1pp1", "--precision", "msamp-o2", "--msamp-scaling", "in-time"]
+    from_line = options_from(parse_run_argv(line), 0, "")
+    assert from_line.tuning.msamp_scaling == "in-time"
+    assert options_from(parse_run_argv(line[:4]), 0, "").tuning.msamp_scaling == "delayed"
+    with pytest.raises(ValueError, match="is not valid"):
+        parse_run_argv([*line[:4], "--msamp-scaling", "late"])
+    assert "msamp_scaling" in CAMPAIGN_KEYS
+    path = tmp_path / "c.toml"
+    path.write_text('[[run]]\nmodel = "345m"\nlayout = "tp1pp1"\nprecision = "msamp-o2"\n'
+                    'msamp_scaling = "in-time"\n')
+    (run,) = load_campaign(path).runs
+    from_file = options_from(parse_run_argv(list(run.argv)), 0, "")
+    assert dataclasses.replace(from_file, now=from_line.now, nonce=from_line.nonce) == from_line
+
+
+@pytest.mark.parametrize("precision", ["msamp-o1", "msamp-o2", "fp4"])
+def test_msamp_precisions_record_their_scaling_in_the_env(precision: str) -> None:
+    """Set at the default too, so the record says what ran; in-time makes the run a variant."""
+    default, in_time = _plan(precision), _plan(precision, IN_TIME)
+    assert dict(default.env)["MSAMP_FP8_SCALING"] == "delayed" and default.variant == ()
+    assert dict(in_time.env)["MSAMP_FP8_SCALING"] == "in-time"
+    assert in_time.variant == (("msamp_scaling", "in-time"),)
+    summary = plan_summary(in_time)
+    assert summary.env["MSAMP_FP8_SCALING"] == "in-time"
+    assert summary.variant == {"msamp_scaling": "in-time"}
+    assert default.train_args == in_time.train_args  # the environment alone carries it
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8-delayed", "fp8-current"])
+def test_other_precisions_set_no_msamp_scaling(precision: str) -> None:
+    assert "MSAMP_FP8_SCALING" not in dict(_plan(precision).env)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8-delayed", "fp16"])
+def test_in_time_is_refused_where_no_msamp_runs(precision: str) -> None:
+    with pytest.raises(ValueError, match=rf"--msamp-scaling in-time with --precision {precision}: .*"
+                       r"runs no MS-AMP; use --precision msamp-o1, msamp-o2, fp4, or drop --msamp-scaling"):
+        _plan(precision, IN_TIME)
+
+
+def test_an_unknown_choice_is_refused() -> None:
+    with pytest.raises(ValueError, match="--msamp-scaling late: use one of delayed, in-time"):
+        Tuning(msamp_scaling="late")
+
+
+def test_in_time_runs_are_kept_apart_from_the_default(tmp_path: Path) -> None:
+    """The results page pools by configuration, ``bench compare`` by selector: in-time is neither
+    the default's configuration nor taken by a selector that does not name it."""
+    default = make_record(precision="msamp-o2", env={"MSAMP_FP8_SCALING": "delayed"})
+    in_time = make_record(run_id="13b_dp4_h200x4_20261121T210000Z", precision="msamp-o2",
+                          started_at="2026-11-21T21:00:00Z", finished_at="2026-11-21T21:10:00Z",
+                          env={"MSAMP_FP8_SCALING": "in-time"}, variant={"msamp_scaling": "in-time"})
+    assert configuration(default) != configuration(in_time)
+    records = [default, in_time]
+    assert [r.run_id for r in select(records, "model=13b precision=msamp-o2").runs] == [default.run_id]
+    chosen = select(records, "model=13b precision=msamp-o2 msamp_scaling=in-time").runs
+    assert [r.run_id for r in chosen] == [in_time.run_id]
