@@ -14,7 +14,7 @@ from collections.abc import Callable
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import Platform
 from bench.config.precisions import MSAMP_LEVEL, MSAMP_PRECISIONS
-from bench.config.run_options import FP8_GRAD_REDUCE, RECOMPUTE
+from bench.config.run_options import DEFAULT_MSAMP_SCALING, FP8_GRAD_REDUCE, RECOMPUTE
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS
 from bench.planning.engines.table import capabilities_source
@@ -196,7 +196,7 @@ def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: 
 def check_msamp_scaling(scaling: str, precision: str) -> None:
     """``--msamp-scaling`` sets how MS-AMP's FP8 linear scales; under another precision no MS-AMP
     linear runs, and the run would be recorded as a variant of a setting that did nothing."""
-    if scaling != "delayed" and precision not in MSAMP_PRECISIONS:
+    if scaling != DEFAULT_MSAMP_SCALING and precision not in MSAMP_PRECISIONS:
         raise ValueError(f"--msamp-scaling {scaling} with --precision {precision}: it is how MS-AMP's "
                          f"FP8 linear scales, and {precision} runs no MS-AMP; use --precision "
                          f"{', '.join(MSAMP_PRECISIONS)}, or drop --msamp-scaling")

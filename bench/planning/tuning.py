@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from bench.config.run_options import FP8_GRAD_REDUCE, GRAD_REDUCE, MSAMP_SCALINGS, OPTIMIZER_STATES
+from bench.config.run_options import (
+    DEFAULT_MSAMP_SCALING,
+    FP8_GRAD_REDUCE,
+    GRAD_REDUCE,
+    MSAMP_SCALINGS,
+    OPTIMIZER_STATES,
+)
 
 
 @dataclass(frozen=True)
@@ -32,7 +38,7 @@ class Tuning:
     overlap: bool = True
     grad_reduce: str = "bf16"
     optimizer_states: str = "default"
-    msamp_scaling: str = "delayed"
+    msamp_scaling: str = DEFAULT_MSAMP_SCALING
     fused_loss: bool = True
     fused_attention: bool = True
     extra_args: tuple[str, ...] = ()
@@ -89,7 +95,7 @@ class Tuning:
             pairs.append(("grad_reduce", self.grad_reduce))
         if self.optimizer_states != "default":
             pairs.append(("optimizer_states", self.optimizer_states))
-        if self.msamp_scaling != "delayed":
+        if self.msamp_scaling != DEFAULT_MSAMP_SCALING:
             pairs.append(("msamp_scaling", self.msamp_scaling))
         if not self.fused_loss:
             pairs.append(("fused_loss", "off"))

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.config.capabilities import layers_of
+from bench.config.precisions import MSAMP_LEVEL, MSAMP_SCALING_ENV
+from bench.config.run_options import DEFAULT_MSAMP_SCALING
 from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, hinted, problems
 from bench.measure.status import Status
 
@@ -157,6 +159,10 @@ class Provenance(Strict):
 Implementation = Literal["te", "te+apex", "local"]
 # What built a Megatron-engine run's layers, by the argv of records written before ``implementation``
 # (bench.config.capabilities.layers_of reads it back).
+# Kit commits whose MS-AMP scaled delayed by default (patch 0008) before runs recorded
+# MSAMP_FP8_SCALING: c96d05d up to the --msamp-scaling option. Runs of earlier commits scaled in time.
+_DELAYED_WITHOUT_ENV = frozenset({"c96d05d7bdcb", "4ced49419afe", "86553d5548e2", "6be5d1e66e21",
+                                  "15e5646696af", "1ec5ff35fcf0", "a4b1b78f1e0d"})
 _OLD_LAYERS: dict[str, Implementation | None] = {"TE+apex": "te+apex", "TE": "te", "no TE": "local",
                                                  "": None}
 Digest16 = Annotated[str, hinted(r"^[0-9a-f]{16}$", "must be 16 lower-case hex digits")]
@@ -364,6 +370,22 @@ class Record(Strict):
         for name, value in found.items():  # frozen: set once, while it is being validated
             if name not in self.model_fields_set:
                 object.__setattr__(self, name, value)
+        return self
+
+    @model_validator(mode="after")
+    def _msamp_scaling_as_today(self) -> Record:
+        """An MS-AMP run's FP8 scaling as a variant against today's default
+        (:data:`DEFAULT_MSAMP_SCALING`), whatever the default was when it ran: from its variant,
+        else its environment, else its kit commit (as it is read; the file is not rewritten)."""
+        if self.precision not in MSAMP_LEVEL:
+            return self
+        commit = self.provenance.kit_commit or ""
+        ran = (self.variant.get("msamp_scaling") or self.env.get(MSAMP_SCALING_ENV)
+               or ("delayed" if commit[:12] in _DELAYED_WITHOUT_ENV else "in-time"))
+        variant = {k: v for k, v in self.variant.items() if k != "msamp_scaling"}
+        if ran != DEFAULT_MSAMP_SCALING:
+            variant["msamp_scaling"] = ran
+        object.__setattr__(self, "variant", variant)  # frozen: set once, while it is being validated
         return self
 
     @model_validator(mode="after")

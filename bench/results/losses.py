@@ -7,7 +7,8 @@ iterations, data set (the record's ``data``: the corpus's name, which the kit's 
 after a hash of the corpus and tokenizer, or the engine's mock data), accelerator and
 the record's variant. An FP8 gradient reduction (``--grad-reduce fp8-*``, and the overlap it turns
 off) is part of the treatment, not of the setup: such a run is drawn beside bf16's own reduction,
-labelled with it. Of a treatment run twice in a group the newest run counts; a group of two or
+labelled with it, and so is MS-AMP's FP8 scaling away from the kit's default
+(``msamp_scaling``). Of a treatment run twice in a group the newest run counts; a group of two or
 more is one :class:`LossPlot`, drawn like the platform plots
 (:mod:`bench.results.plots`: same style, inputs key and reuse) and tabled on the page by the final
 loss of each precision against bf16's.
@@ -38,6 +39,7 @@ FINAL_WINDOW = 50  # the final loss is the mean of this many last iterations' lo
 SMOOTH_WINDOW = 20  # the moving average drawn over the raw curve
 BASELINE = "bf16"  # what the other precisions' final losses are set against
 TREATMENT_KEYS = ("grad_reduce", "overlap")  # variant keys an FP8 gradient reduction sets
+SCALING_KEY = "msamp_scaling"  # MS-AMP's FP8 scaling: part of the treatment too
 ZOOM_FRACTION = 0.5  # the right panel shows this last part of the run
 CLIP_FRACTION = 0.1  # the left panel's y range ignores this first part (the initial loss)
 FIGURE_IN = (11.0, 4.4)
@@ -120,15 +122,18 @@ def _fp8_reduction(run: Record) -> str:
 
 
 def _treatment(run: Record) -> str:
-    """The curve's label: the precision, and an FP8 gradient reduction where the run had one."""
-    reduction = _fp8_reduction(run)
-    return f"{run.precision}, {reduction} reduction" if reduction else run.precision
+    """The curve's label: the precision, its MS-AMP scaling away from the default, and an FP8
+    gradient reduction where the run had one."""
+    scaling, reduction = run.variant.get(SCALING_KEY), _fp8_reduction(run)
+    return ", ".join(filter(None, (run.precision, scaling and f"{scaling} scaling",
+                                   reduction and f"{reduction} reduction")))
 
 
 def _shaping_variant(run: Record) -> tuple:
     """The variant's settings that set curves apart. An FP8 gradient reduction is part of the
-    treatment (set against bf16's own reduction), and so is the overlap it turns off."""
-    dropped = TREATMENT_KEYS if _fp8_reduction(run) else ()
+    treatment (set against bf16's own reduction), and so are the overlap it turns off and MS-AMP's
+    scaling."""
+    dropped = (*(TREATMENT_KEYS if _fp8_reduction(run) else ()), SCALING_KEY)
     return tuple(sorted((k, v) for k, v in run.variant.items() if k not in dropped))
 
 

@@ -4,9 +4,9 @@ The MS-AMP seed trains with a 2023 Megatron-LM patched where MS-AMP hooks in. Th
 megatron-core's own: its local layer spec, with the four linears of every transformer layer
 (``linear_qkv``, ``linear_proj``, ``linear_fc1``, ``linear_fc2``) running MS-AMP's FP8 linear
 (``msamp.megatron.layers.FP8LinearForMegatronCore``, patches/ms-amp 0006 and 0008: E4M3 input and
-weight, E5M2 output gradient, delayed scaling from MS-AMP's amax window for input and output gradient
-(``MSAMP_FP8_SCALING=in-time`` for MS-AMP's in-time scaling), fused casts, the weight scaled in time
-and cast once per step). The embedding and the output layer stay bf16, as under Transformer Engine's
+weight, E5M2 output gradient, each scaled in time by the planner's default ``MSAMP_FP8_SCALING=in-time``,
+or input and output gradient from MS-AMP's amax window with ``delayed``; fused casts, the weight cast
+once per step). The embedding and the output layer stay bf16, as under Transformer Engine's
 fp8.
 
 - O1: those FP8 GEMMs, with megatron-core's DDP and optimizer (fp32 master weights, fp32 Adam moments).

@@ -1,6 +1,7 @@
 """--msamp-scaling: MS-AMP's FP8 linear scaling (MSAMP_FP8_SCALING, patch 0008) as a run option:
 parsed, a campaign key, put into the run's environment and recorded, a variant the results page and
-``bench compare`` keep apart, and refused where no MS-AMP runs."""
+``bench compare`` keep apart, and refused where no MS-AMP runs. In time by default; a record written
+while delayed was the default reads as a delayed variant."""
 
 from __future__ import annotations
 
@@ -21,10 +22,10 @@ from bench.results.aggregate import configuration
 from bench.results.compare import select
 from bench.running.arguments import options_from, parse_run_argv
 from tests.conftest import options
-from tests.record_factory import make_record
+from tests.record_factory import make_record, record_fields
 
 MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
-IN_TIME = Tuning(msamp_scaling="in-time")
+DELAYED = Tuning(msamp_scaling="delayed")
 
 
 def _plan(precision: str, tuning: Tuning = DEFAULT_TUNING):
@@ -34,16 +35,16 @@ def _plan(precision: str, tuning: Tuning = DEFAULT_TUNING):
 
 
 def test_the_option_parses_and_is_a_campaign_key(tmp_path: Path) -> None:
-    line = ["345m", "tp1pp1", "--precision", "msamp-o2", "--msamp-scaling", "in-time"]
+    line = ["345m", "tp1pp1", "--precision", "msamp-o2", "--msamp-scaling", "delayed"]
     from_line = options_from(parse_run_argv(line), 0, "")
-    assert from_line.tuning.msamp_scaling == "in-time"
-    assert options_from(parse_run_argv(line[:4]), 0, "").tuning.msamp_scaling == "delayed"
+    assert from_line.tuning.msamp_scaling == "delayed"
+    assert options_from(parse_run_argv(line[:4]), 0, "").tuning.msamp_scaling == "in-time"
     with pytest.raises(ValueError, match="is not valid"):
         parse_run_argv([*line[:4], "--msamp-scaling", "late"])
     assert "msamp_scaling" in CAMPAIGN_KEYS
     path = tmp_path / "c.toml"
     path.write_text('[[run]]\nmodel = "345m"\nlayout = "tp1pp1"\nprecision = "msamp-o2"\n'
-                    'msamp_scaling = "in-time"\n')
+                    'msamp_scaling = "delayed"\n')
     (run,) = load_campaign(path).runs
     from_file = options_from(parse_run_argv(list(run.argv)), 0, "")
     assert dataclasses.replace(from_file, now=from_line.now, nonce=from_line.nonce) == from_line
@@ -51,15 +52,15 @@ def test_the_option_parses_and_is_a_campaign_key(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("precision", ["msamp-o1", "msamp-o2", "fp4"])
 def test_msamp_precisions_record_their_scaling_in_the_env(precision: str) -> None:
-    """Set at the default too, so the record says what ran; in-time makes the run a variant."""
-    default, in_time = _plan(precision), _plan(precision, IN_TIME)
-    assert dict(default.env)["MSAMP_FP8_SCALING"] == "delayed" and default.variant == ()
-    assert dict(in_time.env)["MSAMP_FP8_SCALING"] == "in-time"
-    assert in_time.variant == (("msamp_scaling", "in-time"),)
-    summary = plan_summary(in_time)
-    assert summary.env["MSAMP_FP8_SCALING"] == "in-time"
-    assert summary.variant == {"msamp_scaling": "in-time"}
-    assert default.train_args == in_time.train_args  # the environment alone carries it
+    """Set at the default too, so the record says what ran; delayed makes the run a variant."""
+    default, delayed = _plan(precision), _plan(precision, DELAYED)
+    assert dict(default.env)["MSAMP_FP8_SCALING"] == "in-time" and default.variant == ()
+    assert dict(delayed.env)["MSAMP_FP8_SCALING"] == "delayed"
+    assert delayed.variant == (("msamp_scaling", "delayed"),)
+    summary = plan_summary(delayed)
+    assert summary.env["MSAMP_FP8_SCALING"] == "delayed"
+    assert summary.variant == {"msamp_scaling": "delayed"}
+    assert default.train_args == delayed.train_args  # the environment alone carries it
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8-delayed", "fp8-current"])
@@ -68,10 +69,10 @@ def test_other_precisions_set_no_msamp_scaling(precision: str) -> None:
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8-delayed", "fp16"])
-def test_in_time_is_refused_where_no_msamp_runs(precision: str) -> None:
-    with pytest.raises(ValueError, match=rf"--msamp-scaling in-time with --precision {precision}: .*"
+def test_delayed_is_refused_where_no_msamp_runs(precision: str) -> None:
+    with pytest.raises(ValueError, match=rf"--msamp-scaling delayed with --precision {precision}: .*"
                        r"runs no MS-AMP; use --precision msamp-o1, msamp-o2, fp4, or drop --msamp-scaling"):
-        _plan(precision, IN_TIME)
+        _plan(precision, DELAYED)
 
 
 def test_an_unknown_choice_is_refused() -> None:
@@ -79,15 +80,35 @@ def test_an_unknown_choice_is_refused() -> None:
         Tuning(msamp_scaling="late")
 
 
-def test_in_time_runs_are_kept_apart_from_the_default(tmp_path: Path) -> None:
-    """The results page pools by configuration, ``bench compare`` by selector: in-time is neither
+def test_delayed_runs_are_kept_apart_from_the_default(tmp_path: Path) -> None:
+    """The results page pools by configuration, ``bench compare`` by selector: delayed is neither
     the default's configuration nor taken by a selector that does not name it."""
-    default = make_record(precision="msamp-o2", env={"MSAMP_FP8_SCALING": "delayed"})
-    in_time = make_record(run_id="13b_dp4_h200x4_20261121T210000Z", precision="msamp-o2",
+    default = make_record(precision="msamp-o2", env={"MSAMP_FP8_SCALING": "in-time"})
+    delayed = make_record(run_id="13b_dp4_h200x4_20261121T210000Z", precision="msamp-o2",
                           started_at="2026-11-21T21:00:00Z", finished_at="2026-11-21T21:10:00Z",
-                          env={"MSAMP_FP8_SCALING": "in-time"}, variant={"msamp_scaling": "in-time"})
-    assert configuration(default) != configuration(in_time)
-    records = [default, in_time]
+                          env={"MSAMP_FP8_SCALING": "delayed"}, variant={"msamp_scaling": "delayed"})
+    assert configuration(default) != configuration(delayed)
+    records = [default, delayed]
     assert [r.run_id for r in select(records, "model=13b precision=msamp-o2").runs] == [default.run_id]
-    chosen = select(records, "model=13b precision=msamp-o2 msamp_scaling=in-time").runs
-    assert [r.run_id for r in chosen] == [in_time.run_id]
+    chosen = select(records, "model=13b precision=msamp-o2 msamp_scaling=delayed").runs
+    assert [r.run_id for r in chosen] == [delayed.run_id]
+
+
+@pytest.mark.parametrize(("variant", "env", "commit", "read_as"), [
+    ({}, {"MSAMP_FP8_SCALING": "delayed"}, None, {"msamp_scaling": "delayed"}),  # delayed was the default
+    ({"msamp_scaling": "in-time"}, {"MSAMP_FP8_SCALING": "in-time"}, None, {}),  # in time was a variant
+    ({}, {}, "86553d5548e26cbc3fd0e1b4a8c1c0e2d6f4b9a1", {"msamp_scaling": "delayed"}),  # 0008, no env
+    ({}, {}, "fab02e98e8c3cacdc3fea9fa117b87f41e012fbe", {}),  # before 0008: in time
+    ({"grad_reduce": "fp8-shared-scale"}, {"MSAMP_FP8_SCALING": "delayed"}, None,
+     {"grad_reduce": "fp8-shared-scale", "msamp_scaling": "delayed"}),
+])
+def test_records_read_their_scaling_against_todays_default(variant, env, commit, read_as) -> None:
+    """Whatever the default was when a run ran, its record reads as a variant of today's."""
+    provenance = {**record_fields()["provenance"], "kit_commit": commit or "0123abc"}
+    record = make_record(precision="msamp-o2", env=env, variant=variant, provenance=provenance)
+    assert record.variant == read_as
+
+
+def test_other_precisions_keep_their_variant() -> None:
+    record = make_record(precision="fp8-delayed", variant={"grad_reduce": "fp32"})
+    assert record.variant == {"grad_reduce": "fp32"}

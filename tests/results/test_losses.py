@@ -165,6 +165,7 @@ def test_the_loss_plot_is_drawn_with_its_inputs_key(tmp_path: Path) -> None:
 
 
 def test_the_campaign_records_give_a_group_of_five_precisions_and_one_of_the_fp8_reduction() -> None:
+    """On two GPUs, MS-AMP's FP8 reduction in time (before patch 0008) and delayed (since)."""
     runs, _ = load_records(REPO / "results" / "records")
     one_gpu, two_gpus = plan_losses(runs)
     assert one_gpu.filename == "loss-345m-h200-sxm-tp1pp1dp1.png"
@@ -174,7 +175,15 @@ def test_the_campaign_records_give_a_group_of_five_precisions_and_one_of_the_fp8
         ("fp4", "20261125T061802Z", 500)]
     assert two_gpus.filename == "loss-345m-h200-sxm-tp1pp1dp2.png"
     assert [(c.precision, len(c.losses)) for c in two_gpus.curves] == [
-        ("bf16", 500), ("msamp-o2, fp8-shared-scale reduction", 500)]
+        ("bf16", 500), ("msamp-o2, delayed scaling, fp8-shared-scale reduction", 500),
+        ("msamp-o2, fp8-shared-scale reduction", 500)]
+
+
+def test_msamp_scaling_away_from_the_default_is_a_curve_of_its_own() -> None:
+    delayed = {**BASE.variant, "msamp_scaling": "delayed"}
+    runs = [_run("bf16", 1), _run("msamp-o2", 2), _run("msamp-o2", 3, variant=delayed)]
+    assert _shown(plan_losses(runs)) == [("loss-13b-h200-sxm.png", [
+        ("bf16", "2001"), ("msamp-o2", "2002"), ("msamp-o2, delayed scaling", "2003")])]
 
 
 def test_an_fp8_gradient_reduction_is_set_beside_bf16_and_named() -> None:

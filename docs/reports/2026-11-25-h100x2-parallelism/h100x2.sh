@@ -8,10 +8,13 @@
 # ran), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
 # wheels/ (MS-AMP's logging imports it). `setup` copies it to /tmp/carry, so later commands need not
 # send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
-# alone. A command keeps only the ignored paths it carries, so TE's small files (.te/SHA256, deps/,
-# install.sh, the meta wheel and the torch sdist) go first, in a command of their own that copies
-# them to /tmp/te-small; the command with the last part copies them back into .te/ and runs
-# `bash .te/install.sh`. TE goes to /tmp/te-site (its torch extension built on the machine). Check
+# alone, and with the working tree past 9 MB a 55 MB part no longer fits one command either: `te-split`
+# (here) cuts the wheel into six parts of 46 MB, .te/p0..p5, each sent with its own command
+# (`mkdir -p /tmp/te-parts && cp .te/pN /tmp/te-parts/`), and `te-join` (there) joins them into the
+# chunks install.sh reads. A command keeps only the ignored paths it carries, so TE's small files
+# (.te/SHA256, deps/, install.sh, the meta wheel and the torch sdist) go first, in a command of their
+# own that copies them to /tmp/te-small; the command after the last part runs `te-join`, copies them
+# back into .te/ and runs `bash .te/install.sh`. TE goes to /tmp/te-site (its torch extension built on the machine). Check
 # the GPUs' name first (`nvidia-smi -L`): a machine of two H200s can come for two H100s. Every step runs in the
 # foreground of one command of at most 10 minutes, except `setup`, which is started in its own
 # process session (setsid) and runs on, niced, while TE's parts are sent; run again, it skips what
@@ -26,6 +29,8 @@
 #                             # data; mds-core: TE, real data; msamp campaign (CAMPAIGN=...): TE and
 #                             # MS-AMP, real data
 #   bash h100x2.sh collect    # $OUT: records.tgz, logs.tgz, summary.txt
+#   bash h100x2.sh te-split   # here: .te/chunk0..4 into .te/p0..p5 (46 MB each)
+#   bash h100x2.sh te-join    # there: /tmp/te-parts/p0..p5 into /tmp/te-chunks (the wheel in chunk0)
 set -uo pipefail
 PYTHON=${PYTHON:-python3}
 CARRY=/tmp/carry  # setup's copy of .carry-mds
@@ -166,6 +171,11 @@ case ${1:?setup, smoke, collect or groups} in
            "$PYTHON" "${FP8_LINEAR_BENCH:-docs/reports/2026-11-25-h200-msamp/fp8_linear_bench.py}"); cat "$WORK/logs/fp8-linear.txt" ;;
   smoke) wait_for wheels.done && kit; (cd "$KIT" && step smoke env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \
            --checks nccl,gemm --out "$WORK/records/2026-11-25-h100x2-smoke.json"); cat "$WORK/logs/smoke.txt" ;;
+  te-split) cat .te/chunk0 .te/chunk1 .te/chunk2 .te/chunk3 .te/chunk4 | split -b 46100000 -d -a1 - .te/p ;;
+  te-join)  # install.sh joins chunk0..4: the whole wheel in chunk0, the rest empty
+    mkdir -p /tmp/te-chunks && cat /tmp/te-parts/p0 /tmp/te-parts/p1 /tmp/te-parts/p2 /tmp/te-parts/p3 \
+      /tmp/te-parts/p4 /tmp/te-parts/p5 > /tmp/te-chunks/chunk0 &&
+      for n in 1 2 3 4; do : > /tmp/te-chunks/chunk$n; done ;;
   collect)
     mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
     tar czf "$OUT/records.tgz" -C "$WORK" records
