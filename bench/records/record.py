@@ -157,12 +157,12 @@ class Provenance(Strict):
 
 
 Implementation = Literal["te", "te+apex", "local"]
-# What built a Megatron-engine run's layers, by the argv of records written before ``implementation``
-# (bench.config.capabilities.layers_of reads it back).
 # Kit commits whose MS-AMP scaled delayed by default (patch 0008) before runs recorded
 # MSAMP_FP8_SCALING: c96d05d up to the --msamp-scaling option. Runs of earlier commits scaled in time.
 _DELAYED_WITHOUT_ENV = frozenset({"c96d05d7bdcb", "4ced49419afe", "86553d5548e2", "6be5d1e66e21",
                                   "15e5646696af", "1ec5ff35fcf0", "a4b1b78f1e0d"})
+# What built a Megatron-engine run's layers, by the argv of records written before ``implementation``
+# (bench.config.capabilities.layers_of reads it back).
 _OLD_LAYERS: dict[str, Implementation | None] = {"TE+apex": "te+apex", "TE": "te", "no TE": "local",
                                                  "": None}
 Digest16 = Annotated[str, hinted(r"^[0-9a-f]{16}$", "must be 16 lower-case hex digits")]
