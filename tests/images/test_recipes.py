@@ -68,11 +68,12 @@ def test_msamp_series_applies_exactly_to_the_pinned_snapshot(tmp_path):
     shutil.copytree(snapshot_tree("ms-amp"), tree)
     series = REPO_ROOT / "patches/ms-amp/series"
     report = run_series(series, tree, "apply")
-    assert len(report) == len(read_series(series)) == 8
+    assert len(report) == len(read_series(series)) == 9
     run_series(series, tree, "verify-applied")
     assert "bool(in_time)" in (tree / "msamp/common/utils/torch_fp8.py").read_text()
     assert "def quantize_delayed(" in (tree / "msamp/common/utils/torch_fp8.py").read_text()
     assert "Float8Quantizer(" in (tree / "msamp/common/utils/te_fp8.py").read_text()
+    assert "force_pow_2_scales=True" in (tree / "msamp/common/utils/te_fp8.py").read_text()
     assert "optimizer_blocks(numel, threadsPerBlock)" in (tree / "msamp/optim/adamw.cu").read_text()
     assert "lr, self.bias_correction, decay" in (tree / "msamp/optim/adamw.py").read_text()
     assert "torch._scaled_mm" in (tree / "msamp/common/utils/torch_fp8.py").read_text()
@@ -192,7 +193,7 @@ def test_patches_check_reports_every_series_checked_against_the_snapshot():
     assert "megatron-deepspeed (deepspeedai/Megatron-DeepSpeed@" in text
     assert "12 patch(es) apply exactly" in text
     assert "megatron-core (megatron-core==0.19.2): 1 patch(es) apply exactly" in text
-    assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 8 patch(es) apply exactly" in text
+    assert "ms-amp (Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5): 9 patch(es) apply exactly" in text
 
 
 def test_an_unchecked_series_fails_the_check(tmp_path):

@@ -24,6 +24,63 @@ from bench.images.series import run_series
 from tests.conftest import megatron_python
 from tests.snapshots import snapshot_tree
 
+TE_STAND_IN = r"""
+import sys
+import types
+
+import torch
+
+
+# TE 2's quantizers as its sources describe them. Float8Quantizer: the kernel takes the max into
+# `amax`, writes _data, _transpose (columnwise) and _scale_inv = 1 / scale, uint8 storage.
+# Float8CurrentScalingQuantizer: no state; the scale is fp_max / amax (1 for an amax of 0), with
+# force_pow_2_scales its mantissa bits cleared (rounded down to a power of two).
+def fp8_cast(x, scale, fp8_dtype, columnwise):
+    torch_dtype = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[fp8_dtype]
+    fmax = torch.finfo(torch_dtype).max
+    data = (x.float() * scale).clamp(-fmax, fmax).to(torch_dtype).view(torch.uint8)
+    return types.SimpleNamespace(_data=data, _transpose=data.t().contiguous() if columnwise else None,
+                                 _scale_inv=(1 / scale).reshape(1))
+
+
+class Float8Quantizer:
+    def __init__(self, scale, amax, fp8_dtype, *, rowwise=True, columnwise=True):
+        assert scale.shape == (1,) and amax.shape == (1,) and rowwise
+        self.scale, self.amax, self.dtype, self.columnwise, self.internal = scale, amax, fp8_dtype, columnwise, False
+        made.append(self)
+
+    def __call__(self, x):
+        assert self.internal
+        self.amax.copy_(torch.maximum(self.amax, x.abs().amax().float()))
+        return fp8_cast(x, self.scale, self.dtype, self.columnwise)
+
+
+class Float8CurrentScalingQuantizer:
+    def __init__(self, fp8_dtype, device, *, rowwise=True, columnwise=True, force_pow_2_scales=False,
+                 amax_epsilon=0.0):
+        assert rowwise and amax_epsilon == 0.0
+        self.dtype, self.columnwise, self.pow_2, self.internal = fp8_dtype, columnwise, force_pow_2_scales, False
+        made.append(self)
+
+    def __call__(self, x):
+        assert self.internal
+        fmax = {"e4m3": 448.0, "e5m2": 57344.0}[self.dtype]
+        amax = x.abs().amax().float()
+        scale = torch.where(amax > 0, fmax / amax, torch.ones(()))
+        if self.pow_2:
+            scale = (scale.view(torch.int32) & -(1 << 23)).view(torch.float32)
+        return fp8_cast(x, scale, self.dtype, self.columnwise)
+
+
+made = []
+tex = types.SimpleNamespace(DType=types.SimpleNamespace(kFloat8E4M3="e4m3", kFloat8E5M2="e5m2"))
+sys.modules["transformer_engine_torch"] = tex
+for name in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.tensor"):
+    sys.modules[name] = types.ModuleType(name)
+sys.modules["transformer_engine.pytorch.tensor.float8_tensor"] = types.SimpleNamespace(
+    Float8Quantizer=Float8Quantizer, Float8CurrentScalingQuantizer=Float8CurrentScalingQuantizer)
+"""
+
 CHECK = r'''
 import math
 import sys
@@ -101,30 +158,7 @@ assert history.tolist() == [8.0, 8.0] and scale.item() == sf(8.0)
 assert te_fp8._load() is None and not te_fp8.usable(torch.ones(1))
 
 
-# TE 2's Float8Quantizer as its sources describe it: the kernel takes the max into `amax`, writes
-# _data, _transpose (columnwise) and _scale_inv = 1 / scale, uint8 storage.
-class Float8Quantizer:
-    def __init__(self, scale, amax, fp8_dtype, *, rowwise=True, columnwise=True):
-        assert scale.shape == (1,) and amax.shape == (1,) and rowwise
-        self.scale, self.amax, self.dtype, self.columnwise, self.internal = scale, amax, fp8_dtype, columnwise, False
-        made.append(self)
-
-    def __call__(self, x):
-        assert self.internal
-        self.amax.copy_(torch.maximum(self.amax, x.abs().amax().float()))
-        torch_dtype = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}[self.dtype]
-        fmax = torch.finfo(torch_dtype).max
-        data = (x.float() * self.scale).clamp(-fmax, fmax).to(torch_dtype).view(torch.uint8)
-        return types.SimpleNamespace(_data=data, _transpose=data.t().contiguous() if self.columnwise else None,
-                                     _scale_inv=1 / self.scale)
-
-
-made = []
-tex = types.SimpleNamespace(DType=types.SimpleNamespace(kFloat8E4M3="e4m3", kFloat8E5M2="e5m2"))
-sys.modules["transformer_engine_torch"] = tex
-for name in ("transformer_engine", "transformer_engine.pytorch", "transformer_engine.pytorch.tensor"):
-    sys.modules[name] = types.ModuleType(name)
-sys.modules["transformer_engine.pytorch.tensor.float8_tensor"] = types.SimpleNamespace(Float8Quantizer=Float8Quantizer)
+''' + TE_STAND_IN + r'''
 te_fp8._te.clear()
 assert te_fp8._load() is not None and not te_fp8.usable(torch.ones(1))  # TE there, but a CPU tensor
 for qtype in (Dtypes.kfloat8_e4m3, Dtypes.kfloat8_e5m2):
@@ -205,6 +239,52 @@ for magnitude in (0.01, 1.0):
     assert metas["input"].amax[0].item() == x.abs().max().item()
 print("ok")
 '''
+
+# In time through TE's current scaling (patch 0009), against the stand-ins: TE's power-of-two scale
+# is MS-AMP's in-time factor, so the bytes are the torch cast's; the layer casts its weight, input and
+# output gradient through it where TE is usable, and gives what the torch cast gives.
+IN_TIME_TE = r"""
+import torch
+from msamp.common.dtype import Dtypes
+from msamp.common.utils import te_fp8, torch_fp8
+from msamp.megatron import layers
+from msamp.megatron.layers import FP8LinearForMegatronCore, scaling_metas
+""" + TE_STAND_IN + r"""
+E4M3, E5M2 = Dtypes.kfloat8_e4m3, Dtypes.kfloat8_e5m2
+torch.manual_seed(0)
+for qtype in (E4M3, E5M2):
+    for magnitude in (3e-3, 1.0, 5.0, 300.0, 7e4):
+        x = (torch.randn(32, 16) * magnitude).bfloat16()
+        q, qt, inv = te_fp8.quantize_in_time(x, qtype, transpose=True)
+        ref = torch_fp8.quantize(x, qtype, torch.ones(()), torch.zeros(()), in_time=True, transpose=True)
+        assert torch.equal(q, ref[0]) and torch.equal(qt, ref[1]) and inv.item() == ref[2].item(), magnitude
+    assert te_fp8.quantize_in_time(x, qtype, transpose=False)[1] is None
+# One stateless quantizer per format and layout, asked for power-of-two scales.
+assert len(made) == 4 and all(m.pow_2 for m in made)
+assert sorted((m.dtype, m.columnwise) for m in made) == [("e4m3", False), ("e4m3", True), ("e5m2", False), ("e5m2", True)]
+
+casts = []
+quantize_in_time = te_fp8.quantize_in_time
+te_fp8.quantize_in_time = lambda x, qtype, transpose: casts.append(qtype.name) or quantize_in_time(x, qtype, transpose)
+
+
+def step(te_cast):
+    layers.MSAMP_FP8_TE_CAST = te_cast
+    te_fp8.usable = lambda x: True
+    torch.manual_seed(1)
+    w = torch.nn.Parameter(torch.randn(48, 32) * 0.1)
+    x = (torch.randn(64, 32) * 2).requires_grad_()
+    out = FP8LinearForMegatronCore.apply(x, w, None, scaling_metas("cpu"), False, False, None)
+    out.backward(torch.randn(64, 48) * 1e-3)
+    return out.detach(), x.grad, w.grad
+
+
+assert layers.MSAMP_FP8_SCALING == "in-time"
+te, torch_path = step(True), step(False)
+assert casts == ["kFloat8E4M3", "kFloat8E4M3", "kFloat8E5M2"], casts  # input, weight, output gradient
+assert all(torch.equal(a, b) for a, b in zip(te, torch_path, strict=True))
+print("ok")
+"""
 
 INDUCTOR = r'''
 import torch
@@ -293,6 +373,12 @@ def test_the_switch_brings_back_in_time_scaling(msamp_tree: Path) -> None:
     refused = run_check(msamp_tree, "import msamp.megatron.layers", MSAMP_FP8_SCALING="late")
     assert refused.returncode != 0 and "MSAMP_FP8_SCALING='late': expected one of delayed, in-time" in refused.stderr
 
+
+
+@pytest.mark.needs_megatron
+def test_in_time_casts_go_through_te_current_scaling_with_the_torch_casts_bytes(msamp_tree: Path) -> None:
+    done = run_check(msamp_tree, IN_TIME_TE, MSAMP_FP8_SCALING="in-time")
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
 
 @pytest.mark.needs_megatron
 def test_a_training_step_compiles_each_cast_once_per_fp8_format(msamp_tree: Path) -> None:

@@ -23,7 +23,7 @@
 #                             # NO_MDS=1: no DeepSpeed or Megatron-DeepSpeed (an MS-AMP-only machine)
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
 #   bash h100x2.sh fp8-allreduce  # bench.train.fp8_allreduce on both GPUs: FP8 against bf16 reduction
-#   bash h100x2.sh fp8-linear # MS-AMP's FP8 linear against TE's (needs TE and MS-AMP; FP8_LINEAR_BENCH: the script)
+#   bash h100x2.sh fp8-linear # python -m bench.train.fp8_linear: MS-AMP's FP8 linear against TE's (needs TE and MS-AMP)
 #   bash h100x2.sh te-cast-check  # MS-AMP's delayed casts: TE's kernel against the torch cast, byte for byte
 #   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, rest-te*, fp8-*, scaling: TE on the path;
 #                             # apex: TE and apex; no-te: neither; mds*, *-zero*, *-mds: apex, real
@@ -169,7 +169,7 @@ case ${1:?setup, smoke, collect or groups} in
            "$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2 -m bench.train.fp8_allreduce \
            --out "$WORK/records/$(date -u +%Y-%m-%d)-h100x2-fp8-allreduce.json"); cat "$WORK/logs/fp8-allreduce.txt" ;;
   fp8-linear) wait_for msamp.done && kit; (cd "$KIT" && step fp8-linear env PYTHONPATH="$MSAMP_SITE:$TE_SITE:$SITE:$KIT" \
-           "$PYTHON" "${FP8_LINEAR_BENCH:-docs/reports/2026-11-25-h200-msamp/fp8_linear_bench.py}"); cat "$WORK/logs/fp8-linear.txt" ;;
+           "$PYTHON" -m bench.train.fp8_linear --out "$WORK/records/$(date -u +%Y%m%dT%H%M%SZ)-fp8-linear.json"); cat "$WORK/logs/fp8-linear.txt" ;;
   te-cast-check) wait_for msamp.done && kit; (cd "$KIT" && step te-cast-check env PYTHONPATH="$MSAMP_SITE:$TE_SITE:$SITE:$KIT" \
            "$PYTHON" docs/reports/2026-11-26-h200x2-msamp-scaling/te_cast_check.py); cat "$WORK/logs/te-cast-check.txt" ;;
   smoke) wait_for wheels.done && kit; (cd "$KIT" && step smoke env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \

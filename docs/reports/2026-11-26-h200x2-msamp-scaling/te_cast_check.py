@@ -5,8 +5,10 @@ model on CPU, whose casts only the torch path can make, showed no such gap. This
 one GPU on the same bf16 tensors and scales: for E4M3 and E5M2, GEMM operand shapes of the 345m and
 1.3b models, each scale at the tensor's own power-of-two factor, 4x above it (the largest values
 saturate) and 4x below it. It compares the cast, its transpose, scale_inv and amax byte for byte, prints one JSON
-line per case, then ``exact`` or ``DIFFERENT``. Run with MS-AMP (patches 0001-0008) and TE on the
-path: ``h100x2.sh te-cast-check``.
+line per case, then ``exact`` or ``DIFFERENT``. In-time casts too (patch 0009): TE's current scaling
+with power-of-two scales against MS-AMP's torch in-time cast, on the same tensors and on tensors of
+other magnitudes (cast, transpose and scale_inv). Run with MS-AMP (patches/ms-amp/series) and TE on
+the path: ``h100x2.sh te-cast-check``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,20 @@ def case(shape: tuple[int, int], qtype, factor: float) -> dict:
     }
 
 
+def in_time_case(shape: tuple[int, int], qtype, magnitude: float) -> dict:
+    torch.manual_seed(0)
+    x = (torch.randn(shape, device="cuda") * magnitude).bfloat16()
+    x[7, 11] = 13 * magnitude  # an outlier, as activations have
+    te_q, te_qt, te_inv = te_fp8.quantize_in_time(x, qtype, transpose=True)
+    scale, amax = torch.ones((), device="cuda"), torch.zeros((), device="cuda")
+    q, qt, inv = torch_fp8.quantize(x, qtype, scale, amax, in_time=True, transpose=True)
+    return {
+        "in_time": True, "shape": shape, "qtype": qtype.name, "magnitude": magnitude,
+        "data_equal": torch.equal(te_q, q), "transpose_equal": torch.equal(te_qt, qt),
+        "differing_bytes": int((te_q != q).sum()), "scale_inv": [te_inv.item(), inv.item()],
+    }
+
+
 def main() -> None:
     assert te_fp8.usable(torch.ones(1, device="cuda")), "Transformer Engine does not import"
     exact = True
@@ -48,6 +64,10 @@ def main() -> None:
                 same = (row["data_equal"] and row["transpose_equal"] and row["scale_inv"][0] == row["scale_inv"][1]
                         and row["amax"][0] == row["amax"][1])
                 exact &= same
+                print(json.dumps(row), flush=True)
+            for magnitude in (1e-3, 3.0, 700.0):
+                row = in_time_case(shape, qtype, magnitude)
+                exact &= row["data_equal"] and row["transpose_equal"] and row["scale_inv"][0] == row["scale_inv"][1]
                 print(json.dumps(row), flush=True)
     print("exact" if exact else "DIFFERENT")
 
