@@ -31,8 +31,8 @@ GRAD_REDUCE = ("bf16", "fp32", *FP8_GRAD_REDUCE)
 OPTIMIZER_STATES = ("default", "paper")
 # How MS-AMP's FP8 linear scales its input and output-gradient casts (MSAMP_FP8_SCALING, read by
 # patches/ms-amp/0008 at import): from an amax window of earlier casts, or each tensor's own amax.
-# In time by default: a 345m dp2 run with delayed scaling ended 0.105 above bf16's loss, one in
-# time within 0.003 (docs/reports/2026-11-26-h200x2-msamp-scaling.md).
+# In time by default: with Transformer Engine's casts (patch 0009) it is the faster FP8 linear, and
+# repeated 345m loss runs do not tell the two apart (docs/reports/2026-11-26-h200x2-msamp-te-cast.md).
 MSAMP_SCALINGS = ("delayed", "in-time")
 DEFAULT_MSAMP_SCALING = "in-time"
 DEFAULT_ITERS = 30
