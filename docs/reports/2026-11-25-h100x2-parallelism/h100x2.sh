@@ -29,6 +29,9 @@
 #                             # apex: TE and apex; no-te: neither; mds*, *-zero*, *-mds: apex, real
 #                             # data; mds-core: TE, real data; msamp campaign (CAMPAIGN=...): TE and
 #                             # MS-AMP, real data
+#   bash h100x2.sh bg GROUP...  # the groups in their own process session: the command returns, they run on
+#   bash h100x2.sh wait GROUP S # until group GROUP has ended (its summary line), at most S seconds: a group
+#                             # longer than one command (msamp-loss-repeats) runs over several `wait`s
 #   bash h100x2.sh collect    # $OUT: records.tgz, logs.tgz, summary.txt
 #   bash h100x2.sh te-split   # here: .te/chunk0..4 into .te/p0..p5 (46 MB each)
 #   bash h100x2.sh te-join    # there: /tmp/te-parts/p0..p5 into /tmp/te-chunks (the wheel in chunk0)
@@ -179,6 +182,11 @@ case ${1:?setup, smoke, collect or groups} in
     mkdir -p /tmp/te-chunks && cat /tmp/te-parts/p0 /tmp/te-parts/p1 /tmp/te-parts/p2 /tmp/te-parts/p3 \
       /tmp/te-parts/p4 /tmp/te-parts/p5 > /tmp/te-chunks/chunk0 &&
       for n in 1 2 3 4; do : > /tmp/te-chunks/chunk$n; done ;;
+  bg) shift; (setsid nohup bash "$0" "$@" > "$WORK/logs/bg-$(date +%s).out" 2>&1 < /dev/null &) ;;
+  wait)
+    end=$(( $(date +%s) + ${3:?wait GROUP SECONDS} ))
+    until grep -q "^group-$2: exit" "$summary" 2>/dev/null || [ "$(date +%s)" -ge "$end" ]; do sleep 5; done
+    tail -n 3 "$summary"; grep -E '^ +[0-9.]+[bm] |iteration +[0-9]+/' "$WORK/logs/group-$2.txt" 2>/dev/null | tail -n 4 ;;
   collect)
     mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
     tar czf "$OUT/records.tgz" -C "$WORK" records
