@@ -186,7 +186,8 @@ case ${1:?setup, smoke, collect or groups} in
   wait)
     end=$(( $(date +%s) + ${3:?wait GROUP SECONDS} ))
     until grep -q "^group-$2: exit" "$summary" 2>/dev/null || [ "$(date +%s)" -ge "$end" ]; do sleep 5; done
-    tail -n 3 "$summary"; grep -E '^ +[0-9.]+[bm] |iteration +[0-9]+/' "$WORK/logs/group-$2.txt" 2>/dev/null | tail -n 4 ;;
+    tail -n 3 "$summary"; grep -E '^ +[0-9.]+[bm] |iteration +[0-9]+/' "$WORK/logs/group-$2.txt" 2>/dev/null | tail -n 4
+    grep -q "^group-$2: exit" "$summary" ;;  # exit status 0 once the group has ended
   collect)
     mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
     tar czf "$OUT/records.tgz" -C "$WORK" records
