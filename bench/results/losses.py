@@ -8,19 +8,25 @@ after a hash of the corpus and tokenizer, or the engine's mock data), accelerato
 the record's variant. An FP8 gradient reduction (``--grad-reduce fp8-*``, and the overlap it turns
 off) is part of the treatment, not of the setup: such a run is drawn beside bf16's own reduction,
 labelled with it, and so is MS-AMP's FP8 scaling away from the kit's default
-(``msamp_scaling``). Of a treatment run twice in a group the newest run counts; a group of two or
-more is one :class:`LossPlot`, drawn like the platform plots
-(:mod:`bench.results.plots`: same style, inputs key and reuse) and tabled on the page by the final
-loss of each precision against bf16's.
+(``msamp_scaling``). Every run of a treatment counts: repeated runs of one setup differ by more
+than the noise within one run's last iterations, so a treatment is a :class:`Treatment` of one
+curve per run, tabled by the mean of its runs' final losses and their spread. A group of two or
+more treatments is one :class:`LossPlot`, drawn like the platform plots
+(:mod:`bench.results.plots`: same style, inputs key and reuse) and tabled on the page by each
+treatment's mean final loss against bf16's, with the difference's standard error from the spread
+between runs where both sides ran twice or more and from the windows alone (a floor) otherwise.
 
-The PNG has two panels: the whole run, every loss thin and its moving average solid, its y range
+The PNG has two panels: the whole run, every loss thin and its moving average a line, its y range
 cut above the losses of the first tenth (the initial loss of about 11 would flatten the rest);
 and the second half of the run, moving averages only, its y range fitted to them, where the
-precisions' few-percent differences show, with each run's final loss as a dashed line.
+precisions' few-percent differences show, with each run's final loss as a dashed line. The runs of
+one treatment share a colour, its first run solid and later ones in :data:`REPEAT_STYLES`; the
+legend, under the panels, names each treatment once, with its runs and mean final loss.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -43,6 +49,8 @@ SCALING_KEY = "msamp_scaling"  # MS-AMP's FP8 scaling: part of the treatment too
 ZOOM_FRACTION = 0.5  # the right panel shows this last part of the run
 CLIP_FRACTION = 0.1  # the left panel's y range ignores this first part (the initial loss)
 FIGURE_IN = (11.0, 4.4)
+REPEAT_STYLES = (":", "-.")  # a treatment's second, third, ... run (dashed marks final losses)
+LEGEND_ROW_IN = 0.2  # the legend under the panels: height of one row of entries
 
 
 @dataclass(frozen=True)
@@ -67,31 +75,87 @@ class Curve:
 
 
 @dataclass(frozen=True)
+class Treatment:
+    """The runs of one treatment in a group, oldest first: one curve each."""
+
+    label: str
+    curves: tuple[Curve, ...]
+
+    @property
+    def runs(self) -> int:
+        return len(self.curves)
+
+    @property
+    def final_losses(self) -> tuple[float, ...]:
+        return tuple(curve.final_loss for curve in self.curves)
+
+    @property
+    def final_loss(self) -> float:
+        """Mean final loss of the runs."""
+        return statistics.fmean(self.final_losses)
+
+    @property
+    def spread(self) -> float | None:
+        """Sample standard deviation of the runs' final losses (None for one run): the run-to-run
+        noise that one run's window does not show."""
+        return statistics.stdev(self.final_losses) if self.runs > 1 else None
+
+    @property
+    def window_error(self) -> float:
+        """Standard error of :attr:`final_loss` from the windows alone (independent runs): a floor."""
+        return math.sqrt(sum(curve.final_loss_error ** 2 for curve in self.curves)) / self.runs
+
+
+@dataclass(frozen=True)
 class LossPlot:
-    """One PNG and table: the curves of one group, baseline first; ``setup`` says what they share."""
+    """One PNG and table: the treatments of one group, baseline first; ``setup`` says what they
+    share."""
 
     filename: str
     title: str
     setup: str
-    curves: tuple[Curve, ...]
+    treatments: tuple[Treatment, ...]
 
     @property
-    def baseline(self) -> Curve | None:
-        return next((curve for curve in self.curves if curve.precision == BASELINE), None)
+    def curves(self) -> tuple[Curve, ...]:
+        """Every run's curve, treatment by treatment."""
+        return tuple(curve for treatment in self.treatments for curve in treatment.curves)
+
+    @property
+    def baseline(self) -> Treatment | None:
+        return next((t for t in self.treatments if t.label == BASELINE), None)
+
+    @property
+    def repeat_range(self) -> float | None:
+        """The largest difference between two final losses of one treatment; None if none repeated."""
+        return max((max(t.final_losses) - min(t.final_losses) for t in self.treatments if t.runs > 1),
+                   default=None)
 
     def render(self, key: str) -> bytes:
         return _render(self, key)
 
 
-def difference_error(curve: Curve, baseline: Curve) -> float:
-    """Standard error of the difference of two final losses (independent windows)."""
-    return math.hypot(curve.final_loss_error, baseline.final_loss_error)
+@dataclass(frozen=True)
+class Difference:
+    """A treatment's mean final loss minus the baseline's, and that difference's standard error."""
+
+    absolute: float
+    percent: float  # of the baseline's mean final loss
+    error: float
+    floor: bool  # the error is the windows' alone: one side ran once, its run-to-run spread unknown
 
 
-def difference(curve: Curve, baseline: Curve) -> tuple[float, float]:
-    """Final loss minus the baseline's, absolute and in % of the baseline's."""
-    delta = curve.final_loss - baseline.final_loss
-    return delta, delta / baseline.final_loss * 100
+def difference(treatment: Treatment, baseline: Treatment) -> Difference:
+    """Between runs (sqrt(s_t²/n_t + s_b²/n_b)) where both sides ran twice or more, otherwise the
+    windows' errors combined, which leave out the run-to-run spread."""
+    delta = treatment.final_loss - baseline.final_loss
+    if treatment.spread is not None and baseline.spread is not None:
+        error = math.hypot(treatment.spread / math.sqrt(treatment.runs),
+                           baseline.spread / math.sqrt(baseline.runs))
+    else:
+        error = math.hypot(treatment.window_error, baseline.window_error)
+    return Difference(delta, delta / baseline.final_loss * 100, error,
+                      floor=treatment.spread is None or baseline.spread is None)
 
 
 def moving_average(values: Sequence[float], window: int) -> tuple[float, ...]:
@@ -183,18 +247,26 @@ def _group_order(run: Record) -> tuple:
             lay.global_batch, repr(_setup(run)))
 
 
+def _run_order(run: Record) -> tuple:
+    """Baseline and precisions in the kit's order, a treatment's runs together and oldest first."""
+    return (_precision_order(run.precision), _treatment(run), run.started_at, run.run_id)
+
+
+def _treatments(group: Sequence[Record]) -> tuple[Treatment, ...]:
+    """The treatments of a group of runs sorted by :func:`_run_order`."""
+    return tuple(Treatment(label, tuple(Curve(label, r.run_id, r.lm_losses) for r in runs))
+                 for label, runs in itertools.groupby(group, key=_treatment))
+
+
 def plan_losses(runs: Sequence[Record]) -> list[LossPlot]:
-    """One plot per group of two or more precisions, smaller models first; the result does not
+    """One plot per group of two or more treatments, smaller models first; the result does not
     depend on the order of ``runs``."""
-    newest: dict[tuple, dict[str, Record]] = defaultdict(dict)
+    by_setup: dict[tuple, list[Record]] = defaultdict(list)
     for run in filter(_has_curve, runs):
-        group = newest[_setup(run)]
-        shown = group.get(_treatment(run))
-        if shown is None or (run.started_at, run.run_id) > (shown.started_at, shown.run_id):
-            group[_treatment(run)] = run
+        by_setup[_setup(run)].append(run)
     groups = sorted(
-        (sorted(group.values(), key=lambda r: (_precision_order(r.precision), _treatment(r)))
-         for group in newest.values() if len(group) > 1),
+        (sorted(group, key=_run_order) for group in by_setup.values()
+         if len({_treatment(r) for r in group}) > 1),
         key=lambda group: _group_order(group[0]),
     )  # fmt: skip
     names = [f"loss-{plots.slug(g[0].preset.name)}-{plots.slug(_accelerator(g[0]))}" for g in groups]
@@ -204,8 +276,7 @@ def plan_losses(runs: Sequence[Record]) -> list[LossPlot]:
     return [
         LossPlot(
             filename=f"{name}-{i}.png" if names.count(name) > 1 else f"{name}.png",
-            title=_title(group[0]), setup=_setup_text(group[0]),
-            curves=tuple(Curve(_treatment(r), r.run_id, r.lm_losses) for r in group),
+            title=_title(group[0]), setup=_setup_text(group[0]), treatments=_treatments(group),
         )
         for i, (name, group) in enumerate(zip(names, groups, strict=True), start=1)
     ]  # fmt: skip
@@ -214,38 +285,65 @@ def plan_losses(runs: Sequence[Record]) -> list[LossPlot]:
 def _render(spec: LossPlot, key: str) -> bytes:
     from matplotlib.figure import Figure
 
-    width, height = FIGURE_IN
-    figure = Figure(figsize=FIGURE_IN, dpi=plots.DPI)
-    bottom, top = 0.55 / height, 1 - 0.75 / height
+    # The legend goes under the panels, two entries a row: over the zoom panel it hid the curves.
+    entries = len(spec.treatments) + 1 + len(_repeat_keys(spec.treatments))  # 1: the final window
+    legend = math.ceil(entries / 2) * LEGEND_ROW_IN + 0.1
+    width, height = FIGURE_IN[0], FIGURE_IN[1] + legend
+    figure = Figure(figsize=(width, height), dpi=plots.DPI)
+    bottom, top = (0.55 + legend) / height, 1 - 0.75 / height
     whole = figure.add_axes((0.7 / width, bottom, 4.6 / width, top - bottom))
     zoom = figure.add_axes((6.15 / width, bottom, 4.6 / width, top - bottom))
-    _draw_whole(whole, spec.curves)
-    _draw_zoom(zoom, spec.curves)
+    _draw_whole(whole, spec.treatments)
+    _draw_zoom(zoom, spec.treatments)
+    figure.legend(*zoom.get_legend_handles_labels(), loc="lower left", ncols=2, fontsize=8,
+                  frameon=False, bbox_to_anchor=(0.7 / width, 0.05 / height))
     figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
     return plots.png_bytes(figure, key)
 
 
-def _draw_curves(axes, curves: Sequence[Curve], start: int, raw: bool) -> list[float]:
-    """Moving averages solid, from iteration ``start``, and with ``raw`` every loss thin behind
-    them; returns the averages drawn."""
+def _style(run: int) -> str:
+    """The line style of a treatment's ``run``-th run from 0: solid, then the repeats' styles, the
+    last of them for every later run."""
+    return "-" if run == 0 else REPEAT_STYLES[min(run, len(REPEAT_STYLES)) - 1]
+
+
+def _repeat_keys(treatments: Sequence[Treatment]) -> list[tuple[str, str]]:
+    """The line style and legend label of each style of a repeated run the plot uses."""
+    repeats = max(treatment.runs for treatment in treatments)
+    return [(_style(j), f"a treatment's run {j + 1}"
+             + (" and later" if j == len(REPEAT_STYLES) and repeats > j + 1 else ""))
+            for j in range(1, min(repeats, len(REPEAT_STYLES) + 1))]
+
+
+def _legend_label(treatment: Treatment) -> str:
+    if treatment.runs == 1:
+        return f"{treatment.label}: 1 run, final {treatment.final_loss:.3f}"
+    return f"{treatment.label}: {treatment.runs} runs, mean final {treatment.final_loss:.3f}"
+
+
+def _draw_curves(axes, treatments: Sequence[Treatment], start: int, raw: bool) -> list[float]:
+    """Moving averages, from iteration ``start``, and with ``raw`` every loss thin behind them; a
+    treatment's runs in its colour, its first run labelled for the legend. Returns the averages."""
     shown = []
-    for i, curve in enumerate(curves):
-        colour = f"C{i % 10}"
-        if raw:
-            axes.plot(range(start, len(curve.losses) + 1), curve.losses[start - 1:], color=colour,
-                      linewidth=0.6, alpha=0.3)
-        first = max(start, SMOOTH_WINDOW)
-        average = moving_average(curve.losses, SMOOTH_WINDOW)[first - SMOOTH_WINDOW:]
-        axes.plot(range(first, len(curve.losses) + 1), average, color=colour, linewidth=1.5,
-                  label=f"{curve.precision} (final {curve.final_loss:.3f})")
-        shown += average
+    for i, treatment in enumerate(treatments):
+        for j, curve in enumerate(treatment.curves):
+            if raw:
+                axes.plot(range(start, len(curve.losses) + 1), curve.losses[start - 1:],
+                          color=f"C{i % 10}", linewidth=0.6, alpha=0.3)
+            first = max(start, SMOOTH_WINDOW)
+            average = moving_average(curve.losses, SMOOTH_WINDOW)[first - SMOOTH_WINDOW:]
+            axes.plot(range(first, len(curve.losses) + 1), average, color=f"C{i % 10}",
+                      linewidth=1.5, linestyle=_style(j),
+                      label=_legend_label(treatment) if j == 0 else None)
+            shown += average
     axes.set_xlabel("iteration")
     axes.grid(True, alpha=0.3)
     return shown
 
 
-def _draw_whole(axes, curves: Sequence[Curve]) -> None:
-    _draw_curves(axes, curves, 1, raw=True)
+def _draw_whole(axes, treatments: Sequence[Treatment]) -> None:
+    curves = [curve for treatment in treatments for curve in treatment.curves]
+    _draw_curves(axes, treatments, 1, raw=True)
     last = max(len(curve.losses) for curve in curves)
     skip = int(last * CLIP_FRACTION)
     low = min(min(curve.losses) for curve in curves)
@@ -254,22 +352,24 @@ def _draw_whole(axes, curves: Sequence[Curve]) -> None:
     axes.set_xlim(0, last)
     axes.set_ylabel("lm loss")
     axes.set_title(f"whole run (y range from iteration {skip + 1}); thin: every iteration, "
-                   f"solid: {SMOOTH_WINDOW}-iteration mean", fontsize=8)
+                   f"lines: {SMOOTH_WINDOW}-iteration mean", fontsize=8)
 
 
-def _draw_zoom(axes, curves: Sequence[Curve]) -> None:
-    last = max(len(curve.losses) for curve in curves)
+def _draw_zoom(axes, treatments: Sequence[Treatment]) -> None:
+    last = max(len(curve.losses) for treatment in treatments for curve in treatment.curves)
     start = int(last * (1 - ZOOM_FRACTION)) + 1
-    averages = _draw_curves(axes, curves, start, raw=False)
+    averages = _draw_curves(axes, treatments, start, raw=False)
     low, high = min(averages), max(averages)
     axes.set_ylim(low - 0.15 * (high - low), high + 0.15 * (high - low))
     axes.set_xlim(start, last)
     axes.axvspan(last - FINAL_WINDOW + 1, last, color="grey", alpha=0.12,
                  label=f"last {FINAL_WINDOW} iterations: final loss")
-    for i, curve in enumerate(curves):
-        end = len(curve.losses)
-        axes.hlines(curve.final_loss, end - FINAL_WINDOW + 1, end, colors=f"C{i % 10}",
-                    linewidth=2.5, linestyles="--")
+    for i, treatment in enumerate(treatments):
+        for curve in treatment.curves:
+            end = len(curve.losses)
+            axes.hlines(curve.final_loss, end - FINAL_WINDOW + 1, end, colors=f"C{i % 10}",
+                        linewidth=2.5, linestyles="--")
+    for style, label in _repeat_keys(treatments):  # in grey, lines without data: a key only
+        axes.plot([], [], color="grey", linewidth=1.5, linestyle=style, label=label)
     axes.set_title(f"last {ZOOM_FRACTION:.0%} of the run, {SMOOTH_WINDOW}-iteration means; dashed: "
-                   f"final loss (mean of the last {FINAL_WINDOW})", fontsize=8)
-    axes.legend(fontsize=8, loc="upper right")
+                   f"a run's final loss (mean of the last {FINAL_WINDOW})", fontsize=8)

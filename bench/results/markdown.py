@@ -25,8 +25,8 @@ from bench.results.losses import (
     MIN_LOSSES,
     SMOOTH_WINDOW,
     LossPlot,
+    Treatment,
     difference,
-    difference_error,
 )
 from bench.results.memory import PARTS, PartsRow
 from bench.results.plots import PlotSpec
@@ -544,28 +544,50 @@ def _node_section(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
 
 
 LOSS_COLUMNS: tuple[tuple[str, bool], ...] = (
-    ("precision", False), ("final loss", True), ("± s.e.", True), (f"vs {BASELINE}", True),
-    (f"vs {BASELINE} (%)", True), ("difference / s.e.", True), ("iterations", True), ("record", False),
+    ("precision", False), ("runs", True), ("final loss of each run", True),
+    ("mean final loss", True), ("s.d. between runs", True), ("s.e. in window", True),
+    (f"vs {BASELINE}", True), ("± s.e.", True), (f"vs {BASELINE} (%)", True),
+    ("difference / s.e.", True), ("iterations", True),
 )
 
 
+def _final_losses(treatment: Treatment, records_link: str) -> str:
+    """Each run's final loss, oldest first, linked to its record."""
+    return ", ".join(_link(f"{curve.final_loss:.4f}", f"{records_link}/{curve.run_id}.json")
+                     for curve in treatment.curves)
+
+
+def _against_baseline(treatment: Treatment, baseline: Treatment | None) -> list[str]:
+    """The difference to the baseline's mean, its error (marked where only the windows' floor),
+    in % and in errors; blank with no baseline in the group, a dash on the baseline's row."""
+    if baseline is None:
+        return [""] * 4
+    if baseline is treatment:
+        return [DASH] * 4
+    diff = difference(treatment, baseline)
+    error = f"{diff.error:.4f}" + (" (floor)" if diff.floor else "")
+    ratio = f"{diff.absolute / diff.error:+.1f}" if diff.error else DASH
+    return [f"{diff.absolute:+.4f}", error, f"{diff.percent:+.2f} %", ratio]
+
+
 def _loss_table(spec: LossPlot, records_link: str) -> list[str]:
-    baseline = spec.baseline
-    rows = []
-    for curve in spec.curves:
-        delta = percent = ratio = ""  # no baseline in the group: against nothing
-        if baseline is curve:
-            delta = percent = ratio = DASH
-        elif baseline is not None:
-            absolute, relative = difference(curve, baseline)
-            error = difference_error(curve, baseline)
-            delta, percent = f"{absolute:+.4f}", f"{relative:+.2f} %"
-            ratio = f"{absolute / error:+.1f}" if error else DASH
-        rows.append([_text(curve.precision), f"{curve.final_loss:.4f}",
-                     f"{curve.final_loss_error:.4f}", delta, percent, ratio,
-                     str(len(curve.losses)),
-                     _link(curve.run_id, f"{records_link}/{curve.run_id}.json")])
+    rows = [[_text(t.label), str(t.runs), _final_losses(t, records_link), f"{t.final_loss:.4f}",
+             _number(t.spread, 4), f"{t.window_error:.4f}", *_against_baseline(t, spec.baseline),
+             str(len(t.curves[0].losses))]
+            for t in spec.treatments]
     return _table(LOSS_COLUMNS, rows)
+
+
+def _spread_note(spec: LossPlot) -> str:
+    """What the runs of this group say about the spread between runs."""
+    if spec.repeat_range is None:
+        return ("Every precision here ran once: each error is the windows' floor, and a difference "
+                "smaller than the spread between repeated runs of one precision is not resolved.")
+    window = max(curve.final_loss_error for curve in spec.curves)
+    return (f"Runs of one precision here differ by up to {spec.repeat_range:.4f} in final loss, "
+            f"against a run's window error of at most {window:.4f}: a precision that ran once has "
+            "only that floor as its uncertainty, and a difference smaller than the spread between "
+            "runs is not resolved.")
 
 
 def _loss_section(losses: Sequence[LossPlot], records_link: str) -> list[str]:
@@ -574,20 +596,28 @@ def _loss_section(losses: Sequence[LossPlot], records_link: str) -> list[str]:
     lines = ["## Loss curves", "",
              (f"Ok runs that logged the loss of every iteration (at least {MIN_LOSSES}) and trained "
               "the same model, layout, batch, sequence length, iterations and settings on the same "
-              "data and accelerator, in different precisions (the newest run of each precision): "
-              f"the `lm loss` of every iteration (thin) and its {SMOOTH_WINDOW}-iteration mean "
-              "(solid)."), ""]
+              "data and accelerator, in different precisions, every run of each: the `lm loss` of "
+              f"every iteration (thin) and its {SMOOTH_WINDOW}-iteration mean (lines). The runs of "
+              "one precision share a colour, its first run solid, the second dotted and later ones "
+              "dash-dotted; the legend gives each precision's runs and mean final loss."), ""]
     for spec in losses:
         lines += [f"![{_text(spec.title)}](plots/{spec.filename})", "",
                   f"Shared: {_with_code(spec.setup)}.", ""]
         lines += _loss_table(spec, records_link)
-        lines += ["", (f"Final loss: the mean `lm loss` of a run's last {FINAL_WINDOW} iterations, "
-                       "with its standard error (the window's standard deviation over "
-                       f"√{FINAL_WINDOW}: the noise between batches); `vs {BASELINE}` is it minus "
-                       f"{BASELINE}'s final loss (negative: lower), and `difference / s.e.` that "
-                       "difference in standard errors of the difference. Within about ±2 it is "
-                       "noise; one run per precision shows no seed-to-seed spread, so even a "
-                       "larger one is not a ranking of precisions.")]
+        lines += ["", (f"`final loss of each run`: the mean `lm loss` of its last {FINAL_WINDOW} "
+                       "iterations, oldest run first, each linked to its record. `mean final loss` "
+                       "is their mean, `s.d. between runs` their sample standard deviation (two runs "
+                       "or more) and `s.e. in window` the mean's standard error from the windows "
+                       f"alone (each window's standard deviation over √{FINAL_WINDOW}: the noise "
+                       "between batches, not between runs, so a floor). "
+                       f"`vs {BASELINE}` is the mean minus {BASELINE}'s (negative: lower), `± s.e.` "
+                       "its standard error and `difference / s.e.` the difference in those errors: "
+                       f"within about ±2 it is noise. Where the precision and {BASELINE} both ran "
+                       "twice or more the error is from the spread between runs, √(s_t²/n_t + "
+                       f"s_b²/n_b) (s: s.d. between runs, n: runs, t: the precision, b: {BASELINE}); "
+                       "otherwise it is the windows' errors combined, marked `(floor)`: the true "
+                       "error is larger."),
+                  "", _spread_note(spec)]
         if spec.baseline is None:
             lines.append(f"This group has no {BASELINE} run: its differences are blank.")
         lines.append("")

@@ -10,10 +10,17 @@ import pytest
 from bench.cli import main
 from bench.records.record import Record, data_info
 from bench.records.store import load_records, write_record
-from bench.results import markdown, plots
+from bench.results import losses, markdown, plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published
-from bench.results.losses import Curve, LossPlot, difference, moving_average, plan_losses
+from bench.results.losses import (
+    Curve,
+    LossPlot,
+    Treatment,
+    difference,
+    moving_average,
+    plan_losses,
+)
 from tests.record_factory import make_record
 from tests.results.test_results import FIXTURES, REPO, _fixture_args
 
@@ -85,10 +92,27 @@ def test_the_accelerator_spelled_two_ways_is_one() -> None:
     assert spec.filename == "loss-13b-h200-sxm.png"
 
 
-def test_a_precision_run_twice_shows_its_newest_run() -> None:
-    runs = [_run("bf16", 1), _run("fp8-delayed", 3), _run("fp8-delayed", 2), _run("bf16", 0)]
-    assert _shown(plan_losses(runs)) == [
-        ("loss-13b-h200-sxm.png", [("bf16", "2001"), ("fp8-delayed", "2003")])]
+def test_every_run_of_a_treatment_is_kept_oldest_first_whatever_the_input_order() -> None:
+    runs = [_run("bf16", 1), _run("fp8-delayed", 3), _run("fp8-delayed", 2), _run("bf16", 0),
+            _run("bf16", 4)]
+    (spec,) = plan_losses(runs)
+    assert _shown([spec]) == [("loss-13b-h200-sxm.png", [
+        ("bf16", "2000"), ("bf16", "2001"), ("bf16", "2004"),
+        ("fp8-delayed", "2002"), ("fp8-delayed", "2003")])]
+    assert [(t.label, t.runs) for t in spec.treatments] == [("bf16", 3), ("fp8-delayed", 2)]
+    assert plan_losses(runs[::-1]) == plan_losses(runs)
+
+
+def test_runs_started_together_are_ordered_by_run_id() -> None:
+    twins = [_run("fp4", 2, run_id="13b_dp4_h200x4_20261121T200200Z-b"),
+             _run("fp4", 2, run_id="13b_dp4_h200x4_20261121T200200Z-a")]
+    (spec,) = plan_losses([*twins, _run("bf16", 1)])
+    assert [c.run_id[-1] for c in spec.treatments[1].curves] == ["a", "b"]
+    assert plan_losses([_run("bf16", 1), *twins[::-1]]) == [spec]
+
+
+def test_two_runs_of_one_precision_are_no_group() -> None:
+    assert plan_losses([_run("bf16", 1), _run("bf16", 2)]) == []
 
 
 def test_runs_with_too_few_losses_or_not_ok_or_not_every_iteration_are_left_out() -> None:
@@ -101,13 +125,54 @@ def test_runs_with_too_few_losses_or_not_ok_or_not_every_iteration_are_left_out(
     assert plan_losses([_run("bf16", 1, **every_tenth), _run("fp4", 2, **every_tenth)]) == []
 
 
+def _treatment(label: str, *finals: float) -> Treatment:
+    """A treatment of one run per final loss, each window alternating final ± 0.1."""
+    return Treatment(label, tuple(Curve(label, f"{label}-{i}", _losses(final))
+                                  for i, final in enumerate(finals)))
+
+
+# The last 50 losses alternate final ± 0.1: standard deviation sqrt(50 * 0.01 / 49), so a window's
+# standard error is that over sqrt(50), sqrt(0.01 / 49) = 0.1 / 7 = 0.0143.
+WINDOW_ERROR = 0.1 / 7
+
+
 def test_final_loss_is_the_mean_of_the_last_50_and_differences_are_against_the_baseline() -> None:
     baseline = Curve("bf16", "a", (9.0,) * 150 + (2.0, 4.0) * 25)
     other = Curve("fp4", "b", (1.0,) * 150 + (3.3,) * 50)
     assert baseline.final_loss == 3.0 and other.final_loss == pytest.approx(3.3)
-    delta, percent = difference(other, baseline)
-    assert delta == pytest.approx(0.3) and percent == pytest.approx(10.0)
+    diff = difference(Treatment("fp4", (other,)), Treatment("bf16", (baseline,)))
+    assert diff.absolute == pytest.approx(0.3) and diff.percent == pytest.approx(10.0)
     assert moving_average([1.0, 2.0, 3.0, 4.0], 2) == (1.5, 2.5, 3.5)
+
+
+def test_a_treatment_has_the_mean_and_spread_of_its_runs_final_losses() -> None:
+    bf16 = _treatment("bf16", 3.00, 3.02, 2.98)
+    assert bf16.runs == 3 and bf16.final_losses == pytest.approx((3.00, 3.02, 2.98))
+    assert bf16.final_loss == pytest.approx(3.00)
+    assert bf16.spread == pytest.approx(0.02)  # sample standard deviation: n - 1
+    # the windows are independent: the mean's window error is sqrt(3 e²) / 3 = e / sqrt(3)
+    assert bf16.window_error == pytest.approx(WINDOW_ERROR / math.sqrt(3))
+    once = _treatment("fp4", 3.1)
+    assert once.spread is None and once.window_error == pytest.approx(WINDOW_ERROR)
+
+
+def test_the_difference_of_repeated_treatments_takes_its_error_from_the_spread_between_runs() -> None:
+    bf16, fp4 = _treatment("bf16", 3.00, 3.02, 2.98), _treatment("fp4", 3.10, 3.04)
+    diff = difference(fp4, bf16)
+    assert diff.absolute == pytest.approx(0.07) and diff.percent == pytest.approx(7 / 3)
+    # s_fp4 = 0.06 / sqrt(2), s_bf16 = 0.02: sqrt(s_fp4² / 2 + s_bf16² / 3)
+    assert diff.error == pytest.approx(math.sqrt(0.0018 / 2 + 0.0004 / 3))
+    assert not diff.floor
+
+
+@pytest.mark.parametrize("finals", [((3.0,), (3.06,)), ((3.0, 3.02, 2.98), (3.06,)),
+                                    ((3.0,), (3.06, 3.1))])
+def test_with_one_run_on_either_side_the_error_is_the_windows_floor(
+        finals: tuple[tuple[float, ...], tuple[float, ...]]) -> None:
+    bf16, other = _treatment("bf16", *finals[0]), _treatment("msamp-o2", *finals[1])
+    diff = difference(other, bf16)
+    assert diff.floor
+    assert diff.error == pytest.approx(math.hypot(bf16.window_error, other.window_error))
 
 
 def _section(runs: list[Record]) -> str:
@@ -124,27 +189,51 @@ def test_the_page_tables_final_losses_against_bf16() -> None:
     assert ("Shared: 13B (40 layers, hidden 5120, 40 heads, sequence 2048, vocabulary 51200), "
             "megatron dp4, micro/global batch 1/64, 200 iterations, data "
             "`gpt2-0123456789abcdef_text_document`, NVIDIA H200 SXM 141GB, attention=sdpa.") in section
-    # the last 50 losses alternate final ± 0.1: standard deviation sqrt(50 * 0.01 / 49) = 0.1010,
-    # standard error 0.1010 / sqrt(50) = 0.0143; of a difference 0.0143 * sqrt(2) = 0.0202, so
+    # one run each: the difference's error is the windows' floor, 0.1 / 7 * sqrt(2) = 0.0202, so
     # +0.06 is +3.0 standard errors and -0.03 is -1.5
-    assert ("| precision | final loss | ± s.e. | vs bf16 | vs bf16 (%) | difference / s.e. | iterations "
-            "| record |\n"
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n"
-            "| bf16 | 3.0000 | 0.0143 | – | – | – | 200 | [13b_dp4_h200x4_20261121T200100Z]"
-            "(records/13b_dp4_h200x4_20261121T200100Z.json) |\n"
-            "| msamp-o2 | 3.0600 | 0.0143 | +0.0600 | +2.00 % | +3.0 | 200 | [13b_dp4_h200x4_20261121T200300Z]"
-            "(records/13b_dp4_h200x4_20261121T200300Z.json) |\n"
-            "| fp4 | 2.9700 | 0.0143 | -0.0300 | -1.00 % | -1.5 | 200 | [13b_dp4_h200x4_20261121T200200Z]"
-            "(records/13b_dp4_h200x4_20261121T200200Z.json) |\n\n"
-            "Final loss: the mean `lm loss` of a run's last 50 iterations, with its standard error") in section
-    assert "Within about ±2 it is noise" in section
+    assert ("| precision | runs | final loss of each run | mean final loss | s.d. between runs "
+            "| s.e. in window | vs bf16 | ± s.e. | vs bf16 (%) | difference / s.e. | iterations |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+            "| bf16 | 1 | [3.0000](records/13b_dp4_h200x4_20261121T200100Z.json) | 3.0000 | – | 0.0143 "
+            "| – | – | – | – | 200 |\n"
+            "| msamp-o2 | 1 | [3.0600](records/13b_dp4_h200x4_20261121T200300Z.json) | 3.0600 | – | 0.0143 "
+            "| +0.0600 | 0.0202 (floor) | +2.00 % | +3.0 | 200 |\n"
+            "| fp4 | 1 | [2.9700](records/13b_dp4_h200x4_20261121T200200Z.json) | 2.9700 | – | 0.0143 "
+            "| -0.0300 | 0.0202 (floor) | -1.00 % | -1.5 | 200 |\n\n"
+            "`final loss of each run`: the mean `lm loss` of its last 50 iterations") in section
+    assert "within about ±2 it is noise" in section
+    assert ("Every precision here ran once: each error is the windows' floor, and a difference smaller "
+            "than the spread between repeated runs of one precision is not resolved.") in section
     assert "no bf16 run" not in section
+
+
+def test_the_page_tables_each_treatments_runs_mean_and_spread() -> None:
+    section = _section([_run("bf16", 1, final=3.0), _run("bf16", 4, final=3.02),
+                        _run("bf16", 5, final=2.98), _run("fp4", 2, final=3.10),
+                        _run("fp4", 6, final=3.04), _run("msamp-o2", 3, final=3.06)])
+    # bf16: mean 3.00, s.d. 0.02, window error 0.1 / 7 / sqrt(3) = 0.0082. fp4 against it: +0.07,
+    # between runs sqrt((0.06 / sqrt(2))² / 2 + 0.02² / 3) = 0.0321, +2.2 errors. msamp-o2 ran once:
+    # the floor sqrt(0.0143² + 0.0082²) = 0.0165, +3.6 errors.
+    assert ("| bf16 | 3 | [3.0000](records/13b_dp4_h200x4_20261121T200100Z.json), "
+            "[3.0200](records/13b_dp4_h200x4_20261121T200400Z.json), "
+            "[2.9800](records/13b_dp4_h200x4_20261121T200500Z.json) | 3.0000 | 0.0200 | 0.0082 "
+            "| – | – | – | – | 200 |\n"
+            "| msamp-o2 | 1 | [3.0600](records/13b_dp4_h200x4_20261121T200300Z.json) | 3.0600 | – | 0.0143 "
+            "| +0.0600 | 0.0165 (floor) | +2.00 % | +3.6 | 200 |\n"
+            "| fp4 | 2 | [3.1000](records/13b_dp4_h200x4_20261121T200200Z.json), "
+            "[3.0400](records/13b_dp4_h200x4_20261121T200600Z.json) | 3.0700 | 0.0424 | 0.0101 "
+            "| +0.0700 | 0.0321 | +2.33 % | +2.2 | 200 |\n") in section
+    assert ("the windows' errors combined, marked `(floor)`: the true error is larger.") in section
+    assert ("Runs of one precision here differ by up to 0.0600 in final loss, against a run's window "
+            "error of at most 0.0143: a precision that ran once has only that floor as its "
+            "uncertainty, and a difference smaller than the spread between runs is not "
+            "resolved.") in section
 
 
 def test_without_bf16_the_differences_are_blank() -> None:
     section = _section([_run("fp8-delayed", 1, final=3.0), _run("fp4", 2, final=2.97)])
-    assert "| fp8-delayed | 3.0000 | 0.0143 |  |  |  | 200 |" in section
-    assert "| fp4 | 2.9700 | 0.0143 |  |  |  | 200 |" in section
+    assert "| 3.0000 | – | 0.0143 |  |  |  |  | 200 |" in section  # fp8-delayed
+    assert "| 2.9700 | – | 0.0143 |  |  |  |  | 200 |" in section  # fp4
     assert "This group has no bf16 run: its differences are blank." in section
 
 
@@ -164,6 +253,19 @@ def test_the_loss_plot_is_drawn_with_its_inputs_key(tmp_path: Path) -> None:
     assert "](plots/loss-13b-h200-sxm.png)" in (tmp_path / "README.md").read_text()
 
 
+def test_the_legend_names_each_treatment_once_with_its_runs_and_mean() -> None:
+    assert losses._legend_label(_treatment("msamp-o2, fp8-shared-scale reduction", 3.3633, 3.4445)) == (
+        "msamp-o2, fp8-shared-scale reduction: 2 runs, mean final 3.404")
+    assert losses._legend_label(_treatment("bf16", 3.5147)) == "bf16: 1 run, final 3.515"
+    # a treatment's first run solid, its repeats in other styles (dashed marks final losses), and a
+    # key to those styles only for the repeats the plot has
+    styles = [losses._style(j) for j in range(4)]
+    assert styles[0] == "-" and "--" not in styles and len(set(styles[:3])) == 3
+    assert losses._repeat_keys([_treatment("bf16", 3.0), _treatment("fp4", 3.0)]) == []
+    assert [label for _, label in losses._repeat_keys([_treatment("bf16", 3.0, 3.0, 3.0, 3.0)])] == [
+        "a treatment's run 2", "a treatment's run 3 and later"]
+
+
 def test_the_campaign_records_give_a_group_of_five_precisions_and_one_of_the_fp8_reduction() -> None:
     """On two GPUs, MS-AMP's FP8 reduction in time (before patch 0008) and delayed (since)."""
     runs, _ = load_records(REPO / "results" / "records")
@@ -174,9 +276,27 @@ def test_the_campaign_records_give_a_group_of_five_precisions_and_one_of_the_fp8
         ("msamp-o1", "20261125T060242Z", 500), ("msamp-o2", "20261125T061248Z", 500),
         ("fp4", "20261125T061802Z", 500)]
     assert two_gpus.filename == "loss-345m-h200-sxm-tp1pp1dp2.png"
-    assert [(c.precision, len(c.losses)) for c in two_gpus.curves] == [
-        ("bf16", 500), ("msamp-o2, delayed scaling, fp8-shared-scale reduction", 500),
-        ("msamp-o2, fp8-shared-scale reduction", 500)]
+    assert [(t.label, t.runs, len(t.curves[0].losses)) for t in two_gpus.treatments] == [
+        ("bf16", 3, 500), ("msamp-o2, delayed scaling, fp8-shared-scale reduction", 2, 500),
+        ("msamp-o2, fp8-shared-scale reduction", 2, 500)]
+
+
+def test_the_campaign_records_repeat_the_345m_dp2_runs_by_more_than_a_windows_error() -> None:
+    """bf16 three times, MS-AMP O2 with the FP8 reduction twice in time and twice delayed."""
+    runs, _ = load_records(REPO / "results" / "records")
+    bf16, delayed, in_time = plan_losses(runs)[1].treatments
+    assert [c.run_id.split("_")[-1] for c in bf16.curves] == [
+        "20261126T002058Z-0af0fb-c5", "20261126T031927Z-9c9311-c5", "20261126T055540Z-3f5222-c5"]
+    assert bf16.final_losses == pytest.approx((3.3661, 3.3569, 3.3796), abs=5e-5)
+    assert in_time.final_losses == pytest.approx((3.3633, 3.4445), abs=5e-5)
+    assert delayed.final_losses == pytest.approx((3.4620, 3.3702), abs=5e-5)
+    assert [round(t.final_loss, 4) for t in (bf16, in_time, delayed)] == [3.3675, 3.4039, 3.4161]
+    # two runs of one treatment differ by more than their windows' errors add up to
+    assert max(in_time.final_losses) - min(in_time.final_losses) > 2 * max(
+        c.final_loss_error for c in in_time.curves)
+    diff = difference(in_time, bf16)
+    assert not diff.floor and diff.error == pytest.approx(
+        math.sqrt(in_time.spread ** 2 / 2 + bf16.spread ** 2 / 3))
 
 
 def test_msamp_scaling_away_from_the_default_is_a_curve_of_its_own() -> None:
