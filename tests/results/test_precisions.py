@@ -28,7 +28,8 @@ def _ratios(group) -> dict[str, float]:
 
 
 def test_the_two_h100_dp2_group_sets_fp8_and_the_stacks_beside_bf16(groups) -> None:
-    (title,) = [t for t in groups if t.startswith("2.7B tp1pp1dp2, micro/global batch 4/32") and t.endswith("campaign h100x2")]
+    (title,) = [t for t in groups
+                if t.startswith("2.7B tp1pp1dp2, micro/global batch 4/32") and t.endswith("campaign h100x2")]
     assert _ratios(groups[title]) == {"bf16 TE": 1.0, "bf16 TE+apex": 0.99, "bf16 no TE": 1.01,
                                       "fp8-delayed TE": 1.23, "fp8-current TE": 1.19}
 

@@ -261,7 +261,8 @@ for qtype in (E4M3, E5M2):
     assert te_fp8.quantize_in_time(x, qtype, transpose=False)[1] is None
 # One stateless quantizer per format and layout, asked for power-of-two scales.
 assert len(made) == 4 and all(m.pow_2 for m in made)
-assert sorted((m.dtype, m.columnwise) for m in made) == [("e4m3", False), ("e4m3", True), ("e5m2", False), ("e5m2", True)]
+assert sorted((m.dtype, m.columnwise) for m in made) == [
+    ("e4m3", False), ("e4m3", True), ("e5m2", False), ("e5m2", True)]
 
 casts = []
 quantize_in_time = te_fp8.quantize_in_time
