@@ -199,9 +199,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "MS-AMP's LBAdamW)", default="default", choices=OPTIMIZER_STATES, group="tuning",
               field="tuning.optimizer_states"),
     RunOption("msamp_scaling", str, "how MS-AMP's FP8 linear scales its input and output-gradient "
-              "casts (default in-time: each tensor by its own amax, MS-AMP's own scaling); delayed: "
-              "from the amaxes of earlier casts (patch 0008), faster, but its loss trails bf16's "
-              "more. Sets MSAMP_FP8_SCALING for the run (msamp-o1/msamp-o2/fp4 only)",
+              "casts (default in-time: each tensor by its own amax, MS-AMP's own scaling, cast by "
+              "Transformer Engine's kernels where it is there); delayed: from the amaxes of earlier "
+              "casts (patch 0008), an A/B: slower than in time with TE's casts, its loss not told "
+              "apart. Sets MSAMP_FP8_SCALING for the run (msamp-o1/msamp-o2/fp4 only)",
               default=DEFAULT_MSAMP_SCALING, choices=MSAMP_SCALINGS,
               group="tuning", field="tuning.msamp_scaling"),
     RunOption("no_fused_loss", bool, "Megatron's unfused cross-entropy loss instead of its fused "

@@ -3,10 +3,11 @@
 The MS-AMP seed trains with a 2023 Megatron-LM patched where MS-AMP hooks in. The kit's route is
 megatron-core's own: its local layer spec, with the four linears of every transformer layer
 (``linear_qkv``, ``linear_proj``, ``linear_fc1``, ``linear_fc2``) running MS-AMP's FP8 linear
-(``msamp.megatron.layers.FP8LinearForMegatronCore``, patches/ms-amp 0006 and 0008: E4M3 input and
-weight, E5M2 output gradient, each scaled in time by the planner's default ``MSAMP_FP8_SCALING=in-time``,
-or input and output gradient from MS-AMP's amax window with ``delayed``; fused casts, the weight cast
-once per step). The embedding and the output layer stay bf16, as under Transformer Engine's
+(``msamp.megatron.layers.FP8LinearForMegatronCore``, patches/ms-amp 0006, 0008 and 0009: E4M3 input
+and weight, E5M2 output gradient, each scaled in time by the planner's default
+``MSAMP_FP8_SCALING=in-time``, or input and output gradient from MS-AMP's amax window with
+``delayed``; fused casts, in Transformer Engine's kernels where TE imports; the weight cast once per
+step). The embedding and the output layer stay bf16, as under Transformer Engine's
 fp8.
 
 - O1: those FP8 GEMMs, with megatron-core's DDP and optimizer (fp32 master weights, fp32 Adam moments).
