@@ -205,6 +205,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "apart. Sets MSAMP_FP8_SCALING for the run (msamp-o1/msamp-o2/fp4 only)",
               default=DEFAULT_MSAMP_SCALING, choices=MSAMP_SCALINGS,
               group="tuning", field="tuning.msamp_scaling"),
+    RunOption("gpu_memory_cap", float, "plan and train as if each GPU had GB of memory, in the "
+              "accelerator files' unit (80 for an H100 80GB): the memory estimate and the default "
+              "micro-batch use it, and the entry caps torch's allocator to it less what the CUDA "
+              "context already holds (e.g. 80 on an H200: what fits an 80 GB GPU; megatron engine)",
+              metavar="GB", group="tuning", field="tuning.gpu_memory_cap"),
     RunOption("no_fused_loss", bool, "Megatron's unfused cross-entropy loss instead of its fused "
               "one", group="tuning", field="tuning.fused_loss", to_field=_not),
     RunOption("no_fused_attention", bool, "Megatron-DeepSpeed's unfused core attention (it stores "

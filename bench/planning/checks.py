@@ -64,6 +64,9 @@ _ENGINE_SETTINGS: tuple[tuple[str, Callable[[Options], bool], str], ...] = (
     ("megatron", lambda o: o.tuning.optimizer_states != "default",
      "--optimizer-states is megatron-core's precision-aware optimizer (Transformer Engine's "
      "FusedAdam); Megatron-DeepSpeed's optimizer state is DeepSpeed's: use --engine megatron"),
+    ("megatron", lambda o: o.tuning.gpu_memory_cap is not None,
+     "--gpu-memory-cap caps torch's allocator in the kit's megatron-core entry; Megatron-DeepSpeed's "
+     "pretrain_gpt.py has no such hook: use --engine megatron, or drop it"),
     ("megatron", lambda o: o.tuning.changes_megatron_defaults,  # asked for, even where a no-op
      "--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine settings; "
      "Megatron-DeepSpeed's come from its own flags and DeepSpeed config (extra flags go after "

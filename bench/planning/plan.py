@@ -145,8 +145,27 @@ def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[i
     return gpus, gpus // per_node, per_node
 
 
+@dataclass(frozen=True)
+class Device:
+    """The GPU memory a run plans with, and the GPU as a refusal names it."""
+
+    memory_gb: float
+    model: str
+
+
+def _device(accelerator: Accelerator | None, cap: float | None) -> Device | None:
+    """The accelerator's memory, or ``--gpu-memory-cap`` below it; None where neither is known."""
+    if cap is None:
+        return Device(accelerator.memory_gb, accelerator.model) if accelerator else None
+    if accelerator is not None and cap > accelerator.memory_gb:
+        raise ValueError(f"--gpu-memory-cap {cap:g} is more than the {accelerator.model}'s "
+                         f"{accelerator.memory_gb:g} GB: a cap can only lower it")
+    model = accelerator.model if accelerator else "GPU"
+    return Device(cap, f"{model} capped at {cap:g} GB (--gpu-memory-cap)")
+
+
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
-            accelerator: Accelerator | None, per_node: int, tuning: Tuning,
+            device: Device | None, per_node: int, tuning: Tuning,
             force: bool, recompute: str | None, node_gpus: int | None = None) -> tuple[float, str]:
     """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
@@ -154,27 +173,28 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
     states = state_bytes(precision, tuning.optimizer_states)
     fp8 = is_fp8(precision)
     need = estimate_bytes(preset, layout, grad, zero_stage, states, recompute, fp8) / GB
-    if accelerator is None:
+    if device is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
-        check_fits(preset, layout, accelerator.memory_gb, accelerator.model, per_node, grad,
+        check_fits(preset, layout, device.memory_gb, device.model, per_node, grad,
                    zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states, fp8=fp8)
-    return need, (f"memory estimate: ~{need:.1f} GB per GPU of {accelerator.memory_gb:g} GB"
+    capped = " (--gpu-memory-cap)" if tuning.gpu_memory_cap is not None else ""
+    return need, (f"memory estimate: ~{need:.1f} GB per GPU of {device.memory_gb:g} GB{capped}"
                   + (" (--force)" if force else ""))
 
 
 def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
-                 accelerator: Accelerator | None, options: Options) -> tuple[Layout, list[str]]:
+                 device: Device | None, options: Options) -> tuple[Layout, list[str]]:
     """The layout at the precision's default micro-batch (bench.planning.microbatch) and its note,
     where the user gave no --mbs; a micro-batch the user gave always stands."""
     if options.mbs is not None:
         return layout, []
     grad = grad_bytes(engine, precision, options.tuning.grad_reduce_bf16)
     states = state_bytes(precision, options.tuning.optimizer_states)
-    if accelerator is None:
+    if device is None:
         chosen, note = default_micro_batch(preset, layout, precision, None)
     else:  # counted as _memory counts it, so the pick is never refused there
-        device_gb = accelerator.memory_gb
+        device_gb = device.memory_gb
         chosen, note = default_micro_batch(
             preset, layout, precision,
             lambda lay: fits(preset, lay, device_gb, grad, sharded_stage(engine, lay),
@@ -299,7 +319,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         accelerator.peak(precision)
     check_msamp_scaling(options.tuning.msamp_scaling, precision)
     check_msamp_layout(precision, layout)
-    layout, mbs_notes = _micro_batch(preset, layout, engine, precision, accelerator, options)
+    device = _device(accelerator, options.tuning.gpu_memory_cap)
+    layout, mbs_notes = _micro_batch(preset, layout, engine, precision, device, options)
     check_grad_reduce_layout(options.tuning.grad_reduce, layout)
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     # Render the engine's flags.
@@ -318,7 +339,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
                                        engine))
     check_extra_args(tuning.extra_args, args)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
-    memory_gb, memory_note = _memory(preset, layout, engine, precision, accelerator,
+    memory_gb, memory_note = _memory(preset, layout, engine, precision, device,
                                      platform.gpus_per_node or per_node, tuning, options.force,
                                      options.recompute,
                                      platform.gpus_per_node if platform.scheduler != "none" else None)

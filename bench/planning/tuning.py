@@ -33,7 +33,10 @@ class Tuning:
     the ``MSAMP_FP8_SCALING`` of the run's environment); a setting of the MS-AMP precisions.
     ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or torch's SDPA (patch
     0011) instead of its unfused core attention, which stores the s x s scores; a
-    Megatron-DeepSpeed setting. ``extra_args``: more Megatron flags, appended after the kit's."""
+    Megatron-DeepSpeed setting. ``gpu_memory_cap``: the GPU memory (GB, the accelerator files'
+    unit) the run plans with and the entry caps torch's allocator to, below the GPU's own (None:
+    the GPU's); a megatron-engine setting. ``extra_args``: more Megatron flags, appended after the
+    kit's."""
 
     overlap: bool = True
     grad_reduce: str = "bf16"
@@ -41,6 +44,7 @@ class Tuning:
     msamp_scaling: str = DEFAULT_MSAMP_SCALING
     fused_loss: bool = True
     fused_attention: bool = True
+    gpu_memory_cap: float | None = None
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -52,6 +56,9 @@ class Tuning:
         if self.msamp_scaling not in MSAMP_SCALINGS:
             raise ValueError(f"--msamp-scaling {self.msamp_scaling}: use one of "
                              f"{', '.join(MSAMP_SCALINGS)}")
+        if self.gpu_memory_cap is not None and not self.gpu_memory_cap > 0:
+            raise ValueError(f"--gpu-memory-cap {self.gpu_memory_cap:g}: give the GB a GPU may use, "
+                             "more than 0 (80 for an 80 GB GPU)")
 
     @property
     def grad_reduce_bf16(self) -> bool:
@@ -101,6 +108,8 @@ class Tuning:
             pairs.append(("fused_loss", "off"))
         if not self.fused_attention:
             pairs.append(("core_attention", "unfused"))
+        if self.gpu_memory_cap is not None:
+            pairs.append(("gpu_memory_cap_gb", f"{self.gpu_memory_cap:g}"))
         if self.extra_args:
             pairs.append(("megatron_args", " ".join(self.extra_args)))
         return tuple(pairs)
@@ -111,7 +120,7 @@ DEFAULT_TUNING = Tuning()
 # (bench.planning.engines.deepspeed.ZeroSettings.variant), a sequence length away from the preset's and the
 # activation recompute (--recompute).
 TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "optimizer_states", "msamp_scaling", "fused_loss",
-                    "core_attention", "megatron_args", "zero_offload", "overlap_comm",
+                    "core_attention", "gpu_memory_cap_gb", "megatron_args", "zero_offload", "overlap_comm",
                     "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size",
                     "seq_length", "recompute")
 

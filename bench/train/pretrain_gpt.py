@@ -13,6 +13,8 @@ wheel, which ships ``megatron.training`` but not that script. The argv is Megatr
 - ``--kit-grad-reduce {native,fp8-allgather,fp8-shared-scale}`` and ``--kit-grad-reduce-format
   {e4m3,e5m2}``: data-parallel gradient reduction in megatron-core's DDP; ``native`` (the default)
   is megatron-core's own, the others the kit's FP8 collectives (see :mod:`bench.train.grad_reduce`).
+- ``--kit-gpu-memory-cap GB``: torch's allocator capped as on a GPU of GB (see
+  :mod:`bench.train.memory_cap`).
 
 Training runs in ``megatron.training.pretrain``: its ``get_model``/builder wraps the model in
 ``Float16Module`` for ``--bf16``/``--fp16``, its ``train()`` sets the DDP no-sync / grad-sync /
@@ -37,7 +39,7 @@ import torch
 
 from bench.config.capabilities import detect as detect_capabilities
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV
-from bench.train import grad_reduce
+from bench.train import grad_reduce, memory_cap
 from bench.train.memory_parts import report_after_first_step
 from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
@@ -92,6 +94,15 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         choices=grad_reduce.FP8_FORMAT_CHOICES,
         default=grad_reduce.DEFAULT_FP8_FORMAT,
         help=f"FP8 format of --kit-grad-reduce fp8-*. Default {grad_reduce.DEFAULT_FP8_FORMAT}.",
+    )
+    group.add_argument(
+        "--kit-gpu-memory-cap",
+        type=float,
+        default=None,
+        metavar="GB",
+        help="Train as if the GPU had GB (GiB, as nvidia-smi counts) of memory: torch's allocator "
+        "is capped to it, less what the process holds outside the allocator (bench.train.memory_cap). "
+        "Default: the whole GPU.",
     )
     return parser
 
@@ -307,6 +318,11 @@ def main() -> int:
     except ValueError as error:
         print(f"bench.train.pretrain_gpt: {error}", file=sys.stderr, flush=True)
         return 2
+    try:
+        cap = memory_cap.apply(args.kit_gpu_memory_cap)
+    except ValueError as error:
+        print(f"bench.train.pretrain_gpt: {error}", file=sys.stderr, flush=True)
+        return 2
     adam = use_msamp_adam() if args.kit_msamp == "O2" else select_torch_adam(args.kit_torch_adam)
     grad_reduce.install(args.kit_grad_reduce, args.kit_grad_reduce_format)
     reduction = args.kit_grad_reduce
@@ -316,6 +332,7 @@ def main() -> int:
         f"> bench kit: attention {attention}, transformer_impl {args.transformer_impl}, "
         f"adam {adam}, msamp {args.kit_msamp}, grad reduce {reduction}, "
         f"megatron-core {_megatron_core_version()}, torch {torch.__version__}"
+        + (f", {cap}" if cap else "")
     )
     report_after_first_step()  # the "kit memory by part:" line (bench.train.memory_parts)
     pretrain(

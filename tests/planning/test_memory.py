@@ -82,7 +82,8 @@ def _setting(r, key: str):
 
 
 def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finished() -> None:
-    """Each record on its own GPU, with its precision, optimizer states and recompute."""
+    """Each record on its own GPU (or its --gpu-memory-cap), with its precision, optimizer states
+    and recompute."""
     records, _ = load_records(REPO / "results" / "records")
     oom = [r for r in records if r.status == "oom"]
     finished = [r for r in records if r.metrics is not None]
@@ -91,7 +92,8 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
     def check(r) -> float:
         accelerator = load_accelerator(r.platform.accelerator)
         grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
-        return check_fits(get_preset(r.preset.name), _record_layout(r), accelerator.memory_gb,
+        device_gb = float(r.variant.get("gpu_memory_cap_gb", accelerator.memory_gb))
+        return check_fits(get_preset(r.preset.name), _record_layout(r), device_gb,
                           accelerator.model, 8, grad_bytes,
                           recompute=_setting(r, "recompute"), fp8=is_fp8(r.precision),
                           optimizer_bytes=state_bytes(r.precision, _setting(r, "optimizer_states")))

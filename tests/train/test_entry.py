@@ -51,10 +51,12 @@ def test_good_argv_reaches_megatron_pretrain(run_megatron) -> None:
          "build the image with `python -m bench images build cuda --option msamp=1`"),
         (GOOD_ARGV, {"MSAMP_USE_WEIGHT_SIMULATE_FP4": "1"},
          "MSAMP_USE_WEIGHT_SIMULATE_FP4 set, but MS-AMP is off"),
+        ([*GOOD_ARGV, "--kit-gpu-memory-cap", "80"], {},
+         "--kit-gpu-memory-cap 80 caps a CUDA GPU's memory, and this process sees none"),
     ],
     ids=["persist-layer-norm", "grad-accum-fusion", "te-missing",
          "unknown-flag", "local-softmax-fusion", "te-attention-on-local", "reset-attention-mask",
-         "msamp-missing", "fp4-without-msamp"],
+         "msamp-missing", "fp4-without-msamp", "memory-cap-without-gpu"],
 )
 def test_bad_argv_is_refused_before_training(run_megatron, argv, env, message) -> None:
     result = run_megatron([*ENTRY, *argv], env=env)

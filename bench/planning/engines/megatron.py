@@ -78,6 +78,8 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     if tuning.grad_reduce_fp8:
         # The buffer stays as above; the kit's FP8 collectives reduce it (bench.train.grad_reduce).
         flags += ["--kit-grad-reduce", tuning.grad_reduce]
+    if tuning.gpu_memory_cap is not None:
+        flags += ["--kit-gpu-memory-cap", f"{tuning.gpu_memory_cap:g}"]
     if layout.dp > 1 and tuning.overlap:
         flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
     if tuning.fused_loss:
