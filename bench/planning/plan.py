@@ -147,10 +147,11 @@ def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[i
 
 @dataclass(frozen=True)
 class Device:
-    """The GPU memory a run plans with, and the GPU as a refusal names it."""
+    """The GPU memory a run plans with, the GPU as a refusal names it, and whether it is a cap."""
 
     memory_gb: float
     model: str
+    capped: bool = False
 
 
 def _device(accelerator: Accelerator | None, cap: float | None) -> Device | None:
@@ -161,7 +162,7 @@ def _device(accelerator: Accelerator | None, cap: float | None) -> Device | None
         raise ValueError(f"--gpu-memory-cap {cap:g} is more than the {accelerator.model}'s "
                          f"{accelerator.memory_gb:g} GB: a cap can only lower it")
     model = accelerator.model if accelerator else "GPU"
-    return Device(cap, f"{model} capped at {cap:g} GB (--gpu-memory-cap)")
+    return Device(cap, f"{model} capped at {cap:g} GB (--gpu-memory-cap)", capped=True)
 
 
 def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
@@ -178,7 +179,7 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
     if not force:
         check_fits(preset, layout, device.memory_gb, device.model, per_node, grad,
                    zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states, fp8=fp8)
-    capped = " (--gpu-memory-cap)" if tuning.gpu_memory_cap is not None else ""
+    capped = " (--gpu-memory-cap)" if device.capped else ""
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {device.memory_gb:g} GB{capped}"
                   + (" (--force)" if force else ""))
 
