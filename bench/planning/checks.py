@@ -14,7 +14,12 @@ from collections.abc import Callable
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import Platform
 from bench.config.precisions import MSAMP_LEVEL, MSAMP_PRECISIONS
-from bench.config.run_options import DEFAULT_MSAMP_SCALING, FP8_GRAD_REDUCE, RECOMPUTE
+from bench.config.run_options import (
+    DEFAULT_MSAMP_MODULES,
+    DEFAULT_MSAMP_SCALING,
+    FP8_GRAD_REDUCE,
+    RECOMPUTE,
+)
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS
 from bench.planning.engines.table import capabilities_source
@@ -64,6 +69,10 @@ _ENGINE_SETTINGS: tuple[tuple[str, Callable[[Options], bool], str], ...] = (
     ("megatron", lambda o: o.tuning.optimizer_states != "default",
      "--optimizer-states is megatron-core's precision-aware optimizer (Transformer Engine's "
      "FusedAdam); Megatron-DeepSpeed's optimizer state is DeepSpeed's: use --engine megatron"),
+    ("megatron", lambda o: o.tuning.msamp_modules != DEFAULT_MSAMP_MODULES,
+     "--msamp-modules te builds Transformer Engine's layer norm and attention around MS-AMP's "
+     "linears in the kit's megatron-core layer spec; Megatron-DeepSpeed's layers are its own: use "
+     "--engine megatron, or drop --msamp-modules"),
     ("megatron", lambda o: o.tuning.gpu_memory_cap is not None,
      "--gpu-memory-cap caps torch's allocator in the kit's megatron-core entry; Megatron-DeepSpeed's "
      "pretrain_gpt.py has no such hook: use --engine megatron, or drop it"),
@@ -203,6 +212,23 @@ def check_msamp_scaling(scaling: str, precision: str) -> None:
         raise ValueError(f"--msamp-scaling {scaling} with --precision {precision}: it is how MS-AMP's "
                          f"FP8 linear scales, and {precision} runs no MS-AMP; use --precision "
                          f"{', '.join(MSAMP_PRECISIONS)}, or drop --msamp-scaling")
+
+
+def check_msamp_modules(modules: str, precision: str, caps: Capabilities, platform: Platform) -> None:
+    """``--msamp-modules te`` puts Transformer Engine's layer norm and attention around MS-AMP's
+    FP8 linears: it needs MS-AMP's linears to be there, and Transformer Engine to build them."""
+    if modules == DEFAULT_MSAMP_MODULES:
+        return
+    if precision not in MSAMP_PRECISIONS:
+        raise ValueError(f"--msamp-modules {modules} with --precision {precision}: it chooses the "
+                         f"modules around MS-AMP's FP8 linears, and {precision} runs no MS-AMP "
+                         "(fp8-delayed and fp8-current are Transformer Engine's modules throughout); "
+                         f"use --precision {', '.join(MSAMP_PRECISIONS)}, or drop --msamp-modules")
+    if not caps.transformer_engine:
+        raise ValueError(f"--msamp-modules {modules} builds Transformer Engine's layer norm and "
+                         "attention, and this environment has no Transformer Engine "
+                         f"({capabilities_source(platform)}): use an image with it, or drop "
+                         "--msamp-modules")
 
 
 def check_msamp_layout(precision: str, layout: Layout) -> None:

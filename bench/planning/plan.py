@@ -20,6 +20,7 @@ from bench.planning.checks import (
     check_account,
     check_grad_reduce_layout,
     check_msamp_layout,
+    check_msamp_modules,
     check_msamp_scaling,
     check_optimizer_states,
     check_options,
@@ -327,6 +328,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     # Render the engine's flags.
     caps = _capabilities(platform, options)
     check_optimizer_states(tuning.optimizer_states, precision, tuning.grad_reduce, caps, platform)
+    check_msamp_modules(tuning.msamp_modules, precision, caps, platform)
     flags = ENGINES[engine](Resolved(
         preset=preset, layout=layout, platform=platform, precision=precision, iters=options.iters,
         capabilities=caps, capabilities_known=(platform.capabilities is not None

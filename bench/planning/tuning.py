@@ -11,9 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from bench.config.run_options import (
+    DEFAULT_MSAMP_MODULES,
     DEFAULT_MSAMP_SCALING,
     FP8_GRAD_REDUCE,
     GRAD_REDUCE,
+    MSAMP_MODULES,
     MSAMP_SCALINGS,
     OPTIMIZER_STATES,
 )
@@ -31,6 +33,9 @@ class Tuning:
     Megatron's fused cross-entropy loss. All four are Megatron engine settings.
     ``msamp_scaling``: how MS-AMP's FP8 linear scales its casts (one of :data:`MSAMP_SCALINGS`,
     the ``MSAMP_FP8_SCALING`` of the run's environment); a setting of the MS-AMP precisions.
+    ``msamp_modules``: the layer norm and core attention around MS-AMP's FP8 linears (one of
+    :data:`MSAMP_MODULES`): torch's, or Transformer Engine's (``--kit-msamp-modules te``); a
+    setting of the MS-AMP precisions on the Megatron engine.
     ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or torch's SDPA (patch
     0011) instead of its unfused core attention, which stores the s x s scores; a
     Megatron-DeepSpeed setting. ``gpu_memory_cap``: the GPU memory (GB, the accelerator files'
@@ -42,6 +47,7 @@ class Tuning:
     grad_reduce: str = "bf16"
     optimizer_states: str = "default"
     msamp_scaling: str = DEFAULT_MSAMP_SCALING
+    msamp_modules: str = DEFAULT_MSAMP_MODULES
     fused_loss: bool = True
     fused_attention: bool = True
     gpu_memory_cap: float | None = None
@@ -56,6 +62,9 @@ class Tuning:
         if self.msamp_scaling not in MSAMP_SCALINGS:
             raise ValueError(f"--msamp-scaling {self.msamp_scaling}: use one of "
                              f"{', '.join(MSAMP_SCALINGS)}")
+        if self.msamp_modules not in MSAMP_MODULES:
+            raise ValueError(f"--msamp-modules {self.msamp_modules}: use one of "
+                             f"{', '.join(MSAMP_MODULES)}")
         if self.gpu_memory_cap is not None and not self.gpu_memory_cap > 0:
             raise ValueError(f"--gpu-memory-cap {self.gpu_memory_cap:g}: give the GB a GPU may use, "
                              "more than 0 (80 for an 80 GB GPU)")
@@ -104,6 +113,8 @@ class Tuning:
             pairs.append(("optimizer_states", self.optimizer_states))
         if self.msamp_scaling != DEFAULT_MSAMP_SCALING:
             pairs.append(("msamp_scaling", self.msamp_scaling))
+        if self.msamp_modules != DEFAULT_MSAMP_MODULES:
+            pairs.append(("msamp_modules", self.msamp_modules))
         if not self.fused_loss:
             pairs.append(("fused_loss", "off"))
         if not self.fused_attention:
@@ -119,10 +130,10 @@ DEFAULT_TUNING = Tuning()
 # The note keys a plan's variant may use: these settings, then the DeepSpeed ZeRO settings
 # (bench.planning.engines.deepspeed.ZeroSettings.variant), a sequence length away from the preset's and the
 # activation recompute (--recompute).
-TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "optimizer_states", "msamp_scaling", "fused_loss",
-                    "core_attention", "gpu_memory_cap_gb", "megatron_args", "zero_offload", "overlap_comm",
-                    "contiguous_gradients", "reduce_bucket_size", "allgather_bucket_size",
-                    "seq_length", "recompute")
+TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "optimizer_states", "msamp_scaling", "msamp_modules",
+                    "fused_loss", "core_attention", "gpu_memory_cap_gb", "megatron_args", "zero_offload",
+                    "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
+                    "allgather_bucket_size", "seq_length", "recompute")
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:

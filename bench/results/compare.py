@@ -9,8 +9,9 @@ the side must match, e.g. ``model=2.7b layout=dp4 gbs=128 overlap=off``. Selecto
 and any other key is one of the record's variant settings, labels, engine notes or notes
 (``overlap=off``, ``sweep=...``, ``repeat_group=...``, ``zero_stage=1``). Without
 an A/B key (``overlap``, ``grad_reduce``, ``optimizer_states``, ``msamp_scaling``,
-``fused_loss``, ``core_attention``, ``megatron_args``) or ``notes``, a selector takes only runs at the kit's
-defaults. A side must be one configuration, as the results page groups them; its runs are pooled.
+``msamp_modules``, ``fused_loss``, ``core_attention``, ``megatron_args``) or ``notes``, a selector
+takes only runs at the kit's defaults. A side must be one configuration, as the results page groups
+them; its runs are pooled.
 
 Noise. Each run's TFLOP/s/GPU is the model FLOPs over its *median* step time. Its uncertainty is
 estimated from the step-time spread the record keeps: sigma = (p90 - p10) / 2.563 (the p10-p90

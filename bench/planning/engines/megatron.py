@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from bench.config.capabilities import Capabilities, megatron_flags
 from bench.config.presets import Preset
+from bench.config.run_options import DEFAULT_MSAMP_MODULES
 from bench.measure.profile import PROFILE_LEAD_STEPS
 from bench.planning.engines.common import (
     MSAMP_LEVEL,
@@ -78,6 +79,10 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     if tuning.grad_reduce_fp8:
         # The buffer stays as above; the kit's FP8 collectives reduce it (bench.train.grad_reduce).
         flags += ["--kit-grad-reduce", tuning.grad_reduce]
+    if tuning.msamp_modules != DEFAULT_MSAMP_MODULES:
+        # Transformer Engine's layer norm and attention around MS-AMP's linears (bench.train.spec);
+        # the layers stay --transformer-impl local, which MS-AMP's linears need.
+        flags += ["--kit-msamp-modules", tuning.msamp_modules]
     if tuning.gpu_memory_cap is not None:
         flags += ["--kit-gpu-memory-cap", f"{tuning.gpu_memory_cap:g}"]
     if layout.dp > 1 and tuning.overlap:
