@@ -41,7 +41,7 @@ def check(case: dict) -> dict:
             args = megatron_args.parse_args(extra_args_provider=add_kit_args)  # as the entry parses
             megatron_args.validate_args(args)
         if "capabilities" in case:
-            attention = resolve_attention("auto", args.transformer_impl)
+            attention = resolve_attention("auto", args.transformer_impl, args.kit_msamp_modules)
             problems = check_args(args, attention, Capabilities(**case["capabilities"]))
             problems += grad_reduce_problems(args)
             if problems:

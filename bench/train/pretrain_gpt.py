@@ -10,6 +10,9 @@ wheel, which ships ``megatron.training`` but not that script. The argv is Megatr
   under ``--transformer-impl local``.
 - ``--kit-torch-adam {fused,foreach}``: the AdamW kernel when Megatron falls back to torch's
   optimizers (no TE, no apex; see :mod:`bench.train.optimizer`). Default ``fused``.
+- ``--kit-msamp-modules {torch,te}``: the layer norm and core attention around MS-AMP's FP8 linears
+  (``--kit-msamp``): torch's (the default) or Transformer Engine's ``TENorm`` and
+  ``TEDotProductAttention`` (see :mod:`bench.train.spec`).
 - ``--kit-grad-reduce {native,fp8-allgather,fp8-shared-scale}`` and ``--kit-grad-reduce-format
   {e4m3,e5m2}``: data-parallel gradient reduction in megatron-core's DDP; ``native`` (the default)
   is megatron-core's own, the others the kit's FP8 collectives (see :mod:`bench.train.grad_reduce`).
@@ -45,6 +48,7 @@ from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
 from bench.train.spec import (
     ATTENTION_CHOICES,
+    MSAMP_MODULES_CHOICES,
     check_args,
     layer_spec_provider,
     resolve_attention,
@@ -79,6 +83,15 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         "--transformer-impl local): O1 MS-AMP's FP8 linears in every transformer layer, O2 also "
         "MS-AMP's LBAdamW (fp8/fp16 Adam moments). The FP4 simulation is O2 with "
         "MSAMP_USE_WEIGHT_SIMULATE_FP4=1 and MSAMP_USE_ACTIVATION_SIMULATE_FP4=1. Default off.",
+    )
+    group.add_argument(
+        "--kit-msamp-modules",
+        choices=MSAMP_MODULES_CHOICES,
+        default="torch",
+        help="Layer norm and core attention around MS-AMP's FP8 linears (with --kit-msamp): torch "
+        "(the local spec's layer norm and SDPA attention) or te (Transformer Engine's TENorm and "
+        "TEDotProductAttention, in bf16; needs Transformer Engine). Bias + GeLU stays "
+        "megatron-core's. Default torch.",
     )
     group.add_argument(
         "--kit-grad-reduce",
@@ -270,14 +283,16 @@ def build_config_container(args: Namespace):
         pretrain_cfg_container_from_args,
     )
 
-    attention = resolve_attention(args.kit_attention, args.transformer_impl)
+    attention = resolve_attention(args.kit_attention, args.transformer_impl, args.kit_msamp_modules)
     problems = check_args(args, attention, detect_capabilities()) + grad_reduce.grad_reduce_problems(args)
     if problems:
         raise ValueError(
             "the training arguments do not fit this environment:\n  - " + "\n  - ".join(problems)
         )
     model_config = gpt_config_from_args(args)
-    model_config.transformer_layer_spec = layer_spec_provider(attention, fp8_linears=args.kit_msamp != "off")
+    model_config.transformer_layer_spec = layer_spec_provider(
+        attention, fp8_linears=args.kit_msamp != "off", te_modules=args.kit_msamp_modules == "te"
+    )
     return pretrain_cfg_container_from_args(args, model_config), attention
 
 
@@ -330,7 +345,8 @@ def main() -> int:
         reduction += f" ({args.kit_grad_reduce_format})"
     print_rank_0(
         f"> bench kit: attention {attention}, transformer_impl {args.transformer_impl}, "
-        f"adam {adam}, msamp {args.kit_msamp}, grad reduce {reduction}, "
+        f"adam {adam}, msamp {args.kit_msamp}, msamp modules {args.kit_msamp_modules}, "
+        f"grad reduce {reduction}, "
         f"megatron-core {_megatron_core_version()}, torch {torch.__version__}"
         + (f", {cap}" if cap else "")
     )

@@ -10,6 +10,13 @@ Vocabulary: the *attention choice* is one of
 ``--kit-attention auto`` (the default) picks ``te`` under ``--transformer-impl transformer_engine`` and
 ``sdpa`` under ``--transformer-impl local``. The entry never rewrites Megatron's own flags: what the
 planner emitted is what ran, so a missing flag is an error that names it.
+
+``--kit-msamp-modules`` chooses the modules around MS-AMP's FP8 linears (``--kit-msamp``), which
+need megatron-core's local layer spec: ``torch`` (the default) keeps that spec's layer norm (apex's
+FusedLayerNorm where apex imports, else torch's LayerNorm) and the ``sdpa`` attention; ``te`` puts
+Transformer Engine's ``TENorm`` into both norm slots and ``TEDotProductAttention`` in as core
+attention (attention choice ``te``), the modules the TE fp8 mode runs (there fused into its
+``TELayerNormColumnParallelLinear``), in bf16: MS-AMP's linears are the run's FP8.
 """
 
 from __future__ import annotations
@@ -19,16 +26,23 @@ from argparse import Namespace
 from bench.config.capabilities import Capabilities
 
 ATTENTION_CHOICES = ("auto", "sdpa", "local", "te")
+MSAMP_MODULES_CHOICES = ("torch", "te")
 
 
-def resolve_attention(requested: str, transformer_impl: str) -> str:
-    """Turn ``--kit-attention`` into ``te``, ``sdpa`` or ``local`` for a ``--transformer-impl``."""
+def resolve_attention(requested: str, transformer_impl: str, msamp_modules: str = "torch") -> str:
+    """Turn ``--kit-attention`` into ``te``, ``sdpa`` or ``local`` for a ``--transformer-impl`` and
+    ``--kit-msamp-modules`` (``te`` brings Transformer Engine's attention into the local layers)."""
     if requested not in ATTENTION_CHOICES:
         raise ValueError(f"--kit-attention {requested!r}: choose one of {', '.join(ATTENTION_CHOICES)}.")
     if transformer_impl not in ("local", "transformer_engine"):
         raise ValueError(
             f"--transformer-impl {transformer_impl!r} is not for training; use local or transformer_engine."
         )
+    if msamp_modules == "te":
+        if requested not in ("auto", "te"):
+            raise ValueError(f"--kit-attention {requested} with --kit-msamp-modules te: the latter "
+                             "brings Transformer Engine's attention; drop --kit-attention.")
+        return "te"
     if requested == "auto":
         return "te" if transformer_impl == "transformer_engine" else "sdpa"
     if requested == "te" and transformer_impl != "transformer_engine":
@@ -88,6 +102,7 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
             "--kit-msamp O2 replaces megatron-core's Adam with MS-AMP's LBAdamW, which has no "
             "precision-aware states: use --kit-msamp O1 with --use-precision-aware-optimizer, or drop it."
         )
+    problems += _msamp_modules_problems(args, caps)
     if args.spec is not None:
         problems.append("--spec is not used: the kit chooses the layer spec (see --kit-attention).")
     backend = getattr(args.attention_backend, "name", args.attention_backend)
@@ -113,20 +128,50 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
     return problems
 
 
-def layer_spec_provider(attention: str, fp8_linears: bool = False):
+def _msamp_modules_problems(args: Namespace, caps: Capabilities) -> list[str]:
+    """What stops ``--kit-msamp-modules te``: it surrounds MS-AMP's linears with TE's modules."""
+    if args.kit_msamp_modules == "torch":
+        return []
+    problems = []
+    if args.kit_msamp == "off":
+        problems.append(
+            f"--kit-msamp-modules {args.kit_msamp_modules} chooses the modules around MS-AMP's FP8 "
+            "linears, and --kit-msamp is off: pass --kit-msamp O1 or O2, or drop --kit-msamp-modules."
+        )
+    if not caps.transformer_engine:
+        problems.append(
+            f"--kit-msamp-modules {args.kit_msamp_modules} builds Transformer Engine's TENorm and "
+            "TEDotProductAttention, and Transformer Engine is not importable here: drop "
+            "--kit-msamp-modules (torch's layer norm and SDPA attention) or use an image with it."
+        )
+    if args.fp8 is not None:
+        # Under a TE fp8 recipe megatron-core would run the layers in TE's fp8 autocast, beside
+        # MS-AMP's own FP8: the modules would no longer be the bf16 ones the A/B compares.
+        problems.append(
+            f"--fp8-format {args.fp8} turns on Transformer Engine's fp8 autocast around TE's modules, "
+            "and MS-AMP's linears are this run's FP8: drop --fp8-format."
+        )
+    return problems
+
+
+def layer_spec_provider(attention: str, fp8_linears: bool = False, te_modules: bool = False):
     """Return a ``transformer_layer_spec`` callable for ``GPTModelConfig`` (None keeps Megatron's).
 
     The callable builds Megatron's default spec for the config (TE or local, as
-    ``--transformer-impl`` says), swaps in :class:`SDPACoreAttention` for ``sdpa``, and with
-    ``fp8_linears`` (``--kit-msamp``) MS-AMP's FP8 linears (:func:`bench.train.msamp.with_fp8_linears`).
+    ``--transformer-impl`` says), swaps in :class:`SDPACoreAttention` for ``sdpa``, with
+    ``te_modules`` (``--kit-msamp-modules te``) Transformer Engine's norms and attention
+    (:func:`with_te_modules`), and with ``fp8_linears`` (``--kit-msamp``) MS-AMP's FP8 linears
+    (:func:`bench.train.msamp.with_fp8_linears`).
     """
-    if attention in ("te", "local") and not fp8_linears:
+    if attention in ("te", "local") and not (fp8_linears or te_modules):
         return None
 
     def kit_layer_spec(config, vp_stage=None):
         from megatron.training.models.gpt import default_layer_spec
 
         spec = default_layer_spec(config, vp_stage)
+        if te_modules:
+            spec = with_te_modules(spec)
         if attention == "sdpa":
             from bench.train.attention import SDPACoreAttention
 
@@ -151,3 +196,31 @@ def with_core_attention(spec, core_attention):
         )
     attention.submodules.core_attention = core_attention
     return spec
+
+
+def with_te_modules(spec):
+    """Transformer Engine's ``TENorm`` in a local layer spec's two norm slots and
+    ``TEDotProductAttention`` as its core attention (``--kit-msamp-modules te``).
+
+    TE's own spec fuses each norm into the linear after it (``TELayerNormColumnParallelLinear`` as
+    ``linear_qkv`` and ``linear_fc1``), which would replace MS-AMP's linears; the standalone
+    ``TENorm`` runs TE's layer norm before them instead (what that cannot take over: under fp8 TE's
+    fused module can write the norm's output in fp8 for its GEMM, where MS-AMP's linear casts the
+    bf16 output itself). Bias + GeLU stays megatron-core's
+    jit-fused ``bias_gelu`` in its MLP, the kernel the TE spec's MLP runs too (megatron-core's MLP
+    around TE's linears); TE fuses it only inside its LayerNormMLP / op fuser, which would replace
+    MS-AMP's fc1. TE's causal attention takes no mask tensor (the dataloader's is ignored, as under
+    the TE spec), and with no ``--fp8-format`` the layers run outside TE's fp8 autocast, in bf16.
+    """
+    from megatron.core.extensions.transformer_engine import TEDotProductAttention, TENorm
+    from megatron.core.transformer.identity_op import IdentityOp
+
+    layer = spec.submodules
+    for slot in ("input_layernorm", "pre_mlp_layernorm"):
+        if getattr(layer, slot, IdentityOp) is IdentityOp:
+            # TE's spec leaves the slots empty (its norms are fused into the linears): a norm here
+            # would normalize twice.
+            raise ValueError(f"layer spec {getattr(spec, 'module', spec)!r} has no {slot} to replace; "
+                             "--kit-msamp-modules te needs --transformer-impl local.")
+        setattr(layer, slot, TENorm)
+    return with_core_attention(spec, TEDotProductAttention)

@@ -121,6 +121,30 @@ def test_msamp_precisions_are_accepted_by_megatron_and_the_entry() -> None:
 
 @pytest.mark.slow
 @pytest.mark.needs_megatron
+def test_msamp_te_modules_are_accepted_by_megatron_and_the_entry() -> None:
+    """--msamp-modules te under each MS-AMP precision (--kit-msamp-modules te on the local layers)
+    through Megatron's parser and validator with the entry's flags and checks, on the environment
+    it needs (Transformer Engine and MS-AMP); the same precisions without TE are refused by both."""
+    caps = Capabilities(transformer_engine=True, apex_layer_norm=True, fused_wgrad=True, msamp=True)
+    plans = [plan(load_presets()[preset], lay, load_platform("local"),
+                  options(gpus=gpus, gpus_present=gpus, precision=precision, capabilities=caps,
+                          tuning=Tuning(msamp_modules="te")))
+             for preset, lay, gpus, precision in (("345m", "tp1pp1", 1, "msamp-o1"),
+                                                  ("1.3b", "tp1pp1", 2, "msamp-o2"),
+                                                  ("6.7b", "tp1pp2", 2, "fp4"))]
+    assert all("--kit-msamp-modules" in p.train_args for p in plans)
+    _check(plans, [caps] * len(plans))
+    python = megatron_python()
+    payload = [{"argv": list(plans[0].train_args), "env": dict(plans[0].env), "world_size": 1,
+                "capabilities": asdict(replace(caps, transformer_engine=False))}]
+    out = subprocess.run([python, str(CHECKER)], input=json.dumps(payload), capture_output=True,
+                         text=True, timeout=300, check=True)
+    (refused,) = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not refused["ok"] and "Transformer Engine is not importable here" in refused["error"]
+
+
+@pytest.mark.slow
+@pytest.mark.needs_megatron
 def test_paper_optimizer_states_are_accepted_by_megatron_and_the_entry() -> None:
     """--optimizer-states paper on 1.3b dp2 under each precision that allows it (and beside the
     FP8 gradient reduction): Megatron's validator leaves the optimizer its precision-aware,

@@ -2,13 +2,17 @@
 
 ``python tests/train/megatron_checks.py <check>`` runs one check in a fresh process (Megatron keeps
 global state), on CPU, and exits non-zero with the reason when it fails. Everything used is
-Megatron's real code; the only substitute is a CPU buffer for ``DotProductAttention``'s scratch
-tensor, which Megatron always allocates on CUDA (the reference, not the code under test).
+Megatron's real code; the substitutes are a CPU buffer for ``DotProductAttention``'s scratch
+tensor, which Megatron always allocates on CUDA (the reference, not the code under test), and in
+``model_msamp_te_modules`` stand-ins for Transformer Engine's modules, which need TE and a GPU.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
+import dataclasses
+import inspect
 import math
 import os
 import sys
@@ -203,6 +207,108 @@ def check_model_local() -> None:
     _, model = _build_model("local", bf16=True)
     for layer in model.decoder.layers:
         assert type(layer.self_attention.core_attention) is DotProductAttention
+
+
+class StandInTENorm(torch.nn.LayerNorm):
+    """Stand-in for megatron-core's TENorm, built from its arguments: torch's LayerNorm. It checks
+    the wiring (which slot builds it, with what), not Transformer Engine's kernels."""
+
+    def __init__(self, config, hidden_size, eps=1e-5, has_residual=False) -> None:
+        super().__init__(hidden_size, eps=eps)
+
+
+def _stand_in_te_attention() -> type:
+    """Stand-in for megatron-core's TEDotProductAttention, built from its arguments: the kit's SDPA
+    attention. It checks the wiring, not Transformer Engine's attention."""
+    from bench.train.attention import SDPACoreAttention
+
+    class StandInTEDotProductAttention(SDPACoreAttention):
+        def __init__(self, config, layer_number, attn_mask_type, attention_type, attention_dropout=None,
+                     softmax_scale=None, k_channels=None, v_channels=None, num_splits=None,
+                     cp_comm_type="p2p", pg_collection=None) -> None:
+            super().__init__(config, layer_number, attn_mask_type, attention_type, attention_dropout,
+                             softmax_scale, cp_comm_type, pg_collection)
+
+    return StandInTEDotProductAttention
+
+
+def _arguments(function) -> list[tuple[str, object]]:
+    """(name, default) of a constructor's arguments after self/cls: what a builder may pass."""
+    return [(p.name, p.default) for p in list(inspect.signature(function).parameters.values())[1:]]
+
+
+def _source_arguments(module, class_name: str, method: str) -> list[tuple[str, object]]:
+    """:func:`_arguments` of a class of ``module``, read from its source: without Transformer Engine
+    megatron-core's TE classes are built on a MagicMock and have no signature of their own."""
+    tree = ast.parse(inspect.getsource(module))
+    owner = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name)
+    function = next(n for n in owner.body if isinstance(n, ast.FunctionDef) and n.name == method)
+    names = [a.arg for a in function.args.args[1:]]
+    defaults = [ast.literal_eval(d) for d in function.args.defaults]
+    return list(zip(names, [inspect.Parameter.empty] * (len(names) - len(defaults)) + defaults, strict=True))
+
+
+def check_model_msamp_te_modules() -> None:
+    """--kit-msamp O1 --kit-msamp-modules te: TENorm in both norm slots, TEDotProductAttention as
+    core attention and MS-AMP's FP8 linears in the four linear slots, in the spec and in the built
+    GPT; a few float32 CPU steps through MS-AMP's linears lower the loss.
+
+    Transformer Engine is not here: stand-ins with the real classes' constructor arguments are
+    registered where megatron-core's extension module holds TE's (and the entry's capability check
+    is told TE is there), so this checks the wiring only. MS-AMP's linear puts its scaling metas
+    on the current CUDA device, answered "cpu" here."""
+    import megatron.core.extensions.transformer_engine as te_extension
+    from megatron.core.process_groups_config import ProcessGroupCollection
+    from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+
+    from bench.train import pretrain_gpt
+
+    attention_class = _stand_in_te_attention()
+    assert _arguments(StandInTENorm.__init__) == _source_arguments(te_extension, "TENorm", "__new__")
+    assert _arguments(attention_class.__init__) == _source_arguments(
+        te_extension, "TEDotProductAttention", "__init__")
+    te_extension.TENorm, te_extension.TEDotProductAttention = StandInTENorm, attention_class
+    detected = pretrain_gpt.detect_capabilities()
+    pretrain_gpt.detect_capabilities = lambda: dataclasses.replace(detected, transformer_engine=True)
+    torch.cuda.current_device = lambda: "cpu"
+    args = _parse(_cpu_argv(["--kit-msamp", "O1", "--kit-msamp-modules", "te"], bf16=False))
+    config, attention = pretrain_gpt.build_config_container(args)
+    assert attention == "te"
+    linears = (("self_attention", "linear_qkv", ColumnParallelLinear),
+               ("self_attention", "linear_proj", RowParallelLinear),
+               ("mlp", "linear_fc1", ColumnParallelLinear), ("mlp", "linear_fc2", RowParallelLinear))
+    spec = config.model.transformer_layer_spec(config.model).submodules
+    assert spec.input_layernorm is StandInTENorm and spec.pre_mlp_layernorm is StandInTENorm
+    assert spec.self_attention.submodules.core_attention is attention_class
+    slots = {"self_attention": spec.self_attention.submodules, "mlp": spec.mlp.keywords["submodules"]}
+    for block, name, base in linears:
+        built = getattr(slots[block], name)
+        assert issubclass(built, base) and built.__name__ == f"MsampFP8{base.__name__}", built
+    _init_cpu_model_parallel()
+    model = config.model.get_builder_cls()(config.model).build_model(
+        ProcessGroupCollection.use_mpu_process_groups())
+    for layer in model.decoder.layers:
+        assert type(layer.input_layernorm) is StandInTENorm and type(layer.pre_mlp_layernorm) is StandInTENorm
+        assert type(layer.self_attention.core_attention) is attention_class
+        for block, name, base in linears:
+            assert type(getattr(getattr(layer, block), name)).__name__ == f"MsampFP8{base.__name__}"
+    assert model.config.bias_activation_fusion and model.config.fp8 is None
+    losses = _train_steps(args, model, 6)
+    assert all(math.isfinite(x) for x in losses), losses
+    assert losses[-1] < losses[0], losses
+    # TE's own spec leaves both norm slots empty (its norms are fused into the linears): refused,
+    # not normalized twice.
+    from megatron.core.transformer.spec_utils import ModuleSpec
+    from megatron.core.transformer.transformer_layer import TransformerLayer, TransformerLayerSubmodules
+
+    from bench.train.spec import with_te_modules
+
+    try:
+        with_te_modules(ModuleSpec(module=TransformerLayer, submodules=TransformerLayerSubmodules()))
+    except ValueError as error:
+        assert "--kit-msamp-modules te needs --transformer-impl local" in str(error), error
+    else:
+        raise AssertionError("TENorm was put into a spec whose norms are fused into its linears")
 
 
 def check_datasets_mock() -> None:

@@ -53,10 +53,22 @@ def test_good_argv_reaches_megatron_pretrain(run_megatron) -> None:
          "MSAMP_USE_WEIGHT_SIMULATE_FP4 set, but MS-AMP is off"),
         ([*GOOD_ARGV, "--kit-gpu-memory-cap", "80"], {},
          "--kit-gpu-memory-cap 80 caps a CUDA GPU's memory, and this process sees none"),
+        ([*GOOD_ARGV, "--kit-msamp-modules", "te"], {},
+         "--kit-msamp-modules te chooses the modules around MS-AMP's FP8 linears, and --kit-msamp is "
+         "off: pass --kit-msamp O1 or O2, or drop --kit-msamp-modules."),
+        ([*GOOD_ARGV, "--kit-msamp-modules", "te"], {},
+         "--kit-msamp-modules te builds Transformer Engine's TENorm and TEDotProductAttention, and "
+         "Transformer Engine is not importable here"),
+        ([*GOOD_ARGV, "--kit-msamp-modules", "te", "--kit-attention", "sdpa"], {},
+         "--kit-attention sdpa with --kit-msamp-modules te: the latter brings Transformer Engine's "
+         "attention; drop --kit-attention."),
+        ([*GOOD_ARGV, "--kit-msamp", "O1", "--kit-msamp-modules", "te"], {},
+         "--kit-msamp O1 needs MS-AMP, which this Python cannot import"),
     ],
     ids=["persist-layer-norm", "grad-accum-fusion", "te-missing",
          "unknown-flag", "local-softmax-fusion", "te-attention-on-local", "reset-attention-mask",
-         "msamp-missing", "fp4-without-msamp", "memory-cap-without-gpu"],
+         "msamp-missing", "fp4-without-msamp", "memory-cap-without-gpu", "te-modules-without-msamp",
+         "te-modules-without-te", "te-modules-with-sdpa", "te-modules-msamp-missing"],
 )
 def test_bad_argv_is_refused_before_training(run_megatron, argv, env, message) -> None:
     result = run_megatron([*ENTRY, *argv], env=env)
@@ -84,3 +96,8 @@ def test_msamp_refusal_is_one_line_with_the_install_hint(run_megatron) -> None:
 def test_kit_msamp_choices_are_enforced_by_megatrons_parser(run_megatron) -> None:
     result = run_megatron([*ENTRY, *GOOD_ARGV, "--kit-msamp", "O3"])
     assert result.returncode == 2 and "invalid choice: 'O3'" in result.stderr
+
+
+def test_kit_msamp_modules_choices_are_enforced_by_megatrons_parser(run_megatron) -> None:
+    result = run_megatron([*ENTRY, *GOOD_ARGV, "--kit-msamp-modules", "apex"])
+    assert result.returncode == 2 and "invalid choice: 'apex'" in result.stderr

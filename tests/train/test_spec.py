@@ -7,7 +7,7 @@ from argparse import Namespace
 import pytest
 
 from bench.config.capabilities import Capabilities
-from bench.train.spec import check_args, resolve_attention
+from bench.train.spec import check_args, layer_spec_provider, resolve_attention
 
 NOTHING = Capabilities(transformer_engine=False, apex_layer_norm=False, fused_wgrad=False,
                        fused_softmax=False)
@@ -52,7 +52,8 @@ def megatron_defaults(**overrides: object) -> Namespace:
         "attention_backend": "auto", "reset_attention_mask": False, "sft": False,
         "dataloader_inter_document_masking": False, "hybrid_context_parallel": False,
         "mtp_num_layers": None, "sequence_packing_scheduler": None,
-        "use_precision_aware_optimizer": False, "kit_msamp": "off",
+        "use_precision_aware_optimizer": False, "kit_msamp": "off", "kit_msamp_modules": "torch",
+        "fp8": None,
     }
     values.update(overrides)
     return Namespace(**values)
@@ -100,3 +101,52 @@ def test_the_precision_aware_optimizer_needs_te_and_not_msamp_o2() -> None:
     assert ["Transformer Engine's FusedAdam" in problem for problem in no_te] == [True]
     o2 = check_args(megatron_defaults(use_precision_aware_optimizer=True, kit_msamp="O2"), "te", NGC)
     assert ["use --kit-msamp O1" in problem for problem in o2] == [True]
+
+
+@pytest.mark.parametrize("requested", ["auto", "te"])
+def test_te_modules_bring_te_attention_into_the_local_layers(requested: str) -> None:
+    assert resolve_attention(requested, "local", "te") == "te"
+    assert resolve_attention("auto", "local", "torch") == "sdpa"
+
+
+@pytest.mark.parametrize("requested", ["sdpa", "local"])
+def test_te_modules_refuse_another_attention(requested: str) -> None:
+    with pytest.raises(ValueError, match=rf"--kit-attention {requested} with --kit-msamp-modules te: "
+                       "the latter brings Transformer Engine's attention; drop --kit-attention"):
+        resolve_attention(requested, "local", "te")
+
+
+MSAMP_LOCAL = {"transformer_impl": "local", "gradient_accumulation_fusion": False,
+               "no_persist_layer_norm": True, "kit_msamp": "O1", "kit_msamp_modules": "te"}
+
+
+def test_te_modules_fit_an_msamp_image() -> None:
+    """Transformer Engine (as in the kit's MS-AMP image) and --kit-msamp: nothing to refuse, the
+    --attention-backend included (TE's attention reads it)."""
+    te = Capabilities(transformer_engine=True, msamp=True)
+    assert check_args(megatron_defaults(**MSAMP_LOCAL), "te", te) == []
+    assert check_args(megatron_defaults(**MSAMP_LOCAL, attention_backend="flash"), "te", te) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "caps", "message"),
+    [
+        ({"kit_msamp": "off"}, NGC, "--kit-msamp-modules te chooses the modules around MS-AMP's FP8 "
+         "linears, and --kit-msamp is off: pass --kit-msamp O1 or O2, or drop --kit-msamp-modules."),
+        ({}, NOTHING, "--kit-msamp-modules te builds Transformer Engine's TENorm and "
+         "TEDotProductAttention, and Transformer Engine is not importable here: drop "
+         "--kit-msamp-modules (torch's layer norm and SDPA attention) or use an image with it."),
+        ({"fp8": "hybrid"}, NGC, "--fp8-format hybrid turns on Transformer Engine's fp8 autocast around "
+         "TE's modules, and MS-AMP's linears are this run's FP8: drop --fp8-format."),
+    ],
+    ids=["without-msamp", "without-te", "with-a-te-fp8-recipe"],
+)
+def test_te_modules_refusals(overrides: dict, caps: Capabilities, message: str) -> None:
+    problems = check_args(megatron_defaults(**{**MSAMP_LOCAL, **overrides}), "te", caps)
+    assert problems == [message]
+
+
+def test_te_modules_give_a_layer_spec_even_beside_te_attention() -> None:
+    """Attention te with the local layers still needs the kit's spec (None would keep Megatron's)."""
+    assert layer_spec_provider("te") is None
+    assert callable(layer_spec_provider("te", fp8_linears=True, te_modules=True))
