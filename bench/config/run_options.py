@@ -35,9 +35,9 @@ OPTIMIZER_STATES = ("default", "paper")
 # repeated 345m loss runs do not tell the two apart (docs/reports/2026-11-26-h200x2-msamp-te-cast.md).
 MSAMP_SCALINGS = ("delayed", "in-time")
 DEFAULT_MSAMP_SCALING = "in-time"
-# The modules around MS-AMP's FP8 linears: megatron-core's local ones with torch's layer norm and
-# SDPA attention, or Transformer Engine's layer norm and attention (bench.train.spec); torch until
-# the A/B says otherwise.
+# The modules around MS-AMP's FP8 linears: megatron-core's local layer norm (apex's or torch's) and
+# torch's SDPA attention, or Transformer Engine's layer norm and attention (bench.train.spec); torch
+# until the A/B says otherwise.
 MSAMP_MODULES = ("torch", "te")
 DEFAULT_MSAMP_MODULES = "torch"
 DEFAULT_ITERS = 30
@@ -211,10 +211,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               default=DEFAULT_MSAMP_SCALING, choices=MSAMP_SCALINGS,
               group="tuning", field="tuning.msamp_scaling"),
     RunOption("msamp_modules", str, "the layer norm and core attention around MS-AMP's FP8 "
-              "linears (default torch: torch's LayerNorm and SDPA attention); te: Transformer "
-              "Engine's layer norm (TENorm) and attention (TEDotProductAttention), as the te "
-              "precisions run them; bias + GeLU stays megatron-core's (msamp-o1/msamp-o2/fp4, "
-              "megatron engine, an environment with Transformer Engine)",
+              "linears (default torch: megatron-core's local layer norm, apex's or torch's, and "
+              "torch's SDPA attention); te: Transformer Engine's layer norm (TENorm) and attention "
+              "(TEDotProductAttention), as the te precisions run them, an A/B; bias + GeLU stays "
+              "megatron-core's (msamp-o1/msamp-o2/fp4, megatron engine, an environment with "
+              "Transformer Engine)",
               default=DEFAULT_MSAMP_MODULES, choices=MSAMP_MODULES,
               group="tuning", field="tuning.msamp_modules"),
     RunOption("gpu_memory_cap", float, "plan and train as if each GPU had GB of memory, in the "
