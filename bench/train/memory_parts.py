@@ -19,7 +19,8 @@ entry walks what this rank holds and prints one line (``LINE_PREFIX``), which th
 Transformer Engine's FusedAdam (megatron-core's precision-aware optimizer, ``--optimizer-states
 paper``) keeps an fp16 ``master_param`` and ``exp_avg_sq`` plain, an fp8 ``exp_avg`` as a
 ``Float8Tensor`` (a tensor with no storage of its own: its uint8 ``_data``, a ``_transpose`` where
-one is made, its ``_scale_inv`` and its quantizer's ``scale`` and ``amax`` hold the bytes), and one
+one is made, which TE 2.20 makes on Hopper, its ``_scale_inv`` and its quantizer's ``scale`` and
+``amax`` hold the bytes), and one
 fp32 scale per fp16/fp8 state in ``optimizer._scales[param][name]``; all are counted in their part.
 
 Bytes are those of whole storages (a view counts the buffer it views, padding included), each
@@ -60,12 +61,14 @@ def _state_tensors(value: object) -> Iterator[torch.Tensor]:
 
 def _has_storage(tensor: torch.Tensor) -> bool:
     """False for a tensor subclass made as a wrapper (Transformer Engine's ``Float8Tensor``): its
-    storage cannot be read, its bytes are in the tensors it holds."""
+    bytes are in the tensors it holds. Its own storage cannot be read (torch raises), or, from TE
+    2.20 on, is an empty one TE returns for it: elements without bytes."""
     try:
-        tensor.untyped_storage().data_ptr()
+        storage = tensor.untyped_storage()
+        storage.data_ptr()
     except RuntimeError:
         return False
-    return True
+    return storage.nbytes() > 0 or tensor.numel() == 0
 
 
 def _stored(tensor: torch.Tensor) -> Iterator[torch.Tensor]:

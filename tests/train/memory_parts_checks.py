@@ -76,20 +76,28 @@ def check_mixed_precision() -> None:
 
 class _Float8Stand(torch.Tensor):
     """What Transformer Engine 2.x's FusedAdam keeps as an fp8 ``exp_avg``: a ``Float8Tensor``, a
-    wrapper subclass with no storage of its own, holding uint8 ``_data``, a ``_transpose`` (None
-    here), an fp32 ``_scale_inv`` and a quantizer with fp32 ``scale`` and ``amax`` (TE's
-    optimizers/fused_adam.py ``_initialize_state``, tensor/float8_tensor.py). TE is not in the
-    CPU environment, so this is its layout, not TE's class."""
+    wrapper subclass with no storage of its own, holding uint8 ``_data``, a uint8 ``_transpose``
+    (made by TE 2.20's ``Float8Quantizer`` on Hopper, whose default usage is row- and column-wise;
+    None where it is not), an fp32 ``_scale_inv`` and a quantizer with fp32 ``scale`` and ``amax``
+    (TE's optimizers/fused_adam.py ``_initialize_state``, tensor/float8_tensor.py). Its own storage
+    either cannot be read (torch raises) or, as TE 2.20's ``QuantizedTensor.untyped_storage``
+    returns, is empty. TE is not in the CPU environment, so this is its layout, not TE's class."""
 
     @staticmethod
-    def __new__(cls, shape: torch.Size) -> _Float8Stand:
+    def __new__(cls, shape: torch.Size, transpose: bool, empty_storage: bool) -> _Float8Stand:
         tensor = torch.Tensor._make_wrapper_subclass(cls, shape, dtype=torch.float32)
         tensor._data = torch.zeros(shape, dtype=torch.uint8)
-        tensor._transpose = None
+        tensor._transpose = torch.zeros(shape[::-1], dtype=torch.uint8) if transpose else None
         tensor._scale_inv = torch.ones(1)
         tensor._quantizer = type("Float8Quantizer", (), {})()
         tensor._quantizer.scale, tensor._quantizer.amax = torch.ones(1), torch.zeros(1)
+        tensor._empty_storage = empty_storage
         return tensor
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        if self._empty_storage:
+            return torch.UntypedStorage(0)
+        return super().untyped_storage()
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -101,12 +109,12 @@ class _PaperAdamStand(torch.optim.Optimizer):
     paper, as TE's source lays it out: fp16 ``master_param`` and ``exp_avg_sq``, fp8 ``exp_avg``,
     one fp32 scale per state in ``_scales[param][name]``. Its step is not the thing under test."""
 
-    def __init__(self, params: list[torch.Tensor]) -> None:
+    def __init__(self, params: list[torch.Tensor], transpose: bool, empty_storage: bool) -> None:
         super().__init__(params, {})
         self._scales = {}
         for p in params:
             self.state[p] = {"step": 1, "master_param": p.detach().half(),
-                             "exp_avg": _Float8Stand(p.shape),
+                             "exp_avg": _Float8Stand(p.shape, transpose, empty_storage),
                              "exp_avg_sq": torch.zeros_like(p, dtype=torch.float16)}
             self._scales[p] = {name: torch.ones(1) for name in ("master_param", "exp_avg",
                                                                  "exp_avg_sq")}
@@ -115,7 +123,8 @@ class _PaperAdamStand(torch.optim.Optimizer):
 def check_paper_states() -> None:
     """bf16 GPT under --optimizer-states paper on one data-parallel rank: the distributed
     optimizer steps flat views of the bf16 weights, each ``decoupled_grad`` a view of the bf16
-    gradient buffer; 2 + 2 + 2 + 3 bytes a parameter, plus 4 bytes a scale."""
+    gradient buffer; 2 + 2 + 2 + 3 bytes a parameter (4 of moments with the fp8 moment's
+    transposed copy), plus 4 bytes a scale."""
     _, model = _build_model("sdpa", bf16=True)
     model.bfloat16()
     params = _parameters(model)
@@ -128,12 +137,19 @@ def check_paper_states() -> None:
         shard.decoupled_grad = buffer[start:start + p.numel()]
         shards.append(shard)
         start += p.numel()
-    got = measure(params, [_PaperAdamStand(shards)])
     tensors = len(shards)
-    # master: the fp16 copy and its scale; moments: the fp8 data, its scale_inv, the quantizer's
-    # scale and amax, FusedAdam's scale of it, the fp16 second moment and its scale.
-    assert got == MemoryParts(parameters=n, weights=2 * n, gradients=2 * n,
-                              master=2 * n + 4 * tensors, moments=3 * n + 5 * 4 * tensors), got
+    # Both ways a wrapper's own storage reads (raising, TE 2.20's empty one), with and without the
+    # fp8 moment's transposed copy: the copy is a byte of moments more.
+    for transpose in (False, True):
+        for empty_storage in (False, True):
+            got = measure(params, [_PaperAdamStand(shards, transpose, empty_storage)])
+            # master: the fp16 copy and its scale; moments: the fp8 data (and transpose), its
+            # scale_inv, the quantizer's scale and amax, FusedAdam's scale of it, the fp16 second
+            # moment and its scale.
+            moments = (4 if transpose else 3) * n + 5 * 4 * tensors
+            assert got == MemoryParts(parameters=n, weights=2 * n, gradients=2 * n,
+                                      master=2 * n + 4 * tensors, moments=moments), \
+                (transpose, empty_storage, got)
 
 
 def check_report_line() -> None:
