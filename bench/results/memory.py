@@ -1,9 +1,10 @@
 """Bytes a parameter by part: what records measured beside what a source published.
 
 A record's ``memory_parts`` (rank 0, after its first step: :mod:`bench.train.memory_parts`) is
-divided by that rank's parameters. One row per precision, layers' builder, model, layout and GPU
-(the newest record counts), in model-size, then precision order; the published entries of
-``published.toml`` (``[[bytes_per_parameter]]``) follow, each naming its source.
+divided by that rank's parameters. One row per precision, layers' builder, optimizer states
+(``--optimizer-states``), model, layout and GPU (the newest record counts), in model-size, then
+precision order; the published entries of ``published.toml`` (``[[bytes_per_parameter]]``) follow,
+each naming its source.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from bench.results.data import Published
 from bench.results.hardware import hardware_name
 
 PARTS = ("weights", "gradients", "master", "moments")
+STATES_KEY = "optimizer_states"  # the variant that changes what the optimizer holds
+# Kit commits whose count left the fp8 first moment of ``--optimizer-states paper`` out: Transformer
+# Engine 2.20 gives a Float8Tensor an empty storage of its own, which the count took for no bytes
+# (bench.train.memory_parts counts its inner tensors since). Their moments read as not counted.
+FP8_MOMENT_UNCOUNTED = frozenset({"86553d5548e2", "382c9e2d04a2"})
 
 
 @dataclass(frozen=True)
@@ -32,8 +38,19 @@ class PartsRow:
     measured: bool
 
     @property
-    def total(self) -> float:
+    def total(self) -> float | None:
+        """The sum; a published row sums the parts its source counts, a measured row with a part
+        not counted has none."""
+        if self.measured and None in self.parts:
+            return None
         return sum(part for part in self.parts if part is not None)
+
+
+def _parts(run: Record) -> tuple[float | None, ...]:
+    uncounted = (run.variant.get(STATES_KEY) == "paper"
+                 and (run.provenance.kit_commit or "")[:12] in FP8_MOMENT_UNCOUNTED)
+    return tuple(None if uncounted and part == "moments" else run.memory_parts.per_parameter(part)
+                 for part in PARTS)
 
 
 def parts_rows(runs: Sequence[Record], published: Published) -> list[PartsRow]:
@@ -41,17 +58,20 @@ def parts_rows(runs: Sequence[Record], published: Published) -> list[PartsRow]:
     newest: dict[tuple, Record] = {}
     for run in sorted(runs, key=lambda r: r.started_at):
         if run.memory_parts is not None:
-            newest[(run.precision, layers(run), run.preset.name, run.layout.name,
-                    run.platform.accelerator)] = run
+            newest[(run.precision, layers(run), run.variant.get(STATES_KEY), run.preset.name,
+                    run.layout.name, run.platform.accelerator)] = run
     order = {p: i for i, p in enumerate(PRECISIONS)}
     measured = sorted(newest.values(), key=lambda r: (model_sort_key(r.preset.name), r.layout.name,
-                                                     order.get(r.precision, len(order)), layers(r)))
+                                                     order.get(r.precision, len(order)), layers(r),
+                                                     r.variant.get(STATES_KEY) or ""))
     rows = [PartsRow(
-        precision=" ".join(filter(None, (run.precision, layers(run)))),
+        precision=" ".join(filter(None, (run.precision, layers(run),
+                                         run.variant.get(STATES_KEY) and
+                                         f"{run.variant[STATES_KEY]} states"))),
         what=f"{display_name(run.preset.name.lower())} {run.layout.name}, "
              f"{hardware_name(run.platform.accelerator)}",
         link=f"{run.run_id}.json", measured=True,
-        parts=tuple(run.memory_parts.per_parameter(part) for part in PARTS)) for run in measured]
+        parts=_parts(run)) for run in measured]
     rows += [PartsRow(precision=entry.precision, what=published.sources[entry.source].title,
                       link=published.sources[entry.source].link, measured=False,
                       parts=tuple(getattr(entry, part) for part in PARTS))
