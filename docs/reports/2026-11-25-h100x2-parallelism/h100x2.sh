@@ -19,6 +19,12 @@
 # foreground of one command of at most 10 minutes, except `setup`, which is started in its own
 # process session (setsid) and runs on, niced, while TE's parts are sent; run again, it skips what
 # it has done. A later kit commit travels as .carry-kit/kit.bundle (read before /tmp/carry's).
+# A machine is given back 30 s after a command ends: send the commands one right after the other.
+# Builds from an earlier machine: `pack` returns MS-AMP's build (218-228 s) and TE's torch extension
+# (90-110 s) with stamps of what they were built from (sources, patches, build script, torch). Kept
+# here in .carry-prebuilt/ and sent in a first command of their own (`mkdir -p /tmp/carry/prebuilt &&
+# cp .carry-prebuilt/* /tmp/carry/prebuilt/`), setup and `te-install` use them where the stamps still
+# match, and build otherwise.
 #   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, MS-AMP, data (~5 min);
 #                             # NO_MDS=1: no DeepSpeed or Megatron-DeepSpeed (an MS-AMP-only machine)
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
@@ -33,6 +39,9 @@
 #   bash h100x2.sh wait GROUP S # until group GROUP has ended (its summary line), at most S seconds: a group
 #                             # longer than one command (msamp-loss-repeats) runs over several `wait`s
 #   bash h100x2.sh collect    # $OUT: records.tgz, logs.tgz, summary.txt
+#   bash h100x2.sh pack       # $OUT: MS-AMP's build and TE's torch extension, each with its stamp
+#   bash h100x2.sh te-install # instead of `bash .te/install.sh`: skips the 90-110 s build of TE's torch
+#                             # extension where a packed one of the same stamp is in /tmp/carry/prebuilt
 #   bash h100x2.sh te-split   # here: .te/chunk0..4 into .te/p0..p5 (46 MB each)
 #   bash h100x2.sh te-join    # there: /tmp/te-parts/p0..p5 into /tmp/te-chunks (the wheel in chunk0)
 set -uo pipefail
@@ -68,6 +77,22 @@ apex_build() {
     "$PYTHON" -m pip install -q --no-index --no-deps --target "$APEX_SITE" /tmp/apex-wheel/apex-*.whl
 }
 
+stamp() {  # stamp FILE...: what a build depends on (those files, this torch), in 16 hex digits
+  { sha256sum "$@" | awk '{print $1}'; "$PYTHON" -c 'import torch; print(torch.__version__)'; } | sha256sum | cut -c1-16
+}
+msamp_stamp() { stamp "$CARRY"/ms-amp-*.tar.gz patches/ms-amp/* images/cuda/build-msamp.sh; }
+te_stamp() { stamp .te/transformer_engine_torch-*.tar.gz; }
+
+msamp_install() {  # the MS-AMP build an earlier machine packed (`pack`) where its stamp matches, else a build
+  local pack=$CARRY/prebuilt/msamp-site.tgz
+  if [ -f "$pack" ] && [ "$(cat "$CARRY/prebuilt/msamp.stamp" 2>/dev/null)" = "$(msamp_stamp)" ]; then
+    echo "MS-AMP: the packed build of stamp $(msamp_stamp)"
+    mkdir -p "$MSAMP_SITE" && tar xzf "$pack" -C "$MSAMP_SITE"
+  else
+    msamp_build
+  fi
+}
+
 msamp_build() {  # MS-AMP as the kit's CUDA image builds it (images/cuda/build-msamp.sh), in a folder of its own
   rm -rf /tmp/msamp-src /tmp/msamp-build && mkdir -p /tmp/msamp-src /tmp/msamp-build &&
     tar -xzf "$CARRY"/ms-amp-*.tar.gz -C /tmp/msamp-src --strip-components 1 &&
@@ -90,7 +115,7 @@ fused_kernels.load(types.SimpleNamespace(masked_softmax_fusion=True, rank=0))'"
 }
 
 setup() {
-  [ -d "$CARRY" ] || cp -r .carry-mds "$CARRY" || return 1
+  [ -e "$CARRY/kit.bundle" ] || { mkdir -p "$CARRY" && cp -r .carry-mds/. "$CARRY"/; } || return 1
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvidia-smi topo -m; "$PYTHON" --version; } >> "$summary" 2>&1
   # Only the wheels this Python lacks (a pinned copy on the path would shadow the machine's own);
   # pybind11 always (the pinned one knows NumPy 2's C API).
@@ -110,7 +135,7 @@ PY
   step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" || return 1
   touch "$WORK/wheels.done"
   [ -e "$WORK/apex.done" ] || ( step apex-build apex_build && touch "$WORK/apex.done" ) &
-  [ -e "$WORK/msamp.done" ] || ( step msamp-build msamp_build && touch "$WORK/msamp.done" ) &
+  [ -e "$WORK/msamp.done" ] || ( step msamp-build msamp_install && touch "$WORK/msamp.done" ) &
   [ -n "${NO_MDS:-}" ] || mds_setup || return 1
   # Real text for the engine A/B: the Python documentation's topics and the standard library.
   "$PYTHON" - "$WORK/corpus.jsonl" <<'PY'
@@ -182,6 +207,26 @@ case ${1:?setup, smoke, collect or groups} in
     mkdir -p /tmp/te-chunks && cat /tmp/te-parts/p0 /tmp/te-parts/p1 /tmp/te-parts/p2 /tmp/te-parts/p3 \
       /tmp/te-parts/p4 /tmp/te-parts/p5 > /tmp/te-chunks/chunk0 &&
       for n in 1 2 3 4; do : > /tmp/te-chunks/chunk$n; done ;;
+  te-install)  # .te/install.sh's steps, with the torch extension an earlier machine packed where its stamp matches
+    whl=$(ls "$CARRY"/prebuilt/transformer_engine_torch-*.whl 2>/dev/null | head -n 1)
+    if [ -z "$whl" ] || [ "$(cat "$CARRY/prebuilt/te-torch.stamp" 2>/dev/null)" != "$(te_stamp)" ]; then
+      bash .te/install.sh; exit
+    fi
+    echo "Transformer Engine's torch extension: the packed wheel of stamp $(te_stamp)"
+    name=$(awk '{print $2}' .te/SHA256) && cat /tmp/te-chunks/chunk0 /tmp/te-chunks/chunk1 \
+      /tmp/te-chunks/chunk2 /tmp/te-chunks/chunk3 /tmp/te-chunks/chunk4 > "/tmp/$name" &&
+      (cd /tmp && sha256sum -c "$OLDPWD/.te/SHA256") &&
+      "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --target "$TE_SITE" "/tmp/$name" .te/deps/*.whl &&
+      "$PYTHON" -m zipfile -e .te/transformer_engine-*.whl /tmp/te-meta &&
+      cp -r /tmp/te-meta/transformer_engine-*.dist-info "$TE_SITE/" &&
+      "$PYTHON" -m zipfile -e "$whl" "$TE_SITE" &&
+      PYTHONPATH="$TE_SITE" "$PYTHON" -c "import transformer_engine.pytorch, transformer_engine as t; print('Transformer Engine', t.__version__)" &&
+      touch "$TE_SITE/.done" ;;
+  pack)  # $OUT: MS-AMP's build and TE's torch extension with their stamps, for .carry-prebuilt next time
+    mkdir -p "$OUT"
+    [ -e "$WORK/msamp.done" ] && tar czf "$OUT/msamp-site.tgz" -C "$MSAMP_SITE" . && msamp_stamp > "$OUT/msamp.stamp"
+    cp /tmp/te-wheel/transformer_engine_torch-*.whl "$OUT/" 2>/dev/null && te_stamp > "$OUT/te-torch.stamp"
+    ls -la "$OUT" ;;
   bg) shift; (setsid nohup bash "$0" "$@" > "$WORK/logs/bg-$(date +%s).out" 2>&1 < /dev/null &) ;;
   wait)
     end=$(( $(date +%s) + ${3:?wait GROUP SECONDS} ))
