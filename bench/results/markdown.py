@@ -336,6 +336,9 @@ def _memory_section(rows: Sequence[PartsRow], records_link: str) -> list[str]:
              "(`bench/train/memory_parts.py`): weights (the model's parameters), gradients (the "
              "gradient buffers), master (the optimizer's master copies), moments (Adam's state "
              "and its scales); sharded parts (the distributed optimizer's) are rank 0's shard. "
+             "Gradients include the fp32 copy of its shard's gradients that the distributed "
+             "optimizer gives Adam (4/dp bytes over a bf16 buffer): made at the step, freed at the "
+             "next step's zero_grad, so not held at the activation peak. "
              "Published rows give the parts their source counts (`published.toml`).", ""]
     header = [("precision", False), ("run or source", False), *((part, True) for part in PARTS),
               ("total", True)]

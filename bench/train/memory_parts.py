@@ -7,7 +7,8 @@ entry walks what this rank holds and prints one line (``LINE_PREFIX``), which th
 - ``weights``: the model's parameters, whatever their dtype;
 - ``gradients``: megatron-core DDP's gradient buffers (each parameter's ``main_grad`` is a view of
   one), any ``.grad`` left on a parameter, and the ``.grad`` megatron-core's optimizer gives its
-  master copies (a view of the buffer, or an fp32 copy of bf16 gradients), or the
+  master copies (a view of the buffer, or an fp32 copy of bf16 gradients, which lives from the step
+  to the next step's ``zero_grad`` and so is not held at the activation peak), or the
   ``.decoupled_grad`` it gives them under its precision-aware optimizer (a view of the buffer);
 - ``master``: the tensors the torch optimizer updates that are not the model's own (megatron-core's
   fp32 copies, ``fp32_from_float16_groups`` or the distributed optimizer's shards), and a
