@@ -133,6 +133,11 @@ class Provenance(Strict):
     (sha256 of the image file, ``.sqsh`` or ``.sif``, at job start). Both are null for a run
     without an image and where the runtime does not say (a tag pulled by pyxis); records written
     before the kind existed lack it.
+
+    ``gpu_uuids`` are the UUIDs of the GPUs the run saw (nvidia-smi's ``uuid``, in
+    ``CUDA_VISIBLE_DEVICES`` order): they name the physical machine, which ``hostname`` does not
+    where every VM is called ``vm``. Null where unknown: records written before the field, cluster
+    records (``bench jobs collect``), a driver that does not say.
     """
 
     kit_commit: Text | None
@@ -148,6 +153,7 @@ class Provenance(Strict):
                                         "must be sha256:<64 lower-case hex digits>")] | None
     hostname: Text | None
     image_digest_kind: Literal["registry", "image-id", "file-sha256"] | None = None
+    gpu_uuids: list[Name] | None = None
 
     @model_validator(mode="after")
     def _digest_has_kind(self) -> Provenance:

@@ -10,6 +10,12 @@ group each column is a precision, with the layers' builder added where a group h
 (``bf16 TE``, ``bf16 TE+apex``), and the variant where one is set; of a column run twice the
 newest run counts. A group of two or more columns is a table on the page
 (``bench.results.markdown``): TFLOP/s per GPU, its ratio to the group's bf16 column, peak memory.
+
+A group is also one machine, since machines of one GPU model differ by up to 10 %: the run's GPU
+UUIDs (``provenance.gpu_uuids``), or for records without them the kit commit, as each GPU machine
+so far ran one commit: splitting one machine's runs costs columns, merging two machines would
+compare them. Groups whose titles would be equal are told apart by the day of their first run,
+then the kit commit, then the first GPU's UUID.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from bench.records.record import Record
 from bench.results.aggregate import display_name, layers, model_sort_key, settings, variant
 from bench.results.hardware import hardware_name
 from bench.results.losses import BASELINE  # the precision others are set against
+
+UUID_CHARS = 12  # "GPU-8442300b": enough of a UUID to tell a machine's GPUs apart on the page
 
 
 @dataclass(frozen=True)
@@ -48,11 +56,17 @@ def _made(run: Record) -> str:
     return f"campaign {campaign}" if campaign else f"runs of {run.started_at[:10]}"
 
 
+def _machine(run: Record) -> tuple[str, ...]:
+    """The machine a run ran on: its GPUs' UUIDs, else (older records) its kit commit."""
+    uuids = run.provenance.gpu_uuids
+    return tuple(sorted(uuids)) if uuids else (f"kit {run.provenance.kit_commit}",)
+
+
 def _key(run: Record) -> tuple:
     data = run.data.name if run.data is not None and run.data.kind == "real" else "mock"
     lay = run.layout
     return (_made(run), run.preset.name, lay.name, lay.micro_batch,
-            lay.global_batch, run.platform.accelerator, data, run.metrics.window_iters)
+            lay.global_batch, run.platform.accelerator, data, run.metrics.window_iters, _machine(run))
 
 
 def _title(run: Record) -> str:
@@ -82,4 +96,33 @@ def side_by_side(runs: Sequence[Record]) -> list[PrecisionGroup]:
         columns = sorted((Column(name, run) for name, run in newest.items()),
                          key=lambda c: (order.get(c.run.precision, len(order)), c.name))
         groups.append(PrecisionGroup(_title(columns[0].run), tuple(columns)))
+    groups = _told_apart(groups)
     return sorted(groups, key=lambda g: (model_sort_key(g.columns[0].run.preset.name), g.title))
+
+
+def _told_apart(groups: list[PrecisionGroup]) -> list[PrecisionGroup]:
+    """Groups of one title (one setup on several machines) with a detail appended that tells them
+    apart: the day of the group's first run, else its kit commit, else its first GPU, else all
+    three."""
+    by_title: dict[str, list[PrecisionGroup]] = defaultdict(list)
+    for group in groups:
+        by_title[group.title].append(group)
+    told = []
+    for title, same in by_title.items():
+        if len(same) == 1:
+            told += same
+            continue
+        details = [_details(group) for group in same]
+        pick = next((pick for pick in ((0,), (1,), (2,), (0, 1, 2))
+                     if len({tuple(d[i] for i in pick) for d in details}) == len(same)), (0, 1, 2))
+        told += [PrecisionGroup(f"{title}, {', '.join(d[i] for i in pick)}", group.columns)
+                 for group, d in zip(same, details, strict=True)]
+    return told
+
+
+def _details(group: PrecisionGroup) -> tuple[str, str, str]:
+    """What may tell a group's machine apart: its first run's day, its kit commit, its first GPU."""
+    first = min((c.run for c in group.columns), key=lambda r: r.started_at)
+    uuids = sorted(first.provenance.gpu_uuids or ["GPUs unknown"])
+    return (f"first run {first.started_at[:10]}", f"kit {(first.provenance.kit_commit or '?')[:7]}",
+            uuids[0][:UUID_CHARS])

@@ -106,6 +106,7 @@ def collect(python: Sequence[str] = (sys.executable,), image: str | None = None,
         "gpu_model": gpus.name or None,
         "gpu_count": gpus.count or None,
         "driver": gpus.driver or None,
+        "gpu_uuids": list(gpus.uuids) or None,
         # The kit's images set BENCH_IMAGE; an image cannot know its own digest.
         "image": image or os.environ.get("BENCH_IMAGE"),
         **digest,

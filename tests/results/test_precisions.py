@@ -66,3 +66,50 @@ def test_fp8_at_its_default_micro_batch_is_set_beside_bf16_at_that_micro_batch_o
     (group,) = side_by_side([fp8, bf16_preset, run("bf16", 8, 30)])
     assert {c.run.layout.micro_batch for c in group.columns} == {8}
     assert "micro/global batch 8/64" in group.title
+
+
+def _run(precision: str, minute: int, uuids: list[str] | None, commit: str = "0123abc",
+         day: str = "2026-11-21") -> Record:
+    return make_record(run_id=f"13b_dp4_h200x4_{day.replace('-', '')}T20{minute:02d}00Z",
+                       precision=precision, started_at=f"{day}T20:{minute:02d}:00Z",
+                       finished_at=f"{day}T20:{minute + 5:02d}:00Z", labels={"campaign": "h200x4"},
+                       provenance={**BASE.provenance.model_dump(), "kit_commit": commit,
+                                   "gpu_uuids": uuids})
+
+
+MACHINE_A = [f"GPU-aaaaaaa{i}-9bec-9809-174b-7bcb20b53a7f" for i in range(4)]
+MACHINE_B = [f"GPU-bbbbbbb{i}-9bec-9809-174b-7bcb20b53a7f" for i in range(4)]
+
+
+def test_one_machines_runs_are_one_group_whatever_the_order_of_its_gpus() -> None:
+    (group,) = side_by_side([_run("bf16", 10, MACHINE_A), _run("fp8-delayed", 20, MACHINE_A[::-1])])
+    assert [c.run.precision for c in group.columns] == ["bf16", "fp8-delayed"]
+    assert group.title.endswith("campaign h200x4")  # nothing to tell apart
+
+
+def test_two_machines_of_one_campaign_are_two_groups_told_apart_by_day() -> None:
+    runs = [_run("bf16", 10, MACHINE_A), _run("fp8-delayed", 20, MACHINE_A),
+            _run("fp8-current", 30, MACHINE_A),
+            _run("bf16", 10, MACHINE_B, day="2026-11-22"), _run("fp8-current", 20, MACHINE_B, day="2026-11-22")]
+    first, second = side_by_side(runs)
+    assert [c.run.precision for c in first.columns] == ["bf16", "fp8-delayed", "fp8-current"]
+    assert [c.run.precision for c in second.columns] == ["bf16", "fp8-current"]
+    assert first.title.endswith("campaign h200x4, first run 2026-11-21")
+    assert second.title.endswith("campaign h200x4, first run 2026-11-22")
+    # One machine alone in a campaign makes no table: a column from the other is not its to take.
+    assert side_by_side([_run("bf16", 10, MACHINE_A), _run("fp8-current", 20, MACHINE_B)]) == []
+
+
+def test_machines_of_one_day_and_commit_are_told_apart_by_their_first_gpu() -> None:
+    runs = [_run(p, m, MACHINE_A) for p, m in (("bf16", 10), ("fp8-delayed", 20))]
+    runs += [_run(p, m, MACHINE_B) for p, m in (("bf16", 30), ("fp8-delayed", 40))]
+    assert [g.title.rpartition(", ")[2] for g in side_by_side(runs)] == ["GPU-aaaaaaa0", "GPU-bbbbbbb0"]
+
+
+def test_records_without_uuids_split_by_kit_commit() -> None:
+    runs = [_run("bf16", 10, None, "1111111aaaa"), _run("fp8-delayed", 20, None, "1111111aaaa"),
+            _run("bf16", 30, None, "2222222bbbb"), _run("fp8-current", 40, None, "2222222bbbb")]
+    groups = side_by_side(runs)
+    assert [[c.run.precision for c in g.columns] for g in groups] == [["bf16", "fp8-delayed"], ["bf16", "fp8-current"]]
+    assert [g.title.rpartition(", ")[2] for g in groups] == ["kit 1111111", "kit 2222222"]
+    assert side_by_side(runs[:1] + runs[3:]) == []  # never across commits

@@ -51,3 +51,13 @@ def test_json_schema_refuses_what_the_kit_refuses() -> None:
     for bad in ({**record, "gpus": True}, {**record, "extra": 1}, {**record, "status": "exploded"},
                 {**record, "layout": {**record["layout"], "tp": 0}}):
         assert not validator.is_valid(bad)
+
+
+def test_json_schema_takes_gpu_uuids_as_a_list_of_names_or_null() -> None:
+    record = json.loads(next((ROOT / "results/records").glob("*.json")).read_text())
+    validator = _validator("record.schema.json")
+    uuid = "GPU-8442300b-9bec-9809-174b-7bcb20b53a7f"
+    for good in ([uuid], None):
+        assert validator.is_valid({**record, "provenance": {**record["provenance"], "gpu_uuids": good}})
+    for bad in (uuid, [""], [1]):
+        assert not validator.is_valid({**record, "provenance": {**record["provenance"], "gpu_uuids": bad}})

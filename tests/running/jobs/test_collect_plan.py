@@ -52,4 +52,5 @@ def test_collect_takes_the_peak_from_plan_json_and_says_which_plan_it_cannot_rea
     record = records[0]
     assert record.ok and record.platform.peak_tflops == 989.0
     assert record.notes["nodelist"] == "node1" and record.provenance.hostname is None
+    assert record.provenance.gpu_uuids is None  # the login node cannot see the job's GPUs
     assert record.argv[:3] == ("python", "-m", "bench.train.pretrain_gpt")
