@@ -357,8 +357,8 @@ def _precisions_section(groups: Sequence[PrecisionGroup], records_link: str) -> 
              "precision or in what built the layers (TE, TE+apex, no TE): same model, layout, "
              "micro and global batch, GPU, data and iterations (an fp8 run at its larger default "
              "micro-batch is set beside a bf16 run at that micro-batch only), on one machine: "
-             "the same GPUs by UUID, or for records without them the same kit commit (a title "
-             "that recurs names the day, commit or GPU that tells its tables apart). TFLOP/s per GPU "
+             "the same GPUs by UUID, or for records without them runs less than an hour apart (a "
+             "title that recurs names the day, minute or GPU that tells its tables apart). TFLOP/s per GPU "
              "(causal count), the ratio to the "
              f"group's {BASELINE} column, peak memory; each column links its record "
              "(`bench/results/precisions.py`).", ""]

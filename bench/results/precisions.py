@@ -11,11 +11,12 @@ group each column is a precision, with the layers' builder added where a group h
 newest run counts. A group of two or more columns is a table on the page
 (``bench.results.markdown``): TFLOP/s per GPU, its ratio to the group's bf16 column, peak memory.
 
-A group is also one machine, since machines of one GPU model differ by up to 10 %: the run's GPU
-UUIDs (``provenance.gpu_uuids``), or for records without them the kit commit, as each GPU machine
-so far ran one commit: splitting one machine's runs costs columns, merging two machines would
-compare them. Groups whose titles would be equal are told apart by the day of their first run,
-then the kit commit, then the first GPU's UUID.
+A group is also one machine, since machines of one GPU model differ by 10 % and more: the run's
+GPU UUIDs (``provenance.gpu_uuids``). Records without them are taken for one machine while each
+run starts within an hour of the end of the one before (``MACHINE_GAP_S``): a GPU machine runs its
+groups back to back, the next machine comes hours later and often with another kit commit, which
+does not split one machine's runs. Groups whose titles would be equal are told apart by the day
+of their first run, then its minute, then the first GPU's UUID.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from bench.config.precisions import PRECISIONS
 from bench.measure.protocol import WARMUP_ITERS
@@ -32,6 +34,7 @@ from bench.results.hardware import hardware_name
 from bench.results.losses import BASELINE  # the precision others are set against
 
 UUID_CHARS = 12  # "GPU-8442300b": enough of a UUID to tell a machine's GPUs apart on the page
+MACHINE_GAP_S = 3600  # records without GPU UUIDs: a longer pause between runs is another machine
 
 
 @dataclass(frozen=True)
@@ -56,17 +59,33 @@ def _made(run: Record) -> str:
     return f"campaign {campaign}" if campaign else f"runs of {run.started_at[:10]}"
 
 
-def _machine(run: Record) -> tuple[str, ...]:
-    """The machine a run ran on: its GPUs' UUIDs, else (older records) its kit commit."""
-    uuids = run.provenance.gpu_uuids
-    return tuple(sorted(uuids)) if uuids else (f"kit {run.provenance.kit_commit}",)
-
-
 def _key(run: Record) -> tuple:
     data = run.data.name if run.data is not None and run.data.kind == "real" else "mock"
     lay = run.layout
     return (_made(run), run.preset.name, lay.name, lay.micro_batch,
-            lay.global_batch, run.platform.accelerator, data, run.metrics.window_iters, _machine(run))
+            lay.global_batch, run.platform.accelerator, data, run.metrics.window_iters)
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _machines(runs: Sequence[Record]) -> list[list[Record]]:
+    """``runs`` split by machine: their GPUs' UUIDs, or for records without them, runs less than
+    :data:`MACHINE_GAP_S` apart."""
+    by_gpus: dict[tuple[str, ...], list[Record]] = defaultdict(list)
+    sessions: list[list[Record]] = []
+    for run in sorted(runs, key=lambda r: r.started_at):
+        if run.provenance.gpu_uuids:
+            by_gpus[tuple(sorted(run.provenance.gpu_uuids))].append(run)
+            continue
+        last = sessions[-1][-1] if sessions else None
+        if last is not None and (_seconds(run.started_at) - _seconds(last.finished_at or last.started_at)
+                                 <= MACHINE_GAP_S):
+            sessions[-1].append(run)
+        else:
+            sessions.append([run])
+    return [*by_gpus.values(), *sessions]
 
 
 def _title(run: Record) -> str:
@@ -84,7 +103,7 @@ def side_by_side(runs: Sequence[Record]) -> list[PrecisionGroup]:
         if run.ok and run.engine == "megatron":
             grouped[_key(run)].append(run)
     groups = []
-    for members in grouped.values():
+    for members in (machine for same in grouped.values() for machine in _machines(same)):
         builders = {layers(run) for run in members}
         newest: dict[str, Record] = {}
         for run in sorted(members, key=lambda r: r.started_at):
@@ -102,8 +121,7 @@ def side_by_side(runs: Sequence[Record]) -> list[PrecisionGroup]:
 
 def _told_apart(groups: list[PrecisionGroup]) -> list[PrecisionGroup]:
     """Groups of one title (one setup on several machines) with a detail appended that tells them
-    apart: the day of the group's first run, else its kit commit, else its first GPU, else all
-    three."""
+    apart: the day of the group's first run, else its minute, else its first GPU, else all three."""
     by_title: dict[str, list[PrecisionGroup]] = defaultdict(list)
     for group in groups:
         by_title[group.title].append(group)
@@ -121,8 +139,8 @@ def _told_apart(groups: list[PrecisionGroup]) -> list[PrecisionGroup]:
 
 
 def _details(group: PrecisionGroup) -> tuple[str, str, str]:
-    """What may tell a group's machine apart: its first run's day, its kit commit, its first GPU."""
+    """What may tell a group's machine apart: its first run's day, that run's minute, its first GPU."""
     first = min((c.run for c in group.columns), key=lambda r: r.started_at)
     uuids = sorted(first.provenance.gpu_uuids or ["GPUs unknown"])
-    return (f"first run {first.started_at[:10]}", f"kit {(first.provenance.kit_commit or '?')[:7]}",
-            uuids[0][:UUID_CHARS])
+    return (f"first run {first.started_at[:10]}",
+            f"first run {first.started_at[:10]} {first.started_at[11:16]}", uuids[0][:UUID_CHARS])

@@ -100,16 +100,22 @@ def test_two_machines_of_one_campaign_are_two_groups_told_apart_by_day() -> None
     assert side_by_side([_run("bf16", 10, MACHINE_A), _run("fp8-current", 20, MACHINE_B)]) == []
 
 
-def test_machines_of_one_day_and_commit_are_told_apart_by_their_first_gpu() -> None:
+def test_machines_of_one_day_are_told_apart_by_the_minute_of_their_first_run() -> None:
     runs = [_run(p, m, MACHINE_A) for p, m in (("bf16", 10), ("fp8-delayed", 20))]
     runs += [_run(p, m, MACHINE_B) for p, m in (("bf16", 30), ("fp8-delayed", 40))]
-    assert [g.title.rpartition(", ")[2] for g in side_by_side(runs)] == ["GPU-aaaaaaa0", "GPU-bbbbbbb0"]
+    assert [g.title.rpartition(", ")[2] for g in side_by_side(runs)] == [
+        "first run 2026-11-21 20:10", "first run 2026-11-21 20:30"]
 
 
-def test_records_without_uuids_split_by_kit_commit() -> None:
-    runs = [_run("bf16", 10, None, "1111111aaaa"), _run("fp8-delayed", 20, None, "1111111aaaa"),
-            _run("bf16", 30, None, "2222222bbbb"), _run("fp8-current", 40, None, "2222222bbbb")]
+def test_records_without_uuids_split_where_an_hour_passes_between_runs() -> None:
+    """Older records: one machine's runs follow each other (a kit commit may change between them);
+    the next machine's come more than an hour after."""
+    runs = [_run("bf16", 10, None, "1111111aaaa"), _run("fp8-delayed", 20, None, "2222222bbbb"),
+            _run("bf16", 10, None, day="2026-11-22"), _run("fp8-current", 20, None, day="2026-11-22")]
     groups = side_by_side(runs)
     assert [[c.run.precision for c in g.columns] for g in groups] == [["bf16", "fp8-delayed"], ["bf16", "fp8-current"]]
-    assert [g.title.rpartition(", ")[2] for g in groups] == ["kit 1111111", "kit 2222222"]
-    assert side_by_side(runs[:1] + runs[3:]) == []  # never across commits
+    assert [g.title.rpartition(", ")[2] for g in groups] == ["first run 2026-11-21", "first run 2026-11-22"]
+    assert side_by_side(runs[:1] + runs[3:]) == []  # never across machines
+    later = make_record(**{**runs[1].model_dump(), "run_id": "13b_dp4_h200x4_20261121T2200Z",
+                           "started_at": "2026-11-21T22:00:00Z", "finished_at": "2026-11-21T22:05:00Z"})
+    assert side_by_side(runs[:1] + [later]) == []  # 95 minutes after the first run ended
