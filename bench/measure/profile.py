@@ -7,7 +7,9 @@ This module reads it and answers, per step:
 
 - ``gemm``: matrix multiplies (cuBLAS/cuBLASLt, CUTLASS, Transformer Engine's fp8 GEMMs);
 - ``attention``: core attention (flash, cuDNN fused attention, torch SDPA kernels);
-- ``optimizer``: the optimizer step (multi-tensor Adam and its scale/copy kernels);
+- ``optimizer``: the optimizer step: multi-tensor Adam by name, and every kernel that runs within
+  the GPU span of torch's ``Optimizer.step#...`` annotation (the casts and copies of an optimizer
+  with scaled fp16/fp8 states, e.g. Transformer Engine's FusedAdam under the paper's states);
 - ``other``: every other kernel (layer norm, GeLU, casts, the loss, ...) and the GPU's memory
   copies and sets;
 - ``comm_exposed``: communication (NCCL, userbuffers) while no other kernel runs: the part not
@@ -48,6 +50,7 @@ _ATTENTION = re.compile(r"flash|fmha|fused_attn|attn|attention|sdpa|softmax_?war
 _OPTIMIZER = re.compile(r"multi_tensor|adam|lbadam", re.I)
 _GEMM = re.compile(r"gemm|cutlass|xmma|nvjet|cublas|matmul|wgmma|_mma_|sm90_.*tn|sm90_.*nt", re.I)
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_OPTIMIZER_STEP = "Optimizer.step#"  # torch's annotation of every torch.optim.Optimizer.step
 
 
 def kernel_class(name: str) -> str:
@@ -81,18 +84,28 @@ class Breakdown:
 
 def _spans(events: list[dict]) -> tuple[list[tuple[float, float, str]], list[tuple[float, float]]]:
     """(kernels as (start, end, class), profiled steps as (start, end)), microseconds."""
-    kernels, steps = [], []
+    kernels, steps, optimizer = [], [], []
     for event in events:
         if event.get("ph") != "X" or "dur" not in event:
             continue
         start, end = float(event["ts"]), float(event["ts"]) + float(event["dur"])
+        name = str(event.get("name", ""))
         if event.get("cat") == "kernel":
-            kernels.append((start, end, kernel_class(str(event.get("name", "")))))
+            kernels.append((start, end, kernel_class(name)))
         elif event.get("cat") in ("gpu_memcpy", "gpu_memset"):
             kernels.append((start, end, "other"))
-        elif _STEP.match(str(event.get("name", ""))) and event.get("cat") in ("user_annotation", "cpu_op"):
+        elif _STEP.match(name) and event.get("cat") in ("user_annotation", "cpu_op"):
             steps.append((start, end))
-    return kernels, steps
+        elif name.startswith(_OPTIMIZER_STEP) and event.get("cat") == "gpu_user_annotation":
+            optimizer.append((start, end))
+    return [(start, end, "optimizer" if label != "comm" and _within(start, end, optimizer) else label)
+            for start, end, label in kernels], steps
+
+
+def _within(start: float, end: float, spans: list[tuple[float, float]]) -> bool:
+    """Whether a kernel's middle lies in one of ``spans`` (the optimizer steps: a handful)."""
+    middle = (start + end) / 2
+    return any(lo <= middle <= hi for lo, hi in spans)
 
 
 def at_step(profile: Breakdown, step_ms: float) -> dict[str, float]:

@@ -67,3 +67,29 @@ def test_kernels_are_classed_by_their_names(name: str, cls: str) -> None:
 def test_a_trace_without_kernels_is_refused() -> None:
     with pytest.raises(ValueError, match="no CUDA kernel"):
         breakdown({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 5}]})
+
+
+OPTIMIZER_STEPS = TRACE.parent / "2.7b_tp1pp1dp2_h200x2_msamp-o2_optimizer-steps.trace.json.gz"
+
+
+def test_every_kernel_of_an_optimizer_step_is_the_optimizers() -> None:
+    """A real trace cut to the two optimizer steps of a 2.7b dp2 msamp-o2 run (two H200s,
+    2026-11-26, record 2.7b_tp1pp1dp2_local_20261126T080219Z-a7c7cf-c18) with 0.5 ms on each side:
+    LBAdamW's kernels, and 96 kernels inside torch's ``Optimizer.step#`` span whose names are no
+    optimizer's (its casts, copies and scale arithmetic). They count as the optimizer's; without
+    the span they would be other kernels."""
+    trace = read_trace(OPTIMIZER_STEPS)
+    events = trace["traceEvents"]
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["cat"] == "gpu_user_annotation"]
+    assert [e["name"] for e in events if e["cat"] == "gpu_user_annotation"] == [
+        "Optimizer.step#MegatronLBAdamW.step"] * 2
+    inside = [e for e in events if e["cat"] != "gpu_user_annotation"
+              and any(lo <= e["ts"] + e["dur"] / 2 <= hi for lo, hi in spans)]
+    by_name_other = [e for e in inside if e["cat"] != "kernel" or kernel_class(e["name"]) != "optimizer"]
+    assert len(inside) == 1040 and len(by_name_other) == 96
+    profile = breakdown(trace)
+    assert profile.optimizer == pytest.approx(27.80, abs=0.01)
+    assert profile.other == pytest.approx(0.46, abs=0.01)  # the kernels just outside the steps
+    unmarked = breakdown({"traceEvents": [e for e in events if e["cat"] != "gpu_user_annotation"]})
+    assert unmarked.optimizer < profile.optimizer and unmarked.other > profile.other
+    assert unmarked.optimizer + unmarked.other == pytest.approx(profile.optimizer + profile.other)
