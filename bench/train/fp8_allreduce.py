@@ -93,14 +93,20 @@ def fp8_dtype(fmt: str) -> torch.dtype:
 
 def power_of_two_scale(amax: torch.Tensor, fmt: str) -> torch.Tensor:
     """``2^k`` (float32, amax's shape) with ``k`` the largest integer such that ``amax · 2^k <= fp8_max``;
-    1 where amax is 0, NaN where amax is inf or NaN.
+    1 where amax is 0, NaN where amax is inf or NaN (:func:`power_of_two_scale_below`)."""
+    return power_of_two_scale_below(amax, torch.finfo(fp8_dtype(fmt)).max)
 
-    Exact: with ``amax = m·2^e`` and ``fp8_max = M·2^E`` (frexp, m and M in [0.5, 1)), k = E − e when
+
+def power_of_two_scale_below(amax: torch.Tensor, limit: float | torch.Tensor) -> torch.Tensor:
+    """``2^k`` (float32, amax's shape) with ``k`` the largest integer such that ``amax · 2^k <= limit``
+    (a format's largest value; a tensor gives each amax its own); 1 where amax is 0, NaN where amax
+    is inf or NaN.
+
+    Exact: with ``amax = m·2^e`` and ``limit = M·2^E`` (frexp, m and M in [0.5, 1)), k = E − e when
     m <= M, else E − e − 1; a log2 in floating point can land one binade too high.
     """
-    fp8_max = torch.finfo(fp8_dtype(fmt)).max
-    big_m, big_e = math.frexp(fp8_max)
     amax = amax.float()
+    big_m, big_e = torch.frexp(torch.as_tensor(limit, dtype=torch.float32, device=amax.device))
     m, e = torch.frexp(amax)
     k = (big_e - e - (m > big_m).int()).clamp(-MAX_SCALE_EXPONENT, MAX_SCALE_EXPONENT)
     # 2^k exactly on any device: k + 127 in a float32's exponent bits, mantissa zero.
