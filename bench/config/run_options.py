@@ -27,8 +27,11 @@ OFFLOADS = ("none", "cpu")  # where DeepSpeed keeps the optimizer state and step
 FP8_GRAD_REDUCE = ("fp8-allgather", "fp8-shared-scale")
 GRAD_REDUCE = ("bf16", "fp32", *FP8_GRAD_REDUCE)
 # Where Adam's state lives: megatron-core's own (fp32 master weights and moments), or the FP8-LM
-# paper's layout in Transformer Engine's FusedAdam (bench.planning.engines.megatron.PAPER_STATE_FLAGS).
-OPTIMIZER_STATES = ("default", "paper")
+# paper's layout in megatron-core's precision-aware optimizer (bench.planning.engines.megatron.
+# PAPER_STATE_FLAGS), stepped by Transformer Engine's FusedAdam (paper) or by the kit's PaperAdamW
+# (paper-kit: bench.train.paper_adam), an A/B of the two kernels on the same states.
+OPTIMIZER_STATES = ("default", "paper", "paper-kit")
+PAPER_OPTIMIZER_STATES = ("paper", "paper-kit")
 # How MS-AMP's FP8 linear scales its input and output-gradient casts (MSAMP_FP8_SCALING, read by
 # patches/ms-amp/0008 at import): from an amax window of earlier casts, or each tensor's own amax.
 # In time by default: with Transformer Engine's casts (patch 0009) it is the faster FP8 linear, and
@@ -201,8 +204,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "precision-aware optimizer, Transformer Engine's FusedAdam: fp16 master weights "
               "with a scale, fp8 first and fp16 second moment, bf16 main gradients, sharded over "
               "data-parallel ranks (megatron engine; not with msamp-o2/fp4, whose Adam is "
-              "MS-AMP's LBAdamW)", default="default", choices=OPTIMIZER_STATES, group="tuning",
-              field="tuning.optimizer_states"),
+              "MS-AMP's LBAdamW); paper-kit: the same states stepped by the kit's PaperAdamW "
+              "(bench.train.paper_adam) instead of TE's FusedAdam", default="default",
+              choices=OPTIMIZER_STATES, group="tuning", field="tuning.optimizer_states"),
     RunOption("msamp_scaling", str, "how MS-AMP's FP8 linear scales its input and output-gradient "
               "casts (default in-time: each tensor by its own amax, MS-AMP's own scaling, cast by "
               "Transformer Engine's kernels where it is there); delayed: from the amaxes of earlier "

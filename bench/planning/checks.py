@@ -178,7 +178,10 @@ def check_grad_reduce_layout(grad_reduce: str, layout: Layout) -> None:
 def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: Capabilities,
                            platform: Platform) -> None:
     """``--optimizer-states paper`` steps with Transformer Engine's FusedAdam from bf16 main
-    gradients, in place of megatron-core's Adam: refuse what would not run so."""
+    gradients, in place of megatron-core's Adam, ``paper-kit`` with the kit's PaperAdamW on the
+    same states: refuse what would not run so. Both need Transformer Engine: megatron-core's
+    ``OptimizerConfig`` refuses its precision-aware optimizer when TE's FusedAdam cannot be
+    imported (megatron/core/optimizer/optimizer_config.py, 0.19.2 line 450), whichever Adam steps."""
     if states == "default":
         return
     if MSAMP_LEVEL.get(precision) == "O2":
@@ -198,9 +201,11 @@ def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: 
                          "fp32 asks for fp32 ones, which Megatron would silently drop: drop "
                          "--grad-reduce fp32")
     if not caps.transformer_engine:
+        steps = ("which steps with Transformer Engine's FusedAdam" if states == "paper" else
+                 "whose configuration megatron-core refuses unless Transformer Engine's FusedAdam "
+                 "can be imported, though the kit's PaperAdamW steps")
         raise ValueError(f"--optimizer-states {states} is megatron-core's precision-aware "
-                         "optimizer, which steps with Transformer Engine's FusedAdam, and this "
-                         "environment has no Transformer Engine "
+                         f"optimizer, {steps}, and this environment has no Transformer Engine "
                          f"({capabilities_source(platform)}): use an image with it, "
                          "or drop --optimizer-states")
 

@@ -5,8 +5,8 @@ Per GPU, in bytes (Korthikanti et al. 2022 for activations, with flash-style att
 no s x s scores):
 
 - weights 2 B/param (bf16/fp16), gradients 2 B/param (reduced in bf16) or 4 B (fp32);
-- Adam state and fp32 master weights 12 B/param (MS-AMP O2: 7, ``--optimizer-states paper``: 6;
-  :func:`state_bytes`), divided by DP (Megatron's distributed optimizer, DeepSpeed ZeRO-1);
+- Adam state and fp32 master weights 12 B/param (MS-AMP O2: 7, ``--optimizer-states paper``: 6,
+  ``paper-kit``: 5; :func:`state_bytes`), divided by DP (Megatron's distributed optimizer, DeepSpeed ZeRO-1);
   ZeRO-2 also divides the gradients, ZeRO-3 the weights;
 - activations s*b*h*(10 + 24/tp) B per layer and micro-batch (s*b*h*34/tp with sequence
   parallelism; s is divided by cp), for the layers of one pipeline stage and the micro-batches the
@@ -56,6 +56,9 @@ STATE_BYTES = {"msamp-o2": 7, "fp4": 7}
 # (2 + 2 + 2 = 6 B; their per-tensor fp32 scales are a few bytes a tensor). With 6, the peak of 2.7b
 # dp2 at micro-batch 8 on two H200s (71.5 GB) is matched by the measured parts; with 5 it is not.
 PAPER_STATE_BYTES = 6
+# --optimizer-states paper-kit (the kit's PaperAdamW, bench.train.paper_adam): the same states, the
+# fp8 moment without a transposed copy (2 + 1 + 2 = 5 B).
+PAPER_KIT_STATE_BYTES = 5
 
 
 FP8_PRECISIONS = frozenset({"fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4"})
@@ -70,9 +73,11 @@ def is_fp8(precision: str) -> bool:
 
 def state_bytes(precision: str, optimizer_states: str = "default") -> int:
     """Optimizer state bytes per parameter: 12 (fp32 master weights and moments) unless MS-AMP O2
-    or ``--optimizer-states paper`` keeps it smaller."""
+    or ``--optimizer-states paper``/``paper-kit`` keeps it smaller."""
     if optimizer_states == "paper":
         return PAPER_STATE_BYTES
+    if optimizer_states == "paper-kit":
+        return PAPER_KIT_STATE_BYTES
     return STATE_BYTES.get(precision, 12)
 
 

@@ -29,7 +29,8 @@ class Tuning:
     the kit's collectives (``fp8-allgather``, ``fp8-shared-scale``: ``--kit-grad-reduce``, see
     bench.train.grad_reduce; synchronous, so they turn the overlap off). ``optimizer_states``:
     where Adam's state lives (one of :data:`OPTIMIZER_STATES`): megatron-core's default, or
-    ``paper``, the FP8-LM paper's layout in Transformer Engine's FusedAdam. ``fused_loss``:
+    ``paper``, the FP8-LM paper's layout in Transformer Engine's FusedAdam, or ``paper-kit``, the
+    same layout stepped by the kit's PaperAdamW (bench.train.paper_adam). ``fused_loss``:
     Megatron's fused cross-entropy loss. All four are Megatron engine settings.
     ``msamp_scaling``: how MS-AMP's FP8 linear scales its casts (one of :data:`MSAMP_SCALINGS`,
     the ``MSAMP_FP8_SCALING`` of the run's environment); a setting of the MS-AMP precisions.

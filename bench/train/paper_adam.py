@@ -312,3 +312,15 @@ class PaperAdamW(torch.optim.Optimizer):
         if state_name not in STATE_NAMES:
             raise KeyError(f"PaperAdamW has no state {state_name!r}: it keeps "
                            f"{', '.join(STATE_NAMES)}")
+
+
+def use_paper_adam() -> str:
+    """megatron-core builds :class:`PaperAdamW` where it builds Transformer Engine's FusedAdam
+    (its precision-aware optimizer passes FusedAdam's keyword arguments, which PaperAdamW takes)."""
+    import megatron.core.optimizer as megatron_optimizer
+
+    # megatron.core.optimizer reads these two names when it builds the optimizer: Adam, and
+    # whether to give it FusedAdam's keyword arguments (adam_w_mode and the state dtypes).
+    megatron_optimizer.Adam = PaperAdamW
+    megatron_optimizer.USING_PYTORCH_OPTIMIZER = False
+    return "kit-paper-adamw"

@@ -18,6 +18,9 @@ wheel, which ships ``megatron.training`` but not that script. The argv is Megatr
   is megatron-core's own, the others the kit's FP8 collectives (see :mod:`bench.train.grad_reduce`).
 - ``--kit-gpu-memory-cap GB``: torch's allocator capped as on a GPU of GB (see
   :mod:`bench.train.memory_cap`).
+- ``--kit-paper-adam``: under ``--use-precision-aware-optimizer`` with the FP8-LM paper's dtypes,
+  megatron-core builds the kit's ``PaperAdamW`` where it would build Transformer Engine's FusedAdam
+  (see :mod:`bench.train.paper_adam`).
 
 Training runs in ``megatron.training.pretrain``: its ``get_model``/builder wraps the model in
 ``Float16Module`` for ``--bf16``/``--fp16``, its ``train()`` sets the DDP no-sync / grad-sync /
@@ -46,6 +49,7 @@ from bench.train import grad_reduce, memory_cap
 from bench.train.memory_parts import report_after_first_step
 from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
+from bench.train.paper_adam import use_paper_adam
 from bench.train.spec import (
     ATTENTION_CHOICES,
     MSAMP_MODULES_CHOICES,
@@ -116,6 +120,13 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         help="Train as if the GPU had GB (GiB, as nvidia-smi counts) of memory: torch's allocator "
         "is capped to it, less what the process holds outside the allocator (bench.train.memory_cap). "
         "Default: the whole GPU.",
+    )
+    group.add_argument(
+        "--kit-paper-adam",
+        action="store_true",
+        help="Step the FP8-LM paper's optimizer states (--use-precision-aware-optimizer "
+        "--main-params-dtype fp16 --exp-avg-dtype fp8 --exp-avg-sq-dtype fp16) with the kit's "
+        "PaperAdamW (torch multi-tensor ops, chunked) instead of Transformer Engine's FusedAdam.",
     )
     return parser
 
@@ -338,7 +349,12 @@ def main() -> int:
     except ValueError as error:
         print(f"bench.train.pretrain_gpt: {error}", file=sys.stderr, flush=True)
         return 2
-    adam = use_msamp_adam() if args.kit_msamp == "O2" else select_torch_adam(args.kit_torch_adam)
+    if args.kit_msamp == "O2":
+        adam = use_msamp_adam()
+    elif args.kit_paper_adam:
+        adam = use_paper_adam()
+    else:
+        adam = select_torch_adam(args.kit_torch_adam)
     grad_reduce.install(args.kit_grad_reduce, args.kit_grad_reduce_format)
     reduction = args.kit_grad_reduce
     if reduction != "native":

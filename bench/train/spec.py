@@ -94,14 +94,16 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
     if args.use_precision_aware_optimizer and not caps.transformer_engine:
         problems.append(
             "--use-precision-aware-optimizer steps with Transformer Engine's FusedAdam, which is not "
-            "importable here: drop it and its --main-*-dtype/--exp-avg*-dtype flags, or use an image "
-            "with Transformer Engine."
+            "importable here (megatron-core's OptimizerConfig asks for it under --kit-paper-adam "
+            "too): drop it and its --main-*-dtype/--exp-avg*-dtype flags, or use an image with "
+            "Transformer Engine."
         )
     if args.use_precision_aware_optimizer and args.kit_msamp == "O2":
         problems.append(
             "--kit-msamp O2 replaces megatron-core's Adam with MS-AMP's LBAdamW, which has no "
             "precision-aware states: use --kit-msamp O1 with --use-precision-aware-optimizer, or drop it."
         )
+    problems += _paper_adam_problems(args)
     problems += _msamp_modules_problems(args, caps)
     if args.spec is not None:
         problems.append("--spec is not used: the kit chooses the layer spec (see --kit-attention).")
@@ -126,6 +128,22 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
         if getattr(args, name, None):
             problems.append(f"{flag} is not supported by the kit's GPT pretraining entry: drop it.")
     return problems
+
+
+def _paper_adam_problems(args: Namespace) -> list[str]:
+    """``--kit-paper-adam`` steps the paper's states in megatron-core's precision-aware optimizer
+    (bench.train.paper_adam): without that optimizer or with other dtypes it would not be built,
+    or would refuse at the first step."""
+    if not getattr(args, "kit_paper_adam", False):
+        return []
+    dtypes = tuple(str(getattr(args, name, None)).removeprefix("torch.")
+                   for name in ("main_params_dtype", "exp_avg_dtype", "exp_avg_sq_dtype"))
+    if args.use_precision_aware_optimizer and dtypes == ("float16", "uint8", "float16"):
+        return []
+    return ["--kit-paper-adam steps the FP8-LM paper's states in megatron-core's precision-aware "
+            "optimizer: pass --use-precision-aware-optimizer --main-params-dtype fp16 "
+            "--exp-avg-dtype fp8 --exp-avg-sq-dtype fp16 (--optimizer-states paper-kit renders "
+            "them), or drop --kit-paper-adam."]
 
 
 def _msamp_modules_problems(args: Namespace, caps: Capabilities) -> list[str]:

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from bench.config.capabilities import Capabilities, megatron_flags
 from bench.config.presets import Preset
-from bench.config.run_options import DEFAULT_MSAMP_MODULES
+from bench.config.run_options import DEFAULT_MSAMP_MODULES, PAPER_OPTIMIZER_STATES
 from bench.measure.profile import PROFILE_LEAD_STEPS
 from bench.planning.engines.common import (
     MSAMP_LEVEL,
@@ -33,6 +33,9 @@ ENTRY = ("-m", "bench.train.pretrain_gpt")
 PAPER_STATE_FLAGS = ("--use-precision-aware-optimizer", "--main-grads-dtype", "bf16",
                      "--main-params-dtype", "fp16", "--exp-avg-dtype", "fp8",
                      "--exp-avg-sq-dtype", "fp16")
+# --optimizer-states paper-kit: the same states, stepped by the kit's PaperAdamW, which the entry
+# has megatron-core build where it would build FusedAdam (bench.train.paper_adam).
+KIT_PAPER_ADAM_FLAG = "--kit-paper-adam"
 
 
 def layer_capabilities(capabilities: Capabilities, precision: str) -> Capabilities:
@@ -73,9 +76,11 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     flags += list(OPTIMIZER_FLAGS)
     if precision != "fp16" and tuning.grad_reduce_bf16:
         flags.append("--grad-reduce-in-bf16")
-    if tuning.optimizer_states == "paper":
+    if tuning.optimizer_states in PAPER_OPTIMIZER_STATES:
         # bf16 main gradients need the bf16 buffer above (bench.planning.checks refuses fp32 ones).
         flags += PAPER_STATE_FLAGS
+    if tuning.optimizer_states == "paper-kit":
+        flags.append(KIT_PAPER_ADAM_FLAG)
     if tuning.grad_reduce_fp8:
         # The buffer stays as above; the kit's FP8 collectives reduce it (bench.train.grad_reduce).
         flags += ["--kit-grad-reduce", tuning.grad_reduce]
