@@ -145,16 +145,18 @@ def test_msamp_te_modules_are_accepted_by_megatron_and_the_entry() -> None:
 
 @pytest.mark.slow
 @pytest.mark.needs_megatron
-def test_paper_optimizer_states_are_accepted_by_megatron_and_the_entry() -> None:
-    """--optimizer-states paper on 1.3b dp2 under each precision that allows it (and beside the
-    FP8 gradient reduction): Megatron's validator leaves the optimizer its precision-aware,
+@pytest.mark.parametrize("states", ["paper", "paper-kit"])
+def test_paper_optimizer_states_are_accepted_by_megatron_and_the_entry(states: str) -> None:
+    """--optimizer-states paper (and paper-kit, whose --kit-paper-adam the entry's checks accept
+    with these dtypes only) on 1.3b dp2 under each precision that allows it (and beside the FP8
+    gradient reduction): Megatron's validator leaves the optimizer its precision-aware,
     distributed form with the paper's dtypes (fp8 is torch.uint8 in Megatron), bf16 gradients."""
     te = Capabilities(transformer_engine=True, fused_wgrad=True)
     cases = [("bf16", "bf16", te), ("fp8-delayed", "bf16", te), ("fp8-current", "bf16", te),
              ("msamp-o1", "bf16", replace(te, msamp=True)), ("bf16", "fp8-shared-scale", te)]
     plans = [plan(load_presets()["1.3b"], "tp1pp1", load_platform("local"),
                   options(gpus=2, gpus_present=2, precision=precision, capabilities=caps,
-                          tuning=Tuning(optimizer_states="paper", grad_reduce=reduce)))
+                          tuning=Tuning(optimizer_states=states, grad_reduce=reduce)))
              for precision, reduce, caps in cases]
     results = _check(plans, [caps for *_, caps in cases])
     assert all(r["optimizer"] == {
@@ -162,7 +164,30 @@ def test_paper_optimizer_states_are_accepted_by_megatron_and_the_entry() -> None
         "use_precision_aware_optimizer": "True", "accumulate_allreduce_grads_in_fp32": "False",
         "main_grads_dtype": "torch.bfloat16", "main_params_dtype": "torch.float16",
         "exp_avg_dtype": "torch.uint8", "exp_avg_sq_dtype": "torch.float16"} for r in results)
-    assert all(p.variant[-1] == ("optimizer_states", "paper") for p in plans)
+    assert all(p.variant[-1] == ("optimizer_states", states) for p in plans)
+    assert all(("--kit-paper-adam" in p.train_args) == (states == "paper-kit") for p in plans)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_megatron
+def test_the_entry_refuses_kit_paper_adam_without_the_paper_s_dtypes() -> None:
+    """--kit-paper-adam beside megatron-core's default optimizer (or other state dtypes) is refused
+    by the entry's checks, naming the flags that make it the paper's states."""
+    te = Capabilities(transformer_engine=True, fused_wgrad=True)
+    launch = plan(load_presets()["345m"], "tp1pp1", load_platform("local"),
+                  options(gpus=1, gpus_present=1, capabilities=te))
+    argv = list(launch.train_args)
+    payload = [{"argv": [*argv, "--kit-paper-adam"], "env": dict(launch.env), "world_size": 1,
+                "capabilities": asdict(te)},
+               {"argv": [*argv, "--kit-paper-adam", "--use-precision-aware-optimizer",
+                         "--main-grads-dtype", "bf16", "--main-params-dtype", "fp16",
+                         "--exp-avg-dtype", "fp16", "--exp-avg-sq-dtype", "fp16"],
+                "env": dict(launch.env), "world_size": 1, "capabilities": asdict(te)}]
+    out = subprocess.run([megatron_python(), str(CHECKER)], input=json.dumps(payload),
+                         capture_output=True, text=True, timeout=300, check=True)
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(not r["ok"] and "--kit-paper-adam steps the FP8-LM paper's states" in r["error"]
+               and "--exp-avg-dtype fp8" in r["error"] for r in results), results
 
 
 @pytest.mark.needs_megatron
@@ -199,7 +224,8 @@ def test_every_campaign_run_for_two_h100s_is_accepted_by_megatron_and_the_entry(
     # Megatron-DeepSpeed's groups are left out: another engine, planned with real data only.
     groups = {"h100x2": ["te", "scaling", "apex", "no-te", "mds-core", "fp8-default", "cuda-graph",
                          "rest-te-last"],
-              "msamp-h100x2": ["msamp-dp2", "msamp-loss", "msamp-paper", "msamp-headline", "msamp-1gpu"]}
+              "msamp-h100x2": ["msamp-dp2", "msamp-loss", "msamp-paper", "msamp-paper-profiled",
+                               "msamp-headline", "msamp-1gpu"]}
     for name, only in groups.items():
         result = run_cli("run", "--campaign", str(REPO / "results" / "campaigns" / f"{name}.toml"),
                          *(arg for group in only for arg in ("--only", group)), "--dry-run", "--json",

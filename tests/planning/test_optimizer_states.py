@@ -1,7 +1,10 @@
-"""--optimizer-states paper: the flags it renders, its variant, its bytes in the memory estimate, and
-every refusal before anything runs. Megatron's validator on these plans: test_megatron_args.py."""
+"""--optimizer-states paper and paper-kit: the flags they render, their variant, their bytes in the
+memory estimate, and every refusal before anything runs. Megatron's validator on these plans:
+test_megatron_args.py."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -15,6 +18,7 @@ from bench.planning.tuning import Tuning
 from tests.conftest import options
 
 PAPER = Tuning(optimizer_states="paper")
+PAPER_KIT = Tuning(optimizer_states="paper-kit")
 MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
 PAPER_FLAGS = ("--grad-reduce-in-bf16 --use-precision-aware-optimizer --main-grads-dtype bf16 "
                "--main-params-dtype fp16 --exp-avg-dtype fp8 --exp-avg-sq-dtype fp16")
@@ -36,19 +40,34 @@ def test_paper_states_render_the_precision_aware_distributed_optimizer(precision
     assert "--use-precision-aware-optimizer" not in " ".join(_dp2(precision, Tuning()).train_args)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp8-delayed", "fp8-current"])
+def test_paper_kit_renders_the_same_flags_and_the_entry_s_paper_adam(precision: str) -> None:
+    """paper-kit: paper's flags, plus --kit-paper-adam (the entry has megatron-core build the kit's
+    PaperAdamW); paper itself never carries it."""
+    kit, paper = list(_dp2(precision, PAPER_KIT).train_args), list(_dp2(precision).train_args)
+    assert kit == [*paper[:paper.index("--exp-avg-sq-dtype") + 2], "--kit-paper-adam",
+                   *paper[paper.index("--exp-avg-sq-dtype") + 2:]]
+    assert "--kit-paper-adam" not in paper
+    assert _dp2(precision, PAPER_KIT).variant == (("optimizer_states", "paper-kit"),)
+
+
 def test_msamp_o1_takes_the_paper_states_beside_its_fp8_linears() -> None:
     launch = _dp2("msamp-o1", image=MSAMP_IMAGE, image_msamp=True)
     args = " ".join(launch.train_args)
     assert "--kit-msamp O1" in args and "--transformer-impl local" in args and PAPER_FLAGS in args
     assert launch.variant == (("optimizer_states", "paper"),)
+    kit = _dp2("msamp-o1", PAPER_KIT, image=MSAMP_IMAGE, image_msamp=True)
+    assert PAPER_FLAGS + " --kit-paper-adam" in " ".join(kit.train_args)
+    assert kit.variant == (("optimizer_states", "paper-kit"),)
 
 
 def test_state_bytes_per_parameter() -> None:
     """fp32 master + moments 12; MS-AMP O2's LBAdamW 4 + 1 + 2; the paper's 2 + 2 + 2 (TE's fp8
-    moment keeps a transposed copy on Hopper)."""
+    moment keeps a transposed copy on Hopper); the kit's PaperAdamW 2 + 1 + 2 (no transposed copy)."""
     assert [state_bytes(p) for p in ("bf16", "fp8-delayed", "msamp-o1", "msamp-o2", "fp4")] == [
         12, 12, 12, 7, 7]
     assert [state_bytes(p, "paper") for p in ("bf16", "fp8-current", "msamp-o1")] == [6, 6, 6]
+    assert [state_bytes(p, "paper-kit") for p in ("bf16", "fp8-current", "msamp-o1")] == [5, 5, 5]
 
 
 def test_the_estimate_counts_the_paper_states_sharded_over_dp() -> None:
@@ -61,6 +80,9 @@ def test_the_estimate_counts_the_paper_states_sharded_over_dp() -> None:
     assert estimate_bytes(preset, layout, 2, 1, 6) == 49_267_807_232 - 3 * 1_317_650_432
     assert _dp2("bf16").memory_gb == pytest.approx(45_314_855_936 / GB)
     assert _dp2("bf16", Tuning()).memory_gb == pytest.approx(49_267_807_232 / GB)
+    # paper-kit: 5 bytes of state over dp, half a byte a parameter less than paper's 6.
+    assert _dp2("bf16", PAPER_KIT).memory_gb == pytest.approx(
+        (45_314_855_936 - 0.5 * 1_317_650_432) / GB)
     # The planner counts MS-AMP O2's smaller state too: 2 + 2 + 7 / 2; and its FP8 linears: an fp8
     # weight and transpose (2 bytes a parameter) kept, the four GEMM inputs of each of the 24
     # layers kept in fp8 (7 of 34 s*b*h saved).
@@ -86,17 +108,28 @@ def test_the_estimate_counts_the_paper_states_sharded_over_dp() -> None:
 def test_refusals_name_the_fix(precision: str, tuning: Tuning, extra: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _dp2(precision, tuning, **extra)
+    # paper-kit refuses all that paper refuses, naming itself.
+    kit = replace(tuning, optimizer_states="paper-kit")
+    with pytest.raises(ValueError, match=message.replace("--optimizer-states paper ",
+                                                         "--optimizer-states paper-kit ")):
+        _dp2(precision, kit, **extra)
 
 
 def test_refused_without_transformer_engine() -> None:
+    """paper-kit too: megatron-core's OptimizerConfig imports TE's FusedAdam under its
+    precision-aware optimizer, whichever Adam then steps."""
     local = load_platform("local")
     no_te = Capabilities(apex_layer_norm=True, fused_wgrad=True)
     with pytest.raises(ValueError, match=r"steps with Transformer Engine's FusedAdam, and this "
                        r"environment has no Transformer Engine \(detected in this Python\)"):
         plan(get_preset("345m"), "tp1pp1", local,
              options(gpus=2, gpus_present=2, tuning=PAPER, capabilities=no_te))
+    with pytest.raises(ValueError, match=r"--optimizer-states paper-kit .* megatron-core refuses "
+                       r"unless Transformer Engine's FusedAdam can be imported"):
+        plan(get_preset("345m"), "tp1pp1", local,
+             options(gpus=2, gpus_present=2, tuning=PAPER_KIT, capabilities=no_te))
 
 
 def test_an_unknown_choice_is_refused() -> None:
-    with pytest.raises(ValueError, match="--optimizer-states fp8: use one of default, paper"):
+    with pytest.raises(ValueError, match="--optimizer-states fp8: use one of default, paper, paper-kit"):
         Tuning(optimizer_states="fp8")
