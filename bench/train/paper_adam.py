@@ -157,6 +157,7 @@ class PaperAdamW(torch.optim.Optimizer):
                 elif getattr(p, "decoupled_grad", None) is not None:
                     p.decoupled_grad.zero_()
 
+    @torch.no_grad()
     def initialize_state(self, param: torch.Tensor, store_param_remainders: bool = False) -> None:
         """Zero moments and the master from ``param`` (megatron-core's ``init_state_fn``)."""
         self._initialize([param])
@@ -170,6 +171,7 @@ class PaperAdamW(torch.optim.Optimizer):
         self._check_name(state_name)
         return self.state[param][state_name].float() * self._scales[param][state_name]
 
+    @torch.no_grad()
     def set_scaled_state(self, param: torch.Tensor, state_name: str,
                          unscaled_state: torch.Tensor) -> None:
         """Store the fp32 ``unscaled_state`` scaled into the state's format (checkpoint loading)."""
@@ -260,6 +262,7 @@ class PaperAdamW(torch.optim.Optimizer):
 
     # --- helpers ------------------------------------------------------------------------------
 
+    @torch.no_grad()
     def _initialize(self, params: list[torch.Tensor]) -> None:
         """Zero moments (scale 1) and the master from the parameter, chunk by chunk."""
         for p in params:
