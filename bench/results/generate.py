@@ -22,7 +22,7 @@ from bench.results.drawing import Drawer
 from bench.results.hardware import load_ceilings, load_node_checks
 from bench.results.memory import parts_rows
 from bench.results.precisions import side_by_side
-from bench.results.profiles import time_rows
+from bench.results.profiles import plan_time_plot, time_rows
 from bench.results.scaling import scaling_pairs
 
 RESULTS_DIR = Path("results")
@@ -65,13 +65,16 @@ def generate(
         report = build_report(runs, problems, published, ranges)
         platform_specs = plots.plan_plots(report, ceilings)
         loss_specs = losses.plan_losses(runs)
+        profiles = time_rows(runs)
+        time_plot = plan_time_plot(profiles)
         records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
-        findings = markdown.Findings(scaling_pairs(runs), time_rows(runs), load_node_checks(smoke_dir),
+        findings = markdown.Findings(scaling_pairs(runs), profiles, load_node_checks(smoke_dir),
                                      Path(os.path.relpath(smoke_dir, out_dir)).as_posix(),
                                      tuple(side_by_side(runs)), tuple(parts_rows(runs, published)))
         page = markdown.render(report, platform_specs, records_link, loss_specs, findings)
         files = {PAGE: page.encode()}
-        specs: list[plots.Drawable] = [*platform_specs, *loss_specs]
+        specs: list[plots.Drawable] = [*platform_specs, *loss_specs,
+                                       *((time_plot,) if time_plot is not None else ())]
         if drawer is not None:
             plots_dir = out_dir / PLOTS_DIR
             existing = {

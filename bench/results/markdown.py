@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.records.record import Record
-from bench.results.aggregate import ModelTable, Report, Row, display_name, layers
+from bench.results.aggregate import ModelTable, Report, Row, display_name, layers, settings, variant
 from bench.results.data import CONVENTION_LABELS
 from bench.results.hardware import NodeCheck, hardware_id, hardware_name
 from bench.results.losses import (
@@ -31,7 +31,7 @@ from bench.results.losses import (
 from bench.results.memory import PARTS, PartsRow
 from bench.results.plots import PlotSpec
 from bench.results.precisions import PrecisionGroup
-from bench.results.profiles import TimeRow
+from bench.results.profiles import TIME_PLOT, TimeRow
 from bench.results.runs import failure_reason, label_of
 from bench.results.scaling import ScalingPair
 
@@ -443,7 +443,8 @@ def _ms(value: float, step_ms: float) -> str:
 
 def _time_cells(row: TimeRow, records_link: str) -> list[str]:
     run = row.run
-    return [_text(display_name(run.preset.name.lower())), _text(run.layout.name), _text(run.precision),
+    precision = " ".join(filter(None, (run.precision, variant(settings(run)))))
+    return [_text(display_name(run.preset.name.lower())), _text(run.layout.name), _text(precision),
             _text(_engine(run)), _text(hardware_name(run.platform.accelerator)),
             f"{row.step_ms:.1f}", *(_ms(row.classes[name], row.step_ms) for name, _ in TIME_CLASSES),
             _ms(row.profile.comm_total, row.step_ms), f"{row.profile.step_ms:.1f}",
@@ -469,7 +470,8 @@ def _time_section(rows: Sequence[TimeRow], records_link: str) -> list[str]:
              "while kernels keep their durations, so the classes are milliseconds per step set "
              "against the run's measured median step, and `GPU idle` is what the busy classes "
              "leave of it (0 where they fill it); percentages are of the measured step."),
-            "", *_table(TIME_COLUMNS, [_time_cells(row, records_link) for row in rows]), ""]
+            "", *_table(TIME_COLUMNS, [_time_cells(row, records_link) for row in rows]), "",
+            f"![Where a measured step's time goes](plots/{TIME_PLOT})", ""]
 
 
 def _size(n: int) -> str:

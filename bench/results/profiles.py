@@ -4,6 +4,9 @@ A record made with ``--profile`` holds rank 0's breakdown of two steps profiled 
 window (:class:`bench.records.record.Profile`). The profiler's own overhead lengthens those steps,
 which shows as GPU idle, while kernels keep their durations; so each busy class is set against the
 run's measured median step and idle is what they leave of it (:func:`bench.measure.profile.at_step`).
+
+:class:`TimePlot` draws the same rows as stacked bars, one a run, so that two runs' steps can be
+compared at a glance: where one is longer, and in which class.
 """
 
 from __future__ import annotations
@@ -11,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from bench.measure.profile import Breakdown, at_step
+from bench.measure.profile import CLASSES, Breakdown, at_step
 from bench.records.record import Profile, Record
-from bench.results.aggregate import model_sort_key
+from bench.results import plots
+from bench.results.aggregate import display_name, layers, model_sort_key, settings, variant
+from bench.results.hardware import hardware_name
 
 MS_PER_S = 1000.0
 
@@ -47,3 +52,73 @@ def time_rows(runs: Sequence[Record]) -> tuple[TimeRow, ...]:
         rows.append(TimeRow(run, run.profile, step_ms, at_step(_breakdown(run.profile), step_ms)))
     return tuple(sorted(rows, key=lambda r: (model_sort_key(r.run.preset.name.lower()),
                                              r.run.run_id)))
+
+
+TIME_PLOT = "where-the-time-goes.png"
+STACK = (*CLASSES, "idle")  # the bars' segments, left to right, in the order the profile gives time
+STACK_NAMES = {"gemm": "GEMM", "attention": "attention", "optimizer": "optimizer",
+               "other": "other kernels", "comm_exposed": "communication not hidden",
+               "idle": "GPU idle"}
+STACK_COLOURS = {"gemm": "#1f77b4", "attention": "#ff7f0e", "optimizer": "#2ca02c",
+                 "other": "#9467bd", "comm_exposed": "#d62728", "idle": "#d9d9d9"}
+BAR_IN, BOTTOM_IN, TOP_IN, LABEL_IN, PANEL_IN = 0.32, 1.1, 0.45, 4.4, 6.0
+
+
+def run_label(run: Record) -> str:
+    """How a profiled run is named on the page: model, layout, precision with what built its
+    layers and its variant, hardware."""
+    precision = " ".join(filter(None, (run.precision, layers(run) and f"({layers(run)})",
+                                       variant(settings(run)))))
+    return (f"{display_name(run.preset.name.lower())} {run.layout.name} {precision}, "
+            f"{hardware_name(run.platform.accelerator)}")
+
+
+@dataclass(frozen=True)
+class TimePlot:
+    """The stacked bars of :data:`STACK` milliseconds at each profiled run's measured step."""
+
+    filename: str
+    title: str
+    bars: tuple[tuple[str, tuple[float, ...]], ...]  # (run label, ms per STACK class)
+
+    def render(self, key: str) -> bytes:
+        return _render(self, key)
+
+
+def plan_time_plot(rows: Sequence[TimeRow]) -> TimePlot | None:
+    """One plot of every profiled run, in the table's order; None without any."""
+    if not rows:
+        return None
+    return TimePlot(TIME_PLOT, "Where a measured step's time goes (ms, rank 0)",
+                    tuple((run_label(row.run), tuple(row.classes[name] for name in STACK))
+                          for row in rows))
+
+
+def _render(spec: TimePlot, key: str) -> bytes:
+    from matplotlib.figure import Figure
+
+    count = len(spec.bars)
+    width = LABEL_IN + PANEL_IN + 0.9
+    height = count * BAR_IN + BOTTOM_IN + TOP_IN
+    figure = Figure(figsize=(width, height), dpi=plots.DPI)
+    axes = figure.add_axes((LABEL_IN / width, BOTTOM_IN / height, PANEL_IN / width,
+                            count * BAR_IN / height))
+    positions = range(count - 1, -1, -1)  # the first row on top, as in the table
+    for position, (_, values) in zip(positions, spec.bars, strict=True):
+        left = 0.0
+        for name, value in zip(STACK, values, strict=True):
+            axes.barh(position, value, left=left, height=0.7, color=STACK_COLOURS[name],
+                      edgecolor="white", linewidth=0.5,
+                      label=STACK_NAMES[name] if position == count - 1 else None)
+            left += value
+        axes.text(left, position, f" {left:.0f}", va="center", fontsize=8)
+    axes.set_yticks(list(positions), [label for label, _ in spec.bars], fontsize=8)
+    axes.set_ylim(-0.5, count - 0.5)
+    axes.set_xlim(0, max(sum(values) for _, values in spec.bars) * 1.1)
+    axes.set_xlabel("milliseconds per measured step")
+    axes.grid(axis="x", linewidth=0.4, alpha=0.5)
+    axes.set_axisbelow(True)
+    figure.legend(*axes.get_legend_handles_labels(), loc="lower left", ncols=3, fontsize=8,
+                  frameon=False, bbox_to_anchor=(LABEL_IN / width, 0.05 / height))
+    figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
+    return plots.png_bytes(figure, key)

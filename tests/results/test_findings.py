@@ -16,7 +16,7 @@ from bench.results.aggregate import build_report
 from bench.results.data import Published
 from bench.results.generate import generate
 from bench.results.hardware import load_node_checks
-from bench.results.profiles import time_rows
+from bench.results.profiles import STACK, TIME_PLOT, plan_time_plot, time_rows
 from bench.results.scaling import scaling_pairs
 from tests.record_factory import failed_fields, make_record
 
@@ -145,6 +145,20 @@ def test_profiled_runs_are_set_against_their_measured_step() -> None:
     assert ("| 2000.0 | 800.0 (40.0 %) | 100.0 (5.0 %) | 50.0 (2.5 %) | 250.0 (12.5 %) "
             "| 400.0 (20.0 %) | 400.0 (20.0 %) | 450.0 (22.5 %) | 3000.0 |") in line
     assert "| megatron (TE) | NVIDIA H100 SXM5 80GB |" in line
+    assert f"](plots/{TIME_PLOT})" in section
+
+
+def test_the_time_plot_stacks_each_profiled_runs_classes_to_its_measured_step() -> None:
+    run = _run("6.7b_tp2_20261125T215547Z-c6", 2.0 * 163.0, global_batch=4, profile=PROFILE,
+               variant={"msamp_modules": "te"})
+    assert plan_time_plot(()) is None
+    spec = plan_time_plot(time_rows([run]))
+    ((label, values),) = spec.bars
+    assert label == "13B tp1pp1dp1 bf16 (TE) msamp_modules=te, NVIDIA H100 SXM5 80GB"
+    assert dict(zip(STACK, values, strict=True)) == {
+        "gemm": 800.0, "attention": 100.0, "optimizer": 50.0, "other": 250.0, "comm_exposed": 400.0,
+        "idle": pytest.approx(400.0)}
+    assert sum(values) == pytest.approx(2000.0)  # the measured step, not the profiled one
 
 
 def test_repository_page_shows_the_profiled_h100_runs() -> None:
@@ -152,6 +166,7 @@ def test_repository_page_shows_the_profiled_h100_runs() -> None:
     section = page.split("## Where the time goes", 1)[1].split("\n## ", 1)[0]
     assert sum(line.startswith("| 6.7B | tp2pp1dp1sp |") for line in section.splitlines()) == 3
     assert "| 1725.4 | 845.1 (49.0 %) |" in section  # c6: 845 ms of GEMM in a 1725 ms step
+    assert (REPO / "results" / "plots" / TIME_PLOT).is_file()
 
 
 # --- node checks --------------------------------------------------------------------------------
