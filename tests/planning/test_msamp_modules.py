@@ -7,23 +7,20 @@ plans: test_megatron_args.py."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
 
-from bench.config.campaign import load_campaign
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.precisions import MSAMP_PRECISIONS
 from bench.config.presets import get_preset
-from bench.config.run_options import CAMPAIGN_KEYS
 from bench.planning.plan import plan
 from bench.planning.tuning import DEFAULT_TUNING, Tuning
 from bench.records.build import plan_summary
 from bench.results.compare import select
-from bench.running.arguments import options_from, parse_run_argv
 from tests.conftest import options
+from tests.planning.msamp_options import check_option_and_campaign_key
 from tests.record_factory import make_record
 
 MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
@@ -37,19 +34,7 @@ def _plan(precision: str, tuning: Tuning = DEFAULT_TUNING, **extra: object):
 
 
 def test_the_option_parses_and_is_a_campaign_key(tmp_path: Path) -> None:
-    line = ["345m", "tp1pp1", "--precision", "msamp-o2", "--msamp-modules", "te"]
-    from_line = options_from(parse_run_argv(line), 0, "")
-    assert from_line.tuning.msamp_modules == "te"
-    assert options_from(parse_run_argv(line[:4]), 0, "").tuning.msamp_modules == "torch"
-    with pytest.raises(ValueError, match="is not valid"):
-        parse_run_argv([*line[:4], "--msamp-modules", "apex"])
-    assert "msamp_modules" in CAMPAIGN_KEYS
-    path = tmp_path / "c.toml"
-    path.write_text('[[run]]\nmodel = "345m"\nlayout = "tp1pp1"\nprecision = "msamp-o2"\n'
-                    'msamp_modules = "te"\n')
-    (run,) = load_campaign(path).runs
-    from_file = options_from(parse_run_argv(list(run.argv)), 0, "")
-    assert dataclasses.replace(from_file, now=from_line.now, nonce=from_line.nonce) == from_line
+    check_option_and_campaign_key(tmp_path, "msamp_modules", "te", "torch", "apex")
 
 
 @pytest.mark.parametrize("precision", ["msamp-o1", "msamp-o2", "fp4"])
