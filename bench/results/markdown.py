@@ -31,7 +31,7 @@ from bench.results.losses import (
 from bench.results.memory import PARTS, PartsRow
 from bench.results.plots import PlotSpec
 from bench.results.precisions import PrecisionGroup
-from bench.results.profiles import TIME_PLOT, TimeRow
+from bench.results.profiles import STACK, STACK_NAMES, TIME_PLOT, TimeRow
 from bench.results.runs import failure_reason, label_of
 from bench.results.scaling import ScalingPair
 
@@ -424,11 +424,8 @@ def _scaling_section(pairs: Sequence[ScalingPair], records_link: str) -> list[st
             "", *_table(SCALING_COLUMNS, [_scaling_cells(p, records_link) for p in pairs]), ""]
 
 
-# (profile class, header) in the order the profile gives an instant to a class.
-TIME_CLASSES: tuple[tuple[str, str], ...] = (
-    ("gemm", "GEMM"), ("attention", "attention"), ("optimizer", "optimizer"),
-    ("other", "other kernels"), ("comm_exposed", "communication not hidden"), ("idle", "GPU idle"),
-)
+# (profile class, header) in the order the profile gives an instant to a class; the plot's names.
+TIME_CLASSES: tuple[tuple[str, str], ...] = tuple((name, STACK_NAMES[name]) for name in STACK)
 TIME_COLUMNS: tuple[tuple[str, bool], ...] = (
     ("model", False), ("layout", False), ("precision", False), ("engine", False),
     ("hardware", False), ("measured step (ms)", True),
