@@ -15,14 +15,20 @@ no s x s scores):
   activations while it is recomputed; selective recompute drops the s x s attention scores, which
   this estimate does not count anyway, so it changes nothing here;
 - logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers;
+- the optimizer step, when activations and logits are freed, needs its own transient bytes per
+  parameter, divided by DP (:func:`step_bytes`): the peak is the larger of the two moments. With
+  little activation memory (6.7b at micro-batch 1) the step binds: every 6.7b run on two 80 GB
+  GPUs (H200s capped at 80 GB) and on one 80 GB H100 ran out of memory in the step, where the
+  activation peak alone was estimated at 70-73 GB;
 - fp8 (Transformer Engine's and MS-AMP's FP8 linears): an fp8 copy of every weight and its
   transpose, kept between micro-batches (2 B/param), while the four GEMM inputs a layer keeps for
   its backward pass are kept in fp8, half their bf16 bytes (7 of the 34 s*b*h). Without it, 6.7b
   with 5 B/param of optimizer state was estimated at 71.9 GB on one 80 GB H100, where it ran out
   of memory at 75 GiB allocated.
 
-Against the peaks measured on H200 (``results/records/``, tests/planning/test_memory.py) it is within -19%
-to +18% of every megatron-engine run, half of them within 3.5%; it is a filter, not a promise.
+Against the peaks measured on H200 and H100 (``results/records/``, tests/planning/test_memory.py) it
+is within -15% to +18% of every megatron-engine run, half of them within 2.5%; it is a filter, not
+a promise.
 Megatron-DeepSpeed's unfused attention (``--no-fused-attention``) keeps the s x s scores, which
 it does not model: 62 GB for 1.3b where it says 40 GB. With torch SDPA (the kit's default for it)
 the same runs used 28-32 GB.
@@ -36,7 +42,14 @@ from bench.config.presets import Preset
 from bench.planning.layout import Layout, valid_layouts
 
 GB = 1e9
-FIT_FRACTION = 0.92  # of the device's memory; the allocator needs head-room
+# Of the device's memory; the allocator needs head-room. The planner picks micro-batches and sweep
+# layouts within FIT_FRACTION, and refuses a plan the user asked for only beyond REFUSE_FRACTION.
+# The records on 80 GB bound the refusal: 6.7b tp2 sp fp8 at micro-batch 2 on an H100 trained
+# (estimate 75.3 GB, the step binding; 73.3 GB allocated), 2.7b dp2 te at micro-batch 8 under
+# --gpu-memory-cap 80 ran out of memory (estimate 76.8 GB; 6.6 GiB of the cap reserved but
+# unallocated by torch's allocator).
+FIT_FRACTION = 0.92
+REFUSE_FRACTION = 0.95
 MAX_GROWTH_DOUBLINGS = 10  # a refusal looks for layouts that fit on up to 2**10 times the GPUs
 _CONTEXT_BYTES = 2 * GB
 
@@ -59,6 +72,29 @@ PAPER_STATE_BYTES = 6
 # --optimizer-states paper-kit (the kit's PaperAdamW, bench.train.paper_adam): the same states, the
 # fp8 moment without a transposed copy (2 + 1 + 2 = 5 B).
 PAPER_KIT_STATE_BYTES = 5
+
+
+# Transient bytes per parameter (of a DP shard) at the optimizer step, on top of what is held.
+# Megatron's distributed optimizer with bf16 gradients hands Adam an fp32 copy of its shard's
+# gradient (``_copy_model_grads_to_main_grads``), kept until the next ``zero_grad``: 4 B. TE 2.20's
+# FusedAdam with scaled states (``paper``) first unscales the first and second moment and the master
+# weights of every tensor of a group into fp32 and keeps them in lists until its one kernel runs
+# (``FusedAdam.step``): 12 B; its gradients are the bf16 buffer itself (``decoupled_grad``).
+# ``paper-kit`` steps in chunks of at most 2 GiB of temporaries (bench.train.paper_adam), not counted.
+DO_FP32_GRAD_BYTES = 4
+PAPER_STEP_BYTES = 12
+
+
+def step_bytes(engine: str, optimizer_states: str, grad_bytes: int) -> int:
+    """Transient bytes per parameter of the optimizer step, divided by DP in the estimate.
+    Megatron-DeepSpeed's step (DeepSpeed's fp32 gradient partitions) is not modelled: 0."""
+    if engine != "megatron":
+        return 0
+    if optimizer_states == "paper":
+        return PAPER_STEP_BYTES
+    if optimizer_states == "paper-kit" or grad_bytes == 4:  # fp32 main gradients are Adam's own
+        return 0
+    return DO_FP32_GRAD_BYTES
 
 
 FP8_PRECISIONS = frozenset({"fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4"})
@@ -95,11 +131,13 @@ def sharded_stage(engine: str, layout: Layout) -> int:
 
 
 def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,
-                   optimizer_bytes: int = 12, recompute: str | None = None, fp8: bool = False) -> float:
+                   optimizer_bytes: int = 12, recompute: str | None = None, fp8: bool = False,
+                   optimizer_step_bytes: int = 0) -> float:
     """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what
     is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
     3: + weights). ``recompute``: activation recompute (None, "full" or "selective"). ``fp8``:
-    FP8 linears (:func:`is_fp8`)."""
+    FP8 linears (:func:`is_fp8`). ``optimizer_step_bytes``: the step's transient bytes per
+    parameter (:func:`step_bytes`); the estimate is the larger of the activation peak and the step."""
     params = params_per_gpu(preset, layout)
     dp = layout.dp
     states = (params * (2 + FP8_WEIGHT_COPY_BYTES * fp8) / (dp if zero_stage >= 3 else 1)
@@ -117,7 +155,8 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     else:
         activations = layers * in_flight * s * b * h * per_sbh
     logits = 2 * 4 * s * b * preset.vocab_size / layout.tp
-    return states + activations + logits + _CONTEXT_BYTES
+    step = params * optimizer_step_bytes / (dp if zero_stage >= 1 else 1)
+    return states + max(activations + logits, step) + _CONTEXT_BYTES
 
 
 def grad_bytes(engine: str, precision: str, grad_reduce_bf16: bool) -> int:
@@ -128,20 +167,23 @@ def grad_bytes(engine: str, precision: str, grad_reduce_bf16: bool) -> int:
 
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
          zero_stage: int = 1, recompute: str | None = None, optimizer_bytes: int = 12,
-         fp8: bool = False) -> bool:
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8)
+         fp8: bool = False, optimizer_step_bytes: int = 0) -> bool:
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
+                          optimizer_step_bytes)
     return need <= FIT_FRACTION * device_gb * GB
 
 
 def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
                grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
-               node_gpus: int | None = None, optimizer_bytes: int = 12, fp8: bool = False) -> float:
+               node_gpus: int | None = None, optimizer_bytes: int = 12, fp8: bool = False,
+               optimizer_step_bytes: int = 0) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
     nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then
     twice the GPUs, and so on up to 1024x until three are found). ``node_gpus``: the GPUs of one
     node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``."""
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8) / GB
-    limit = FIT_FRACTION * device_gb
+    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
+                          optimizer_step_bytes) / GB
+    limit = REFUSE_FRACTION * device_gb
     if need <= limit:
         return need
     fitting = []
@@ -153,7 +195,7 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
             for lay in valid_layouts(preset, gpus, node_gpus or gpus_per_node, mbs, layout.global_batch,
                                      cp=layout.cp, zero=layout.zero):
                 gb = estimate_bytes(preset, lay, grad_bytes, zero_stage, optimizer_bytes,
-                                    recompute, fp8) / GB
+                                    recompute, fp8, optimizer_step_bytes) / GB
                 distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
                 if gb <= limit:
                     fitting.append(((gpus, -mbs, distance, gb), lay, gb))
@@ -169,5 +211,5 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
             else f"no layout of {preset.name} fits up to {layout.gpus * 2**MAX_GROWTH_DOUBLINGS} GPUs")
     raise ValueError(
         f"{preset.name} {layout.name} (mbs {layout.micro_batch}) needs ~{need:.1f} GB per GPU by "
-        f"the memory estimate (bench/planning/memory.py), more than {FIT_FRACTION:.0%} of the "
+        f"the memory estimate (bench/planning/memory.py), more than {REFUSE_FRACTION:.0%} of the "
         f"{device_gb:g} GB of each {device}; {hint}; --force plans it anyway")

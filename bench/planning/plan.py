@@ -38,6 +38,7 @@ from bench.planning.memory import (
     is_fp8,
     sharded_stage,
     state_bytes,
+    step_bytes,
 )
 from bench.planning.microbatch import default_micro_batch
 from bench.planning.options import Options
@@ -173,13 +174,15 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
     grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
     zero_stage = sharded_stage(engine, layout)
     states = state_bytes(precision, tuning.optimizer_states)
+    step = step_bytes(engine, tuning.optimizer_states, grad)
     fp8 = is_fp8(precision)
-    need = estimate_bytes(preset, layout, grad, zero_stage, states, recompute, fp8) / GB
+    need = estimate_bytes(preset, layout, grad, zero_stage, states, recompute, fp8, step) / GB
     if device is None:
         return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
     if not force:
         check_fits(preset, layout, device.memory_gb, device.model, per_node, grad,
-                   zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states, fp8=fp8)
+                   zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states, fp8=fp8,
+                   optimizer_step_bytes=step)
     capped = " (--gpu-memory-cap)" if device.capped else ""
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {device.memory_gb:g} GB{capped}"
                   + (" (--force)" if force else ""))
@@ -193,6 +196,7 @@ def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
         return layout, []
     grad = grad_bytes(engine, precision, options.tuning.grad_reduce_bf16)
     states = state_bytes(precision, options.tuning.optimizer_states)
+    step = step_bytes(engine, options.tuning.optimizer_states, grad)
     if device is None:
         chosen, note = default_micro_batch(preset, layout, precision, None)
     else:  # counted as _memory counts it, so the pick is never refused there
@@ -200,7 +204,7 @@ def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
         chosen, note = default_micro_batch(
             preset, layout, precision,
             lambda lay: fits(preset, lay, device_gb, grad, sharded_stage(engine, lay),
-                             options.recompute, states, is_fp8(precision)))
+                             options.recompute, states, is_fp8(precision), step))
     return chosen, [note] if note else []
 
 

@@ -12,7 +12,7 @@ from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.layout import build_layout
-from bench.planning.memory import GB, estimate_bytes, params_per_gpu, state_bytes
+from bench.planning.memory import GB, estimate_bytes, params_per_gpu, state_bytes, step_bytes
 from bench.planning.plan import plan
 from bench.planning.tuning import Tuning
 from tests.conftest import options
@@ -68,6 +68,28 @@ def test_state_bytes_per_parameter() -> None:
         12, 12, 12, 7, 7]
     assert [state_bytes(p, "paper") for p in ("bf16", "fp8-current", "msamp-o1")] == [6, 6, 6]
     assert [state_bytes(p, "paper-kit") for p in ("bf16", "fp8-current", "msamp-o1")] == [5, 5, 5]
+
+
+def test_step_bytes_per_parameter() -> None:
+    """Megatron's distributed optimizer copies a bf16 gradient shard to fp32 (4); TE's FusedAdam
+    unscales both moments and the master weights of the paper's states to fp32 (12); fp32 main
+    gradients and the kit's PaperAdamW (chunked) add none; DeepSpeed's step is not modelled."""
+    assert step_bytes("megatron", "default", 2) == 4
+    assert step_bytes("megatron", "default", 4) == 0
+    assert step_bytes("megatron", "paper", 2) == 12
+    assert step_bytes("megatron", "paper-kit", 2) == 0
+    assert step_bytes("megatron-deepspeed", "default", 2) == 0
+
+
+def test_the_step_binds_where_activations_are_few() -> None:
+    """6.7b dp2 at micro-batch 1 with the paper's states: 6.66e9 parameters a GPU hold 2 + 2 (fp8
+    weights) + 2 (gradients) + 6 / 2 bytes; the step adds 12 / 2, more than the activations."""
+    preset = get_preset("6.7b")
+    layout = build_layout("tp1pp1", preset, 2, 2, 1, 16)
+    params = params_per_gpu(preset, layout)
+    at_step = estimate_bytes(preset, layout, 2, 1, 6, fp8=True, optimizer_step_bytes=12)
+    assert at_step == pytest.approx(params * (2 + 2 + 2 + 3 + 6) + 2 * GB)
+    assert at_step > estimate_bytes(preset, layout, 2, 1, 6, fp8=True) + 25 * GB
 
 
 def test_the_estimate_counts_the_paper_states_sharded_over_dp() -> None:

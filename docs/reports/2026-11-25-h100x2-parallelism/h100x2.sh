@@ -81,7 +81,7 @@ stamp() {  # stamp FILE...: what a build depends on (those files, this torch), i
   { sha256sum "$@" | awk '{print $1}'; "$PYTHON" -c 'import torch; print(torch.__version__)'; } | sha256sum | cut -c1-16
 }
 msamp_stamp() { stamp "$CARRY"/ms-amp-*.tar.gz patches/ms-amp/* images/cuda/build-msamp.sh; }
-te_stamp() { stamp .te/transformer_engine_torch-*.tar.gz; }
+te_stamp() { stamp /tmp/te-small/transformer_engine_torch-*.tar.gz; }  # the first command's copy: later ones lack .te/
 
 msamp_install() {  # the MS-AMP build an earlier machine packed (`pack`) where its stamp matches, else a build
   local pack=$CARRY/prebuilt/msamp-site.tgz
