@@ -8,7 +8,10 @@ iterations: fp8 is set beside bf16 only at the same batch, so an fp8 run at its 
 micro-batch (``bench.planning.microbatch``) needs a bf16 run given that micro-batch. Within a
 group each column is a precision, with the layers' builder added where a group holds more than one
 (``bf16 TE``, ``bf16 TE+apex``), and the variant where one is set; of a column run twice the
-newest run counts. A group of two or more columns is a table on the page
+newest run counts. A campaign's runs are grouped by the command that ran them (the stamp their run
+ids share): its groups run one after the other, and one H200 pair ran te at 468.2 and 537.2
+TFLOP/s/GPU in two groups ten minutes apart, so a run is set only beside those of its own. A
+group of two or more columns is a table on the page
 (``bench.results.markdown``): TFLOP/s per GPU, its ratio to the group's bf16 column, peak memory.
 
 A group is also one machine, since machines of one GPU model differ by 10 % and more: the run's
@@ -21,6 +24,7 @@ of their first run, then its minute, then the first GPU's UUID.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +39,8 @@ from bench.results.losses import BASELINE  # the precision others are set agains
 
 UUID_CHARS = 12  # "GPU-8442300b": enough of a UUID to tell a machine's GPUs apart on the page
 MACHINE_GAP_S = 3600  # records without GPU UUIDs: a longer pause between runs is another machine
+# A campaign run's id: {preset}_{layout}_{platform}_{the command's UTC stamp}-{nonce}-c{index}.
+CAMPAIGN_RUN_ID = re.compile(r"_(\d{8}T\d{6}Z)-[0-9a-f]+-c\d+$")
 
 
 @dataclass(frozen=True)
@@ -59,10 +65,16 @@ def _made(run: Record) -> str:
     return f"campaign {campaign}" if campaign else f"runs of {run.started_at[:10]}"
 
 
+def _command(run: Record) -> str:
+    """The stamp of the command that ran a campaign run (one ``--only`` group, back to back), or ""."""
+    match = CAMPAIGN_RUN_ID.search(run.run_id) if run.labels.get("campaign") else None
+    return match.group(1) if match else ""
+
+
 def _key(run: Record) -> tuple:
     data = run.data.name if run.data is not None and run.data.kind == "real" else "mock"
     lay = run.layout
-    return (_made(run), run.preset.name, lay.name, lay.micro_batch,
+    return (_made(run), _command(run), run.preset.name, lay.name, lay.micro_batch,
             lay.global_batch, run.platform.accelerator, data, run.metrics.window_iters)
 
 

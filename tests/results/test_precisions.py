@@ -41,6 +41,19 @@ def test_the_ms_amp_modes_are_one_group_of_five_precisions(groups) -> None:
     assert group.baseline.run.metrics.tflops_per_gpu == pytest.approx(461.2, abs=0.05)
 
 
+def test_a_campaign_s_runs_are_set_beside_those_of_their_own_command(groups) -> None:
+    """Two H200s, 2026-11-26: te ran at 468.2 in msamp-te-modules and at 537.2 in
+    msamp-te-cuda-graph ten minutes later; each group is its own table."""
+    titles = [t for t in groups if t.startswith("2.7B tp1pp1dp2, micro/global batch 4/32")
+              and t.endswith(("2026-11-26 09:51", "2026-11-26 10:02"))]
+    tables = [{c.name: round(c.run.metrics.tflops_per_gpu, 1) for c in groups[t].columns}
+              for t in sorted(titles)]
+    assert tables == [
+        {"fp8-delayed TE": 468.2, "msamp-o2 no TE": 511.2, "msamp-o2 no TE msamp_modules=te": 536.9},
+        {"fp8-delayed TE": 537.2, "fp8-delayed TE megatron_args=--cuda-graph-impl transformer_engine": 572.0,
+         "msamp-o2 no TE": 549.3}]
+
+
 def test_runs_that_differ_in_anything_but_precision_and_layers_stay_apart(groups) -> None:
     for group in groups.values():
         first = group.columns[0].run
