@@ -43,6 +43,9 @@ DEFAULT_MSAMP_SCALING = "in-time"
 # until the A/B says otherwise.
 MSAMP_MODULES = ("torch", "te")
 DEFAULT_MSAMP_MODULES = "torch"
+# torch's caching allocator: its default segments, or expandable ones that grow in place, which
+# leave less memory reserved but unallocated (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
+ALLOCATORS = ("default", "expandable")
 DEFAULT_ITERS = 30
 TIMEOUT_S = 3600.0  # wall-clock limit of a run here, seconds
 HANG_TIMEOUT_S = 600.0  # a run here that prints nothing this long is stopped, seconds
@@ -227,6 +230,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "micro-batch use it, and the entry caps torch's allocator to it less what the CUDA "
               "context already holds (e.g. 80 on an H200: what fits an 80 GB GPU; megatron engine)",
               metavar="GB", group="tuning", field="tuning.gpu_memory_cap"),
+    RunOption("allocator", str, "torch's caching allocator in the training processes (default: "
+              "its own segments); expandable: segments that grow in place, which keep less memory "
+              "reserved but unallocated (sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), "
+              "an A/B where a run is out of memory with GiBs reserved but unallocated",
+              default="default", choices=ALLOCATORS, group="tuning", field="tuning.allocator"),
     RunOption("no_fused_loss", bool, "Megatron's unfused cross-entropy loss instead of its fused "
               "one", group="tuning", field="tuning.fused_loss", to_field=_not),
     RunOption("no_fused_attention", bool, "Megatron-DeepSpeed's unfused core attention (it stores "

@@ -26,7 +26,7 @@ from bench.planning.checks import (
     check_options,
     pbs_queue,
 )
-from bench.planning.engines.common import checkpoint_flags, precision_env
+from bench.planning.engines.common import allocator_env, checkpoint_flags, precision_env
 from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.planning.memory import (
@@ -350,7 +350,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
                                      platform.gpus_per_node or per_node, tuning, options.force,
                                      options.recompute,
                                      platform.gpus_per_node if platform.scheduler != "none" else None)
-    env = {**platform.env, **precision_env(precision, tuning.msamp_scaling)}
+    env = {**platform.env, **precision_env(precision, tuning.msamp_scaling),
+           **allocator_env(tuning.allocator, platform.env)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
     notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,

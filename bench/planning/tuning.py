@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from bench.config.run_options import (
+    ALLOCATORS,
     DEFAULT_MSAMP_MODULES,
     DEFAULT_MSAMP_SCALING,
     FP8_GRAD_REDUCE,
@@ -41,8 +42,9 @@ class Tuning:
     0011) instead of its unfused core attention, which stores the s x s scores; a
     Megatron-DeepSpeed setting. ``gpu_memory_cap``: the GPU memory (GB, the accelerator files'
     unit) the run plans with and the entry caps torch's allocator to, below the GPU's own (None:
-    the GPU's); a megatron-engine setting. ``extra_args``: more Megatron flags, appended after the
-    kit's."""
+    the GPU's); a megatron-engine setting. ``allocator``: torch's caching allocator (one of
+    :data:`ALLOCATORS`): its default segments, or ``expandable`` ones (the run's
+    ``PYTORCH_CUDA_ALLOC_CONF``). ``extra_args``: more Megatron flags, appended after the kit's."""
 
     overlap: bool = True
     grad_reduce: str = "bf16"
@@ -52,6 +54,7 @@ class Tuning:
     fused_loss: bool = True
     fused_attention: bool = True
     gpu_memory_cap: float | None = None
+    allocator: str = "default"
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -66,6 +69,8 @@ class Tuning:
         if self.msamp_modules not in MSAMP_MODULES:
             raise ValueError(f"--msamp-modules {self.msamp_modules}: use one of "
                              f"{', '.join(MSAMP_MODULES)}")
+        if self.allocator not in ALLOCATORS:
+            raise ValueError(f"--allocator {self.allocator}: use one of {', '.join(ALLOCATORS)}")
         if self.gpu_memory_cap is not None and not self.gpu_memory_cap > 0:
             raise ValueError(f"--gpu-memory-cap {self.gpu_memory_cap:g}: give the GB a GPU may use, "
                              "more than 0 (80 for an 80 GB GPU)")
@@ -122,6 +127,8 @@ class Tuning:
             pairs.append(("core_attention", "unfused"))
         if self.gpu_memory_cap is not None:
             pairs.append(("gpu_memory_cap_gb", f"{self.gpu_memory_cap:g}"))
+        if self.allocator != "default":
+            pairs.append(("allocator", self.allocator))
         if self.extra_args:
             pairs.append(("megatron_args", " ".join(self.extra_args)))
         return tuple(pairs)
@@ -132,7 +139,8 @@ DEFAULT_TUNING = Tuning()
 # (bench.planning.engines.deepspeed.ZeroSettings.variant), a sequence length away from the preset's and the
 # activation recompute (--recompute).
 TUNING_NOTE_KEYS = ("overlap", "grad_reduce", "optimizer_states", "msamp_scaling", "msamp_modules",
-                    "fused_loss", "core_attention", "gpu_memory_cap_gb", "megatron_args", "zero_offload",
+                    "fused_loss", "core_attention", "gpu_memory_cap_gb", "allocator", "megatron_args",
+                    "zero_offload",
                     "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
                     "allgather_bucket_size", "seq_length", "recompute")
 

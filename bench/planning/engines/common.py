@@ -71,6 +71,20 @@ def precision_env(precision: str, msamp_scaling: str) -> dict[str, str]:
     return env
 
 
+ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"  # torch reads it on ROCm too
+
+
+def allocator_env(allocator: str, platform_env: dict[str, str]) -> dict[str, str]:
+    """Environment of ``--allocator``: none at the default; ``expandable`` sets torch's allocator
+    configuration, refused where the platform's own environment sets it already."""
+    if allocator == "default":
+        return {}
+    if ALLOC_CONF_ENV in platform_env:
+        raise ValueError(f"--allocator {allocator}: the platform's [env] sets {ALLOC_CONF_ENV}="
+                         f"{platform_env[ALLOC_CONF_ENV]} already; drop --allocator or that line")
+    return {ALLOC_CONF_ENV: "expandable_segments:True"}
+
+
 # Megatron-Core's checkpointing as the Azure GPT-3 175B guide's 04-gpt175B.sh runs it (seed 001):
 # a persistent background process for asynchronous saves, every rank loading its own shard, and
 # the sharding plan kept between saves, since the model's structure does not change in a run.
