@@ -237,8 +237,9 @@ case ${1:?setup, smoke, collect or groups} in
     mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
     tar czf "$OUT/records.tgz" -C "$WORK" records
     tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='*.trace.json.gz' logs
-    # Profiler traces one by one (each a few MB), beside the logs.
-    for trace in "$WORK"/logs/*.trace.json.gz; do [ -f "$trace" ] && cp "$trace" "$OUT/"; done ;;
+    # Profiler traces one by one (each a few MB), beside the logs: the five newest, since at most
+    # eight files come back and three are taken above.
+    ls -t "$WORK"/logs/*.trace.json.gz 2>/dev/null | head -n 5 | while read -r trace; do cp "$trace" "$OUT/"; done ;;
   *)
     wait_for wheels.done || exit 1
     kit
