@@ -19,6 +19,7 @@ from bench.results import losses, markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
+from bench.results.fits import fit_groups
 from bench.results.hardware import load_ceilings, load_node_checks
 from bench.results.memory import parts_rows
 from bench.results.precisions import side_by_side
@@ -70,7 +71,8 @@ def generate(
         records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
         findings = markdown.Findings(scaling_pairs(runs), profiles, load_node_checks(smoke_dir),
                                      Path(os.path.relpath(smoke_dir, out_dir)).as_posix(),
-                                     tuple(side_by_side(runs)), tuple(parts_rows(runs, published)))
+                                     tuple(side_by_side(runs)), tuple(parts_rows(runs, published)),
+                                     tuple(fit_groups(runs)))
         page = markdown.render(report, platform_specs, records_link, loss_specs, findings)
         files = {PAGE: page.encode()}
         specs: list[plots.Drawable] = [*platform_specs, *loss_specs,

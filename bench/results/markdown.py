@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bench.records.record import Record
 from bench.results.aggregate import ModelTable, Report, Row, display_name, layers, settings, variant
 from bench.results.data import CONVENTION_LABELS
+from bench.results.fits import FitGroup
 from bench.results.hardware import NodeCheck, hardware_id, hardware_name
 from bench.results.losses import (
     BASELINE,
@@ -325,6 +326,7 @@ class Findings:
     smoke_link: str = ""
     precisions: tuple[PrecisionGroup, ...] = ()
     memory_parts: tuple[PartsRow, ...] = ()
+    fits: tuple[FitGroup, ...] = ()
 
 
 def _memory_section(rows: Sequence[PartsRow], records_link: str) -> list[str]:
@@ -373,6 +375,47 @@ def _precisions_section(groups: Sequence[PrecisionGroup], records_link: str) -> 
                                    for r in runs)]] if base is not None else []),
             ["peak memory (GB)", *(_number(r.metrics.peak_mem_gb, 1) for r in runs)],
         ]) + [""]
+    return lines
+
+
+FIT_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("configuration", False), ("micro-batch", True), ("status", False), ("TFLOP/s/GPU", True),
+    ("peak memory (GB)", True), ("day", False), ("record", False))
+
+
+def _fit_cells(run: Record, configuration: str, records_link: str) -> list[str]:
+    ok = run.metrics is not None
+    return [_text(configuration), str(run.layout.micro_batch), "ok" if ok else "out of memory",
+            _number(run.metrics.tflops_per_gpu, 1) if ok else "–",
+            _number(run.metrics.peak_mem_gb, 1) if ok else "–", run.started_at[:10],
+            _record_link(run, records_link)]
+
+
+def _fits_section(groups: Sequence[FitGroup], records_link: str) -> list[str]:
+    """What trained and what ran out of memory under --gpu-memory-cap."""
+    if not groups:
+        return []
+    lines = ["## What fits a smaller GPU", "",
+             "Megatron-Core runs planned and trained with `--gpu-memory-cap` (torch's allocator "
+             "capped, docs/running.md), every one a row: the configuration (precision, layers, "
+             "variant), micro-batch, whether it trained or ran out of memory, TFLOP/s per GPU "
+             "(causal count) and peak memory. Whether a micro-batch fits is the same on any "
+             "machine; TFLOP/s are the day's machine's, so compare them within a day "
+             "(`bench/results/fits.py`).", ""]
+    for group in groups:
+        lines += [f"### {_text(group.title)}", ""]
+        lines += _table(FIT_COLUMNS, [_fit_cells(row.run, row.configuration, records_link)
+                                      for row in group.rows]) + [""]
+        largest, fastest = group.largest(), group.fastest()
+        for configuration, run in largest.items():
+            best = fastest[configuration]
+            lines.append(f"- {_text(configuration)}: largest micro-batch that trained "
+                         f"{run.layout.micro_batch}; fastest {_number(best.metrics.tflops_per_gpu, 1)} "
+                         f"TFLOP/s/GPU at micro-batch {best.layout.micro_batch} "
+                         f"({_record_link(best, records_link)})")
+        if not largest:
+            lines.append("- Nothing trained under this cap.")
+        lines.append("")
     return lines
 
 
@@ -645,6 +688,7 @@ def render(report: Report, plots: Sequence[PlotSpec], records_link: str,
         *_time_section(findings.profiles, records_link),
         *_node_section(findings.node_checks, findings.smoke_link),
         *_precisions_section(findings.precisions, records_link),
+        *_fits_section(findings.fits, records_link),
         *_memory_section(findings.memory_parts, records_link),
         *_legend(),
     ]

@@ -1,0 +1,81 @@
+"""What fits a smaller GPU: the Megatron-Core runs made with ``--gpu-memory-cap``, those that trained
+and those that ran out of memory, one table per cap, model, layout, global batch, GPU and data.
+
+A row is one run: its configuration (precision, what built the layers, the variant but the cap),
+micro-batch, status, TFLOP/s per GPU and peak memory, in configuration then micro-batch order.
+Every run is a row, not the newest of each configuration: whether a micro-batch fits is the same
+question on any machine, its TFLOP/s are not, so each row names its day and links its record. Each
+table ends with each configuration's largest micro-batch that trained and its fastest run: what the
+FP8-LM issue asks of 80 GB ("the largest micro-batch each fits, and each one's best TFLOP/s").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.records.record import Record
+from bench.results.aggregate import display_name, layers, model_sort_key, variant
+from bench.results.hardware import hardware_name
+
+CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
+
+
+@dataclass(frozen=True)
+class FitRow:
+    configuration: str  # precision, layers and variant, the cap left out
+    run: Record
+
+
+@dataclass(frozen=True)
+class FitGroup:
+    title: str
+    rows: tuple[FitRow, ...]
+
+    def largest(self) -> dict[str, Record]:
+        """Each configuration's ok run at its largest micro-batch (the fastest of those)."""
+        best: dict[str, Record] = {}
+        for row in self.rows:
+            if row.run.metrics is None:
+                continue
+            held = best.get(row.configuration)
+            if held is None or (row.run.layout.micro_batch, row.run.metrics.tflops_per_gpu) > (
+                    held.layout.micro_batch, held.metrics.tflops_per_gpu):
+                best[row.configuration] = row.run
+        return best
+
+    def fastest(self) -> dict[str, Record]:
+        """Each configuration's fastest ok run, at any micro-batch."""
+        best: dict[str, Record] = {}
+        for row in self.rows:
+            if row.run.metrics is None:
+                continue
+            held = best.get(row.configuration)
+            if held is None or row.run.metrics.tflops_per_gpu > held.metrics.tflops_per_gpu:
+                best[row.configuration] = row.run
+        return best
+
+
+def _configuration(run: Record) -> str:
+    others = {key: value for key, value in run.variant.items() if key != CAP_KEY}
+    return " ".join(filter(None, (run.precision, layers(run), variant(others))))
+
+
+def _title(run: Record) -> str:
+    lay = run.layout
+    data = "real data" if run.data is not None and run.data.kind == "real" else "mock data"
+    return (f"{display_name(run.preset.name.lower())} {lay.name}, global batch {lay.global_batch}, "
+            f"capped at {run.variant[CAP_KEY]} GB, {hardware_name(run.platform.accelerator)}, {data}")
+
+
+def fit_groups(runs: Sequence[Record]) -> list[FitGroup]:
+    """The capped runs that trained or ran out of memory, grouped; in model-size order."""
+    grouped: dict[str, list[Record]] = defaultdict(list)
+    for run in runs:
+        if run.engine == "megatron" and CAP_KEY in run.variant and (run.ok or run.status == "oom"):
+            grouped[_title(run)].append(run)
+    groups = [FitGroup(title, tuple(FitRow(_configuration(run), run) for run in sorted(
+        members, key=lambda r: (_configuration(r), r.layout.micro_batch, r.started_at))))
+        for title, members in grouped.items()]
+    return sorted(groups, key=lambda g: (model_sort_key(g.rows[0].run.preset.name), g.title))
