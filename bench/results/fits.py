@@ -12,7 +12,7 @@ FP8-LM issue asks of 80 GB ("the largest micro-batch each fits, and each one's b
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.records.record import Record
@@ -35,24 +35,17 @@ class FitGroup:
 
     def largest(self) -> dict[str, Record]:
         """Each configuration's ok run at its largest micro-batch (the fastest of those)."""
-        best: dict[str, Record] = {}
-        for row in self.rows:
-            if row.run.metrics is None:
-                continue
-            held = best.get(row.configuration)
-            if held is None or (row.run.layout.micro_batch, row.run.metrics.tflops_per_gpu) > (
-                    held.layout.micro_batch, held.metrics.tflops_per_gpu):
-                best[row.configuration] = row.run
-        return best
+        return self._best(lambda run: (run.layout.micro_batch, run.metrics.tflops_per_gpu))
 
     def fastest(self) -> dict[str, Record]:
         """Each configuration's fastest ok run, at any micro-batch."""
+        return self._best(lambda run: (run.metrics.tflops_per_gpu,))
+
+    def _best(self, rank: Callable[[Record], tuple[float, ...]]) -> dict[str, Record]:
         best: dict[str, Record] = {}
         for row in self.rows:
-            if row.run.metrics is None:
-                continue
             held = best.get(row.configuration)
-            if held is None or row.run.metrics.tflops_per_gpu > held.metrics.tflops_per_gpu:
+            if row.run.metrics is not None and (held is None or rank(row.run) > rank(held)):
                 best[row.configuration] = row.run
         return best
 
