@@ -176,11 +176,12 @@ def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
 def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
                grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
                node_gpus: int | None = None, optimizer_bytes: int = 12, fp8: bool = False,
-               optimizer_step_bytes: int = 0) -> float:
+               optimizer_step_bytes: int = 0, also: str = "") -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
     nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then
     twice the GPUs, and so on up to 1024x until three are found). ``node_gpus``: the GPUs of one
-    node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``."""
+    node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``.
+    ``also``: another way to fit, said after the layouts."""
     need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
                           optimizer_step_bytes) / GB
     limit = REFUSE_FRACTION * device_gb
@@ -212,4 +213,4 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
     raise ValueError(
         f"{preset.name} {layout.name} (mbs {layout.micro_batch}) needs ~{need:.1f} GB per GPU by "
         f"the memory estimate (bench/planning/memory.py), more than {REFUSE_FRACTION:.0%} of the "
-        f"{device_gb:g} GB of each {device}; {hint}; --force plans it anyway")
+        f"{device_gb:g} GB of each {device}; {hint}{'; ' + also if also else ''}; --force plans it anyway")

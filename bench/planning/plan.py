@@ -31,6 +31,7 @@ from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.planning.memory import (
     GB,
+    REFUSE_FRACTION,
     check_fits,
     estimate_bytes,
     fits,
@@ -182,10 +183,28 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
     if not force:
         check_fits(preset, layout, device.memory_gb, device.model, per_node, grad,
                    zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states, fp8=fp8,
-                   optimizer_step_bytes=step)
+                   optimizer_step_bytes=step, also=_paper_kit_hint(preset, layout, engine, precision,
+                                                                  device, tuning, recompute))
     capped = " (--gpu-memory-cap)" if device.capped else ""
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {device.memory_gb:g} GB{capped}"
                   + (" (--force)" if force else ""))
+
+
+def _paper_kit_hint(preset: Preset, layout: Layout, engine: str, precision: str, device: Device,
+                    tuning: Tuning, recompute: str | None) -> str:
+    """For ``--optimizer-states paper``: the same states in the kit's PaperAdamW, where they fit.
+    TE's FusedAdam unscales every state into fp32 at the step (bench.planning.memory.step_bytes),
+    which ran 6.7b dp2 out of memory on 80 GB where paper-kit trained."""
+    if tuning.optimizer_states != "paper":
+        return ""
+    grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
+    need = estimate_bytes(preset, layout, grad, sharded_stage(engine, layout),
+                          state_bytes(precision, "paper-kit"), recompute, is_fp8(precision),
+                          step_bytes(engine, "paper-kit", grad)) / GB
+    if need > REFUSE_FRACTION * device.memory_gb:
+        return ""
+    return (f"--optimizer-states paper-kit (the same states, stepped without TE FusedAdam's fp32 "
+            f"copies) needs ~{need:.1f} GB")
 
 
 def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,

@@ -92,6 +92,23 @@ def test_the_step_binds_where_activations_are_few() -> None:
     assert at_step > estimate_bytes(preset, layout, 2, 1, 6, fp8=True) + 25 * GB
 
 
+def test_a_refusal_of_the_paper_states_names_paper_kit_where_it_fits() -> None:
+    """6.7b dp2 at 1/16 on 80 GB: TE FusedAdam's fp32 copies at the step do not fit (out of memory
+    on two H200s capped at 80 GB), the kit's PaperAdamW does (it trained at a 65.2 GB peak)."""
+    def h100(tuning: Tuning):
+        return plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h100"),
+                    options(gpus=2, mbs=1, gbs=16, precision="fp8-delayed", tuning=tuning))
+
+    with pytest.raises(ValueError, match=r"needs ~101\.9 GB per GPU .*; --optimizer-states paper-kit "
+                       r"\(the same states, stepped without TE FusedAdam's fp32 copies\) needs "
+                       r"~66\.7 GB; --force plans it anyway$"):
+        h100(PAPER)
+    assert h100(PAPER_KIT).memory_gb == pytest.approx(66.7, abs=0.05)
+    with pytest.raises(ValueError) as refused:  # the default states: no hint to give
+        h100(Tuning())
+    assert "paper-kit" not in str(refused.value)
+
+
 def test_the_estimate_counts_the_paper_states_sharded_over_dp() -> None:
     """1.3b dp2: 1 317 650 432 parameters a GPU; weights 2 + gradients 2 + (2 + 4) / 2 = 7 bytes a
     parameter against 2 + 2 + 12 / 2 = 10, so 3 bytes a parameter less."""
