@@ -80,7 +80,7 @@ PAPER_KIT_STATE_BYTES = 5
 # FusedAdam with scaled states (``paper``) first unscales the first and second moment and the master
 # weights of every tensor of a group into fp32 and keeps them in lists until its one kernel runs
 # (``FusedAdam.step``): 12 B; its gradients are the bf16 buffer itself (``decoupled_grad``).
-# ``paper-kit`` steps in chunks of at most 2 GiB of temporaries (bench.train.paper_adam), not counted.
+# ``paper-kit`` steps in registers (bench.train.paper_adam_kernel): no temporaries.
 DO_FP32_GRAD_BYTES = 4
 PAPER_STEP_BYTES = 12
 

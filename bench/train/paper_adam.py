@@ -5,8 +5,8 @@ an fp16 master weight, an fp8 first moment and an fp16 second moment. FusedAdam 
 state of every parameter into fp32 temporaries at once (12 bytes a shard element), runs its
 multi-tensor Adam, then rescales tensor by tensor (``aminmax``, a division, a multiply and a copy
 each; the fp8 moment's ``Float8Tensor.copy_`` also writes a transposed copy): thousands of small
-launches and as many Python calls a step. ``PaperAdamW`` keeps the same state and steps it with
-torch's multi-tensor ops, chunk by chunk, so that a step is a few dozen large launches.
+launches and as many Python calls a step. ``PaperAdamW`` keeps the same state and steps a whole
+parameter group with two launches of one Triton kernel (:mod:`bench.train.paper_adam_kernel`).
 
 State per parameter (the shard megatron-core hands it: a bf16 view of the parameter buffer):
 
@@ -14,58 +14,41 @@ State per parameter (the shard megatron-core hands it: a bf16 view of the parame
   copy), scaled; ``exp_avg_sq``: fp16, scaled. 5 bytes a parameter.
 - One fp32 scale per state in ``self._scales[param][name]``, as FusedAdam keeps it: the factor that
   turns the stored value back into the true one (``true = stored · scale``). The kit's memory count
-  (:mod:`bench.train.memory_parts`) reads ``state`` and ``_scales``. A host copy of each scale
-  (``_host_scales``) lets the next step unscale with Python scalars, without a device read.
+  (:mod:`bench.train.memory_parts`) reads ``state`` and ``_scales``. Once a group has stepped, its
+  scales are one-element views of one tensor per state (its tensors' scales side by side), which
+  the kernel reads and the step rewrites on the device.
 - Scales are powers of two with margin 0, as MS-AMP's: after each update, the largest ``2^k`` with
   ``amax · 2^k <= format max`` (65504 for fp16, 448 for E4M3;
   :func:`bench.train.fp8_allreduce.power_of_two_scale_below`). A power of two makes scaling and
   unscaling exact, so the only error is the format's rounding. The casts saturate by
-  construction: the scaled amax is at most the format's largest value, which rounding to nearest
-  does not pass; an inf or NaN amax gives a NaN scale, propagated as megatron-core's NaN checks
-  expect, not clamped away.
+  construction (and the kernel clamps as well); an inf or NaN amax gives a NaN scale, propagated
+  as megatron-core's NaN checks expect, not clamped away.
 
-Step, per parameter group, over chunks of whole tensors of at most ``chunk_elements`` elements (a
-tensor larger than that is a chunk alone). Per chunk, each line one ``torch._foreach_*`` call (a
-multi-tensor launch, which CUDA splits every ~110 tensors or ~21M elements) unless said:
-
-1. unscale: copy master, moments (3 casts) and the gradient (1 cast) into fp32 temporaries, and
-   multiply the three states by their host scales (3);
-2. ``torch._fused_adamw_`` on the fp32 temporaries: weight decay, moments, bias-corrected update of
-   the master (1);
-3. write the model's bf16 parameters from the fp32 master (1);
-4. per-tensor amax of the three states (3 ``_foreach_norm(ord=inf)``), their scales (~10 small
-   kernels over one stacked tensor of 3 scales a tensor), and one device-to-host read of them
-   (``.tolist()``): the only host sync, one per chunk, needed because the rescale below takes its
-   per-tensor factors as Python scalars (torch's multi-tensor ops take a per-tensor factor only so;
-   a list of device scalars falls back to one launch per tensor);
-5. rescale the states (3) and cast them into their stored formats (3); copy the new scales into
-   ``_scales`` (1).
-
-That is 18 multi-tensor calls, ~10 small kernels and one sync a chunk, whatever the tensor count.
-Memory traffic a shard element: ~134 bytes (casts in 7 + 16, unscale 24, Adam 28, amax 12,
-rescale 24, casts out 12 + 5, parameter 4 + 2), against ~110 for FusedAdam's path, whose cost is
-its per-tensor launches and Python rather than bytes. Temporary memory: 16 bytes an element of the
-chunk (fp32 master, gradient and both moments), so at most ``16 · max(chunk_elements, largest
-shard tensor)`` bytes (2 GiB at the default 2^27), against FusedAdam's 12 bytes for every element
-of the shard at once.
+Step, per parameter group: pass 1 computes every element's AdamW update in registers and keeps
+only each state's per-tensor amax; a few torch kernels make the new scales from them; pass 2
+recomputes the update and writes the bf16 weight (the fp32 master rounded once), the master and
+both moments, scaled. No host sync, no temporaries beyond 24 bytes a tensor; 21 bytes of memory
+traffic an element, against ~110 for FusedAdam's path. Triton comes with torch's CUDA wheels; the
+tests run the kernel on CPU under Triton's interpreter.
 
 What megatron-core calls on its inner optimizer in precision-aware mode is here: ``step``,
 ``zero_grad``, ``initialize_state``, ``get_unscaled_state``, ``set_scaled_state``, and
 ``state_dict``/``load_state_dict`` in FusedAdam's form (states unscaled to fp32). Refused, each with
 its fix: CUDA-graph capture, AMSGrad, Adam without decoupled weight decay, no bias correction, state
-dtypes other than the paper's, fp32 parameters.
+dtypes other than the paper's, fp32 parameters, non-contiguous ones.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import torch
 
 from bench.train.fp8_allreduce import power_of_two_scale_below
+from bench.train.paper_adam_kernel import BLOCK, paper_adamw_pass
 
-DEFAULT_CHUNK_ELEMENTS = 2**27  # 2 GiB of fp32 temporaries a chunk
 STATE_NAMES = ("master_param", "exp_avg", "exp_avg_sq")
 STATE_DTYPES = {"master_param": torch.float16, "exp_avg": torch.float8_e4m3fn,
                 "exp_avg_sq": torch.float16}
@@ -86,13 +69,13 @@ def _refusals(amsgrad: bool, capturable: bool, adam_w_mode: bool, bias_correctio
     if amsgrad:
         problems.append("AMSGrad: drop it")
     if capturable:
-        problems.append("CUDA-graph capture (its per-chunk scales are read on the host): drop "
+        problems.append("CUDA-graph capture (its kernel's table is built on the host): drop "
                         "--optimizer-cuda-graph")
     if not adam_w_mode:
         problems.append("Adam with L2 regularization: it is AdamW, drop "
                         "--no-decoupled-weight-decay")
     if not bias_correction:
-        problems.append("Adam without bias correction: torch's fused AdamW always corrects")
+        problems.append("Adam without bias correction: drop --no-bias-correction")
     if not master_weights or master_weight_dtype != torch.float16:
         problems.append(f"master weights {master_weight_dtype if master_weights else 'off'}: the "
                         "paper's are fp16 (--main-params-dtype fp16)")
@@ -104,13 +87,29 @@ def _refusals(amsgrad: bool, capturable: bool, adam_w_mode: bool, bias_correctio
     return problems
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Where the kernel finds a group's tensors: the first of each list (weight, gradient, master,
+    both moments) and every tensor's element offset from it, the blocks, and the scales, one
+    tensor a state with the group's tensors side by side."""
+
+    key: tuple[int, ...]
+    bases: tuple[torch.Tensor, ...]
+    offsets: torch.Tensor  # int64 [5, T]
+    numels: torch.Tensor  # int64 [T]
+    block_tensor: torch.Tensor  # int32 [blocks]
+    block_start: torch.Tensor  # int64 [blocks]
+    scales: tuple[torch.Tensor, ...]  # fp32 [T] a state, STATE_NAMES' order
+    limits: torch.Tensor  # fp32 [3, 1]: each state's format maximum
+
+
 class PaperAdamW(torch.optim.Optimizer):
     """AdamW over fp16 master weights and an fp8/fp16 moment pair, each scaled per tensor.
 
     Takes the keyword arguments megatron-core gives Transformer Engine's FusedAdam under
     ``--use-precision-aware-optimizer``. ``store_param_remainders`` is accepted and has no effect,
-    as in FusedAdam with fp16 master weights (it concerns fp32 ones). ``chunk_elements``: the
-    elements stepped at once, which bound the fp32 temporaries (16 bytes an element).
+    as in FusedAdam with fp16 master weights (it concerns fp32 ones). ``block``: the elements one
+    kernel program steps, a power of two.
     """
 
     def __init__(self, params: Iterable[torch.Tensor | dict], lr: float = 1e-3,
@@ -120,28 +119,26 @@ class PaperAdamW(torch.optim.Optimizer):
                  master_weight_dtype: torch.dtype = torch.float16,
                  exp_avg_dtype: torch.dtype = torch.uint8,
                  exp_avg_sq_dtype: torch.dtype = torch.float16, use_decoupled_grad: bool = True,
-                 store_param_remainders: bool = False,
-                 chunk_elements: int = DEFAULT_CHUNK_ELEMENTS) -> None:
+                 store_param_remainders: bool = False, block: int = BLOCK) -> None:
         problems = _refusals(amsgrad, capturable, adam_w_mode, bias_correction, master_weights,
                              master_weight_dtype, exp_avg_dtype, exp_avg_sq_dtype)
         if problems:
             raise ValueError("PaperAdamW (--optimizer-states paper-kit) does not do: "
                              + "; ".join(problems)
                              + ". Or use --optimizer-states paper (Transformer Engine's FusedAdam)")
-        if chunk_elements < 1:
-            raise ValueError(f"chunk_elements {chunk_elements}: give at least 1 (default "
-                             f"{DEFAULT_CHUNK_ELEMENTS})")
+        if block < 16 or block & (block - 1):
+            raise ValueError(f"block {block}: give a power of two of at least 16 (default {BLOCK})")
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "bias_correction": True}
         super().__init__(params, defaults)
-        self.chunk_elements = chunk_elements
         self.use_decoupled_grad = use_decoupled_grad
+        self.block = block
         # What megatron-core reads of FusedAdam's attributes.
         self.master_weights = True
         self.capturable = False
         self.store_param_remainders = False
         self._scales: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
-        self._host_scales: dict[torch.Tensor, dict[str, float]] = {}
+        self._layouts: dict[int, _Layout] = {}  # by group index
 
     # --- megatron-core's calls ------------------------------------------------------------------
 
@@ -160,7 +157,7 @@ class PaperAdamW(torch.optim.Optimizer):
     @torch.no_grad()
     def initialize_state(self, param: torch.Tensor, store_param_remainders: bool = False) -> None:
         """Zero moments and the master from ``param`` (megatron-core's ``init_state_fn``)."""
-        self._initialize([param])
+        self._initialize(param)
 
     def get_unscaled_state(self, param: torch.Tensor, state_name: str,
                            skip_unscale: bool = False) -> torch.Tensor:
@@ -181,8 +178,7 @@ class PaperAdamW(torch.optim.Optimizer):
                              f"{unscaled_state.dtype}: pass .float() of it")
         if not self.state[param]:
             self._allocate(param)
-        temp = unscaled_state.detach().to(param.device).clone().view(param.shape)
-        self._store([param], {state_name: [temp]})
+        self._store(param, state_name, unscaled_state.detach().to(param.device).view(param.shape))
 
     def state_dict(self) -> dict:
         """torch's state dict with every state unscaled to fp32, as FusedAdam gives it."""
@@ -205,72 +201,108 @@ class PaperAdamW(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        """One AdamW step of every parameter with a gradient, chunk by chunk."""
+        """One AdamW step of every parameter with a gradient: two kernel launches a group."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group in self.param_groups:
+        for index, group in enumerate(self.param_groups):
             # Counted for empty groups too, as FusedAdam does: ranks sharing a shard stay in step.
             group["step"] = group.get("step", 0) + 1
             params = [p for p in group["params"] if p.numel() and self._grad(p) is not None]
-            self._initialize([p for p in params if not self.state[p]])
-            for chunk in self._chunks(params):
-                self._step_chunk(chunk, group)
+            for p in params:
+                if not self.state[p]:
+                    self._initialize(p)
+            if params:
+                self._step_group(index, params, group)
         return loss
 
     # --- the step ---------------------------------------------------------------------------------
 
-    def _step_chunk(self, chunk: list[torch.Tensor], group: dict) -> None:
-        master, grad, exp_avg, exp_avg_sq = self._temporaries(chunk, 4)
-        temps = {"master_param": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
-        for name, temp in temps.items():
-            torch._foreach_copy_(temp, [self.state[p][name] for p in chunk])
-            torch._foreach_mul_(temp, [self._host_scales[p][name] for p in chunk])
-        torch._foreach_copy_(grad, [self._grad(p) for p in chunk])
+    def _step_group(self, index: int, params: list[torch.Tensor], group: dict) -> None:
+        layout = self._layout(index, params)
+        n = len(params)
+        device = params[0].device
+        amax_bits = torch.zeros(3 * n, dtype=torch.int32, device=device)
+        into = torch.empty(3 * n, dtype=torch.float32, device=device)
         beta1, beta2 = group["betas"]
-        # One step counter for the group, read (not written) by the kernel for every tensor.
-        step = torch.tensor(float(group["step"]), device=chunk[0].device)
-        torch._fused_adamw_(master, grad, exp_avg, exp_avg_sq, [], [step] * len(chunk),
-                            lr=group["lr"], beta1=beta1, beta2=beta2,
-                            weight_decay=group["weight_decay"], eps=group["eps"], amsgrad=False,
-                            maximize=False)
-        del grad
-        torch._foreach_copy_(chunk, master)  # the model's weights: the fp32 master, rounded once
-        self._store(chunk, temps)
+        t = group["step"]
+        scalars = (n, beta1, 1.0 - beta1, beta2, 1.0 - beta2, group["eps"],
+                   1.0 - group["lr"] * group["weight_decay"], group["lr"] / (1.0 - beta1**t),
+                   math.sqrt(1.0 - beta2**t))
+        grid = (layout.block_tensor.numel(),)
+        tables = (layout.offsets, layout.numels, layout.block_tensor, layout.block_start,
+                  *layout.scales, into, amax_bits)
+        bf16 = layout.bases[0].dtype == torch.bfloat16
+        paper_adamw_pass[grid](*layout.bases, *tables, *scalars, STORE=False, PARAM_BF16=bf16,
+                               BLOCK=self.block)
+        into.copy_(power_of_two_scale_below(amax_bits.view(torch.float32).view(3, n),
+                                            layout.limits).view(-1))
+        paper_adamw_pass[grid](*layout.bases, *tables, *scalars, STORE=True, PARAM_BF16=bf16,
+                               BLOCK=self.block)
+        # Powers of two: the reciprocals are exact.
+        for scale, factor in zip(layout.scales, into.view(3, n), strict=True):
+            torch.reciprocal(factor, out=scale)
 
-    def _store(self, chunk: list[torch.Tensor], temps: dict[str, list[torch.Tensor]]) -> None:
-        """Scale the fp32 ``temps`` (state name: one tensor a parameter) by powers of two from
-        their amaxes, cast them into the states, and keep the scales. Consumes ``temps``."""
-        names = list(temps)
-        amax = torch.stack([a for name in names
-                            for a in torch._foreach_norm(temps[name], ord=math.inf)])
-        limits = torch.tensor([_format_max(name) for name in names for _ in chunk],
-                              device=amax.device)
-        into = power_of_two_scale_below(amax, limits)
-        factors = into.tolist()  # the host sync: the rescale takes Python scalars
-        n = len(chunk)
-        for i, name in enumerate(names):
-            torch._foreach_mul_(temps[name], factors[i * n:(i + 1) * n])
-            torch._foreach_copy_([self.state[p][name] for p in chunk], temps[name])
-        # Powers of two: the reciprocals are exact, on the device and on the host.
-        torch._foreach_copy_([self._scales[p][name] for name in names for p in chunk],
-                             list(into.reciprocal().view(-1, 1).unbind(0)))
-        for i, name in enumerate(names):
-            for p, factor in zip(chunk, factors[i * n:(i + 1) * n], strict=True):
-                self._host_scales[p][name] = 1.0 / factor
+    def _layout(self, index: int, params: list[torch.Tensor]) -> _Layout:
+        """The group's table, rebuilt when a tensor moved (a new state, another gradient buffer)."""
+        lists = [params, [self._grad(p) for p in params],
+                 *([self.state[p][name] for p in params] for name in STATE_NAMES)]
+        key = (self.block, *(t.data_ptr() for tensors in lists for t in tensors))
+        layout = self._layouts.get(index)
+        if layout is not None and layout.key == key:
+            return layout
+        for tensors in lists:
+            self._check_kernel_inputs(tensors)
+        device = params[0].device
+        offsets = torch.tensor([[(t.data_ptr() - tensors[0].data_ptr()) // t.element_size()
+                                 for t in tensors] for tensors in lists], dtype=torch.int64)
+        numels = torch.tensor([p.numel() for p in params], dtype=torch.int64)
+        blocks = (numels + self.block - 1) // self.block
+        block_tensor = torch.repeat_interleave(torch.arange(len(params), dtype=torch.int32),
+                                               blocks)
+        first = torch.repeat_interleave(torch.cumsum(blocks, 0) - blocks, blocks)
+        block_start = (torch.arange(int(blocks.sum())) - first) * self.block
+        scales = tuple(torch.cat([self._scales[p][name] for p in params]).to(device)
+                       for name in STATE_NAMES)
+        for name, packed in zip(STATE_NAMES, scales, strict=True):
+            for i, p in enumerate(params):
+                self._scales[p][name] = packed[i:i + 1]
+        limits = torch.tensor([[_format_max(name)] for name in STATE_NAMES], device=device)
+        layout = _Layout(key, tuple(tensors[0] for tensors in lists), offsets.to(device),
+                         numels.to(device), block_tensor.to(device), block_start.to(device),
+                         scales, limits)
+        self._layouts[index] = layout
+        return layout
 
-    # --- helpers ------------------------------------------------------------------------------
+    @staticmethod
+    def _check_kernel_inputs(tensors: list[torch.Tensor]) -> None:
+        """One dtype and device a list, each tensor contiguous: what the kernel's offsets assume."""
+        first = tensors[0]
+        for t in tensors:
+            if not t.is_contiguous():
+                raise ValueError(f"PaperAdamW steps contiguous tensors, got a {tuple(t.shape)} one "
+                                 f"with strides {t.stride()}: give it a contiguous view (as "
+                                 "megatron-core's distributed optimizer does)")
+            if (t.dtype, t.device) != (first.dtype, first.device):
+                raise ValueError(f"PaperAdamW steps a group's tensors in one launch: {t.dtype} on "
+                                 f"{t.device} beside {first.dtype} on {first.device}; put "
+                                 "parameters of another dtype or device in a group of their own")
+
+    # --- initial and loaded states --------------------------------------------------------------
 
     @torch.no_grad()
-    def _initialize(self, params: list[torch.Tensor]) -> None:
-        """Zero moments (scale 1) and the master from the parameter, chunk by chunk."""
-        for p in params:
-            self._allocate(p)
-        for chunk in self._chunks(params):
-            (master,) = self._temporaries(chunk, 1)
-            torch._foreach_copy_(master, chunk)
-            self._store(chunk, {"master_param": master})
+    def _initialize(self, p: torch.Tensor) -> None:
+        """Zero moments (scale 1) and the master from the parameter."""
+        self._allocate(p)
+        self._store(p, "master_param", p.float())
+
+    def _store(self, p: torch.Tensor, name: str, value: torch.Tensor) -> None:
+        """Scale the fp32 ``value`` by the power of two its amax allows, into the state."""
+        amax = value.abs().amax() if value.numel() else value.new_zeros(())
+        into = power_of_two_scale_below(amax, _format_max(name)).view(1)
+        self.state[p][name].copy_(value * into)
+        self._scales[p][name].copy_(into.reciprocal())
 
     def _allocate(self, p: torch.Tensor) -> None:
         if p.dtype not in PARAM_DTYPES:
@@ -281,28 +313,6 @@ class PaperAdamW(torch.optim.Optimizer):
                          for name, dtype in STATE_DTYPES.items()}
         self._scales[p] = {name: torch.ones(1, dtype=torch.float32, device=p.device)
                            for name in STATE_NAMES}
-        self._host_scales[p] = dict.fromkeys(STATE_NAMES, 1.0)
-
-    def _temporaries(self, chunk: list[torch.Tensor], count: int) -> list[list[torch.Tensor]]:
-        """``count`` lists of fp32 tensors shaped as the chunk's, views of one allocation."""
-        sizes = [p.numel() for p in chunk]
-        flat = torch.empty(count * sum(sizes), dtype=torch.float32, device=chunk[0].device)
-        views = [v.view(p.shape) for v, p in zip(flat.split(sizes * count), chunk * count,
-                                                 strict=True)]
-        return [views[i * len(chunk):(i + 1) * len(chunk)] for i in range(count)]
-
-    def _chunks(self, params: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
-        """Consecutive whole tensors of at most ``chunk_elements`` elements together (a larger
-        tensor alone)."""
-        chunk, elements = [], 0
-        for p in params:
-            if chunk and elements + p.numel() > self.chunk_elements:
-                yield chunk
-                chunk, elements = [], 0
-            chunk.append(p)
-            elements += p.numel()
-        if chunk:
-            yield chunk
 
     def _grad(self, p: torch.Tensor) -> torch.Tensor | None:
         return getattr(p, "decoupled_grad", None) if self.use_decoupled_grad else p.grad

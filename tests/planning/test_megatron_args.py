@@ -227,7 +227,8 @@ def test_every_campaign_run_for_two_h100s_is_accepted_by_megatron_and_the_entry(
               "msamp-h100x2": ["msamp-dp2", "msamp-loss", "msamp-paper", "msamp-paper-profiled",
                                "msamp-headline", "msamp-1gpu", "msamp-te-modules",
                                "msamp-te-cuda-graph", "msamp-headline-80gb-te8", "msamp-6.7b-80gb",
-                               "msamp-80gb-allocator", "msamp-6.7b-80gb-fit"]}
+                               "msamp-80gb-allocator", "msamp-6.7b-80gb-fit",
+                               "msamp-paper-kit-kernel", "msamp-6.7b-80gb-layouts"]}
     for name, only in groups.items():
         result = run_cli("run", "--campaign", str(REPO / "results" / "campaigns" / f"{name}.toml"),
                          *(arg for group in only for arg in ("--only", group)), "--dry-run", "--json",

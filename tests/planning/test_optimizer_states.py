@@ -73,7 +73,7 @@ def test_state_bytes_per_parameter() -> None:
 def test_step_bytes_per_parameter() -> None:
     """Megatron's distributed optimizer copies a bf16 gradient shard to fp32 (4); TE's FusedAdam
     unscales both moments and the master weights of the paper's states to fp32 (12); fp32 main
-    gradients and the kit's PaperAdamW (chunked) add none; DeepSpeed's step is not modelled."""
+    gradients and the kit's PaperAdamW (its kernel keeps none) add none; DeepSpeed's step is not modelled."""
     assert step_bytes("megatron", "default", 2) == 4
     assert step_bytes("megatron", "default", 4) == 0
     assert step_bytes("megatron", "paper", 2) == 12

@@ -31,6 +31,7 @@
 #   bash h100x2.sh fp8-allreduce  # bench.train.fp8_allreduce on both GPUs: FP8 against bf16 reduction
 #   bash h100x2.sh fp8-linear # python -m bench.train.fp8_linear: MS-AMP's FP8 linear against TE's (needs TE and MS-AMP)
 #   bash h100x2.sh te-cast-check  # MS-AMP's delayed casts: TE's kernel against the torch cast, byte for byte
+#   bash h100x2.sh paper-adam-check  # PaperAdamW's Triton kernel on the GPU: tests/train/paper_adam_checks.py
 #   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, rest-te*, fp8-*, scaling: TE on the path;
 #                             # apex: TE and apex; no-te: neither; mds*, *-zero*, *-mds: apex, real
 #                             # data; mds-core: TE, real data; msamp campaign (CAMPAIGN=...): TE and
@@ -200,6 +201,9 @@ case ${1:?setup, smoke, collect or groups} in
            "$PYTHON" -m bench.train.fp8_linear --out "$WORK/records/$(date -u +%Y%m%dT%H%M%SZ)-fp8-linear.json"); cat "$WORK/logs/fp8-linear.txt" ;;
   te-cast-check) wait_for msamp.done && kit; (cd "$KIT" && step te-cast-check env PYTHONPATH="$MSAMP_SITE:$TE_SITE:$SITE:$KIT" \
            "$PYTHON" docs/reports/2026-11-26-h200x2-msamp-scaling/te_cast_check.py); cat "$WORK/logs/te-cast-check.txt" ;;
+  paper-adam-check) wait_for wheels.done && kit; (cd "$KIT" && for check in roundings kernel_matches_torch against_fp32_adamw state_dict_roundtrip; do
+           step "paper-adam-$check" env PYTHONPATH="$SITE:$KIT" PAPER_ADAM_CHECK_DEVICE=cuda "$PYTHON" tests/train/paper_adam_checks.py "$check"
+           tail -n 2 "$WORK/logs/paper-adam-$check.txt"; done) ;;
   smoke) wait_for wheels.done && kit; (cd "$KIT" && step smoke env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \
            --checks nccl,gemm --out "$WORK/records/2026-11-25-h100x2-smoke.json"); cat "$WORK/logs/smoke.txt" ;;
   te-split) cat .te/chunk0 .te/chunk1 .te/chunk2 .te/chunk3 .te/chunk4 | split -b 46100000 -d -a1 - .te/p ;;
