@@ -27,9 +27,9 @@ import triton
 import triton.language as tl
 
 BLOCK = 1024
-FP16_MAX = 65504.0
-E4M3_MAX = 448.0
-RINT_MAGIC = 12582912.0  # 1.5 * 2^23: x + it - it rounds |x| < 2^22 to an integer, ties to even
+FP16_MAX = tl.constexpr(65504.0)
+E4M3_MAX = tl.constexpr(448.0)
+RINT_MAGIC = tl.constexpr(12582912.0)  # 1.5 * 2^23: x + it - it rounds |x| < 2^22 to an integer, ties to even
 
 
 @triton.jit
