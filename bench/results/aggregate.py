@@ -147,11 +147,22 @@ def variant(settings: Mapping[str, object]) -> str:
                      for key, value in sorted(settings.items()))
 
 
+# Kit changes after which a variant runs other code, as (variant key, value, the new code's first
+# start time, the setting a run started before it shows): the tables then do not pool the two.
+CODE_CHANGES = (
+    # Kit 74d8988: PaperAdamW steps with its Triton kernel, where it had a chunked torch step.
+    ("optimizer_states", "paper-kit", "2026-11-26T11:27:50Z", ("paper_adam", "chunked")),
+)
+
+
 def settings(run: Record) -> dict[str, object]:
-    """What ran away from the kit's defaults: the record's variant, and the apex version where the
-    training Python had NVIDIA apex (Megatron-DeepSpeed then uses its kernels: other code)."""
+    """What ran away from the kit's defaults: the record's variant, the apex version where the
+    training Python had NVIDIA apex (Megatron-DeepSpeed then uses its kernels: other code), and
+    the older code of a :data:`CODE_CHANGES` entry where the run started before that change."""
     apex = run.engine_notes.get("apex")
-    return {**run.variant, **({"apex": apex} if apex is not None else {})}
+    older = dict(setting for key, value, since, setting in CODE_CHANGES
+                 if run.variant.get(key) == value and run.started_at < since)
+    return {**run.variant, **({"apex": apex} if apex is not None else {}), **older}
 
 
 def layers(run: Record) -> str:

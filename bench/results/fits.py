@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.records.record import Record
-from bench.results.aggregate import display_name, layers, model_sort_key, variant
+from bench.results.aggregate import display_name, layers, model_sort_key, settings, variant
 from bench.results.hardware import hardware_name
 
 CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
@@ -51,7 +51,7 @@ class FitGroup:
 
 
 def _configuration(run: Record) -> str:
-    others = {key: value for key, value in run.variant.items() if key != CAP_KEY}
+    others = {key: value for key, value in settings(run).items() if key != CAP_KEY}
     return " ".join(filter(None, (run.precision, layers(run), variant(others))))
 
 

@@ -203,3 +203,21 @@ def test_missing_matplotlib_is_one_line_naming_the_extra(tmp_path: Path, monkeyp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'megatron-bench-kit[results]'" in err
     assert not (tmp_path / "README.md").exists()
+
+
+def test_paper_kit_runs_of_the_chunked_step_are_not_pooled_with_the_kernel_s() -> None:
+    """PaperAdamW's chunked torch step (runs before kit 74d8988) and its Triton kernel are other
+    code: the two 2.7b runs of 2026-11-26 (09:57 and 11:45) are two configurations, the older one
+    named ``paper_adam=chunked``."""
+    from bench.records.store import load_records
+    from bench.results.aggregate import configuration, settings
+
+    runs, _ = load_records(REPO / "results" / "records")
+    by_id = {run.run_id: run for run in runs}
+    chunked = by_id["2.7b_tp1pp1dp2_local_20261126T095722Z-c0e8ac-c28"]
+    kernel = by_id["2.7b_tp1pp1dp2_local_20261126T114534Z-0dea3b-c58"]
+    assert settings(chunked) == {"optimizer_states": "paper-kit", "paper_adam": "chunked"}
+    assert settings(kernel) == {"optimizer_states": "paper-kit"}
+    assert configuration(chunked) != configuration(kernel)
+    other = by_id["2.7b_tp1pp1dp2_local_20261126T095722Z-99713f-c25"]  # msamp-o2, same command
+    assert settings(other) == {}
