@@ -12,8 +12,9 @@ import os
 import sys
 
 DEVICE = os.environ.get("PAPER_ADAM_CHECK_DEVICE", "cpu")
-if DEVICE == "cpu":
-    os.environ["TRITON_INTERPRET"] = "1"  # read when the kernel module is imported
+# Read when the kernel module is imported. compiles_for_hopper needs Triton's compiler instead.
+if DEVICE == "cpu" and sys.argv[1:2] != ["compiles_for_hopper"]:
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -222,6 +223,33 @@ def check_roundings() -> None:
     print(f"{values.numel()} values rounded as torch casts them")
 
 
+def check_compiles_for_hopper() -> None:
+    """Both passes of the kernel, for bf16 and fp16 weights, compile to an sm_90 cubin with the
+    ptxas Triton ships: what Triton's interpreter lets by, its GPU compiler refuses (a module
+    global that is not a ``tl.constexpr`` stopped the first GPU run, 2026-11-26)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from bench.train.paper_adam_kernel import paper_adamw_pass
+
+    pointers = {"grad": "*bf16", "master": "*fp16", "exp_avg": "*fp8e4nv", "exp_avg_sq": "*fp16",
+                "offsets": "*i64", "numels": "*i64", "block_tensor": "*i32",
+                "block_start": "*i64", "master_scale": "*fp32", "exp_avg_scale": "*fp32",
+                "exp_avg_sq_scale": "*fp32", "into": "*fp32", "amax_bits": "*i32"}
+    scalars = {"n_tensors": "i32", **dict.fromkeys(("beta1", "one_minus_beta1", "beta2",
+                                                    "one_minus_beta2", "eps", "decay",
+                                                    "step_size", "bc2_sqrt"), "fp32")}
+    constexprs = dict.fromkeys(("STORE", "PARAM_BF16", "BLOCK"), "constexpr")
+    for bf16 in (True, False):
+        signature = {"param": "*bf16" if bf16 else "*fp16", **pointers, **scalars, **constexprs}
+        for store in (False, True):
+            source = ASTSource(paper_adamw_pass, signature,
+                               constexprs={"STORE": store, "PARAM_BF16": bf16, "BLOCK": BLOCK})
+            kernel = triton.compile(source, target=GPUTarget("cuda", 90, 32))
+            assert kernel.asm["cubin"], (bf16, store)
+    print("4 variants compiled for sm_90")
+
+
 def check_state_layout() -> None:
     """5 bytes a parameter in state (fp16 master, E4M3 first moment in one byte with no transposed
     copy, fp16 second moment), one fp32 scale per state and tensor, powers of two; and
@@ -376,6 +404,7 @@ def check_megatron_builds_it() -> None:
 
 CHECKS = {"against_fp32_adamw": check_against_fp32_adamw, "state_layout": check_state_layout,
           "kernel_matches_torch": check_kernel_matches_torch, "roundings": check_roundings,
+          "compiles_for_hopper": check_compiles_for_hopper,
           "refusals": check_refusals, "state_dict_roundtrip": check_state_dict_roundtrip,
           "megatron_builds_it": check_megatron_builds_it}
 

@@ -18,6 +18,7 @@ CHECKS_SCRIPT = Path(__file__).with_name("paper_adam_checks.py")
     "against_fp32_adamw",  # 5 steps, wd on and off, within the E4M3/fp16 error bound element by element
     "kernel_matches_torch",  # 3 steps byte for byte against the same fp32 arithmetic in torch
     "roundings",  # the kernel's bf16 and E4M3 rounding: every tie, subnormals, saturation, -0
+    "compiles_for_hopper",  # both passes to an sm_90 cubin, as the GPU compiler (not the interpreter) checks
     "state_layout",  # 5 bytes a parameter, fp32 power-of-two scales, no transposed copy; memory_parts
     "refusals",  # capturable, AMSGrad, Adam-L2, no bias correction, other dtypes, fp32 parameters
     "state_dict_roundtrip",  # fp32 states out, scaled back in, the next step bit for bit alike
