@@ -50,6 +50,16 @@ GB = 1e9
 # unallocated by torch's allocator).
 FIT_FRACTION = 0.92
 REFUSE_FRACTION = 0.95
+# With expandable segments (--allocator expandable) torch's allocator strands no reserved memory,
+# so a plan is refused only beyond the device. Bounded by records under --gpu-memory-cap 80 on two
+# H200s: 2.7b dp2 te at micro-batch 8 (estimate 76.8 GB, out of memory with the default allocator)
+# trained at a 79.3 GB peak, and 6.7b dp2 msamp-o2 at micro-batch 1 (estimate 78.6) at 77.0.
+EXPANDABLE_REFUSE_FRACTION = 1.0
+
+
+def refuse_fraction(allocator: str) -> float:
+    """The fraction of the device beyond which a plan is refused, for torch's allocator setting."""
+    return EXPANDABLE_REFUSE_FRACTION if allocator == "expandable" else REFUSE_FRACTION
 MAX_GROWTH_DOUBLINGS = 10  # a refusal looks for layouts that fit on up to 2**10 times the GPUs
 _CONTEXT_BYTES = 2 * GB
 
@@ -176,15 +186,17 @@ def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
 def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
                grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
                node_gpus: int | None = None, optimizer_bytes: int = 12, fp8: bool = False,
-               optimizer_step_bytes: int = 0, also: str = "") -> float:
+               optimizer_step_bytes: int = 0, also: str = "",
+               refuse_at: float = REFUSE_FRACTION) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
     nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then
     twice the GPUs, and so on up to 1024x until three are found). ``node_gpus``: the GPUs of one
     node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``.
-    ``also``: another way to fit, said after the layouts."""
+    ``also``: another way to fit, said after the layouts. ``refuse_at``: the fraction of the
+    device beyond which it refuses (:func:`refuse_fraction`)."""
     need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
                           optimizer_step_bytes) / GB
-    limit = REFUSE_FRACTION * device_gb
+    limit = refuse_at * device_gb
     if need <= limit:
         return need
     fitting = []
@@ -212,5 +224,5 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
             else f"no layout of {preset.name} fits up to {layout.gpus * 2**MAX_GROWTH_DOUBLINGS} GPUs")
     raise ValueError(
         f"{preset.name} {layout.name} (mbs {layout.micro_batch}) needs ~{need:.1f} GB per GPU by "
-        f"the memory estimate (bench/planning/memory.py), more than {REFUSE_FRACTION:.0%} of the "
+        f"the memory estimate (bench/planning/memory.py), more than {refuse_at:.0%} of the "
         f"{device_gb:g} GB of each {device}; {hint}{'; ' + also if also else ''}; --force plans it anyway")

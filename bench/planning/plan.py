@@ -31,12 +31,12 @@ from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.planning.memory import (
     GB,
-    REFUSE_FRACTION,
     check_fits,
     estimate_bytes,
     fits,
     grad_bytes,
     is_fp8,
+    refuse_fraction,
     sharded_stage,
     state_bytes,
     step_bytes,
@@ -184,7 +184,8 @@ def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
         check_fits(preset, layout, device.memory_gb, device.model, per_node, grad,
                    zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states, fp8=fp8,
                    optimizer_step_bytes=step, also=_paper_kit_hint(preset, layout, engine, precision,
-                                                                  device, tuning, recompute))
+                                                                  device, tuning, recompute),
+                   refuse_at=refuse_fraction(tuning.allocator))
     capped = " (--gpu-memory-cap)" if device.capped else ""
     return need, (f"memory estimate: ~{need:.1f} GB per GPU of {device.memory_gb:g} GB{capped}"
                   + (" (--force)" if force else ""))
@@ -201,7 +202,7 @@ def _paper_kit_hint(preset: Preset, layout: Layout, engine: str, precision: str,
     need = estimate_bytes(preset, layout, grad, sharded_stage(engine, layout),
                           state_bytes(precision, "paper-kit"), recompute, is_fp8(precision),
                           step_bytes(engine, "paper-kit", grad)) / GB
-    if need > REFUSE_FRACTION * device.memory_gb:
+    if need > refuse_fraction(tuning.allocator) * device.memory_gb:
         return ""
     return (f"--optimizer-states paper-kit (the same states, stepped without TE FusedAdam's fp32 "
             f"copies) needs ~{need:.1f} GB")

@@ -20,6 +20,7 @@ from bench.planning.memory import (
     estimate_bytes,
     fits,
     is_fp8,
+    refuse_fraction,
     sharded_stage,
     state_bytes,
     step_bytes,
@@ -96,8 +97,8 @@ def _setting(r, key: str):
 
 
 def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finished() -> None:
-    """Each record on its own GPU (or its --gpu-memory-cap), with its precision, optimizer states
-    and recompute."""
+    """Each record on its own GPU (or its --gpu-memory-cap), with its precision, optimizer states,
+    recompute and allocator."""
     records, _ = load_records(REPO / "results" / "records")
     oom = [r for r in records if r.status == "oom"]
     finished = [r for r in records if r.metrics is not None]
@@ -111,7 +112,8 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
                           accelerator.model, 8, grad_bytes,
                           recompute=_setting(r, "recompute"), fp8=is_fp8(r.precision),
                           optimizer_bytes=state_bytes(r.precision, _setting(r, "optimizer_states")),
-                          optimizer_step_bytes=_step(r, grad_bytes))
+                          optimizer_step_bytes=_step(r, grad_bytes),
+                          refuse_at=refuse_fraction(r.variant.get("allocator", "default")))
 
     for r in oom:
         with pytest.raises(ValueError, match=r"needs ~\d+\.\d GB per GPU"):
@@ -210,3 +212,15 @@ def test_only_deepspeed_frees_stage_one_gradients() -> None:
     assert sharded_stage("megatron-deepspeed", one_step) == 2
     assert sharded_stage("megatron-deepspeed", build_layout("dp8zero1", preset, 8, 8, 1, 16)) == 1
     assert sharded_stage("megatron", build_layout("dp8", preset, 8, 8, 1, 8)) == 1
+
+
+def test_expandable_segments_refuse_only_beyond_the_device() -> None:
+    """te 2.7b dp2 at micro-batch 8 under an 80 GB cap (~76.8 GB): refused with torch's default
+    allocator, where it ran out of memory; planned with expandable segments, where it trained."""
+    p = get_preset("2.7b")
+    lay = build_layout("tp1pp1", p, 2, 8, 8, 32)
+    args = (p, lay, 80, "NVIDIA H200 SXM 141GB", 8)
+    kwargs = {"fp8": True, "optimizer_step_bytes": step_bytes("megatron", "default", 2)}
+    with pytest.raises(ValueError, match="more than 95% of the 80 GB"):
+        check_fits(*args, **kwargs, refuse_at=refuse_fraction("default"))
+    assert check_fits(*args, **kwargs, refuse_at=refuse_fraction("expandable")) == pytest.approx(76.8, abs=0.05)

@@ -162,7 +162,8 @@ wait_for() {  # wait_for MARKER: until setup made it, or stop when setup has end
   done
 }
 
-kit() {  # the kit at the bundled commit, fresh for each group
+kit() {  # the kit at the bundled commit, fresh for each command; KEEP_KIT=1 keeps the last clone
+  [ -n "${KEEP_KIT:-}" ] && return 0  # (a fix copied into it after it was cloned: say so in the report)
   local bundle=$CARRY/kit.bundle
   [ -f .carry-kit/kit.bundle ] && bundle=$PWD/.carry-kit/kit.bundle
   rm -rf "$KIT" && git clone -q "$bundle" "$KIT"
