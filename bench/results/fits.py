@@ -7,6 +7,10 @@ Every run is a row, not the newest of each configuration: whether a micro-batch 
 question on any machine, its TFLOP/s are not, so each row names its day and links its record. Each
 table ends with each configuration's largest micro-batch that trained and its fastest run: what the
 FP8-LM issue asks of 80 GB ("the largest micro-batch each fits, and each one's best TFLOP/s").
+
+Where a model ran under one cap in more than one layout (6.7b: te's own states need tp2 where the
+paper's fit dp2), :func:`best_layouts` sets each configuration's fastest run across the layouts
+side by side: where memory binds, what each precision and optimizer trains at its best.
 """
 
 from __future__ import annotations
@@ -72,3 +76,43 @@ def fit_groups(runs: Sequence[Record]) -> list[FitGroup]:
         members, key=lambda r: (_configuration(r), r.layout.micro_batch, r.started_at))))
         for title, members in grouped.items()]
     return sorted(groups, key=lambda g: (model_sort_key(g.rows[0].run.preset.name), g.title))
+
+
+@dataclass(frozen=True)
+class BestLayouts:
+    """One model's capped runs over several layouts: each configuration's fastest run, fastest
+    first, and the configurations that trained in none."""
+
+    title: str
+    best: tuple[FitRow, ...]
+    none_trained: tuple[str, ...]
+
+
+def _across_layouts(run: Record) -> str:
+    lay = run.layout
+    data = "real data" if run.data is not None and run.data.kind == "real" else "mock data"
+    return (f"{display_name(run.preset.name.lower())} on {run.gpus} GPUs, global batch "
+            f"{lay.global_batch}, capped at {run.variant[CAP_KEY]} GB, "
+            f"{hardware_name(run.platform.accelerator)}, {data}")
+
+
+def best_layouts(groups: Sequence[FitGroup]) -> list[BestLayouts]:
+    """Per model, GPU count, global batch, cap, GPU and data with more than one layout group."""
+    by_model: dict[str, list[FitGroup]] = defaultdict(list)
+    for group in groups:
+        by_model[_across_layouts(group.rows[0].run)].append(group)
+    result = []
+    for title, members in by_model.items():
+        if len({group.title for group in members}) < 2:
+            continue
+        fastest: dict[str, Record] = {}
+        for group in members:
+            for configuration, run in group.fastest().items():
+                held = fastest.get(configuration)
+                if held is None or run.metrics.tflops_per_gpu > held.metrics.tflops_per_gpu:
+                    fastest[configuration] = run
+        tried = {row.configuration for group in members for row in group.rows}
+        best = sorted(fastest.items(), key=lambda item: -item[1].metrics.tflops_per_gpu)
+        result.append(BestLayouts(title, tuple(FitRow(c, run) for c, run in best),
+                                  tuple(sorted(tried - set(fastest)))))
+    return result

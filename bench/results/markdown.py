@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from bench.records.record import Record
 from bench.results.aggregate import ModelTable, Report, Row, display_name, layers, settings, variant
 from bench.results.data import CONVENTION_LABELS
-from bench.results.fits import FitGroup
+from bench.results.fits import FitGroup, best_layouts
 from bench.results.hardware import NodeCheck, hardware_id, hardware_name
 from bench.results.losses import (
     BASELINE,
@@ -391,6 +391,18 @@ def _fit_cells(run: Record, configuration: str, records_link: str) -> list[str]:
             _record_link(run, records_link)]
 
 
+ACROSS_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("configuration", False), ("layout", False), ("micro-batch", True), ("TFLOP/s/GPU", True),
+    ("peak memory (GB)", True), ("day", False), ("record", False))
+
+
+def _across_cells(run: Record, configuration: str, records_link: str) -> list[str]:
+    assert run.metrics is not None  # best_layouts keeps runs that trained
+    return [_text(configuration), run.layout.name, str(run.layout.micro_batch),
+            _number(run.metrics.tflops_per_gpu, 1), _number(run.metrics.peak_mem_gb, 1),
+            run.started_at[:10], _record_link(run, records_link)]
+
+
 def _fits_section(groups: Sequence[FitGroup], records_link: str) -> list[str]:
     """What trained and what ran out of memory under --gpu-memory-cap."""
     if not groups:
@@ -416,6 +428,15 @@ def _fits_section(groups: Sequence[FitGroup], records_link: str) -> list[str]:
         if not largest:
             lines.append("- Nothing trained under this cap.")
         lines.append("")
+    for across in best_layouts(groups):
+        lines += [f"### {_text(across.title)}: each configuration at its fastest layout", "",
+                  "Where memory binds, a configuration that does not fit one layout may train in "
+                  "another (tensor parallelism where data parallelism does not fit): the fastest "
+                  "run of each, over the tables above, fastest first.", ""]
+        lines += _table(ACROSS_COLUMNS, [_across_cells(row.run, row.configuration, records_link)
+                                         for row in across.best]) + [""]
+        if across.none_trained:
+            lines += [f"- Trained in no layout: {', '.join(map(_text, across.none_trained))}.", ""]
     return lines
 
 

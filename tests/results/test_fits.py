@@ -51,3 +51,21 @@ def test_6_7b_dp2_under_80_gb_trains_with_the_paper_s_states_or_expandable_segme
 def test_uncapped_runs_are_not_listed(groups) -> None:
     assert all("capped at" in title for title in groups)
     assert all(row.run.variant.get("gpu_memory_cap_gb") for g in groups.values() for row in g.rows)
+
+
+def test_6_7b_across_layouts_sets_the_paper_s_states_at_dp2_beside_te_at_tp2() -> None:
+    """Where memory binds at 6.7b: each configuration's fastest run over dp2 and tp2 + sp."""
+    from bench.results.fits import best_layouts
+
+    runs, _ = load_records(RECORDS)
+    (across,) = best_layouts(fit_groups(runs))
+    assert across.title == "6.7B on 2 GPUs, global batch 16, capped at 80 GB, NVIDIA H200 SXM 141GB, real data"
+    top = [(row.configuration, row.run.layout.name, round(row.run.metrics.tflops_per_gpu, 1))
+           for row in across.best[:2]]
+    assert top == [("msamp-o1 no TE optimizer_states=paper-kit", "tp1pp1dp2", 632.6),
+                   ("fp8-delayed TE megatron_args=--cuda-graph-impl transformer_engine",
+                    "tp2pp1dp1sp", 610.3)]
+    # te's own states trained at tp2 (so it is not listed as untrained), not at dp2
+    assert ("fp8-delayed TE", "tp2pp1dp1sp") in [(r.configuration, r.run.layout.name) for r in across.best]
+    assert across.none_trained == ("fp8-delayed TE optimizer_states=paper",
+                                   "msamp-o1 no TE optimizer_states=paper", "msamp-o2 no TE")
