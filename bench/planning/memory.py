@@ -56,12 +56,13 @@ REFUSE_FRACTION = 0.95
 # trained at a 79.3 GB peak, and 6.7b dp2 msamp-o2 at micro-batch 1 (estimate 78.6) at 77.0.
 EXPANDABLE_REFUSE_FRACTION = 1.0
 
+MAX_GROWTH_DOUBLINGS = 10  # a refusal looks for layouts that fit on up to 2**10 times the GPUs
+_CONTEXT_BYTES = 2 * GB
+
 
 def refuse_fraction(allocator: str) -> float:
     """The fraction of the device beyond which a plan is refused, for torch's allocator setting."""
     return EXPANDABLE_REFUSE_FRACTION if allocator == "expandable" else REFUSE_FRACTION
-MAX_GROWTH_DOUBLINGS = 10  # a refusal looks for layouts that fit on up to 2**10 times the GPUs
-_CONTEXT_BYTES = 2 * GB
 
 
 def params_per_gpu(preset: Preset, layout: Layout) -> float:

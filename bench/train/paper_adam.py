@@ -75,7 +75,7 @@ def _refusals(amsgrad: bool, capturable: bool, adam_w_mode: bool, bias_correctio
         problems.append("Adam with L2 regularization: it is AdamW, drop "
                         "--no-decoupled-weight-decay")
     if not bias_correction:
-        problems.append("Adam without bias correction: drop --no-bias-correction")
+        problems.append("Adam without bias correction: its kernel always corrects")
     if not master_weights or master_weight_dtype != torch.float16:
         problems.append(f"master weights {master_weight_dtype if master_weights else 'off'}: the "
                         "paper's are fp16 (--main-params-dtype fp16)")
