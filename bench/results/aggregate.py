@@ -179,6 +179,11 @@ def _patches(run: Record) -> str:
                      for series in run.patches)
 
 
+def data_words(run: Record) -> str:
+    """``real data`` for a run on a tokenized corpus, ``mock data`` for the engine's own, in titles."""
+    return "real data" if run.data is not None and run.data.kind == "real" else "mock data"
+
+
 def variant_text(run: Record) -> str:
     """The variant text of a run's row: its settings, its patch series, and ``data=real`` for a
     run on a tokenized corpus rather than the engine's mock data, which the kit's throughput rows

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.records.record import Record
-from bench.results.aggregate import display_name, layers, model_sort_key, settings, variant
+from bench.results.aggregate import data_words, display_name, layers, model_sort_key, settings, variant
 from bench.results.hardware import hardware_name
 
 CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
@@ -61,9 +61,8 @@ def _configuration(run: Record) -> str:
 
 def _title(run: Record) -> str:
     lay = run.layout
-    data = "real data" if run.data is not None and run.data.kind == "real" else "mock data"
     return (f"{display_name(run.preset.name.lower())} {lay.name}, global batch {lay.global_batch}, "
-            f"capped at {run.variant[CAP_KEY]} GB, {hardware_name(run.platform.accelerator)}, {data}")
+            f"capped at {run.variant[CAP_KEY]} GB, {hardware_name(run.platform.accelerator)}, {data_words(run)}")
 
 
 def fit_groups(runs: Sequence[Record]) -> list[FitGroup]:
@@ -90,10 +89,9 @@ class BestLayouts:
 
 def _across_layouts(run: Record) -> str:
     lay = run.layout
-    data = "real data" if run.data is not None and run.data.kind == "real" else "mock data"
     return (f"{display_name(run.preset.name.lower())} on {run.gpus} GPUs, global batch "
             f"{lay.global_batch}, capped at {run.variant[CAP_KEY]} GB, "
-            f"{hardware_name(run.platform.accelerator)}, {data}")
+            f"{hardware_name(run.platform.accelerator)}, {data_words(run)}")
 
 
 def best_layouts(groups: Sequence[FitGroup]) -> list[BestLayouts]:

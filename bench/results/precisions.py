@@ -33,7 +33,7 @@ from datetime import datetime
 from bench.config.precisions import PRECISIONS
 from bench.measure.protocol import WARMUP_ITERS
 from bench.records.record import Record
-from bench.results.aggregate import display_name, layers, model_sort_key, settings, variant
+from bench.results.aggregate import data_words, display_name, layers, model_sort_key, settings, variant
 from bench.results.hardware import hardware_name
 from bench.results.losses import BASELINE  # the precision others are set against
 
@@ -102,10 +102,9 @@ def _machines(runs: Sequence[Record]) -> list[list[Record]]:
 
 def _title(run: Record) -> str:
     lay = run.layout
-    data = "real data" if run.data is not None and run.data.kind == "real" else "mock data"
     return (f"{display_name(run.preset.name.lower())} {lay.name}, micro/global batch "
             f"{lay.micro_batch}/{lay.global_batch}, {run.metrics.window_iters + WARMUP_ITERS} iterations, "
-            f"{hardware_name(run.platform.accelerator)}, {data}, {_made(run)}")
+            f"{hardware_name(run.platform.accelerator)}, {data_words(run)}, {_made(run)}")
 
 
 def side_by_side(runs: Sequence[Record]) -> list[PrecisionGroup]:
