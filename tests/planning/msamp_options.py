@@ -9,6 +9,7 @@ import pytest
 
 from bench.config.campaign import load_campaign
 from bench.config.run_options import CAMPAIGN_KEYS
+from bench.records.build import plan_summary
 from bench.running.arguments import options_from, parse_run_argv
 
 
@@ -29,3 +30,15 @@ def check_option_and_campaign_key(tmp_path: Path, key: str, value: str, default:
     (run,) = load_campaign(path).runs
     from_file = options_from(parse_run_argv(list(run.argv)), 0, "")
     assert dataclasses.replace(from_file, now=from_line.now, nonce=from_line.nonce) == from_line
+
+
+def check_env_variant(default, chosen, env: str, value: str, key: str, setting: str) -> None:
+    """``chosen`` (a plan with ``key = setting``) sets ``env=value``, is the variant ``key`` in
+    the plan and its summary, and trains with ``default``'s arguments: the environment alone
+    carries the setting."""
+    assert dict(chosen.env)[env] == value
+    assert chosen.variant == ((key, setting),)
+    summary = plan_summary(chosen)
+    assert summary.env[env] == value
+    assert summary.variant == {key: setting}
+    assert default.train_args == chosen.train_args

@@ -13,9 +13,8 @@ from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.plan import plan
 from bench.planning.tuning import DEFAULT_TUNING, Tuning
-from bench.records.build import plan_summary
 from tests.conftest import options
-from tests.planning.msamp_options import check_option_and_campaign_key
+from tests.planning.msamp_options import check_env_variant, check_option_and_campaign_key
 
 EXPANDABLE = Tuning(allocator="expandable")
 
@@ -32,12 +31,8 @@ def test_the_option_parses_and_is_a_campaign_key(tmp_path: Path) -> None:
 def test_expandable_sets_torch_s_allocator_configuration_and_is_a_variant() -> None:
     default, expandable = _plan(), _plan(EXPANDABLE)
     assert "PYTORCH_CUDA_ALLOC_CONF" not in dict(default.env) and default.variant == ()
-    assert dict(expandable.env)["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
-    assert expandable.variant == (("allocator", "expandable"),)
-    summary = plan_summary(expandable)
-    assert summary.env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
-    assert summary.variant == {"allocator": "expandable"}
-    assert default.train_args == expandable.train_args  # the environment alone carries it
+    check_env_variant(default, expandable, "PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True",
+                      "allocator", "expandable")
 
 
 def test_refused_where_the_platform_sets_the_allocator_itself() -> None:

@@ -14,11 +14,10 @@ from bench.config.precisions import MSAMP_PRECISIONS
 from bench.config.presets import get_preset
 from bench.planning.plan import plan
 from bench.planning.tuning import DEFAULT_TUNING, Tuning
-from bench.records.build import plan_summary
 from bench.results.aggregate import configuration
 from bench.results.compare import select
 from tests.conftest import options
-from tests.planning.msamp_options import check_option_and_campaign_key
+from tests.planning.msamp_options import check_env_variant, check_option_and_campaign_key
 from tests.record_factory import make_record, record_fields
 
 MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
@@ -40,12 +39,7 @@ def test_msamp_precisions_record_their_scaling_in_the_env(precision: str) -> Non
     """Set at the default too, so the record says what ran; delayed makes the run a variant."""
     default, delayed = _plan(precision), _plan(precision, DELAYED)
     assert dict(default.env)["MSAMP_FP8_SCALING"] == "in-time" and default.variant == ()
-    assert dict(delayed.env)["MSAMP_FP8_SCALING"] == "delayed"
-    assert delayed.variant == (("msamp_scaling", "delayed"),)
-    summary = plan_summary(delayed)
-    assert summary.env["MSAMP_FP8_SCALING"] == "delayed"
-    assert summary.variant == {"msamp_scaling": "delayed"}
-    assert default.train_args == delayed.train_args  # the environment alone carries it
+    check_env_variant(default, delayed, "MSAMP_FP8_SCALING", "delayed", "msamp_scaling", "delayed")
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8-delayed", "fp8-current"])
