@@ -53,6 +53,7 @@ SITE=$WORK/site APEX_SITE=$WORK/apex-site TE_SITE=${TE_SITE:-/tmp/te-site} MSAMP
 MDS=${MDS:-/opt/Megatron-DeepSpeed}  # platforms/local.toml's megatron_deepspeed_dir
 KIT=$WORK/kit
 CAMPAIGN=${CAMPAIGN:-results/campaigns/h100x2.toml}
+# RUN_ARGS: more options of `python -m bench run` for every group (e.g. --timeout 330), split on spaces
 mkdir -p "$WORK/logs" "$WORK/records"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PATH="$SITE/bin:$PATH"
@@ -185,7 +186,7 @@ group() {  # group NAME: the campaign's runs of that group
   [ "$data" = none ] || extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")")
   [ "$data" = gpt2 ] && extra+=(--vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt")
   (cd "$KIT" && step "group-$name" env PYTHONPATH="$path:$KIT" "$PYTHON" -m bench run \
-     --campaign "$CAMPAIGN" --only "$name" "${extra[@]}" --records "$WORK/records")
+     --campaign "$CAMPAIGN" --only "$name" "${extra[@]}" ${RUN_ARGS:-} --records "$WORK/records")
   grep -E '^ +[0-9.]+b |recorded|error' "$WORK/logs/group-$name.txt" | tail -n 30
   for dir in "$KIT"/runs/*/; do
     [ -f "$dir/train.log" ] && cp "$dir/train.log" "$WORK/logs/$(basename "$dir").train.log"
