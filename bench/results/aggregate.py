@@ -9,10 +9,8 @@ one run and the row links it. Failed runs (any status but ok) never enter a thro
 from __future__ import annotations
 
 import enum
-import math
-import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config.precisions import peak_format
@@ -23,11 +21,7 @@ from bench.records.store import Problem
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.hardware import hardware_id
 from bench.results.runs import label_of
-
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
-_SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
-# A record's implementation as the page names it (reference ranges name it so too).
-LAYERS = {"te+apex": "TE+apex", "te": "TE", "local": "no TE", None: ""}
+from bench.results.words import engine_words, layers, model_sort_key, variant_text
 
 
 class Verdict(enum.StrEnum):
@@ -129,69 +123,6 @@ class Report:
         return [best[key] for key in sorted(best, key=lambda k: (first_seen[k[:2]], k[2]))]
 
 
-def model_sort_key(name: str) -> tuple[float, str]:
-    """Order model names by parameter count ("125m" < "1.3b" < "13b"); others last by name."""
-    match = _SIZE.match(name.lower())
-    size = float(match[1]) * _SIZE_FACTOR[match[2]] if match else math.inf
-    return size, name
-
-
-def display_name(model: str) -> str:
-    """``13b`` -> ``13B``, ``125m`` -> ``125M``; other names unchanged."""
-    return model[:-1] + model[-1].upper() if _SIZE.match(model) else model
-
-
-def variant(settings: Mapping[str, object]) -> str:
-    """Settings as ``key=value, ...`` in key order (booleans lower-case)."""
-    return ", ".join(f"{key}={str(value).lower() if isinstance(value, bool) else value}"
-                     for key, value in sorted(settings.items()))
-
-
-# Kit changes after which a variant runs other code, as (variant key, value, the new code's first
-# start time, the setting a run started before it shows): the tables then do not pool the two.
-CODE_CHANGES = (
-    # Kit 74d8988: PaperAdamW steps with its Triton kernel, where it had a chunked torch step.
-    ("optimizer_states", "paper-kit", "2026-11-26T11:27:50Z", ("paper_adam", "chunked")),
-)
-
-
-def settings(run: Record) -> dict[str, object]:
-    """What ran away from the kit's defaults: the record's variant, the apex version where the
-    training Python had NVIDIA apex (Megatron-DeepSpeed then uses its kernels: other code), and
-    the older code of a :data:`CODE_CHANGES` entry where the run started before that change."""
-    apex = run.engine_notes.get("apex")
-    older = dict(setting for key, value, since, setting in CODE_CHANGES
-                 if run.variant.get(key) == value and run.started_at < since)
-    return {**run.variant, **({"apex": apex} if apex is not None else {}), **older}
-
-
-def layers(run: Record) -> str:
-    """What built a run's layers as the page names it: ``TE+apex``, ``TE``, ``no TE``; "" where
-    the engine has no choice (the record's ``implementation``)."""
-    return LAYERS[run.implementation]
-
-
-def _patches(run: Record) -> str:
-    """``patches=<sha256 prefix>`` of each patch series the record says the run's tree has:
-    another series is other code (patches 11 and 12 moved 1.3b from 260 to 420 TFLOP/s), so its
-    runs are not pooled; ``(not all applied)`` where the tree lacked part of it."""
-    return ", ".join(f"patches={series.sha256[:8]}{'' if series.applied else ' (not all applied)'}"
-                     for series in run.patches)
-
-
-def data_words(run: Record) -> str:
-    """``real data`` for a run on a tokenized corpus, ``mock data`` for the engine's own, in titles."""
-    return "real data" if run.data is not None and run.data.kind == "real" else "mock data"
-
-
-def variant_text(run: Record) -> str:
-    """The variant text of a run's row: its settings, its patch series, and ``data=real`` for a
-    run on a tokenized corpus rather than the engine's mock data, which the kit's throughput rows
-    otherwise use."""
-    real = "data=real" if run.data is not None and run.data.kind == "real" else ""
-    return ", ".join(filter(None, (variant(settings(run)), _patches(run), real)))
-
-
 def _sweep(run: Record) -> str | None:
     sweep = run.labels.get("sweep", run.labels.get("sweep_id"))
     return None if sweep is None else str(sweep)
@@ -276,11 +207,10 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
     m, lay = median.metrics, median.layout
     assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
-    built_by = layers(median)
     return Row(
         published=False, model=median.preset.name.lower(), platform=label_of(median),
         accelerator=median.platform.accelerator,
-        engine=f"{median.engine} ({built_by})" if built_by else median.engine,
+        engine=engine_words(median),
         precision=median.precision, nodes=median.nodes, gpus=median.gpus,
         layout=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp, sp=lay.sp,
         zero=lay.zero, micro_batch=lay.micro_batch, global_batch=lay.global_batch,

@@ -41,7 +41,8 @@ from bench.planning.layout import parse_layout_name
 from bench.planning.tuning import TUNING_NOTE_KEYS, flag_names
 from bench.records.record import Record
 from bench.records.store import Problem, load_records
-from bench.results.aggregate import configuration, layout_matches, settings, variant
+from bench.results.aggregate import configuration, layout_matches
+from bench.results.words import settings, variant
 
 NORMAL_P10_P90_WIDTH = 2.5631  # p90 - p10 of a standard normal distribution
 MEDIAN_SE_FACTOR = 1.2533  # sqrt(pi / 2): standard error of a median over that of a mean

@@ -141,7 +141,7 @@ class ReferenceRange(Strict):
     global_batch: int | None = None
     gpus: int | None = None
     variant: dict[str, JsonScalar] | None = None
-    layers: str | None = None  # TE+apex, TE or no TE (the default): bench.results.aggregate.layers
+    layers: str | None = None  # TE+apex, TE or no TE (the default): bench.results.words.layers
 
     @model_validator(mode="after")
     def _sane(self) -> ReferenceRange:

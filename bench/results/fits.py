@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.records.record import Record
-from bench.results.aggregate import data_words, display_name, layers, model_sort_key, settings, variant
-from bench.results.hardware import hardware_name
+from bench.results.table import DASH, heading, number, record_link, table, text
+from bench.results.words import group_title, layers, model_name, model_sort_key, settings, variant
 
 CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
 
@@ -60,9 +60,8 @@ def _configuration(run: Record) -> str:
 
 
 def _title(run: Record) -> str:
-    lay = run.layout
-    return (f"{display_name(run.preset.name.lower())} {lay.name}, global batch {lay.global_batch}, "
-            f"capped at {run.variant[CAP_KEY]} GB, {hardware_name(run.platform.accelerator)}, {data_words(run)}")
+    return group_title(run, f"global batch {run.layout.global_batch}",
+                       f"capped at {run.variant[CAP_KEY]} GB")
 
 
 def fit_groups(runs: Sequence[Record]) -> list[FitGroup]:
@@ -88,10 +87,8 @@ class BestLayouts:
 
 
 def _across_layouts(run: Record) -> str:
-    lay = run.layout
-    return (f"{display_name(run.preset.name.lower())} on {run.gpus} GPUs, global batch "
-            f"{lay.global_batch}, capped at {run.variant[CAP_KEY]} GB, "
-            f"{hardware_name(run.platform.accelerator)}, {data_words(run)}")
+    return group_title(run, f"global batch {run.layout.global_batch}",
+                       f"capped at {run.variant[CAP_KEY]} GB", head=f"{model_name(run)} on {run.gpus} GPUs")
 
 
 def best_layouts(groups: Sequence[FitGroup]) -> list[BestLayouts]:
@@ -114,3 +111,74 @@ def best_layouts(groups: Sequence[FitGroup]) -> list[BestLayouts]:
         result.append(BestLayouts(title, tuple(FitRow(c, run) for c, run in best),
                                   tuple(sorted(tried - set(fastest)))))
     return result
+
+
+FIT_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("configuration", False), ("micro-batch", True), ("status", False), ("TFLOP/s/GPU", True),
+    ("peak memory (GB)", True), ("day", False), ("record", False))
+
+
+def _fit_cells(run: Record, configuration: str, records_link: str) -> list[str]:
+    ok = run.metrics is not None
+    return [text(configuration), str(run.layout.micro_batch), "ok" if ok else "out of memory",
+            number(run.metrics.tflops_per_gpu, 1) if ok else DASH,
+            number(run.metrics.peak_mem_gb, 1) if ok else DASH, run.started_at[:10],
+            record_link(run, records_link)]
+
+
+ACROSS_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("configuration", False), ("layout", False), ("micro-batch", True), ("TFLOP/s/GPU", True),
+    ("peak memory (GB)", True), ("day", False), ("record", False))
+
+
+def _across_cells(run: Record, configuration: str, records_link: str) -> list[str]:
+    assert run.metrics is not None  # best_layouts keeps runs that trained
+    return [text(configuration), run.layout.name, str(run.layout.micro_batch),
+            number(run.metrics.tflops_per_gpu, 1), number(run.metrics.peak_mem_gb, 1),
+            run.started_at[:10], record_link(run, records_link)]
+
+
+def section(groups: Sequence[FitGroup], records_link: str) -> list[str]:
+    """What trained and what ran out of memory under --gpu-memory-cap."""
+    if not groups:
+        return []
+    lines = ["## What fits a smaller GPU", "",
+             "Megatron-Core runs planned and trained with `--gpu-memory-cap` (torch's allocator "
+             "capped, docs/running.md), every one a row: the configuration (precision, layers, "
+             "variant), micro-batch, whether it trained or ran out of memory, TFLOP/s per GPU "
+             "(causal count) and peak memory. Whether a micro-batch fits is the same on any "
+             "machine; TFLOP/s are the day's machine's, so compare them within a day "
+             "(`bench/results/fits.py`).", ""]
+    for group in groups:
+        lines += _group_lines(group, records_link)
+    for across in best_layouts(groups):
+        lines += _across_lines(across, records_link)
+    return lines
+
+
+def _group_lines(group: FitGroup, records_link: str) -> list[str]:
+    """One cap's table, then each configuration's largest micro-batch and fastest run."""
+    lines = [*heading(group.title), *table(FIT_COLUMNS, [
+        _fit_cells(row.run, row.configuration, records_link) for row in group.rows]), ""]
+    largest, fastest = group.largest(), group.fastest()
+    for configuration, run in largest.items():
+        best = fastest[configuration]
+        lines.append(f"- {text(configuration)}: largest micro-batch that trained "
+                     f"{run.layout.micro_batch}; fastest {number(best.metrics.tflops_per_gpu, 1)} "
+                     f"TFLOP/s/GPU at micro-batch {best.layout.micro_batch} "
+                     f"({record_link(best, records_link)})")
+    if not largest:
+        lines.append("- Nothing trained under this cap.")
+    return [*lines, ""]
+
+
+def _across_lines(across: BestLayouts, records_link: str) -> list[str]:
+    lines = [*heading(f"{across.title}: each configuration at its fastest layout"),
+             "Where memory binds, a configuration that does not fit one layout may train in "
+             "another (tensor parallelism where data parallelism does not fit): the fastest "
+             "run of each, over the tables above, fastest first.", "",
+             *table(ACROSS_COLUMNS, [_across_cells(row.run, row.configuration, records_link)
+                                     for row in across.best]), ""]
+    if across.none_trained:
+        lines += [f"- Trained in no layout: {', '.join(map(text, across.none_trained))}.", ""]
+    return lines

@@ -19,12 +19,8 @@ from bench.results import losses, markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
-from bench.results.fits import fit_groups
 from bench.results.hardware import load_ceilings, load_node_checks
-from bench.results.memory import parts_rows
-from bench.results.precisions import side_by_side
 from bench.results.profiles import plan_time_plot, time_rows
-from bench.results.scaling import scaling_pairs
 
 RESULTS_DIR = Path("results")
 PUBLISHED_FILE = RESULTS_DIR / "published.toml"
@@ -68,12 +64,10 @@ def generate(
         loss_specs = losses.plan_losses(runs)
         profiles = time_rows(runs)
         time_plot = plan_time_plot(profiles)
-        records_link = Path(os.path.relpath(records_dir, out_dir)).as_posix()
-        findings = markdown.Findings(scaling_pairs(runs), profiles, load_node_checks(smoke_dir),
-                                     Path(os.path.relpath(smoke_dir, out_dir)).as_posix(),
-                                     tuple(side_by_side(runs)), tuple(parts_rows(runs, published)),
-                                     tuple(fit_groups(runs)))
-        page = markdown.render(report, platform_specs, records_link, loss_specs, findings)
+        page = markdown.render(markdown.Page(
+            report, Path(os.path.relpath(records_dir, out_dir)).as_posix(), tuple(runs), published,
+            tuple(platform_specs), tuple(loss_specs), tuple(profiles), tuple(load_node_checks(smoke_dir)),
+            Path(os.path.relpath(smoke_dir, out_dir)).as_posix()))
         files = {PAGE: page.encode()}
         specs: list[plots.Drawable] = [*platform_specs, *loss_specs,
                                        *((time_plot,) if time_plot is not None else ())]

@@ -14,13 +14,14 @@ accelerator's nominal link (``link`` in its data file) and its GEMM ceilings.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from bench.config.platforms import Accelerator, DataError, load_accelerator, match_accelerator
+from bench.results.table import DASH, link, number, table, text
 
 SMOKE_SCHEMA = "bench.smoke/1"
 
@@ -153,3 +154,81 @@ def load_node_checks(folder: Path | str) -> tuple[NodeCheck, ...]:
             all_reduce=_all_reduce(report), gemm_tflops=None if median is None else float(median),
             shapes={str(k): float(v) for k, v in (gemm.get("shapes") or {}).items()}))
     return tuple(sorted(checks, key=lambda c: (c.date, c.file)))
+
+
+def _size(n: int) -> str:
+    """Bytes as ``64 MiB`` / ``1 GiB`` (binary units, as the smoke check sizes its tensors)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def _machine(check: NodeCheck) -> str:
+    return text(check.accelerator.model if check.accelerator else check.gpu_model)
+
+
+def _report_link(check: NodeCheck, smoke_link: str) -> str:
+    return link(check.file.rsplit("/", 1)[-1], f"{smoke_link}/{check.file}")
+
+
+def _link_cells(check: NodeCheck) -> list[str]:
+    """The nominal link and the largest size's bus bandwidth as a share of it."""
+    nominal = check.accelerator.link if check.accelerator else None
+    if nominal is None:
+        return [DASH, DASH]
+    share = (f"{100 * max(check.all_reduce, key=lambda a: a.bytes).busbw_gbps / nominal.gbps:.1f}"
+             if check.all_reduce else DASH)
+    return [f"{nominal.gbps:.0f} ({text(nominal.name)})", share]
+
+
+def _all_reduce_table(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
+    sizes = sorted({a.bytes for check in checks for a in check.all_reduce})
+    header = (("machine", False), ("GPUs", True), ("date", False), ("NCCL", False),
+              *((f"{_size(n)} (GB/s)", True) for n in sizes),
+              ("link, one way (GB/s)", True), ("largest size / link (%)", True), ("report", False))
+    rows = []
+    for check in checks:
+        measured = {a.bytes: a.busbw_gbps for a in check.all_reduce}
+        rows.append([_machine(check), str(check.gpus), text(check.date), text(check.nccl_version),
+                     *(number(measured.get(n), 1) for n in sizes), *_link_cells(check),
+                     _report_link(check, smoke_link)])
+    return table(header, rows)
+
+
+def _gemm_table(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
+    shapes = list(dict.fromkeys(name for check in checks for name in check.shapes))
+    header = (("machine", False), ("GPUs", True), ("date", False),
+              ("bf16 8192³, median per GPU", True), *((text(name), True) for name in shapes),
+              ("report", False))
+    rows = [[_machine(check), str(check.gpus), text(check.date), number(check.gemm_tflops, 1),
+             *(number(check.shapes.get(name), 1) for name in shapes),
+             _report_link(check, smoke_link)] for check in checks]
+    return table(header, rows)
+
+
+def _link_sources(checks: Sequence[NodeCheck]) -> list[str]:
+    accelerators = {c.accelerator.name: c.accelerator for c in checks if c.accelerator}
+    return [f"- {text(a.model)}: {text(a.link.name)}, {a.link.gbps:.0f} GB/s each way "
+            f"({text(a.link.source)})"
+            for _, a in sorted(accelerators.items()) if a.link is not None]
+
+
+def section(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
+    """The node checks: all-reduce bandwidth beside the link, then the GEMM ceilings."""
+    if not checks:
+        return []
+    return ["## Node checks", "",
+            ("From the smoke check's reports (`python -m bench.train.smoke`, kept with the dated "
+             "report of the campaign that ran it), one row per report. All-reduce: the bus "
+             "bandwidth (nccl-tests' convention) of bf16 all-reduces over all the machine's GPUs "
+             "per size, set beside the link's nominal bandwidth per GPU in one direction from the "
+             "accelerator's data file: NCCL's bus bandwidth counts what each GPU sends one way, so "
+             "the one-way figure, not the bidirectional one datasheets headline, is its ceiling. "
+             f"`{DASH}`: not measured (one GPU crosses no link; reports before the check timed bf16 "
+             "sizes) or no link figure in the data."), "",
+            *_all_reduce_table(checks, smoke_link), "", *_link_sources(checks), "",
+            ("GEMM ceilings, TFLOP/s: the bf16 8192³ product's median over the GPUs, then, where "
+             "the report has them, the preset shapes (`2.7b fc1`: the 2.7b preset's first MLP "
+             "GEMM at 8192 tokens) in bf16 and fp8 on the first GPU."), "",
+            *_gemm_table(checks, smoke_link), ""]

@@ -15,20 +15,13 @@ more treatments is one :class:`LossPlot`, drawn like the platform plots
 (:mod:`bench.results.plots`: same style, inputs key and reuse) and tabled on the page by each
 treatment's mean final loss against bf16's, with the difference's standard error from the spread
 between runs where both sides ran twice or more and from the windows alone (a floor) otherwise.
-
-The PNG has two panels: the whole run, every loss thin and its moving average a line, its y range
-cut above the losses of the first tenth (the initial loss of about 11 would flatten the rest);
-and the second half of the run, moving averages only, its y range fitted to them, where the
-precisions' few-percent differences show, with each run's final loss as a dashed line. The runs of
-one treatment share a colour, its first run solid and later ones in :data:`REPEAT_STYLES`; the
-legend, under the panels, names each treatment once, with its runs and mean final loss.
+Curves, treatments and the figure are :mod:`bench.results.loss_plot`'s.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,102 +30,14 @@ from bench.config.precisions import PRECISIONS
 from bench.measure.protocol import WARMUP_ITERS
 from bench.records.record import Record
 from bench.results import plots
-from bench.results.aggregate import display_name, model_sort_key, variant
-from bench.results.hardware import accelerator_of, hardware_name
+from bench.results.hardware import hardware_id, hardware_name
+from bench.results.loss_plot import BASELINE, FINAL_WINDOW, SMOOTH_WINDOW, Curve, LossPlot, Treatment
+from bench.results.table import DASH, link, number, table, text, with_code
+from bench.results.words import display_name, model_sort_key, variant
 
 MIN_LOSSES = 100  # fewer: a throughput run's few iterations, still near the initial loss
-FINAL_WINDOW = 50  # the final loss is the mean of this many last iterations' losses
-SMOOTH_WINDOW = 20  # the moving average drawn over the raw curve
-BASELINE = "bf16"  # what the other precisions' final losses are set against
 TREATMENT_KEYS = ("grad_reduce", "overlap")  # variant keys an FP8 gradient reduction sets
 SCALING_KEY = "msamp_scaling"  # MS-AMP's FP8 scaling: part of the treatment too
-ZOOM_FRACTION = 0.5  # the right panel shows this last part of the run
-CLIP_FRACTION = 0.1  # the left panel's y range ignores this first part (the initial loss)
-FIGURE_IN = (11.0, 4.4)
-REPEAT_STYLES = (":", "-.")  # a treatment's second, third, ... run (dashed marks final losses)
-LEGEND_ROW_IN = 0.2  # the legend under the panels: height of one row of entries
-
-
-@dataclass(frozen=True)
-class Curve:
-    """The losses of one run, one per iteration from the first."""
-
-    precision: str  # the label: the precision, with an FP8 gradient reduction where one ran
-    run_id: str
-    losses: tuple[float, ...]
-
-    @property
-    def final_loss(self) -> float:
-        """Mean loss of the last :data:`FINAL_WINDOW` iterations: one iteration's loss is noisy."""
-        return statistics.fmean(self.losses[-FINAL_WINDOW:])
-
-    @property
-    def final_loss_error(self) -> float:
-        """Standard error of :attr:`final_loss`: the window's standard deviation over the square root
-        of its length, the noise between batches (it ignores seed-to-seed spread, so it is a floor)."""
-        window = self.losses[-FINAL_WINDOW:]
-        return statistics.stdev(window) / math.sqrt(len(window)) if len(window) > 1 else 0.0
-
-
-@dataclass(frozen=True)
-class Treatment:
-    """The runs of one treatment in a group, oldest first: one curve each."""
-
-    label: str
-    curves: tuple[Curve, ...]
-
-    @property
-    def runs(self) -> int:
-        return len(self.curves)
-
-    @property
-    def final_losses(self) -> tuple[float, ...]:
-        return tuple(curve.final_loss for curve in self.curves)
-
-    @property
-    def final_loss(self) -> float:
-        """Mean final loss of the runs."""
-        return statistics.fmean(self.final_losses)
-
-    @property
-    def spread(self) -> float | None:
-        """Sample standard deviation of the runs' final losses (None for one run): the run-to-run
-        noise that one run's window does not show."""
-        return statistics.stdev(self.final_losses) if self.runs > 1 else None
-
-    @property
-    def window_error(self) -> float:
-        """Standard error of :attr:`final_loss` from the windows alone (independent runs): a floor."""
-        return math.sqrt(sum(curve.final_loss_error ** 2 for curve in self.curves)) / self.runs
-
-
-@dataclass(frozen=True)
-class LossPlot:
-    """One PNG and table: the treatments of one group, baseline first; ``setup`` says what they
-    share."""
-
-    filename: str
-    title: str
-    setup: str
-    treatments: tuple[Treatment, ...]
-
-    @property
-    def curves(self) -> tuple[Curve, ...]:
-        """Every run's curve, treatment by treatment."""
-        return tuple(curve for treatment in self.treatments for curve in treatment.curves)
-
-    @property
-    def baseline(self) -> Treatment | None:
-        return next((t for t in self.treatments if t.label == BASELINE), None)
-
-    @property
-    def repeat_range(self) -> float | None:
-        """The largest difference between two final losses of one treatment; None if none repeated."""
-        return max((max(t.final_losses) - min(t.final_losses) for t in self.treatments if t.runs > 1),
-                   default=None)
-
-    def render(self, key: str) -> bytes:
-        return _render(self, key)
 
 
 @dataclass(frozen=True)
@@ -158,11 +63,6 @@ def difference(treatment: Treatment, baseline: Treatment) -> Difference:
                       floor=treatment.spread is None or baseline.spread is None)
 
 
-def moving_average(values: Sequence[float], window: int) -> tuple[float, ...]:
-    """Trailing means of ``window`` values, one per value from the ``window``-th on."""
-    return tuple(statistics.fmean(values[i - window:i]) for i in range(window, len(values) + 1))
-
-
 def _data_set(run: Record) -> str:
     """The name of a run's tokenized corpus (the record's ``data``), or mock data."""
     return run.data.name if run.data is not None and run.data.kind == "real" and run.data.name else "mock data"
@@ -175,8 +75,7 @@ def _iterations(run: Record) -> int:
 
 def _accelerator(run: Record) -> str:
     """The accelerator's data file name (``h200-sxm``) where known: records spell it two ways."""
-    accelerator = accelerator_of(run.platform.accelerator)
-    return accelerator.name if accelerator else run.platform.accelerator
+    return hardware_id(run.platform.accelerator)
 
 
 def _fp8_reduction(run: Record) -> str:
@@ -281,95 +180,86 @@ def plan_losses(runs: Sequence[Record]) -> list[LossPlot]:
         for i, (name, group) in enumerate(zip(names, groups, strict=True), start=1)
     ]  # fmt: skip
 
-
-def _render(spec: LossPlot, key: str) -> bytes:
-    from matplotlib.figure import Figure
-
-    # The legend goes under the panels, two entries a row: over the zoom panel it hid the curves.
-    entries = len(spec.treatments) + 1 + len(_repeat_keys(spec.treatments))  # 1: the final window
-    legend = math.ceil(entries / 2) * LEGEND_ROW_IN + 0.1
-    width, height = FIGURE_IN[0], FIGURE_IN[1] + legend
-    figure = Figure(figsize=(width, height), dpi=plots.DPI)
-    bottom, top = (0.55 + legend) / height, 1 - 0.75 / height
-    whole = figure.add_axes((0.7 / width, bottom, 4.6 / width, top - bottom))
-    zoom = figure.add_axes((6.15 / width, bottom, 4.6 / width, top - bottom))
-    _draw_whole(whole, spec.treatments)
-    _draw_zoom(zoom, spec.treatments)
-    figure.legend(*zoom.get_legend_handles_labels(), loc="lower left", ncols=2, fontsize=8,
-                  frameon=False, bbox_to_anchor=(0.7 / width, 0.05 / height))
-    figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
-    return plots.png_bytes(figure, key)
+LOSS_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("precision", False), ("runs", True), ("final loss of each run", True),
+    ("mean final loss", True), ("s.d. between runs", True), ("s.e. in window", True),
+    (f"vs {BASELINE}", True), ("± s.e.", True), (f"vs {BASELINE} (%)", True),
+    ("difference / s.e.", True), ("iterations", True),
+)
 
 
-def _style(run: int) -> str:
-    """The line style of a treatment's ``run``-th run from 0: solid, then the repeats' styles, the
-    last of them for every later run."""
-    return "-" if run == 0 else REPEAT_STYLES[min(run, len(REPEAT_STYLES)) - 1]
+def _final_losses(treatment: Treatment, records_link: str) -> str:
+    """Each run's final loss, oldest first, linked to its record."""
+    return ", ".join(link(f"{curve.final_loss:.4f}", f"{records_link}/{curve.run_id}.json")
+                     for curve in treatment.curves)
 
 
-def _repeat_keys(treatments: Sequence[Treatment]) -> list[tuple[str, str]]:
-    """The line style and legend label of each style of a repeated run the plot uses."""
-    repeats = max(treatment.runs for treatment in treatments)
-    return [(_style(j), f"a treatment's run {j + 1}"
-             + (" and later" if j == len(REPEAT_STYLES) and repeats > j + 1 else ""))
-            for j in range(1, min(repeats, len(REPEAT_STYLES) + 1))]
+def _against_baseline(treatment: Treatment, baseline: Treatment | None) -> list[str]:
+    """The difference to the baseline's mean, its error (marked where only the windows' floor),
+    in % and in errors; blank with no baseline in the group, a dash on the baseline's row."""
+    if baseline is None:
+        return [""] * 4
+    if baseline is treatment:
+        return [DASH] * 4
+    diff = difference(treatment, baseline)
+    error = f"{diff.error:.4f}" + (" (floor)" if diff.floor else "")
+    ratio = f"{diff.absolute / diff.error:+.1f}" if diff.error else DASH
+    return [f"{diff.absolute:+.4f}", error, f"{diff.percent:+.2f} %", ratio]
 
 
-def _legend_label(treatment: Treatment) -> str:
-    if treatment.runs == 1:
-        return f"{treatment.label}: 1 run, final {treatment.final_loss:.3f}"
-    return f"{treatment.label}: {treatment.runs} runs, mean final {treatment.final_loss:.3f}"
+def _loss_table(spec: LossPlot, records_link: str) -> list[str]:
+    rows = [[text(t.label), str(t.runs), _final_losses(t, records_link), f"{t.final_loss:.4f}",
+             number(t.spread, 4), f"{t.window_error:.4f}", *_against_baseline(t, spec.baseline),
+             str(len(t.curves[0].losses))]
+            for t in spec.treatments]
+    return table(LOSS_COLUMNS, rows)
 
 
-def _draw_curves(axes, treatments: Sequence[Treatment], start: int, raw: bool) -> list[float]:
-    """Moving averages, from iteration ``start``, and with ``raw`` every loss thin behind them; a
-    treatment's runs in its colour, its first run labelled for the legend. Returns the averages."""
-    shown = []
-    for i, treatment in enumerate(treatments):
-        for j, curve in enumerate(treatment.curves):
-            if raw:
-                axes.plot(range(start, len(curve.losses) + 1), curve.losses[start - 1:],
-                          color=f"C{i % 10}", linewidth=0.6, alpha=0.3)
-            first = max(start, SMOOTH_WINDOW)
-            average = moving_average(curve.losses, SMOOTH_WINDOW)[first - SMOOTH_WINDOW:]
-            axes.plot(range(first, len(curve.losses) + 1), average, color=f"C{i % 10}",
-                      linewidth=1.5, linestyle=_style(j),
-                      label=_legend_label(treatment) if j == 0 else None)
-            shown += average
-    axes.set_xlabel("iteration")
-    axes.grid(True, alpha=0.3)
-    return shown
+def _spread_note(spec: LossPlot) -> str:
+    """What the runs of this group say about the spread between runs."""
+    if spec.repeat_range is None:
+        return ("Every precision here ran once: each error is the windows' floor, and a difference "
+                "smaller than the spread between repeated runs of one precision is not resolved.")
+    window = max(curve.final_loss_error for curve in spec.curves)
+    return (f"Runs of one precision here differ by up to {spec.repeat_range:.4f} in final loss, "
+            f"against a run's window error of at most {window:.4f}: a precision that ran once has "
+            "only that floor as its uncertainty, and a difference smaller than the spread between "
+            "runs is not resolved.")
 
 
-def _draw_whole(axes, treatments: Sequence[Treatment]) -> None:
-    curves = [curve for treatment in treatments for curve in treatment.curves]
-    _draw_curves(axes, treatments, 1, raw=True)
-    last = max(len(curve.losses) for curve in curves)
-    skip = int(last * CLIP_FRACTION)
-    low = min(min(curve.losses) for curve in curves)
-    high = max(max(curve.losses[skip:]) for curve in curves)
-    axes.set_ylim(low - 0.05 * (high - low), high)
-    axes.set_xlim(0, last)
-    axes.set_ylabel("lm loss")
-    axes.set_title(f"whole run (y range from iteration {skip + 1}); thin: every iteration, "
-                   f"lines: {SMOOTH_WINDOW}-iteration mean", fontsize=8)
+def section(losses: Sequence[LossPlot], records_link: str) -> list[str]:
+    """Each group's plot, what its runs share, and its table of final losses against bf16's."""
+    if not losses:
+        return []
+    lines = ["## Loss curves", "",
+             (f"Ok runs that logged the loss of every iteration (at least {MIN_LOSSES}) and trained "
+              "the same model, layout, batch, sequence length, iterations and settings on the same "
+              "data and accelerator, in different precisions, every run of each: the `lm loss` of "
+              f"every iteration (thin) and its {SMOOTH_WINDOW}-iteration mean (lines). The runs of "
+              "one precision share a colour, its first run solid, the second dotted and later ones "
+              "dash-dotted; the legend gives each precision's runs and mean final loss."), ""]
+    for spec in losses:
+        lines += _group_lines(spec, records_link)
+    return lines
 
 
-def _draw_zoom(axes, treatments: Sequence[Treatment]) -> None:
-    last = max(len(curve.losses) for treatment in treatments for curve in treatment.curves)
-    start = int(last * (1 - ZOOM_FRACTION)) + 1
-    averages = _draw_curves(axes, treatments, start, raw=False)
-    low, high = min(averages), max(averages)
-    axes.set_ylim(low - 0.15 * (high - low), high + 0.15 * (high - low))
-    axes.set_xlim(start, last)
-    axes.axvspan(last - FINAL_WINDOW + 1, last, color="grey", alpha=0.12,
-                 label=f"last {FINAL_WINDOW} iterations: final loss")
-    for i, treatment in enumerate(treatments):
-        for curve in treatment.curves:
-            end = len(curve.losses)
-            axes.hlines(curve.final_loss, end - FINAL_WINDOW + 1, end, colors=f"C{i % 10}",
-                        linewidth=2.5, linestyles="--")
-    for style, label in _repeat_keys(treatments):  # in grey, lines without data: a key only
-        axes.plot([], [], color="grey", linewidth=1.5, linestyle=style, label=label)
-    axes.set_title(f"last {ZOOM_FRACTION:.0%} of the run, {SMOOTH_WINDOW}-iteration means; dashed: "
-                   f"a run's final loss (mean of the last {FINAL_WINDOW})", fontsize=8)
+def _group_lines(spec: LossPlot, records_link: str) -> list[str]:
+    lines = [f"![{text(spec.title)}](plots/{spec.filename})", "",
+             f"Shared: {with_code(spec.setup)}.", "", *_loss_table(spec, records_link), "",
+             (f"`final loss of each run`: the mean `lm loss` of its last {FINAL_WINDOW} "
+              "iterations, oldest run first, each linked to its record. `mean final loss` "
+              "is their mean, `s.d. between runs` their sample standard deviation (two runs "
+              "or more) and `s.e. in window` the mean's standard error from the windows "
+              f"alone (each window's standard deviation over √{FINAL_WINDOW}: the noise "
+              "between batches, not between runs, so a floor). "
+              f"`vs {BASELINE}` is the mean minus {BASELINE}'s (negative: lower), `± s.e.` "
+              "its standard error and `difference / s.e.` the difference in those errors: "
+              f"within about ±2 it is noise. Where the precision and {BASELINE} both ran "
+              "twice or more the error is from the spread between runs, √(s_t²/n_t + "
+              f"s_b²/n_b) (s: s.d. between runs, n: runs, t: the precision, b: {BASELINE}); "
+              "otherwise it is the windows' errors combined, marked `(floor)`: the true "
+              "error is larger."),
+             "", _spread_note(spec)]
+    if spec.baseline is None:
+        lines.append(f"This group has no {BASELINE} run: its differences are blank.")
+    return [*lines, ""]

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
 from bench.records.record import Record
-from bench.results.aggregate import display_name, layers, model_sort_key
 from bench.results.data import Published
 from bench.results.hardware import hardware_name
+from bench.results.table import link, number, table, text
+from bench.results.words import layers, model_name, model_sort_key
 
 PARTS = ("weights", "gradients", "master", "moments")
 STATES_KEY = "optimizer_states"  # the variant that changes what the optimizer holds
@@ -68,7 +69,7 @@ def parts_rows(runs: Sequence[Record], published: Published) -> list[PartsRow]:
         precision=" ".join(filter(None, (run.precision, layers(run),
                                          run.variant.get(STATES_KEY) and
                                          f"{run.variant[STATES_KEY]} states"))),
-        what=f"{display_name(run.preset.name.lower())} {run.layout.name}, "
+        what=f"{model_name(run)} {run.layout.name}, "
              f"{hardware_name(run.platform.accelerator)}",
         link=f"{run.run_id}.json", measured=True,
         parts=_parts(run)) for run in measured]
@@ -77,3 +78,24 @@ def parts_rows(runs: Sequence[Record], published: Published) -> list[PartsRow]:
                       parts=tuple(getattr(entry, part) for part in PARTS))
              for entry in published.bytes_per_parameter]
     return rows
+
+
+def section(rows: Sequence[PartsRow], records_link: str) -> list[str]:
+    """Bytes a parameter by part, measured rows then the published ones."""
+    if not any(row.measured for row in rows):
+        return []
+    lines = ["## Bytes a parameter by part", "",
+             "What rank 0 held after its first optimizer step, over its parameters "
+             "(`bench/train/memory_parts.py`): weights (the model's parameters), gradients (the "
+             "gradient buffers), master (the optimizer's master copies), moments (Adam's state "
+             "and its scales); sharded parts (the distributed optimizer's) are rank 0's shard. "
+             "Gradients include the fp32 copy of its shard's gradients that the distributed "
+             "optimizer gives Adam (4/dp bytes over a bf16 buffer): made at the step, freed at the "
+             "next step's zero_grad, so not held at the activation peak. "
+             "Published rows give the parts their source counts (`published.toml`).", ""]
+    header = [("precision", False), ("run or source", False), *((part, True) for part in PARTS),
+              ("total", True)]
+    body = [[text(row.precision),
+             link(row.what, f"{records_link}/{row.link}" if row.measured else row.link),
+             *(number(part, 2) for part in row.parts), number(row.total, 2)] for row in rows]
+    return lines + table(header, body) + [""]

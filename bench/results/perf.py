@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
         report = build_report(runs, problems, load_published(PUBLISHED_FILE),
                               load_ranges(RANGES_FILE))
         specs = plots.plan_plots(report)
-        markdown.render(report, specs, "records")
+        markdown.render(markdown.Page(report, "records", plots=tuple(specs)))
         t2 = time.perf_counter()
         with Drawer() as drawer:
             drawer.reuse_or_render(specs, {})

@@ -36,8 +36,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Protocol
 
-from bench.results.aggregate import Report, Row, display_name
+from bench.results.aggregate import Report, Row
 from bench.results.hardware import Ceiling, accelerator_of
+from bench.results.words import display_name
 
 DPI = 100
 PANEL_WIDTH_IN = 6.5  # the bar panel, without its labels

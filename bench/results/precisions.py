@@ -33,9 +33,9 @@ from datetime import datetime
 from bench.config.precisions import PRECISIONS
 from bench.measure.protocol import WARMUP_ITERS
 from bench.records.record import Record
-from bench.results.aggregate import data_words, display_name, layers, model_sort_key, settings, variant
-from bench.results.hardware import hardware_name
 from bench.results.losses import BASELINE  # the precision others are set against
+from bench.results.table import heading, link, number, table, text
+from bench.results.words import group_title, layers, model_sort_key, settings, variant
 
 UUID_CHARS = 12  # "GPU-8442300b": enough of a UUID to tell a machine's GPUs apart on the page
 MACHINE_GAP_S = 3600  # records without GPU UUIDs: a longer pause between runs is another machine
@@ -102,9 +102,8 @@ def _machines(runs: Sequence[Record]) -> list[list[Record]]:
 
 def _title(run: Record) -> str:
     lay = run.layout
-    return (f"{display_name(run.preset.name.lower())} {lay.name}, micro/global batch "
-            f"{lay.micro_batch}/{lay.global_batch}, {run.metrics.window_iters + WARMUP_ITERS} iterations, "
-            f"{hardware_name(run.platform.accelerator)}, {data_words(run)}, {_made(run)}")
+    return (group_title(run, f"micro/global batch {lay.micro_batch}/{lay.global_batch}",
+                  f"{run.metrics.window_iters + WARMUP_ITERS} iterations") + f", {_made(run)}")
 
 
 def side_by_side(runs: Sequence[Record]) -> list[PrecisionGroup]:
@@ -155,3 +154,34 @@ def _details(group: PrecisionGroup) -> tuple[str, str, str]:
     uuids = sorted(first.provenance.gpu_uuids or ["GPUs unknown"])
     return (f"first run {first.started_at[:10]}",
             f"first run {first.started_at[:10]} {first.started_at[11:16]}", uuids[0][:UUID_CHARS])
+
+
+def section(groups: Sequence[PrecisionGroup], records_link: str) -> list[str]:
+    """One small table per group of runs that differ only in precision or layers."""
+    if not groups:
+        return []
+    lines = ["## Precisions side by side", "",
+             "Runs of one campaign (or, outside a campaign file, one day) that differ only in "
+             "precision or in what built the layers (TE, TE+apex, no TE): same model, layout, "
+             "micro and global batch, GPU, data and iterations (an fp8 run at its larger default "
+             "micro-batch is set beside a bf16 run at that micro-batch only), on one machine: "
+             "the same GPUs by UUID, or for records without them runs less than an hour apart (a "
+             "title that recurs names the day, minute or GPU that tells its tables apart). TFLOP/s per GPU "
+             "(causal count), the ratio to the "
+             f"group's {BASELINE} column, peak memory; each column links its record "
+             "(`bench/results/precisions.py`).", ""]
+    for group in groups:
+        lines += [*heading(group.title), *_group_table(group, records_link), ""]
+    return lines
+
+
+def _group_table(group: PrecisionGroup, records_link: str) -> list[str]:
+    """A column per precision: TFLOP/s per GPU, the ratio to the baseline's, peak memory."""
+    base = group.baseline
+    runs = [c.run for c in group.columns]
+    header = [("", False), *((link(text(c.name), f"{records_link}/{c.run.run_id}.json"), True)
+                             for c in group.columns)]
+    ratio = [[f"× {BASELINE}", *(number(r.metrics.tflops_per_gpu / base.run.metrics.tflops_per_gpu, 2)
+                                 for r in runs)]] if base is not None else []
+    return table(header, [["TFLOP/s/GPU", *(number(r.metrics.tflops_per_gpu, 1) for r in runs)],
+                          *ratio, ["peak memory (GB)", *(number(r.metrics.peak_mem_gb, 1) for r in runs)]])

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from bench.measure.profile import CLASSES, Breakdown, at_step
 from bench.records.record import Profile, Record
 from bench.results import plots
-from bench.results.aggregate import display_name, layers, model_sort_key, settings, variant
 from bench.results.hardware import hardware_name
+from bench.results.table import record_link, table, text
+from bench.results.words import engine_words, layers, model_name, model_sort_key, precision_words, settings, variant
 
 MS_PER_S = 1000.0
 
@@ -69,7 +70,7 @@ def run_label(run: Record) -> str:
     layers and its variant, hardware."""
     precision = " ".join(filter(None, (run.precision, layers(run) and f"({layers(run)})",
                                        variant(settings(run)))))
-    return (f"{display_name(run.preset.name.lower())} {run.layout.name} {precision}, "
+    return (f"{model_name(run)} {run.layout.name} {precision}, "
             f"{hardware_name(run.platform.accelerator)}")
 
 
@@ -122,3 +123,50 @@ def _render(spec: TimePlot, key: str) -> bytes:
                   frameon=False, bbox_to_anchor=(LABEL_IN / width, 0.05 / height))
     figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
     return plots.png_bytes(figure, key)
+
+
+# (profile class, header) in the order the profile gives an instant to a class; the plot's names.
+TIME_CLASSES: tuple[tuple[str, str], ...] = tuple((name, STACK_NAMES[name]) for name in STACK)
+TIME_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("model", False), ("layout", False), ("precision", False), ("engine", False),
+    ("hardware", False), ("measured step (ms)", True),
+    *((f"{header} (ms, %)", True) for _, header in TIME_CLASSES),
+    ("all communication (ms, %)", True), ("profiled step (ms)", True), ("record", False),
+)
+
+
+def _ms(value: float, step_ms: float) -> str:
+    return f"{value:.1f} ({100 * value / step_ms:.1f} %)"
+
+
+def _time_cells(row: TimeRow, records_link: str) -> list[str]:
+    run = row.run
+    return [text(model_name(run)), text(run.layout.name), text(precision_words(run)),
+            text(engine_words(run)), text(hardware_name(run.platform.accelerator)),
+            f"{row.step_ms:.1f}", *(_ms(row.classes[name], row.step_ms) for name, _ in TIME_CLASSES),
+            _ms(row.profile.comm_total, row.step_ms), f"{row.profile.step_ms:.1f}",
+            record_link(run, records_link)]
+
+
+def section(rows: Sequence[TimeRow], records_link: str) -> list[str]:
+    """Each profiled run a row: its classes against the measured step, then the plot."""
+    if not rows:
+        return []
+    steps = " or ".join(str(n) for n in sorted({row.profile.steps for row in rows}))
+    sources = ", ".join(text(s) for s in sorted({row.profile.source for row in rows}))
+    return ["## Where the time goes", "",
+            (f"Runs made with `bench run --profile`: the torch profiler's trace ({sources}) of "
+             f"{steps} steps trained after the measured window, its CUDA kernels classed by name "
+             "(GEMM: cuBLAS, CUTLASS and Transformer Engine's fp8 GEMMs; attention: flash, cuDNN "
+             "fused and SDPA kernels; optimizer: multi-tensor Adam, and every kernel within torch's "
+             "optimizer-step span; communication: NCCL and "
+             "userbuffers; other kernels: the rest, memory copies and sets included). Where "
+             "kernels overlap, each instant counts once and goes to compute first (in the "
+             "columns' order), to communication only where no compute runs: `communication not "
+             "hidden` is that part, `all communication` every communication kernel, hidden or "
+             "not. The profiler's own overhead lengthens the profiled steps (`profiled step`) "
+             "while kernels keep their durations, so the classes are milliseconds per step set "
+             "against the run's measured median step, and `GPU idle` is what the busy classes "
+             "leave of it (0 where they fill it); percentages are of the measured step."),
+            "", *table(TIME_COLUMNS, [_time_cells(row, records_link) for row in rows]), "",
+            f"![Where a measured step's time goes](plots/{TIME_PLOT})", ""]

@@ -21,9 +21,11 @@ from dataclasses import dataclass
 
 from bench.planning.tuning import flag_names
 from bench.records.record import Record
-from bench.results.aggregate import configuration, median_run, model_sort_key, variant_text
-from bench.results.hardware import hardware_id
+from bench.results.aggregate import configuration, median_run
+from bench.results.hardware import hardware_id, hardware_name
 from bench.results.runs import label_of
+from bench.results.table import number, record_link, table, text
+from bench.results.words import engine_words, model_name, model_sort_key, variant_text
 
 ENGINE = "megatron"
 # Flags the planner adds only when DP > 1 (bench.planning.engines.megatron): not a difference.
@@ -87,3 +89,43 @@ def _order(pair: ScalingPair) -> tuple:
     return (model_sort_key(base.preset.name.lower()), hardware_id(base.platform.accelerator),
             base.precision, base.implementation or "", lay.micro_batch, lay.global_batch,
             str(scaling_key(base)), pair.scaled.layout.dp, base.run_id, pair.scaled.run_id)
+
+
+SCALING_COLUMNS: tuple[tuple[str, bool], ...] = (
+    ("model", False), ("precision", False), ("engine", False), ("hardware", False),
+    ("micro batch / batch per DP rank", True), ("layout, DP 1", False), ("GPUs, DP 1", True),
+    ("TFLOP/s/GPU, DP 1", True), ("layout, DP N", False), ("GPUs, DP N", True),
+    ("TFLOP/s/GPU, DP N", True), ("efficiency", True), ("record, DP 1", False),
+    ("record, DP N", False),
+)
+
+
+def _scaling_cells(pair: ScalingPair, records_link: str) -> list[str]:
+    base, scaled = pair.base, pair.scaled
+    lay = base.layout
+    return [text(model_name(base)), text(base.precision), text(engine_words(base)),
+            text(hardware_name(base.platform.accelerator)),
+            f"{lay.micro_batch}/{lay.global_batch // lay.dp}", text(lay.name), str(base.gpus),
+            number(_tflops(base), 1), text(scaled.layout.name), str(scaled.gpus),
+            number(_tflops(scaled), 1), f"{pair.efficiency:.3f}",
+            record_link(base, records_link), record_link(scaled, records_link)]
+
+
+def _tflops(run: Record) -> float | None:
+    return None if run.metrics is None else run.metrics.tflops_per_gpu
+
+
+def section(pairs: Sequence[ScalingPair], records_link: str) -> list[str]:
+    """Each pair a row: the DP 1 and DP N runs and the efficiency."""
+    if not pairs:
+        return []
+    return ["## Scaling", "",
+            ("Each ok Megatron-Core configuration with data parallelism (DP N) beside the one-replica "
+             "run (DP 1) it differs from in DP only: same model, precision, engine and what built "
+             "its layers, platform and hardware, tensor/pipeline/context/sequence parallelism, "
+             "micro-batch, batch per DP rank (global batch / DP), notes and campaign (runs "
+             "without a campaign label pair with each other), and the same engine "
+             "flags but those DP adds (runs of commits between which the kit's defaults changed "
+             "do not pair). Each side is its configuration's median run, as in the tables below. "
+             "`efficiency` = TFLOP/s/GPU at DP N / TFLOP/s/GPU at DP 1 (1.000: perfect scaling)."),
+            "", *table(SCALING_COLUMNS, [_scaling_cells(p, records_link) for p in pairs]), ""]

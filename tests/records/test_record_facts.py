@@ -17,7 +17,7 @@ from bench.planning.plan import plan
 from bench.records.build import PlanSummary, build_run_record, plan_summary
 from bench.records.record import PatchSeries, data_info
 from bench.records.store import load_records
-from bench.results.aggregate import LAYERS
+from bench.results.words import LAYERS
 from tests.conftest import options
 from tests.test_import_graph import GRAPH
 

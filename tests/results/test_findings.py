@@ -95,8 +95,8 @@ def test_dp_runs_pair_with_the_one_replica_run_at_the_same_batch_per_rank() -> N
     pairs = scaling_pairs([*others, scaled, base])
     assert [(p.base.run_id, p.scaled.run_id) for p in pairs] == [(base.run_id, scaled.run_id)]
     assert pairs[0].efficiency == pytest.approx(441.9 / 447.3)
-    page = markdown.render(build_report([base, scaled], (), NO_PUBLISHED, ()), [], "records",
-                           findings=markdown.Findings(scaling=pairs))
+    page = markdown.render(markdown.Page(build_report([base, scaled], (), NO_PUBLISHED, ()), "records",
+                                         runs=(base, scaled)))
     scaling = page.split("## Scaling", 1)[1].split("\n## ", 1)[0]
     row = next(line for line in scaling.splitlines() if line.startswith("| 13B | bf16 |"))
     assert ("| megatron (TE) | NVIDIA H100 SXM5 80GB | 4/16 | tp1pp1dp1 | 1 | 447.3 | tp1pp1dp2 | 2 "
@@ -107,7 +107,7 @@ def test_dp_runs_pair_with_the_one_replica_run_at_the_same_batch_per_rank() -> N
 def test_a_failed_or_lone_run_makes_no_scaling_row() -> None:
     failed = build_record(**failed_fields())
     assert scaling_pairs([failed, _run("13b_dp1_20261125T100000Z", 447.3)]) == ()
-    assert "## Scaling" not in markdown.render(build_report([], (), NO_PUBLISHED, ()), [], "records")
+    assert "## Scaling" not in markdown.render(markdown.Page(build_report([], (), NO_PUBLISHED, ()), "records"))
 
 
 def test_repository_page_sets_the_h100_scaling_runs_side_by_side() -> None:
@@ -137,8 +137,8 @@ def test_profiled_runs_are_set_against_their_measured_step() -> None:
     (row,) = time_rows([unprofiled, failed, run])
     assert row.step_ms == pytest.approx(2000.0)
     assert row.classes["gemm"] == 800.0 and row.classes["idle"] == pytest.approx(400.0)
-    page = markdown.render(build_report([run], (), NO_PUBLISHED, ()), [], "records",
-                           findings=markdown.Findings(profiles=(row,)))
+    page = markdown.render(markdown.Page(build_report([run], (), NO_PUBLISHED, ()), "records",
+                                         profiles=(row,)))
     section = page.split("## Where the time goes", 1)[1].split("\n## ", 1)[0]
     assert "rank 0" in section and "2 steps" in section and "measured median step" in section
     line = next(line for line in section.splitlines() if line.startswith("| 13B |"))

@@ -10,17 +10,11 @@ import pytest
 from bench.cli import main
 from bench.records.record import Record, data_info
 from bench.records.store import load_records, write_record
-from bench.results import losses, markdown, plots
+from bench.results import loss_plot, markdown, plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published
-from bench.results.losses import (
-    Curve,
-    LossPlot,
-    Treatment,
-    difference,
-    moving_average,
-    plan_losses,
-)
+from bench.results.loss_plot import Curve, LossPlot, Treatment, moving_average
+from bench.results.losses import difference, plan_losses
 from tests.record_factory import make_record
 from tests.results.test_results import FIXTURES, REPO, _fixture_args
 
@@ -177,7 +171,7 @@ def test_with_one_run_on_either_side_the_error_is_the_windows_floor(
 
 def _section(runs: list[Record]) -> str:
     report = build_report(runs, [], load_published(FIXTURES / "published.toml"), [])
-    page = markdown.render(report, [], "records", plan_losses(runs))
+    page = markdown.render(markdown.Page(report, "records", losses=tuple(plan_losses(runs))))
     return page[page.index("## Loss curves"):page.index("## Failed runs")]
 
 
@@ -238,9 +232,9 @@ def test_without_bf16_the_differences_are_blank() -> None:
 
 
 def test_no_group_no_section() -> None:
-    assert "## Loss curves" not in markdown.render(
+    assert "## Loss curves" not in markdown.render(markdown.Page(
         build_report([_run("bf16", 1)], [], load_published(FIXTURES / "published.toml"), []),
-        [], "records", plan_losses([_run("bf16", 1)]))
+        "records", losses=tuple(plan_losses([_run("bf16", 1)]))))
 
 
 def test_the_loss_plot_is_drawn_with_its_inputs_key(tmp_path: Path) -> None:
@@ -254,15 +248,15 @@ def test_the_loss_plot_is_drawn_with_its_inputs_key(tmp_path: Path) -> None:
 
 
 def test_the_legend_names_each_treatment_once_with_its_runs_and_mean() -> None:
-    assert losses._legend_label(_treatment("msamp-o2, fp8-shared-scale reduction", 3.3633, 3.4445)) == (
+    assert loss_plot._legend_label(_treatment("msamp-o2, fp8-shared-scale reduction", 3.3633, 3.4445)) == (
         "msamp-o2, fp8-shared-scale reduction: 2 runs, mean final 3.404")
-    assert losses._legend_label(_treatment("bf16", 3.5147)) == "bf16: 1 run, final 3.515"
+    assert loss_plot._legend_label(_treatment("bf16", 3.5147)) == "bf16: 1 run, final 3.515"
     # a treatment's first run solid, its repeats in other styles (dashed marks final losses), and a
     # key to those styles only for the repeats the plot has
-    styles = [losses._style(j) for j in range(4)]
+    styles = [loss_plot._style(j) for j in range(4)]
     assert styles[0] == "-" and "--" not in styles and len(set(styles[:3])) == 3
-    assert losses._repeat_keys([_treatment("bf16", 3.0), _treatment("fp4", 3.0)]) == []
-    assert [label for _, label in losses._repeat_keys([_treatment("bf16", 3.0, 3.0, 3.0, 3.0)])] == [
+    assert loss_plot._repeat_keys([_treatment("bf16", 3.0), _treatment("fp4", 3.0)]) == []
+    assert [label for _, label in loss_plot._repeat_keys([_treatment("bf16", 3.0, 3.0, 3.0, 3.0)])] == [
         "a treatment's run 2", "a treatment's run 3 and later"]
 
 

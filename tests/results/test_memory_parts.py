@@ -7,8 +7,7 @@ from pathlib import Path
 from bench.measure.logparse import parse_log
 from bench.results.data import load_published
 from bench.results.generate import PUBLISHED_FILE
-from bench.results.markdown import _memory_section
-from bench.results.memory import parts_rows
+from bench.results.memory import parts_rows, section
 from tests.record_factory import make_record
 
 ROOT = Path(__file__).parents[2]
@@ -22,7 +21,7 @@ def test_a_measured_row_sits_above_the_papers_rows() -> None:
     rows = parts_rows([run, make_record(run_id="no-parts")], published)
     assert [(row.precision, row.measured, row.total) for row in rows] == [
         ("bf16", True, 18.0), ("bf16", False, 16.0), ("msamp-o2", False, 6.0)]
-    table = _memory_section(rows, "records")[4:]
+    table = section(rows, "records")[4:]
     assert table == [
         "| precision | run or source | weights | gradients | master | moments | total |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -37,7 +36,7 @@ def test_a_measured_row_sits_above_the_papers_rows() -> None:
 
 def test_no_measured_row_no_section() -> None:
     published = load_published(ROOT / PUBLISHED_FILE)
-    assert _memory_section(parts_rows([make_record()], published), "records") == []
+    assert section(parts_rows([make_record()], published), "records") == []
 
 
 def test_the_papers_states_are_a_row_of_their_own_and_an_uncounted_moment_has_no_total() -> None:

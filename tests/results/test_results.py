@@ -210,7 +210,8 @@ def test_paper_kit_runs_of_the_chunked_step_are_not_pooled_with_the_kernel_s() -
     code: the two 2.7b runs of 2026-11-26 (09:57 and 11:45) are two configurations, the older one
     named ``paper_adam=chunked``."""
     from bench.records.store import load_records
-    from bench.results.aggregate import configuration, settings
+    from bench.results.aggregate import configuration
+    from bench.results.words import settings
 
     runs, _ = load_records(REPO / "results" / "records")
     by_id = {run.run_id: run for run in runs}
