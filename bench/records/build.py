@@ -20,6 +20,7 @@ from bench.config.schema import Strict
 from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines, log_lines
 from bench.measure.protocol import ShortWindow, metrics
 from bench.planning.plan import LaunchPlan
+from bench.records.migrate import facts_from_argv
 from bench.records.record import (
     DataInfo,
     Implementation,
@@ -135,7 +136,7 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         except ValueError as exc:  # timings that are not measurements (zero step time)
             status, reason = Status.FAILED, str(exc)
     facts = ({"implementation": plan.implementation, "data": plan.data}
-             if "data" in plan.model_fields_set else {})
+             if "data" in plan.model_fields_set else _facts_of_old_plan(plan))
     every = log_lines(log_text)  # bounded: a record stays loadable (MAX_LINE_CHARS)
     lines = every if status is not Status.OK else []
     p = plan.preset
@@ -154,3 +155,10 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         profile=profile if status is Status.OK else None,
         memory_parts=MemoryParts(**vars(parsed.memory_parts)) if parsed and parsed.memory_parts else None,
         **facts)
+
+
+def _facts_of_old_plan(plan: PlanSummary) -> dict[str, object]:
+    """What built the layers and the data of a ``plan.json`` written before the plan carried
+    them (a cluster job planned by an older kit): read from its argv, as older records are."""
+    found = facts_from_argv({"argv": list(plan.train_argv)})
+    return {"implementation": found["implementation"], "data": found["data"]}

@@ -1,9 +1,10 @@
-"""Run records: the versioned JSON schema ``bench.record/1`` and its one parse path.
+"""Run records: the versioned JSON schema ``bench.record/2`` and its one parse path.
 
 A *record*, ``results/records/<run_id>.json``, describes one *run*: the resolved preset, layout and
 platform, what the kit set (argv, environment), provenance, and either steady-state metrics
 (``status == "ok"``) or a failure status with a reason. The models are the schema and its one parse
-path. Records are append-only; ``bench.records.store`` writes and loads them.
+path. Records are append-only; ``bench.records.store`` writes and loads them. A record of an older
+version is read through :mod:`bench.records.migrate`, which upgrades it to this one.
 
 Units: seconds, samples/s, tokens/s and TFLOP/s (10^12 FLOP/s) per GPU, MFU as a fraction of the
 dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names how
@@ -21,25 +22,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from bench.config.capabilities import layers_of
-from bench.config.precisions import MSAMP_LEVEL, MSAMP_SCALING_ENV
-from bench.config.run_options import DEFAULT_MSAMP_SCALING
 from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, hinted, problems
 from bench.measure.status import Status
+from bench.records.migrate import OLDER, facts_from_argv, upgrade
 
-SCHEMA = "bench.record/1"
+SCHEMA = "bench.record/2"
 # MFU must agree with tflops_per_gpu / peak_tflops and tokens/s/GPU with samples/s * seq / gpus to
 # this relative tolerance; a mismatch means the metrics were computed from different inputs.
 CONSISTENCY_RTOL = 0.01
 IMPLAUSIBLE_NOTE_PREFIX = "metrics."  # notes keys of a run's rejected metrics: metrics.mfu, ...
-# Records written before the notes kept their kinds held them all in ``notes``; on load these keys
-# go to ``labels`` and ``engine_notes``, the kit's bookkeeping keys stay, and the rest were settings.
-_OLD_LABELS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign"})
-_OLD_ENGINE_NOTES = frozenset({"engine_tflops_per_gpu", "engine_flops", "flops_counted",
-                               "hardware_tflops_per_gpu", "zero_stage", "deepspeed", "patch_series",
-                               "apex"})
-_OLD_BOOKKEEPING = frozenset({"comment", "job_id", "scheduler", "scheduler_state", "exit_status",
-                              "nodelist"})
 
 
 def _real_time(value: str) -> str:
@@ -163,14 +154,6 @@ class Provenance(Strict):
 
 
 Implementation = Literal["te", "te+apex", "local"]
-# Kit commits whose MS-AMP scaled delayed by default (patch 0008) before runs recorded
-# MSAMP_FP8_SCALING: c96d05d up to the --msamp-scaling option. Runs of earlier commits scaled in time.
-_DELAYED_WITHOUT_ENV = frozenset({"c96d05d7bdcb", "4ced49419afe", "86553d5548e2", "6be5d1e66e21",
-                                  "15e5646696af", "1ec5ff35fcf0", "a4b1b78f1e0d"})
-# What built a Megatron-engine run's layers, by the argv of records written before ``implementation``
-# (bench.config.capabilities.layers_of reads it back).
-_OLD_LAYERS: dict[str, Implementation | None] = {"TE+apex": "te+apex", "TE": "te", "no TE": "local",
-                                                 "": None}
 Digest16 = Annotated[str, hinted(r"^[0-9a-f]{16}$", "must be 16 lower-case hex digits")]
 
 
@@ -202,16 +185,6 @@ class PatchSeries(Strict):
     sha256: Digest16
     applied: bool
     why: Text | None = None
-
-
-def _old_patch_series(note: object) -> tuple[PatchSeries, ...]:
-    """The ``patch_series`` engine note of records written before ``patches``:
-    ``sha256:<16 hex> applied`` or ``sha256:<16 hex> NOT applied in <tree>: <why>``."""
-    if not isinstance(note, str) or not note.startswith("sha256:"):
-        return ()
-    digest, _, state = note.removeprefix("sha256:").partition(" ")
-    return (PatchSeries(upstream="megatron-deepspeed", sha256=digest, applied=state == "applied",
-                        why=None if state == "applied" else state),)
 
 
 class Metrics(Strict):
@@ -294,12 +267,11 @@ class Record(Strict):
     run's log before ``log_tail`` (the cause often scrolls out of the tail); older records lack it.
 
     What the record says beyond the shared schema keeps its kind: ``variant``, the settings away
-    from the kit's defaults (A/B tuning, ZeRO settings, sequence length, recompute), which make the
-    run a configuration of its own; ``engine_notes``, how the numbers were made (the engine's own
-    TFLOP/s, DeepSpeed's version, the patch series: ``bench.records.engine_notes``); ``labels``,
-    how the run was made (``sweep``, ``repeat_group``, ``campaign``), which never split a
-    configuration; ``notes``, the kit's bookkeeping (the cluster job, rejected metrics). Records
-    written before these fields held all of it in ``notes``; it is sorted into them on load.
+    from the defaults of its schema version (A/B tuning, ZeRO settings, sequence length,
+    recompute), which make the run a configuration of its own; ``engine_notes``, how the numbers
+    were made (the engine's own TFLOP/s, DeepSpeed's version, the patch series:
+    ``bench.records.engine_notes``); ``labels``, how the run was made (``sweep``, ``repeat_group``,
+    ``campaign``), which never split a configuration; ``notes``, the kit's bookkeeping.
     ``lm_losses`` is the ``lm loss`` of every logged iteration in order, up to the first non-finite
     one (loss curves are drawn from it); older records lack it. ``profile``: where the time of the
     steps profiled after the window went (``--profile``), else null. ``memory_parts``: bytes held
@@ -309,7 +281,7 @@ class Record(Strict):
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
 
-    schema_: Literal["bench.record/1"] = Field(SCHEMA, alias="schema")
+    schema_: Literal["bench.record/2"] = Field(SCHEMA, alias="schema")
     run_id: Annotated[str, hinted(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                                   "must be letters, digits, '.', '_' or '-' (it is the file name)")]
     status: Status
@@ -347,86 +319,11 @@ class Record(Strict):
         return self.status is Status.OK
 
     @model_validator(mode="after")
-    def _notes_by_kind(self) -> Record:
-        """A record written before ``variant``, ``engine_notes`` and ``labels``: its notes sorted
-        into them as it is read (the file is not rewritten)."""
-        if {"variant", "engine_notes", "labels"} & self.model_fields_set or not self.notes:
-            return self
-        kinds: dict[str, dict[str, Any]] = {"notes": {}, "variant": {}, "engine_notes": {}, "labels": {}}
-        for key, value in self.notes.items():
-            if key in _OLD_LABELS:
-                kinds["labels"][key] = value
-            elif key in _OLD_ENGINE_NOTES:
-                kinds["engine_notes"][key] = value
-            elif key in _OLD_BOOKKEEPING or key.startswith(IMPLAUSIBLE_NOTE_PREFIX):
-                kinds["notes"][key] = value
-            else:
-                kinds["variant"][key] = value
-        for name, values in kinds.items():  # frozen: set once, while it is being validated
-            object.__setattr__(self, name, values)
-        return self
-
-    @model_validator(mode="after")
-    def _facts_of_older_records(self) -> Record:
-        """A record written before ``implementation``, ``data`` and ``patches``: they are read
-        back from its argv and engine notes as it is loaded (the file is not rewritten)."""
-        found = {"implementation": _OLD_LAYERS[layers_of(self.argv)],
-                 "data": data_info(_flag_value(self.argv, "--data-path")),
-                 "patches": _old_patch_series(self.engine_notes.get("patch_series"))}
-        for name, value in found.items():  # frozen: set once, while it is being validated
-            if name not in self.model_fields_set:
-                object.__setattr__(self, name, value)
-        return self
-
-    @model_validator(mode="after")
-    def _msamp_scaling_as_today(self) -> Record:
-        """An MS-AMP run's FP8 scaling as a variant against today's default
-        (:data:`DEFAULT_MSAMP_SCALING`), whatever the default was when it ran: from its variant,
-        else its environment, else its kit commit (as it is read; the file is not rewritten)."""
-        if self.precision not in MSAMP_LEVEL:
-            return self
-        commit = self.provenance.kit_commit or ""
-        ran = (self.variant.get("msamp_scaling") or self.env.get(MSAMP_SCALING_ENV)
-               or ("delayed" if commit[:12] in _DELAYED_WITHOUT_ENV else "in-time"))
-        variant = {k: v for k, v in self.variant.items() if k != "msamp_scaling"}
-        if ran != DEFAULT_MSAMP_SCALING:
-            variant["msamp_scaling"] = ran
-        object.__setattr__(self, "variant", variant)  # frozen: set once, while it is being validated
-        return self
-
-    @model_validator(mode="after")
     def _rules(self) -> Record:
-        p: list[str] = []
-        status, lay, m = self.status.value, self.layout, self.metrics
-        if self.finished_at is not None and (datetime.fromisoformat(self.finished_at)
-                                             < datetime.fromisoformat(self.started_at)):
-            p.append(f"finished_at: {self.finished_at} is before started_at {self.started_at}")
-        if self.ok and m is None:
-            p.append("metrics: required when status is 'ok'")
-        if self.ok and self.reason is not None:
-            p.append("reason: must be null when status is 'ok'")
-        if not self.ok and m is not None:
-            p.append(f"metrics: must be null when status is {status!r} (only ok runs have metrics)")
-        if not self.ok and not (self.reason or "").strip():
-            p.append(f"reason: required when status is {status!r}; say what went wrong")
-        if lay.tp * lay.pp * lay.cp * lay.dp != self.gpus:
-            p.append(f"layout: tp {lay.tp} x pp {lay.pp} x cp {lay.cp} x dp {lay.dp} = "
-                     f"{lay.tp * lay.pp * lay.cp * lay.dp}, but gpus is {self.gpus}")
-        if lay.global_batch % (lay.micro_batch * lay.dp):
-            p.append(f"layout: global_batch {lay.global_batch} is not a multiple of micro_batch "
-                     f"{lay.micro_batch} x dp {lay.dp}")
-        if self.nodes > self.gpus:
-            p.append(f"nodes: {self.nodes} nodes cannot run {self.gpus} GPUs")
-        if m is not None:
-            peak, tokens = self.platform.peak_tflops, m.samples_per_s * self.preset.seq_length / self.gpus
-            if not math.isclose(m.mfu, m.tflops_per_gpu / peak, rel_tol=CONSISTENCY_RTOL):
-                p.append(f"metrics.mfu: {m.mfu} != tflops_per_gpu {m.tflops_per_gpu} / "
-                         f"platform.peak_tflops {peak}")
-            if not math.isclose(m.tokens_per_s_per_gpu, tokens, rel_tol=CONSISTENCY_RTOL):
-                p.append(f"metrics.tokens_per_s_per_gpu: {m.tokens_per_s_per_gpu} != samples_per_s x "
-                         f"seq_length / gpus = {tokens:.6g}")
-        if p:
-            raise ValueError("\n".join(p))
+        found = [*_time_problems(self), *_status_problems(self), *_layout_problems(self),
+                 *_metrics_problems(self)]
+        if found:
+            raise ValueError("\n".join(found))
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -438,13 +335,58 @@ class Record(Strict):
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def _flag_value(argv: Sequence[str], flag: str) -> str:
-    """The value after ``flag`` in an argv, "" where it is absent."""
-    return argv[list(argv).index(flag) + 1] if flag in argv[:-1] else ""
+def _time_problems(record: Record) -> list[str]:
+    if record.finished_at is None or (datetime.fromisoformat(record.finished_at)
+                                      >= datetime.fromisoformat(record.started_at)):
+        return []
+    return [f"finished_at: {record.finished_at} is before started_at {record.started_at}"]
+
+
+def _status_problems(record: Record) -> list[str]:
+    """Metrics with an ok run only, a reason with every other."""
+    status, found = record.status.value, []
+    if record.ok and record.metrics is None:
+        found.append("metrics: required when status is 'ok'")
+    if record.ok and record.reason is not None:
+        found.append("reason: must be null when status is 'ok'")
+    if not record.ok and record.metrics is not None:
+        found.append(f"metrics: must be null when status is {status!r} (only ok runs have metrics)")
+    if not record.ok and not (record.reason or "").strip():
+        found.append(f"reason: required when status is {status!r}; say what went wrong")
+    return found
+
+
+def _layout_problems(record: Record) -> list[str]:
+    lay, gpus, found = record.layout, record.gpus, []
+    if lay.tp * lay.pp * lay.cp * lay.dp != gpus:
+        found.append(f"layout: tp {lay.tp} x pp {lay.pp} x cp {lay.cp} x dp {lay.dp} = "
+                     f"{lay.tp * lay.pp * lay.cp * lay.dp}, but gpus is {gpus}")
+    if lay.global_batch % (lay.micro_batch * lay.dp):
+        found.append(f"layout: global_batch {lay.global_batch} is not a multiple of micro_batch "
+                     f"{lay.micro_batch} x dp {lay.dp}")
+    if record.nodes > gpus:
+        found.append(f"nodes: {record.nodes} nodes cannot run {gpus} GPUs")
+    return found
+
+
+def _metrics_problems(record: Record) -> list[str]:
+    """MFU and tokens/s/GPU agree with TFLOP/s/GPU and samples/s (:data:`CONSISTENCY_RTOL`)."""
+    m = record.metrics
+    if m is None:
+        return []
+    peak, tokens, found = record.platform.peak_tflops, m.samples_per_s * record.preset.seq_length / record.gpus, []
+    if not math.isclose(m.mfu, m.tflops_per_gpu / peak, rel_tol=CONSISTENCY_RTOL):
+        found.append(f"metrics.mfu: {m.mfu} != tflops_per_gpu {m.tflops_per_gpu} / "
+                     f"platform.peak_tflops {peak}")
+    if not math.isclose(m.tokens_per_s_per_gpu, tokens, rel_tol=CONSISTENCY_RTOL):
+        found.append(f"metrics.tokens_per_s_per_gpu: {m.tokens_per_s_per_gpu} != samples_per_s x "
+                     f"seq_length / gpus = {tokens:.6g}")
+    return found
 
 
 def record_from_json(text: str | bytes) -> Record:
-    """Validate a record's JSON text (the one parse path); raises :class:`RecordError`."""
+    """Validate a record's JSON text (the one parse path), one of an older version upgraded first
+    (:mod:`bench.records.migrate`); raises :class:`RecordError`."""
     try:
         return Record.model_validate_json(text)
     except ValidationError as error:
@@ -457,10 +399,15 @@ def record_from_json(text: str | bytes) -> Record:
         schema = data.get("schema") if isinstance(data, dict) else SCHEMA
         if schema == SCHEMA:
             raise RecordError(problems(error, Record)) from None
-        if isinstance(schema, str) and schema.startswith("bench.record/"):  # said before all else
-            raise RecordError([f"schema {schema!r} is not supported by this kit, which reads "
-                               f"{SCHEMA!r}; update the kit to read this record"]) from None
-        raise RecordError([f"schema {schema!r} is not a run record (expected {SCHEMA!r})"]) from None
+    if schema in OLDER:
+        try:
+            return Record.model_validate_json(json.dumps(upgrade(data, SCHEMA)))
+        except ValidationError as error:
+            raise RecordError(problems(error, Record)) from None
+    if isinstance(schema, str) and schema.startswith("bench.record/"):  # said before all else
+        raise RecordError([f"schema {schema!r} is not supported by this kit, which reads up to "
+                           f"{SCHEMA!r}; update the kit to read this record"])
+    raise RecordError([f"schema {schema!r} is not a run record (expected {SCHEMA!r})"])
 
 
 def record_from_dict(data: Any) -> Record:
@@ -474,10 +421,12 @@ def record_from_dict(data: Any) -> Record:
 
 def build_record(**fields: Any) -> Record:
     """A validated record from its keys but ``schema`` (nested parts as mappings or models);
-    ``provenance`` keys default to null. Raises :class:`RecordError`."""
+    ``provenance`` keys default to null; ``implementation``, ``data`` and ``patches`` left out are
+    read from the argv and engine notes (:func:`bench.records.migrate.facts_from_argv`). Raises
+    :class:`RecordError`."""
     data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in fields.items()}
     data["provenance"] = {**dict.fromkeys(Provenance.model_fields), **(data.get("provenance") or {})}
-    return record_from_dict({"schema": SCHEMA, **data})
+    return record_from_dict(facts_from_argv({"schema": SCHEMA, **data}))
 
 
 def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -> Record:

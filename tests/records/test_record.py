@@ -153,7 +153,7 @@ def test_load_reports_and_skips_bad_files(tmp_path: Path) -> None:
     good = make_record()
     write_record(tmp_path, good)
     (tmp_path / "broken.json").write_text('{"schema": "bench.record/1", ')
-    future = dict(good.to_dict(), schema="bench.record/2", run_id="future")
+    future = dict(good.to_dict(), schema="bench.record/3", run_id="future")
     (tmp_path / "future.json").write_text(json.dumps(future))
     (tmp_path / "foreign.json").write_text(json.dumps({"schema": "mlperf/4", "x": 1}))
     invalid = dict(good.to_dict(), run_id="invalid", gpus=3)
@@ -175,7 +175,7 @@ def test_load_reports_and_skips_bad_files(tmp_path: Path) -> None:
         "renamed.json",
     ]
     assert by_file["broken.json"].startswith("not valid JSON")
-    assert "schema 'bench.record/2' is not supported by this kit" in by_file["future.json"]
+    assert "schema 'bench.record/3' is not supported by this kit" in by_file["future.json"]
     assert "is not a run record" in by_file["foreign.json"]
     assert "but gpus is 3" in by_file["invalid.json"]
     assert "does not match the file name" in by_file["renamed.json"]
@@ -234,15 +234,19 @@ def test_every_malformed_record_is_refused_with_named_problems() -> None:
     "*.json")), ids=lambda p: p.stem)
 def test_every_kept_record_loads_unchanged(path: Path) -> None:
     # Every kept record loads and gives back the same JSON (keys added since it was written take
-    # their defaults: null or empty). One written before the notes' kinds has its notes sorted by
+    # their defaults: null or empty; bench.record/1 is read as bench.record/2, bench.records.migrate).
+    # One written before the notes' kinds has its notes sorted by
     # kind: none lost, none in two kinds; one written since keeps its kinds as written, but for
     # MS-AMP's scaling, which reads against today's default, and agrees with the run's environment.
     record = rec.load_record(path)
     data = json.loads(path.read_text())
     kinds = ("notes", "variant", "engine_notes", "labels")
     loaded = record.model_dump(mode="json", exclude_unset=True)
-    assert {k: v for k, v in loaded.items() if k not in kinds} == {
-        k: v for k, v in data.items() if k not in kinds}
+    facts = ("implementation", "data", "patches")  # read from the argv where the file lacks them
+    assert data["schema"] in ("bench.record/1", SCHEMA) and loaded["schema"] == SCHEMA
+    assert {k: v for k, v in loaded.items() if k not in (*kinds, *facts, "schema")} == {
+        k: v for k, v in data.items() if k not in (*kinds, *facts, "schema")}
+    assert all(loaded[key] == data[key] for key in facts if key in data)
     if "MSAMP_FP8_SCALING" in data["env"]:
         assert record.variant.get("msamp_scaling", "in-time") == data["env"]["MSAMP_FP8_SCALING"]
     if set(kinds[1:]) & data.keys():

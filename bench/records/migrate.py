@@ -1,0 +1,146 @@
+"""Records of older shapes, read as today's: one function per change of the record, in order.
+
+A record names its schema, ``bench.record/<n>``. One of an older version is upgraded as it is read
+(:func:`upgrade`, on the decoded JSON, before the schema validates it); the file is never
+rewritten, since records are append-only. ``bench.record/1`` changed three times without a new
+name, so each of its functions tells its shape from the keys a record holds and leaves a record of
+a later shape as it is:
+
+1. :func:`notes_by_kind` (records before kit 6fdfc48): everything in ``notes``; the variant, the
+   engine's notes and the labels are sorted out of it.
+2. :func:`facts_from_argv` (before c1a456b): no ``implementation``, ``data`` or ``patches``; read
+   back from the argv and the ``patch_series`` engine note.
+3. :func:`msamp_scaling_explicit` (before 381a0ad): an MS-AMP run's FP8 scaling only in its
+   environment, or not at all where it ran a kit that scaled delayed by default
+   (:data:`DELAYED_WITHOUT_ENV`); it becomes a variant against ``bench.record/2``'s default.
+
+A ``bench.record/2`` record holds every field of the schema, its variant against the defaults of
+its version. To change the record again: add the field to ``Record`` with a default where an older
+record can do without it (nothing to migrate), or else raise ``SCHEMA`` to ``bench.record/3``, write
+a function here that takes a ``bench.record/2`` record (a dict) and returns it in the new shape,
+and add ``("bench.record/2", (that_function,))`` to :data:`STEPS`, with a fixture of a real record
+of the old shape in ``tests/fixtures/records/migrate/`` (``tests/records/test_migrate.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench.config.capabilities import layers_of
+from bench.config.precisions import MSAMP_LEVEL, MSAMP_SCALING_ENV
+
+Data = dict[str, Any]
+Upgrade = Callable[[Data], Data]
+
+# Notes kinds of records before kit 6fdfc48: these keys go to ``labels`` and ``engine_notes``, the
+# kit's bookkeeping keys stay, and the rest were settings.
+OLD_LABELS = frozenset({"sweep", "sweep_id", "repeat_group", "campaign"})
+OLD_ENGINE_NOTES = frozenset({"engine_tflops_per_gpu", "engine_flops", "flops_counted",
+                              "hardware_tflops_per_gpu", "zero_stage", "deepspeed", "patch_series",
+                              "apex"})
+OLD_BOOKKEEPING = frozenset({"comment", "job_id", "scheduler", "scheduler_state", "exit_status",
+                             "nodelist"})
+REJECTED_METRICS_PREFIX = "metrics."  # notes of a run's implausible metrics: bookkeeping too
+# What built a Megatron-engine run's layers, by :func:`bench.config.capabilities.layers_of`.
+OLD_LAYERS: dict[str, str | None] = {"TE+apex": "te+apex", "TE": "te", "no TE": "local", "": None}
+# Kit commits whose MS-AMP scaled delayed by default (patch 0008) before runs recorded
+# MSAMP_FP8_SCALING: c96d05d up to the --msamp-scaling option. Runs of earlier commits scaled in time.
+DELAYED_WITHOUT_ENV = frozenset({"c96d05d7bdcb", "4ced49419afe", "86553d5548e2", "6be5d1e66e21",
+                                 "15e5646696af", "1ec5ff35fcf0", "a4b1b78f1e0d"})
+MSAMP_SCALING_DEFAULT = "in-time"  # the default of bench.record/2, which its variants are against
+SCALING_KEY = "msamp_scaling"
+
+
+def notes_by_kind(record: Data) -> Data:
+    """A record whose ``notes`` held everything: its notes sorted into ``variant``,
+    ``engine_notes``, ``labels`` and the kit's bookkeeping (``notes``)."""
+    notes = record.get("notes")
+    if {"variant", "engine_notes", "labels"} & record.keys() or not isinstance(notes, dict) or not notes:
+        return record
+    kinds: dict[str, Data] = {"notes": {}, "variant": {}, "engine_notes": {}, "labels": {}}
+    for key, value in notes.items():
+        kinds[_kind(key)][key] = value
+    return {**record, **kinds}
+
+
+def _kind(key: str) -> str:
+    if key in OLD_LABELS:
+        return "labels"
+    if key in OLD_ENGINE_NOTES:
+        return "engine_notes"
+    if key in OLD_BOOKKEEPING or key.startswith(REJECTED_METRICS_PREFIX):
+        return "notes"
+    return "variant"
+
+
+def facts_from_argv(record: Data) -> Data:
+    """A record without ``implementation``, ``data`` or ``patches``: what built the layers and
+    the data prefix read from its argv, the patch series from its ``patch_series`` engine note."""
+    argv = record.get("argv")
+    if not isinstance(argv, list | tuple) or not all(isinstance(arg, str) for arg in argv):
+        return record  # not an argv: the schema names the problem
+    notes = record.get("engine_notes")
+    series = notes.get("patch_series") if isinstance(notes, dict) else None
+    layers = layers_of(argv) if "--transformer-impl" in argv[:-1] else ""
+    found = {"implementation": OLD_LAYERS[layers], "data": _data(_flag_value(argv, "--data-path")),
+             "patches": _patch_series(series)}
+    return {**{name: value for name, value in found.items() if name not in record}, **record}
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> str:
+    """The value after ``flag`` in an argv, "" where it is absent."""
+    return argv[list(argv).index(flag) + 1] if flag in argv[:-1] else ""
+
+
+def _data(path: str) -> Data:
+    """``data`` of a run given ``path`` as its data prefix (:func:`bench.records.record.data_info`)."""
+    if not path:
+        return {"kind": "mock", "name": None, "path_sha256": None}
+    return {"kind": "real", "name": path.rstrip("/").rsplit("/", 1)[-1],
+            "path_sha256": hashlib.sha256(path.encode()).hexdigest()[:16]}
+
+
+def _patch_series(note: object) -> list[Data]:
+    """The ``patch_series`` engine note: ``sha256:<16 hex> applied`` or ``sha256:<16 hex> NOT
+    applied in <tree>: <why>`` (Megatron-DeepSpeed's series, the only one then)."""
+    if not isinstance(note, str) or not note.startswith("sha256:"):
+        return []
+    digest, _, state = note.removeprefix("sha256:").partition(" ")
+    return [{"upstream": "megatron-deepspeed", "sha256": digest, "applied": state == "applied",
+             "why": None if state == "applied" else state}]
+
+
+def msamp_scaling_explicit(record: Data) -> Data:
+    """An MS-AMP run's FP8 scaling as a variant against :data:`MSAMP_SCALING_DEFAULT`: from its
+    variant, else its environment, else its kit commit."""
+    variant, env = record.get("variant", {}), record.get("env", {})
+    provenance = record.get("provenance")
+    commit = provenance.get("kit_commit") if isinstance(provenance, dict) else None
+    precision = record.get("precision")
+    if not (isinstance(precision, str) and precision in MSAMP_LEVEL and isinstance(variant, dict)
+            and isinstance(env, dict)):
+        return record
+    delayed = isinstance(commit, str) and commit[:12] in DELAYED_WITHOUT_ENV
+    ran = variant.get(SCALING_KEY) or env.get(MSAMP_SCALING_ENV) or ("delayed" if delayed else "in-time")
+    others = {key: value for key, value in variant.items() if key != SCALING_KEY}
+    return {**record, "variant": others if ran == MSAMP_SCALING_DEFAULT else {**others, SCALING_KEY: ran}}
+
+
+# (version, its upgrades in order): each step leads to the version after it, the last to SCHEMA.
+STEPS: tuple[tuple[str, tuple[Upgrade, ...]], ...] = (
+    ("bench.record/1", (notes_by_kind, facts_from_argv, msamp_scaling_explicit)),
+)
+OLDER = tuple(version for version, _ in STEPS)
+
+
+def upgrade(record: Data, to: str) -> Data:
+    """``record`` (decoded JSON of a version in :data:`OLDER`) in the shape of version ``to``."""
+    versions = [*OLDER, to]
+    start = versions.index(record["schema"])
+    for version, steps in STEPS[start:]:
+        for step in steps:
+            record = step(record)
+        record = {**record, "schema": versions[versions.index(version) + 1]}
+    return record

@@ -1,0 +1,93 @@
+"""Records of older shapes: each upgrade of ``bench.records.migrate`` on a real record of the shape
+it upgrades (``tests/fixtures/records/migrate/``, copied from ``results/records/`` as first
+committed), and the result validates as today's schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.config.run_options import DEFAULT_MSAMP_SCALING
+from bench.records import migrate
+from bench.records.record import SCHEMA, record_from_json
+from bench.records.store import load_record
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "records" / "migrate"
+NOTES = FIXTURES / "1.3b_tp1pp1dp1_local_20261123T193706Z-c8.json"  # kit 67079e3, before 6fdfc48
+FACTS_TE = FIXTURES / "1.3b_tp1pp1dp1_local_20261125T073420Z.json"  # kit e76d17e, before c1a456b
+FACTS_DS = FIXTURES / "1.3b_tp1pp1dp2zero1_local_20261125T220401Z-c20.json"  # kit 460cbdc
+DELAYED = FIXTURES / "1.3b_tp1pp1dp1_local_20261126T020114Z-67eab8-c14.json"  # kit 86553d5
+ALL = sorted(FIXTURES.glob("*.json"))
+
+
+def _data(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_notes_are_sorted_by_kind() -> None:
+    old = _data(NOTES)
+    assert old["schema"] == "bench.record/1" and "variant" not in old
+    new = migrate.notes_by_kind(old)
+    assert new["labels"] == {"campaign": "h200-te-attention"}
+    assert new["engine_notes"] == {"engine_tflops_per_gpu": 467.7, "engine_flops": old["notes"]["engine_flops"]}
+    assert new["variant"] == {"megatron_args": "--kit-attention sdpa"}
+    assert new["notes"] == {}
+    assert migrate.notes_by_kind(new) == new  # a record of a later shape is left as it is
+
+
+@pytest.mark.parametrize(("path", "implementation", "patches"), [
+    (FACTS_TE, "te", []),
+    (FACTS_DS, None, [{"upstream": "megatron-deepspeed", "sha256": "7c5051a71637d60d", "applied": True,
+                       "why": None}]),
+])
+def test_layers_data_and_patches_are_read_from_the_argv_and_engine_notes(
+        path: Path, implementation: str | None, patches: list) -> None:
+    old = _data(path)
+    assert not {"implementation", "data", "patches"} & old.keys()
+    new = migrate.facts_from_argv(old)
+    assert (new["implementation"], new["patches"]) == (implementation, patches)
+    assert new["data"]["kind"] == "real" and new["data"]["name"] == "gpt2-16f7ac508eec6fde_text_document"
+    assert migrate.facts_from_argv(new) == new
+
+
+def test_msamp_scaling_of_a_delayed_default_commit_becomes_its_variant() -> None:
+    old = _data(DELAYED)
+    assert old["precision"] == "msamp-o2" and "MSAMP_FP8_SCALING" not in old["env"]
+    assert migrate.msamp_scaling_explicit(old)["variant"] == {"msamp_scaling": "delayed"}
+    in_time = {**old, "env": {**old["env"], "MSAMP_FP8_SCALING": "in-time"}}
+    assert migrate.msamp_scaling_explicit(in_time)["variant"] == {}
+    earlier = {**old, "provenance": {**old["provenance"], "kit_commit": "e76d17e3223790e1"}}
+    assert migrate.msamp_scaling_explicit(earlier)["variant"] == {}
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.stem)
+def test_each_old_record_is_read_as_today_s_schema(path: Path) -> None:
+    text = path.read_text()
+    record = load_record(path)
+    assert json.loads(text)["schema"] == "bench.record/1" and record.schema_ == SCHEMA
+    assert record == record_from_json(json.dumps(migrate.upgrade(json.loads(text), SCHEMA)))
+    assert record_from_json(record.to_json()) == record  # written today, read back unchanged
+    assert path.read_text() == text  # the file is not rewritten
+
+
+def test_the_upgrades_run_in_order_and_end_at_today_s_schema() -> None:
+    upgraded = migrate.upgrade(_data(DELAYED), SCHEMA)
+    assert upgraded["schema"] == SCHEMA
+    assert [version for version, _ in migrate.STEPS] == list(migrate.OLDER) == ["bench.record/1"]
+
+
+def test_a_new_default_needs_a_new_schema_version() -> None:
+    # bench.record/2's variants are against its defaults: a kit whose default changes must name a
+    # new version and upgrade bench.record/2 records to it (bench/records/migrate.py says how).
+    assert migrate.MSAMP_SCALING_DEFAULT == DEFAULT_MSAMP_SCALING
+
+
+def test_malformed_old_records_reach_the_schema_with_their_problems() -> None:
+    old = _data(FACTS_TE)
+    for bad in ({**old, "argv": "python x"}, {**old, "engine_notes": []}, {**old, "precision": ["x"]},
+                {**old, "notes": [1], "variant": None}, {**old, "env": None}):
+        data = migrate.upgrade(bad, SCHEMA)
+        with pytest.raises(ValueError, match=r"argv|engine_notes|precision|notes|variant|env"):
+            record_from_json(json.dumps(data))
