@@ -24,7 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, hinted, problems
 from bench.measure.status import Status
-from bench.records.migrate import OLDER, facts_from_argv, upgrade
+from bench.records.migrate import OLDER, upgrade
 
 SCHEMA = "bench.record/2"
 # MFU must agree with tflops_per_gpu / peak_tflops and tokens/s/GPU with samples/s * seq / gpus to
@@ -421,12 +421,12 @@ def record_from_dict(data: Any) -> Record:
 
 def build_record(**fields: Any) -> Record:
     """A validated record from its keys but ``schema`` (nested parts as mappings or models);
-    ``provenance`` keys default to null; ``implementation``, ``data`` and ``patches`` left out are
-    read from the argv and engine notes (:func:`bench.records.migrate.facts_from_argv`). Raises
-    :class:`RecordError`."""
+    ``provenance`` keys default to null; what is left out is completed as in a ``bench.record/1``
+    record (:mod:`bench.records.migrate`: the facts from the argv, MS-AMP's scaling as a variant).
+    Raises :class:`RecordError`."""
     data = {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in fields.items()}
     data["provenance"] = {**dict.fromkeys(Provenance.model_fields), **(data.get("provenance") or {})}
-    return record_from_dict(facts_from_argv({"schema": SCHEMA, **data}))
+    return record_from_dict(upgrade({**data, "schema": OLDER[0]}, SCHEMA))
 
 
 def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -> Record:
