@@ -3,6 +3,7 @@ pyproject.toml, and the sessions that need only the kit have no venv at all."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -52,3 +53,14 @@ def test_the_training_stack_without_pydantic_is_one_line_naming_it() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=60, check=False)
     assert "pip install 'pydantic>=2.11'" in done.stdout and done.stdout.count("\n") == 1, done.stderr
+
+
+def test_a_sessions_help_is_shown_by_real_nox(tmp_path: Path) -> None:
+    """`nox -s wheelhouse -- --help` in a Python with nox (the test extra), as a user types it."""
+    require(importlib.util.find_spec("nox") is not None,
+            "nox is not installed in this Python (pip install -e '.[test]')")
+    done = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "--envdir",
+                           str(tmp_path), "-s", "wheelhouse", "--", "--help"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "usage: python -m bench.running.provision wheelhouse" in done.stdout + done.stderr
