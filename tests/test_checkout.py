@@ -40,3 +40,18 @@ def test_bench_datas_default_output_is_ignored_by_git() -> None:
     prefix = Path(data.out_dir) / "gpt2-0123456789abcdef_text_document.bin"
     done = subprocess.run(["git", "check-ignore", "-q", str(prefix)], cwd=REPO, check=False)
     assert done.returncode == 0, f"{prefix} (bench data's default) is not ignored by .gitignore"
+
+
+def test_a_missing_upstream_snapshot_skips_naming_the_doc_that_explains_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.snapshots import HOW, SNAPSHOTS_ENV, snapshot_archive
+
+    monkeypatch.delenv(SNAPSHOTS_ENV, raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=re.escape(HOW)):
+        snapshot_archive("megatron-deepspeed")
+    doc, _, anchor = HOW.split()[0].partition("#")
+    text = (REPO / doc).read_text(encoding="utf-8")
+    section = text[text.index(f"\n## {anchor.capitalize()}\n"):]
+    section = section[:section.find("\n## ", 1)]
+    assert SNAPSHOTS_ENV in section and "<name>-<commit>.tar.gz" in section

@@ -261,3 +261,24 @@ def test_the_quick_run_names_the_install_it_needs(doc: Path) -> None:
     assert named, f"{_relative(doc)} shows no install line before the quick run"
     assert set(named.group(1).split(",")) == extras
     assert "BENCH_UPSTREAM_SNAPSHOTS" in text and "<name>-<commit>.tar.gz" in text
+
+
+def test_no_documented_command_uses_a_folder_only_ci_has() -> None:
+    # CI keeps the upstream snapshots beside its checkout (../shared/upstreams); a reader has none
+    ci_only = [c.where for c in COMMANDS if "shared/upstreams" in c.line]
+    assert not ci_only, f"commands that name CI's own folder: {ci_only}"
+
+
+@pytest.mark.parametrize("argv,note", [
+    (["--no-overlap"], "--no-overlap changes nothing with DP 1 (there is no data-parallel reduce "
+                       "to overlap): dropped, the run is the default configuration"),
+    (["--grad-reduce", "fp32", "--precision", "fp16"],
+     "--grad-reduce fp32 changes nothing under fp16 (gradients are reduced in fp32 already): "
+     "dropped, the run is the default configuration"),
+])
+def test_the_settings_reliability_says_are_dropped_are_dropped_with_a_note(
+        argv: list[str], note: str, capsys: pytest.CaptureFixture[str]) -> None:
+    text = " ".join((REPO / "docs" / "reliability.md").read_text(encoding="utf-8").split())
+    assert f"`{' '.join(argv[:2])}` " in text and "are dropped" in text
+    assert cli.main(["run", "1.3b", "tp1pp1", "--platform", "azure-h100", *argv, "--dry-run"]) == 0
+    assert f"note: {note}" in capsys.readouterr().err
