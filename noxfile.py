@@ -62,11 +62,16 @@ def install(session: nox.Session, *specs: str) -> None:
     stamp.write_text(wanted)
 
 
+def asks_help(session: nox.Session) -> bool:
+    """Whether the session's own arguments (before a '--') ask for the command's help."""
+    own = session.posargs[:session.posargs.index("--")] if "--" in session.posargs else session.posargs
+    return bool({"-h", "--help"} & set(own))
+
+
 @nox.session(venv_backend="none", default=False)
 def bench(session: nox.Session) -> None:
     """Plan a GPT-3 throughput benchmark and print, submit or run it."""
-    own = session.posargs[:session.posargs.index("--")] if "--" in session.posargs else session.posargs
-    if {"-h", "--help"} & set(own):  # run's help needs only the kit, not the training Python
+    if asks_help(session):  # run's help needs only the kit, not the training Python
         session.run("python", "-m", "bench", "run", "--help", env=IN_PLACE)
         return
     if not session.posargs or session.posargs[0].startswith("-"):
@@ -83,7 +88,7 @@ def smoke(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def wheelhouse(session: nox.Session) -> None:
     """Download the training stack's wheels for an offline GPU machine (nox -s bench --wheelhouse)."""
-    if not session.posargs or session.posargs[0].startswith("-"):
+    if not asks_help(session) and (not session.posargs or session.posargs[0].startswith("-")):
         session.error("Usage: nox -s wheelhouse -- cuda [--dest DIR] [--python PYTHON3.12]")
     session.run("python", "-m", "bench.running.provision", "wheelhouse", *session.posargs, env=IN_PLACE)
 
@@ -102,7 +107,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(default=False)
 def data(session: nox.Session) -> None:
     """Tokenize text (jsonl or .txt) into Megatron's .bin/.idx with GPT-2's BPE (--data-path)."""
-    if not session.posargs or session.posargs[0].startswith("-"):
+    if not asks_help(session) and (not session.posargs or session.posargs[0].startswith("-")):
         session.error("Usage: nox -s data -- INPUT... --vocab-file VOCAB --merge-file MERGES "
                       "[--out-dir data]")
     install(session, "-e", ".[data]")
@@ -123,12 +128,24 @@ def results(session: nox.Session) -> None:
     session.run("python", "-m", "bench", "results", *session.posargs)
 
 
+def images_help(session: nox.Session, command: str) -> bool:
+    """Show ``bench images <command> --help`` when asked (it needs the kit's venv, not the
+    container runtime), and say so."""
+    if not asks_help(session):
+        return False
+    install(session, "-e", ".[images]")
+    session.run("python", "-m", "bench", "images", command, "--help")
+    return True
+
+
 IMAGE_OPTIONS = "[--base IMAGE] [--ca-cert PATH] [--upstream NAME=PATH] [--option msamp=1] [--force]"
 
 
 @nox.session(name="build-cuda", default=False)
 def build_cuda(session: nox.Session) -> None:
     """Build the NVIDIA image: NGC PyTorch + pinned Megatron + patches + the kit."""
+    if images_help(session, "build"):
+        return
     need_runtime(session)
     install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "build", "cuda", *session.posargs)
@@ -137,6 +154,8 @@ def build_cuda(session: nox.Session) -> None:
 @nox.session(name="build-rocm", default=False)
 def build_rocm(session: nox.Session) -> None:
     """Build the LUMI image and its Singularity definition (and .sif where Apptainer exists)."""
+    if images_help(session, "build"):
+        return
     need_runtime(session)
     install(session, "-e", ".[images]")
     session.run("python", "-m", "bench", "images", "build", "rocm", *session.posargs)
@@ -151,6 +170,8 @@ def build_polaris(session: nox.Session) -> None:
 @nox.session(default=False)
 def pull(session: nox.Session) -> None:
     """Pull a prebuilt image: docker pull, enroot import or singularity pull."""
+    if images_help(session, "pull"):
+        return
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error("Usage: nox -s pull -- <cuda|rocm> [--runtime docker|enroot|singularity] "
                       "[--tag TAG]")
@@ -162,6 +183,8 @@ def pull(session: nox.Session) -> None:
 @nox.session(default=False)
 def push(session: nox.Session) -> None:
     """Push the image of the current inputs to a registry a cluster can pull from."""
+    if images_help(session, "push"):
+        return
     if not session.posargs or session.posargs[0].startswith("-"):
         session.error(f"Usage: nox -s push -- <cuda|rocm> --registry HOST/OWNER {IMAGE_OPTIONS}")
     need_runtime(session)
@@ -196,6 +219,6 @@ def compare(session: nox.Session) -> None:
 @nox.session(venv_backend="none", default=False)
 def check(session: nox.Session) -> None:
     """System check job: every rank reports host, devices, container, versions, NCCL variables."""
-    if "--platform" not in " ".join(session.posargs):
+    if not asks_help(session) and "--platform" not in " ".join(session.posargs):
         session.error("Usage: nox -s check -- --platform NAME [--nodes N] [--dry-run]")
     session.run("python", "-m", "bench", "check", *session.posargs, env=IN_PLACE)

@@ -17,6 +17,7 @@ from bench.images.context import local_upstream
 from bench.images.pins import load_pins
 
 SNAPSHOTS_ENV = "BENCH_UPSTREAM_SNAPSHOTS"
+HOW = "docs/development.md#tests says what the folder holds and how to fill it"
 
 
 def snapshot_archive(name: str) -> Path:
@@ -28,6 +29,7 @@ def snapshot_archive(name: str) -> Path:
     if not (folder and archive.is_file()):
         why = (f"no source snapshot {archive.name} in {folder}" if folder else
                f"{SNAPSHOTS_ENV} is not set: it names the folder of the upstream source snapshots")
+        why += f" ({HOW})"
         if os.environ.get("CI") == "true":
             pytest.fail(why)
         pytest.skip(why)

@@ -177,18 +177,53 @@ def test_fenced_command_parses(command: Command) -> None:
     assert not pasted, (f"{command.where}: {command.line!r} has {pasted}: a placeholder that pasted "
                         "becomes a shell redirect or a literal; write HASH or $HASH")
     if words[0] == "nox":
-        sessions = _nox_sessions()
         name = words[2]
-        assert name in sessions, f"{command.where}: no nox session {name!r} (noxfile.py has {sorted(sessions)})"
-        prefix = sessions[name]
-        if prefix is None:
-            return
-        posargs = words[words.index("--") + 1:] if "--" in words else []
-        args = [*prefix, *posargs]
-    else:
-        args = words[3:]
+        assert name in _nox_sessions(), (f"{command.where}: no nox session {name!r} (noxfile.py "
+                                         f"has {sorted(_nox_sessions())})")
+    args = _bench_args(command)
+    if args is None:
+        return
     error = _parses(args)
     assert error is None, f"{command.where}: {command.line!r} does not parse: {error}"
+
+
+def _bench_args(command: Command) -> list[str] | None:
+    """The ``python -m bench`` arguments a command comes to (None: a session that runs none)."""
+    words = list(command.words)
+    if words[0] != "nox":
+        return words[3:]
+    prefix = _nox_sessions()[words[2]]
+    if prefix is None:
+        return None
+    return [*prefix, *(words[words.index("--") + 1:] if "--" in words else [])]
+
+
+def _dry_runs() -> list[Command]:
+    """The fenced dry runs that the docs show without an ``error:`` after them."""
+    found = []
+    for command in COMMANDS:
+        doc, _, line = command.where.rpartition(":")
+        after = (REPO / doc).read_text(encoding="utf-8").splitlines()[int(line)].strip()  # next line
+        if ("--dry-run" in command.words and not after.startswith("error: ")
+                and not any("$" in word for word in command.words)):  # $HASH: a placeholder
+            found.append(command)
+    return found
+
+
+@pytest.mark.parametrize("command", _dry_runs(), ids=lambda c: c.where)
+def test_every_documented_dry_run_prints_its_job(command: Command, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """As a new user meets them: no account, no platform or job settings in the environment."""
+    for name in ("BENCH_PLATFORM", "BENCH_ACCOUNT", "BENCH_PARTITION", "BENCH_QUEUE", "BENCH_WALLTIME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    args = _bench_args(command)
+    assert args is not None
+    code = cli.main(args)
+    out, err = capsys.readouterr()
+    assert code == 0, f"{command.where}: {command.line!r} exits {code}: {err}"
+    assert out.strip() and not list(tmp_path.iterdir())
 
 
 def _shown_errors() -> list[tuple[str, list[str], str]]:
@@ -226,3 +261,24 @@ def test_the_quick_run_names_the_install_it_needs(doc: Path) -> None:
     assert named, f"{_relative(doc)} shows no install line before the quick run"
     assert set(named.group(1).split(",")) == extras
     assert "BENCH_UPSTREAM_SNAPSHOTS" in text and "<name>-<commit>.tar.gz" in text
+
+
+def test_no_documented_command_uses_a_folder_only_ci_has() -> None:
+    # CI keeps the upstream snapshots beside its checkout (../shared/upstreams); a reader has none
+    ci_only = [c.where for c in COMMANDS if "shared/upstreams" in c.line]
+    assert not ci_only, f"commands that name CI's own folder: {ci_only}"
+
+
+@pytest.mark.parametrize("argv,note", [
+    (["--no-overlap"], "--no-overlap changes nothing with DP 1 (there is no data-parallel reduce "
+                       "to overlap): dropped, the run is the default configuration"),
+    (["--grad-reduce", "fp32", "--precision", "fp16"],
+     "--grad-reduce fp32 changes nothing under fp16 (gradients are reduced in fp32 already): "
+     "dropped, the run is the default configuration"),
+])
+def test_the_settings_reliability_says_are_dropped_are_dropped_with_a_note(
+        argv: list[str], note: str, capsys: pytest.CaptureFixture[str]) -> None:
+    text = " ".join((REPO / "docs" / "reliability.md").read_text(encoding="utf-8").split())
+    assert f"`{' '.join(argv[:2])}` " in text and "are dropped" in text
+    assert cli.main(["run", "1.3b", "tp1pp1", "--platform", "azure-h100", *argv, "--dry-run"]) == 0
+    assert f"note: {note}" in capsys.readouterr().err

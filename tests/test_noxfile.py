@@ -3,7 +3,7 @@ pyproject.toml, and the sessions that need only the kit have no venv at all."""
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -16,15 +16,17 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _nox(envdir: Path, *args: str) -> str:
-    """nox's log of a session (whether ruff finds something in the checkout is not the point)."""
-    out = subprocess.run(["nox", "-f", str(REPO / "noxfile.py"), "--envdir", str(envdir), *args],
-                         capture_output=True, text=True, timeout=600, check=False)
+    """nox's log of a session (whether ruff finds something in the checkout is not the point), run
+    by this Python's nox (the test extra brings it)."""
+    require(importlib.util.find_spec("nox") is not None,
+            "nox is not installed in this Python (pip install -e '.[test]')")
+    out = subprocess.run([sys.executable, "-m", "nox", "-f", str(REPO / "noxfile.py"), "--envdir",
+                          str(envdir), *args], capture_output=True, text=True, timeout=600, check=False)
     return out.stdout + out.stderr
 
 
 @pytest.mark.slow  # waits on real timeouts or runs real pip/nox: seconds each
 def test_second_call_skips_pip_and_kit_only_sessions_have_no_venv(tmp_path: Path) -> None:
-    require(shutil.which("nox") is not None, "nox is not installed (pip install nox)")
     first = _nox(tmp_path, "-s", "lint")
     assert "pip install ruff" in first
     again = _nox(tmp_path, "-s", "lint")
@@ -52,3 +54,10 @@ def test_the_training_stack_without_pydantic_is_one_line_naming_it() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=60, check=False)
     assert "pip install 'pydantic>=2.11'" in done.stdout and done.stdout.count("\n") == 1, done.stderr
+
+
+def test_a_sessions_help_is_shown_by_real_nox(tmp_path: Path) -> None:
+    """`nox -s wheelhouse -- --help` in a Python with nox (the test extra), as a user types it."""
+    log = _nox(tmp_path, "-s", "wheelhouse", "--", "--help")
+    assert "usage: python -m bench.running.provision wheelhouse" in log
+    assert "Session wheelhouse was successful" in log

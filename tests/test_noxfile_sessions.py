@@ -105,3 +105,24 @@ def test_the_runtime_is_read_from_a_pull_command_line() -> None:
     assert runtime_of(["cuda"]) == "docker"
     assert runtime_of(["cuda", "--runtime", "enroot"]) == "enroot"
     assert runtime_of(["rocm", "--runtime=singularity"]) == "singularity"
+
+
+@pytest.mark.parametrize("name,command", [
+    ("wheelhouse", ("-m", "bench.running.provision", "wheelhouse", "--help")),
+    ("check", ("-m", "bench", "check", "--help")),
+    ("data", ("-m", "bench", "data", "--help")),
+    ("pull", ("-m", "bench", "images", "pull", "--help")),
+    ("push", ("-m", "bench", "images", "push", "--help")),
+    ("build_cuda", ("-m", "bench", "images", "build", "--help")),
+    ("build_rocm", ("-m", "bench", "images", "build", "--help")),
+])
+def test_help_of_a_session_shows_its_commands_help(
+        noxfile: types.ModuleType, name: str, command: tuple[str, ...], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`nox -s NAME -- --help` is the command's help, not the session's usage error, and needs no
+    container runtime."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    session = FakeSession(["--help"], tmp_path)
+    getattr(noxfile, name)(session)
+    assert session.calls[-1] == ("run", ("python", *command))

@@ -4,7 +4,8 @@ megatron-core >= 0.17 needs Python >= 3.12, the kit only 3.11, so a fresh machin
 ``python3.12`` on PATH (pyenv keeps it under ``PYENV_VERSION``). This module finds one the usual
 ways, keeps a venv with torch + the pinned megatron-core outside the checkout (inside a git work tree
 megatron-core appends that tree's commit to its own version string), and says how to enable the
-checks where there is none — the tests then skip with that reason locally and fail in CI.
+checks where there is none — the tests then skip with that reason locally and fail in CI. The
+search itself is the kit's (:mod:`bench.running.pythons`).
 
 Standard library only: the noxfile imports it before the kit is installed anywhere.
 """
@@ -13,63 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-OVERRIDE = "BENCH_PYTHON312"
+# The search is the kit's own (the wheelhouse and the training venv ask it too).
+from bench.running.pythons import OVERRIDE, WHERE, candidates, find_python312, is_python312
+
+__all__ = ["candidates", "ensure_venv", "find_python312", "is_python312", "megatron_env"]
+
 VENV = Path("~/.cache/megatron-bench/venv-py312-megatron").expanduser()
 REQUIREMENTS = Path(__file__).resolve().parent / "megatron-requirements.txt"
 _STAMP = ".bench-requirements.sha256"  # in the venv: what was installed, so a rerun skips pip
-ENABLE_HINT = (f"no Python 3.12 found (PATH python3.12, pyenv, uv, ${OVERRIDE}); install one "
+ENABLE_HINT = (f"no Python 3.12 found ({WHERE}); install one "
                f"(e.g. `pyenv install 3.12` or `apt install python3.12-venv`) or run: "
                f"{OVERRIDE}=/path/to/python3.12 nox -s tests")
-
-
-def is_python312(python: str) -> bool:
-    """Whether ``python`` runs and is CPython 3.12 with venv (a pyenv shim for a hidden version
-    exits 127 here)."""
-    try:
-        out = subprocess.run([python, "-c", "import sys, venv; print(sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60, check=False)
-    except OSError:
-        return False
-    return out.returncode == 0 and out.stdout.strip() == "(3, 12)"
-
-
-def candidates(env: Mapping[str, str]) -> list[str]:
-    """Where a Python 3.12 may be, in the order tried: PATH, pyenv's versions, uv's."""
-    found = []
-    on_path = shutil.which("python3.12", path=env.get("PATH", ""))
-    if on_path:
-        found.append(on_path)
-    home = Path(env.get("HOME") or "~").expanduser()
-    pyenv_root = Path(env.get("PYENV_ROOT") or home / ".pyenv")
-    uv_dir = Path(env.get("UV_PYTHON_INSTALL_DIR") or home / ".local/share/uv/python")
-    for pattern_root, pattern in ((pyenv_root / "versions", "3.12*/bin/python3.12"),
-                                  (uv_dir, "cpython-3.12*/bin/python3.12")):
-        # Newest patch release first (3.12.10 after 3.12.9: compare numerically).
-        found += sorted((str(p) for p in pattern_root.glob(pattern)), key=_version_key, reverse=True)
-    return found
-
-
-def _version_key(path: str) -> tuple[int, ...]:
-    part = next((p for p in Path(path).parts if p.startswith(("3.12", "cpython-3.12"))), "")
-    digits = part.removeprefix("cpython-").split("-")[0].split(".")
-    return tuple(int(d) for d in digits if d.isdigit())
-
-
-def find_python312(env: Mapping[str, str]) -> str | None:
-    """A working Python 3.12: ``$BENCH_PYTHON312`` (an error if it is not one), else the first
-    candidate that runs."""
-    override = env.get(OVERRIDE, "")
-    if override:
-        if not is_python312(override):
-            raise ValueError(f"${OVERRIDE}={override} is not a working Python 3.12 with venv; "
-                             "point it at one (e.g. $(pyenv prefix 3.12)/bin/python3.12) or unset it")
-        return override
-    return next((p for p in candidates(env) if is_python312(p)), None)
 
 
 def requirements_hash(requirements: Path = REQUIREMENTS) -> str:

@@ -6,12 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.config.extras import require
+
 # Documents needed for every part of the kit's --split 949,50,1 to hold one.
 SPLIT_DOCUMENTS = 1000
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    # Imported here: numpy and the tokenizers are needed by this command only.
+    # Imported here: numpy and the tokenizers are needed by this command only (the data extra).
+    for module in ("numpy", "tiktoken"):
+        require(module, "data", "python -m bench data")
     from bench.dataset.gpt2 import FastPathMismatch, TokenizerFilesError
     from bench.dataset.prepare import InputError, prepare
 

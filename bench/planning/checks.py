@@ -247,9 +247,20 @@ def check_msamp_layout(precision: str, layout: Layout) -> None:
                      "with pp, and dp for the rest), or --precision fp8 (Transformer Engine)")
 
 
-def check_account(platform: Platform) -> None:
-    """A site that refuses jobs without an account is told so when the run is planned (dry runs
-    included), not when the job is submitted."""
-    if platform.job.account_required and not platform.job.account:
-        raise ValueError(f"{platform.name} needs an account for its jobs: pass --account PROJECT "
-                         "or set BENCH_ACCOUNT")
+ACCOUNT_PLACEHOLDER = "<PROJECT>"
+"""What a dry run's script shows where a site needs an account and none was given."""
+
+
+def missing_account(platform: Platform, shown: str = "") -> str | None:
+    """What to do when the site refuses jobs without an account and none was given, else None:
+    a submit refuses with it (:func:`bench.running.jobs.submit.check_submittable`)."""
+    if not (platform.job.account_required and not platform.job.account):
+        return None
+    return (f"{platform.name} needs an account for its jobs{shown}: pass --account PROJECT or set "
+            "BENCH_ACCOUNT")
+
+
+def account_note(platform: Platform) -> list[str]:
+    """A dry run's note where the account is missing: its script shows the placeholder."""
+    missing = missing_account(platform, f", shown as {ACCOUNT_PLACEHOLDER} in this script")
+    return [f"{missing} to submit it"] if missing else []

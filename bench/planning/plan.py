@@ -17,7 +17,7 @@ from bench.config.precisions import peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.profile import PROFILE_STEPS
 from bench.planning.checks import (
-    check_account,
+    account_note,
     check_grad_reduce_layout,
     check_msamp_layout,
     check_msamp_modules,
@@ -376,7 +376,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         env["MASTER_PORT"] = str(MASTER_PORT)
     notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
              *mbs_notes, memory_note, *_unknown_gpu(platform, options, accelerator)]
-    check_account(platform)  # last: what is wrong with the run itself is said first
+    notes += account_note(platform)  # a dry run shows the script; only a submit refuses
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,

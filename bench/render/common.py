@@ -6,12 +6,25 @@ import re
 import shlex
 
 from bench.config.platforms import LIBRARY_DIR
+from bench.planning.checks import ACCOUNT_PLACEHOLDER
 from bench.planning.plan import LaunchPlan
-from bench.render.shell import Token, export_lines, join
+from bench.render.shell import Token, directive_value, export_lines, join
 
 END_MARKER = "BENCH_END status="  # the last line a job prints; jobs tooling reads it
 # bench.running.provenance.IMAGE_DIGEST_LINE reads what these lines print.
 _PINNED = re.compile(r"@(?P<digest>sha256:[0-9a-f]{64})$")
+
+
+def account(plan: LaunchPlan) -> str:
+    """The job's account; where the site needs one and none was given, the placeholder a dry run
+    shows (a submit is refused before any script is written)."""
+    job = plan.platform.job
+    return job.account or (ACCOUNT_PLACEHOLDER if job.account_required else "")
+
+
+def shown(value: str) -> str:
+    """A directive's value as the script writes it: the placeholder bare, so it reads as one."""
+    return value if value == ACCOUNT_PLACEHOLDER else directive_value(value)
 
 
 def header(plan: LaunchPlan) -> list[str]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from bench.planning.plan import LaunchPlan
-from bench.render.common import ds_config_line, environment, finish, header, rankenv
-from bench.render.shell import Token, directive_value, wrap
+from bench.render.common import account, ds_config_line, environment, finish, header, rankenv, shown
+from bench.render.shell import Token, wrap
 
 _MASTER_ADDR = '"$(head -n 1 "$PBS_NODEFILE")"'
 
@@ -13,15 +13,15 @@ def directives(plan: LaunchPlan) -> list[str]:
     job = plan.platform.job
     select = f"select={plan.nodes}" + (f":{job.node_resources}" if job.node_resources else "")
     options = [("-N", plan.run_id)]
-    if job.account:
-        options.append(("-A", job.account))
+    if account(plan):
+        options.append(("-A", account(plan)))
     if job.queue:
         options.append(("-q", job.queue))
     options += [("-l", select), ("-l", f"walltime={job.walltime}")]
     if job.filesystems:
         options.append(("-l", f"filesystems={job.filesystems}"))
     options += [("-j", "oe"), ("-o", f"{plan.run_dir}/job.out")]
-    lines = [f"#PBS {flag} {directive_value(value)}" for flag, value in options]
+    lines = [f"#PBS {flag} {shown(value)}" for flag, value in options]
     lines += [f"#PBS {extra}" for extra in job.extra_directives]
     return lines
 

@@ -7,6 +7,7 @@ import shlex
 
 from bench.planning.plan import LaunchPlan
 from bench.render.common import (
+    account,
     ds_config_line,
     environment,
     finish,
@@ -14,6 +15,7 @@ from bench.render.common import (
     image_digest_lines,
     image_file_check,
     rankenv,
+    shown,
     torchrun_tokens,
 )
 from bench.render.shell import Raw, Token, directive_value, wrap
@@ -32,12 +34,12 @@ def directives(plan: LaunchPlan) -> list[str]:
                ("gpus-per-node", str(plan.gpus_per_node))]
     if plan.platform.cpus_per_task:
         options.append(("cpus-per-task", str(plan.platform.cpus_per_task)))
-    for key, value in (("account", job.account), ("partition", job.partition),
+    for key, value in (("account", account(plan)), ("partition", job.partition),
                        ("qos", job.qos)):
         if value:
             options.append((key, value))
     options += [("time", job.walltime), ("output", f"{plan.run_dir}/slurm-%j.out")]
-    lines = [f"#SBATCH --{key}={directive_value(value)}" for key, value in options]
+    lines = [f"#SBATCH --{key}={shown(value)}" for key, value in options]
     lines += [f"#SBATCH {directive_value(extra)}" for extra in job.extra_directives]
     return lines
 

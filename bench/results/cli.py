@@ -55,9 +55,8 @@ def run(args: argparse.Namespace) -> int:
     """Regenerate or check; returns the exit status."""
     writes = not (args.check or args.csv)
     try:
-        if not args.check:
+        if writes:  # --check and --csv draw nothing; a folder that takes no files is said at once
             require("matplotlib", "results", "drawing the results plots")
-        if writes:  # before the plots are drawn: a folder that takes no files is said at once
             gen.check_out_dir(args.out)
         generated = gen.generate(records_dir(args), args.out, args.published, args.ranges,
                                  draw_plots=writes, smoke_dir=args.smoke)

@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.config.extras import require
 from bench.records.record import build_record
 from bench.records.store import load_records, write_record
 from bench.results import markdown, plots
@@ -75,7 +76,16 @@ def _regenerate(records_dir: Path, out_dir: Path) -> float:
 
 
 def main(argv: list[str]) -> int:
-    count = int(argv[0]) if argv else 10_000
+    """Time it, or one ``error:`` line (matplotlib missing, a data file not found from here)."""
+    try:
+        require("matplotlib", "results", "timing the results page")
+        return _time(int(argv[0]) if argv else 10_000)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _time(count: int) -> int:
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as temp:
         records_dir, out_dir = Path(temp) / "records", Path(temp) / "out"

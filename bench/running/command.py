@@ -178,6 +178,8 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
             print_plan(launch, args.json)
         return 0
     if launches[0].platform.scheduler != "none":
+        for launch in launches:  # every job refused (no account, no sbatch) before any is written
+            check_submittable(launch)
         for launch in launches:
             print_notes(launch)
         return submit_all(args, launches, entries, say)
@@ -216,9 +218,8 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
 
 def submit_all(args: argparse.Namespace, launches: list[LaunchPlan],
                entries: list[dict[str, object]], say: Callable[..., None]) -> int:
-    """Submit every launch (one job each); with ``--wait`` follow them in turn."""
-    for launch in launches:  # checked for all before the first is written
-        check_submittable(launch)
+    """Submit every launch (one job each, each checked by :func:`check_submittable` already);
+    with ``--wait`` follow them in turn."""
     submitted = []
     for launch, entry in zip(launches, entries, strict=True):
         try:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.config.extras import NO_PYDANTIC
+from bench.running.pythons import NEEDED, WHERE, find_python312, version_of
 
 if TYPE_CHECKING:
     from bench.images.pins import Pins
@@ -42,10 +43,12 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Stack:
-    """What the venv gets: ``requirements`` with their dependencies, then ``packages`` without."""
+    """What the venv gets: ``requirements`` with their dependencies, then ``packages`` without;
+    ``python``: the oldest Python they install into (None: any)."""
 
     packages: tuple[str, ...]
     requirements: tuple[str, ...]
+    python: tuple[int, int] | None = None
 
     @property
     def pins(self) -> tuple[str, ...]:
@@ -70,7 +73,27 @@ def training_stack(pins: Pins | None = None, target: str = TARGET) -> Stack:
     chosen = pins.target(target)
     packages = tuple(pins.upstreams[name].pin for name in chosen.upstreams
                      if pins.upstreams[name].kind == "pypi")
-    return Stack(packages=packages, requirements=chosen.requirements)
+    return Stack(packages=packages, requirements=chosen.requirements, python=NEEDED)
+
+
+def _dotted(version: tuple[int, int]) -> str:
+    return ".".join(map(str, version))
+
+
+def check_python(python: str, stack: Stack, role: str, fix: str, env: dict[str, str]) -> None:
+    """One error line, before any pip, when ``python`` is older than the stack needs (pip would
+    find no megatron-core for it only after listing every version). ``role``: what that Python is
+    for; ``fix``: what to do, a Python 3.12 found here (:mod:`bench.running.pythons`) named."""
+    if stack.python is None:
+        return
+    version = version_of(python)
+    if version is not None and version >= stack.python:
+        return
+    has = f"is Python {_dotted(version)}" if version else "does not run"
+    found = find_python312(env)
+    near = f"; a Python 3.12 here: {found}" if found else f" (none found here: {WHERE})"
+    raise ValueError(f"{' '.join(stack.packages)} needs Python >= {_dotted(stack.python)}, and "
+                     f"{python} ({role}) {has}: {fix}{near}")
 
 
 def _normal(name: str) -> str:
@@ -286,15 +309,34 @@ def choose(posargs: Sequence[str], current_python: str, log: Log = print,
         if wheelhouse is not None:
             log(f"--wheelhouse {wheelhouse} unused: this run uses the current Python")
         return Choice(current_python, "", tuple(args))
+    check_python(current_python, stack, "it makes the training venv, which trains with its torch",
+                 "start nox from a Python 3.12 with the machine's CUDA torch", env)
     python = ensure_venv(current_python, stack, venv or venv_for(current_python),
                          Path(wheelhouse) if wheelhouse else None, log, env)
     return Choice(python, str(Path(python).parent), tuple(args))
 
 
-def download(target: str, dest: Path, python: str = sys.executable, pins: Pins | None = None) -> None:
-    """Fill ``dest`` with wheels of the target's training stack for ``python``'s version and CPU
-    (megatron-core 0.19 wants Python 3.12: download with the GPU machine's Python version)."""
+def wheel_python(stack: Stack, given: str | None, env: dict[str, str], log: Log = print) -> str:
+    """The Python whose pip downloads ``stack``: ``given``, else this one where the stack installs
+    into it, else a Python 3.12 found here; refused before any pip when it is older."""
+    python = given
+    if python is None:
+        older = stack.python is not None and sys.version_info[:2] < stack.python
+        python = (find_python312(env) if older else None) or sys.executable
+        if python != sys.executable:
+            log(f"downloading for Python 3.12 with {python} (this one is "
+                f"{_dotted(sys.version_info[:2])})")
+    check_python(python, stack, "its pip downloads the wheels", "give --python PYTHON3.12 (the GPU "
+                 "machine's version)", env)
+    return python
+
+
+def download(target: str, dest: Path, python: str | None = None, pins: Pins | None = None,
+             log: Log = print) -> None:
+    """Fill ``dest`` with wheels of the target's training stack for the GPU machine's Python
+    version and CPU (:func:`wheel_python` picks the Python whose pip downloads)."""
     stack = training_stack(pins, target)
+    python = wheel_python(stack, python, dict(os.environ), log)
     dest.mkdir(parents=True, exist_ok=True)
     pip = [python, "-m", "pip", "download", "--disable-pip-version-check", "--dest", str(dest)]
     subprocess.run([*pip, *stack.requirements], check=True)
@@ -309,9 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     wheels.add_argument("target", help="image target of images/pins.toml, e.g. cuda")
     wheels.add_argument("--dest", type=Path, default=Path("wheelhouse"),
                         help="folder to fill (default: ./wheelhouse)")
-    wheels.add_argument("--python", default=sys.executable,
+    wheels.add_argument("--python", default=None,
                         help="a Python of the GPU machine's version whose pip downloads (default: "
-                        "this one)")
+                        f"this one if it is 3.12 or newer, else a 3.12 found: {WHERE})")
     args = parser.parse_args(argv)
     try:
         download(args.target, args.dest, args.python)

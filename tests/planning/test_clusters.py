@@ -126,14 +126,55 @@ def test_lumi_data_inside_a_bind_is_accepted(path: str) -> None:
     assert f"--data-path {path}" in slurm.render(_lumi_plan(data_path=path))
 
 
-def test_lumi_asks_for_the_account_when_planning_and_in_the_dry_run(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="lumi needs an account for its jobs: pass --account"):
-        plan(get_preset("13b"), "tp2pp8", load_platform("lumi"), options())
-    result = run_cli("run", "13b", "tp2pp8", "--platform", "lumi", "--dry-run", cwd=tmp_path)
+ACCOUNT_NOTE = ("note: {name} needs an account for its jobs, shown as <PROJECT> in this script: "
+                "pass --account PROJECT or set BENCH_ACCOUNT to submit it\n")
+
+
+@pytest.mark.parametrize("argv,directive", [
+    (["13b", "tp2pp8", "--platform", "lumi"], "#SBATCH --account=<PROJECT>\n"),
+    (["6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris"], "#PBS -A <PROJECT>\n"),
+])
+def test_a_dry_run_without_an_account_prints_the_script_with_a_placeholder(
+        tmp_path: Path, argv: list[str], directive: str) -> None:
+    """The documented dry runs print as written; the account is a visible placeholder, and the
+    note says how to give it."""
+    platform = argv[argv.index("--platform") + 1]
+    result = run_cli("run", *argv, "--dry-run", cwd=tmp_path, env={"BENCH_ACCOUNT": ""})
+    assert result.returncode == 0, result.stderr
+    assert directive in result.stdout
+    assert ACCOUNT_NOTE.format(name=platform) in result.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_only_a_submit_without_an_account_is_refused(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"  # a working sbatch: the account, not the scheduler, refuses
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(RECORDER)
+    (bin_dir / "sbatch").chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_cli("run", "13b", "tp2pp8", "--platform", "lumi", cwd=work,
+                     env={"BENCH_ACCOUNT": "", "PATH": f"{bin_dir}:{os.environ['PATH']}",
+                          "RECORD_TO": str(tmp_path / "calls.jsonl")})
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == ("error: lumi needs an account for its jobs: pass --account PROJECT "
                              "or set BENCH_ACCOUNT\n")
-    assert not list(tmp_path.iterdir())
+    assert not list(work.iterdir()) and not (tmp_path / "calls.jsonl").exists()
+
+
+def test_the_system_checks_dry_run_shows_the_placeholder_too(tmp_path: Path) -> None:
+    result = run_cli("check", "--platform", "lumi", "--dry-run", cwd=tmp_path,
+                     env={"BENCH_ACCOUNT": ""})
+    assert result.returncode == 0, result.stderr
+    assert "#SBATCH --account=<PROJECT>\n" in result.stdout
+    assert result.stderr == ACCOUNT_NOTE.format(name="lumi")
+
+
+def test_a_given_account_leaves_no_placeholder_and_no_note(tmp_path: Path) -> None:
+    result = run_cli("run", "13b", "tp2pp8", "--platform", "lumi", "--dry-run", cwd=tmp_path,
+                     env={"BENCH_ACCOUNT": "project_1"})
+    assert "#SBATCH --account=project_1\n" in result.stdout
+    assert "<PROJECT>" not in result.stdout + result.stderr
 
 
 def test_lumi_data_outside_every_bind_is_refused() -> None:

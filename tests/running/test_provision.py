@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,10 +23,13 @@ from bench.running.provision import (
     ensure_venv,
     has_stack,
     training_stack,
+    wheel_python,
     wheelhouse_problems,
 )
+from bench.running.pythons import find_python312
 from bench.running.trainenv import facts, problems
 from tests.conftest import megatron_python
+from tests.testenv import ENABLE_HINT
 
 SMALL = Stack(packages=("einops==0.8.1",), requirements=("six==1.17.0",))
 
@@ -164,15 +169,21 @@ def test_the_real_stack_from_a_downloaded_wheelhouse_sees_the_machines_torch(tmp
 
 
 def test_nox_bench_with_env_current_runs_the_kit_in_place_without_the_option() -> None:
-    import shutil
-
+    """nox as the README's run line installs it (``pip install nox pydantic``): in a Python with
+    the kit's pydantic, which reads the pins to choose the training Python. This Python has both
+    (the test extra brings nox); the nox a bare ``pip install nox`` gives would say pydantic is
+    missing instead (test_noxfile.py)."""
     from tests.conftest import require
 
-    require(shutil.which("nox") is not None, "nox is not installed (pip install nox)")
+    require(importlib.util.find_spec("nox") is not None,
+            "nox is not installed in this Python (pip install -e '.[test]')")
     repo = Path(__file__).resolve().parents[2]
-    out = subprocess.run(["nox", "-f", str(repo / "noxfile.py"), "-s", "bench", "--", "125m",
-                          "tp1pp1", "--env", "current", "--dry-run"], capture_output=True,
-                         text=True, timeout=300, check=False)
+    # The session's `python` is the one on PATH: this one, as in the tests session's venv.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    out = subprocess.run([sys.executable, "-m", "nox", "-f", str(repo / "noxfile.py"), "-s", "bench",
+                          "--", "125m", "tp1pp1", "--env", "current", "--dry-run"],
+                         capture_output=True, text=True, timeout=300, check=False,
+                         env={**os.environ, "PATH": path})
     assert "Session bench was successful" in out.stderr, out.stderr
     assert "-m bench run 125m tp1pp1 --dry-run" in out.stderr and "--env" not in out.stdout
 
@@ -198,3 +209,49 @@ def test_a_run_in_an_image_provisions_nothing_here(monkeypatch: pytest.MonkeyPat
     assert provision._runs_here(kit, {}, "bench")
     assert not provision._runs_here([*kit, "--image", "megatron-bench-kit/cuda:1"], {}, "bench")
     assert not provision._runs_here([*kit, "--image=megatron-bench-kit/cuda:1"], {}, "bench")
+
+
+def test_the_training_stack_needs_python_312() -> None:
+    assert training_stack().python == (3, 12)  # megatron-core 0.19's Requires-Python
+
+
+def test_provisioning_from_too_old_a_python_is_one_line_before_pip(tmp_path: Path) -> None:
+    """`--env venv` from a Python older than the stack needs: refused before any venv or pip (a
+    stack needing 3.99 makes every Python here too old)."""
+    future = Stack(packages=SMALL.packages, requirements=SMALL.requirements, python=(3, 99))
+    started = time.monotonic()
+    with pytest.raises(ValueError) as refused:
+        choose(["--env", "venv", "125m", "tp1pp1"], sys.executable, env=_offline_env(),
+               stack=future, venv=tmp_path / "v")
+    assert time.monotonic() - started < 30 and not (tmp_path / "v").exists()
+    message = str(refused.value)
+    assert message.startswith(f"einops==0.8.1 needs Python >= 3.99, and {sys.executable} (it makes "
+                              f"the training venv, which trains with its torch) is Python "
+                              f"{sys.version_info[0]}.{sys.version_info[1]}: start nox from a Python "
+                              "3.12 with the machine's CUDA torch")
+    assert "\n" not in message
+
+
+def test_a_wheelhouse_from_a_python_that_does_not_run_is_one_line(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    dest = tmp_path / "wheels"
+    assert provision.main(["wheelhouse", "cuda", "--dest", str(dest), "--python",
+                           str(tmp_path / "no-python")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: megatron-core==0.19.2 needs Python >= 3.12, and ")
+    assert "does not run: give --python PYTHON3.12" in err and err.count("\n") == 1
+    assert not dest.exists()  # nothing downloaded, not even the folder
+
+
+@pytest.mark.skipif(sys.version_info[:2] >= (3, 12), reason="this Python is new enough itself")
+def test_a_wheelhouse_from_an_older_python_takes_a_312_found_here() -> None:
+    found = find_python312(os.environ)
+    if found is None:
+        pytest.skip(ENABLE_HINT)
+    logged: list[str] = []
+    assert wheel_python(training_stack(), None, dict(os.environ), logged.append) == found
+    assert logged == [f"downloading for Python 3.12 with {found} (this one is "
+                      f"{sys.version_info[0]}.{sys.version_info[1]})"]
+    with pytest.raises(ValueError, match=rf"is Python 3\.\d+: give --python PYTHON3\.12 .*; a "
+                                         rf"Python 3\.12 here: {re.escape(found)}$"):
+        wheel_python(training_stack(), sys.executable, dict(os.environ))

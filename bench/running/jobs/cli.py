@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.config.platforms import job_option_default, load_platform
 from bench.config.tomlfile import DataError
+from bench.planning.checks import account_note
 from bench.records.record import RecordError
 from bench.records.store import add_records_option, load_record, record_path, records_dir
 from bench.render.scripts import render_script
@@ -140,6 +141,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                         account=args.account, partition=args.partition, queue=args.queue)
     if args.dry_run:
         print(render_script(launch)[1], end="")
+        for note in account_note(launch.platform):
+            print(f"note: {note}", file=sys.stderr)
         return 0
     try:
         run = submit_plan(launch, args.root, kind="check")

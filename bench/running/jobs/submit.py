@@ -11,6 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
+from bench.planning.checks import missing_account
 from bench.planning.plan import LaunchPlan
 from bench.render.scripts import render_script
 from bench.running.jobs.scheduler import Scheduler, scheduler_for
@@ -24,14 +25,13 @@ def utc_now() -> str:
 
 def check_submittable(launch: LaunchPlan) -> Scheduler:
     """The plan's scheduler, after the checks that must pass before anything is written."""
+    account = missing_account(launch.platform)  # a dry run shows a placeholder; a job cannot
+    if account:
+        raise ValueError(account)
     scheduler = scheduler_for(launch.platform.scheduler)
     if shutil.which(scheduler.submit_command) is None:
         raise ValueError(f"'{scheduler.submit_command}' is not on PATH: submit from a login node "
                          f"of {launch.platform.name}, or add --dry-run to print the script")
-    job = launch.platform.job
-    if job.account_required and not job.account:
-        raise ValueError(f"{launch.platform.name} needs an account: pass --account or set "
-                         "BENCH_ACCOUNT")
     return scheduler
 
 
