@@ -33,6 +33,9 @@ def environment(plan: LaunchPlan, master_addr: str) -> list[str]:
     if plan.platform.container_runtime == "venv" and plan.image:
         lines.append(join(["source", f"{plan.image}/bin/activate"]))
     lines += library_path_lines(plan)
+    unset = plan.platform.unset_for(plan.engine)
+    if unset:
+        lines.append(join(["unset", *unset]))
     lines += export_lines(plan.env)
     lines.append(f"export MASTER_ADDR={master_addr}")
     return lines

@@ -200,6 +200,30 @@ def test_polaris_puts_the_ofi_plugin_first_on_the_library_path(tmp_path: Path) -
                        + after)
 
 
+# ALCF user guide, Polaris > NCCL: these can hang Megatron-DeepSpeed; the workaround unsets them.
+ALCF_HANG_PRONE = ("NCCL_NET_GDR_LEVEL", "NCCL_CROSS_NIC", "NCCL_COLLNET_ENABLE", "NCCL_NET")
+
+
+@pytest.mark.parametrize("engine,kept", [("megatron-deepspeed", False), ("megatron", True)])
+def test_polaris_megatron_deepspeed_jobs_run_without_the_hang_prone_plugin_variables(
+        engine: str, kept: bool) -> None:
+    """Megatron-DeepSpeed jobs unset what ALCF names (a module may set it too) and export none of
+    it; the Megatron engine's jobs keep the plugin's settings."""
+    launch = plan(get_preset("6.7b"), "tp4pp1", load_platform("polaris"),
+                  options(mbs=1, account="datascience", engine=engine))
+    env = dict(launch.env)
+    script = pbs.render(launch)
+    done = subprocess.run(["bash", "-c", "\n".join(
+        line for line in script.splitlines() if line.startswith(("unset ", "export NCCL", "export FI"))
+    ) + "\nenv"], env={"PATH": os.environ["PATH"], "NCCL_NET": "from a module"},
+        capture_output=True, text=True, check=True).stdout
+    for name in ALCF_HANG_PRONE:
+        assert (name in env) is kept
+        assert (f"{name}=" in done) is kept, done
+    assert env["FI_MR_CACHE_MONITOR"] == "userfaultfd"  # the other libfabric settings stay
+    assert ("unset " + " ".join(ALCF_HANG_PRONE) in script) is not kept
+
+
 def test_polaris_seed_run_is_preset_layout_and_options() -> None:
     args = build_parser().parse_args(
         ["run", "25b", "tp4pp2spzero1", "--platform", "polaris", "--nodes", "8",
