@@ -35,8 +35,9 @@ CapabilitiesTable = create_model("CapabilitiesTable", __base__=Strict,
 _WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a platform is named, never given as a path
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``).
-LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/-]*)$")
+# A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``);
+# a ``*`` is matched when the job runs (``/opt/cray/libfabric/*/lib64``: the newest version found).
+LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/*-]*)$")
 LibraryDir = Annotated[str, hinted(LIBRARY_DIR.pattern,
                                    "must be an absolute folder, or one under a variable: ${EBROOTX}/lib")]
 # Slurm's --cpu-bind: a keyword, or map_cpu/mask_cpu with a comma-separated list.
