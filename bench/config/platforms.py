@@ -35,8 +35,9 @@ CapabilitiesTable = create_model("CapabilitiesTable", __base__=Strict,
 _WALLTIME = re.compile(r"^(?:(?P<days>\d+)-)?(?P<h>\d{1,3}):(?P<m>\d{2}):(?P<s>\d{2})$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a platform is named, never given as a path
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``).
-LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/-]*)$")
+# A library folder: absolute, or under a variable a module load sets (``${EBROOTAWSMINOFIMINRCCL}/lib``);
+# a ``*`` is matched when the job runs (``/opt/cray/libfabric/*/lib64``: the newest version found).
+LIBRARY_DIR = re.compile(r"^(?:\$\{(?P<var>[A-Za-z_][A-Za-z0-9_]*)\})?(?P<rest>/[A-Za-z0-9._+@%/*-]*)$")
 LibraryDir = Annotated[str, hinted(LIBRARY_DIR.pattern,
                                    "must be an absolute folder, or one under a variable: ${EBROOTX}/lib")]
 # Slurm's --cpu-bind: a keyword, or map_cpu/mask_cpu with a comma-separated list.
@@ -218,6 +219,10 @@ class PlatformFile(Strict):
     library_path: tuple[LibraryDir, ...] = ()
     cpu_bind: CpuBind = ""  # for per-GPU srun tasks, e.g. LUMI's mask per GCD
     storage: Storage = Storage()
+    # Variables an engine's jobs leave unset, by engine name (none by default): not exported from
+    # [env], and unset in the script, since a module load may set them too (ALCF Polaris: the NCCL
+    # plugin's variables can hang Megatron-DeepSpeed).
+    unset_env: dict[Engine, tuple[Annotated[str, Field(pattern=_ENV_NAME.pattern)], ...]] = {}
 
     @field_validator("capabilities", mode="before")
     @classmethod
@@ -254,6 +259,8 @@ class PlatformFile(Strict):
         if self.container_runtime == "docker" and self.scheduler != "none":
             raise ValueError("container_runtime 'docker' runs an image on this machine (scheduler "
                              "'none'); job scripts start images with pyxis or Singularity")
+        if self.unset_env and self.scheduler == "none":
+            raise ValueError("unset_env applies to job scripts: it needs a scheduler")
         for key in _JOB_KEYS_UNUSED[self.scheduler]:
             if getattr(self.job, key):
                 raise ValueError(f"[job]: '{key}' does not apply to scheduler '{self.scheduler}', "
@@ -271,6 +278,15 @@ class Platform(PlatformFile):
     source: str = ""
     capabilities: Capabilities | None = Capabilities()  # type: ignore[assignment]
     accelerators: tuple[Accelerator, ...] = ()
+
+    def unset_for(self, engine: str) -> tuple[str, ...]:
+        """The variables ``unset_env`` names for ``engine``'s jobs (none by default)."""
+        return next((names for name, names in self.unset_env.items() if name == engine), ())
+
+    def env_for(self, engine: str) -> dict[str, str]:
+        """The [env] an ``engine``'s jobs export: all of it but what ``unset_env`` names for it."""
+        dropped = self.unset_for(engine)
+        return {name: value for name, value in self.env.items() if name not in dropped}
 
     def accelerator_for(self, gpu_name: str, memory_gb: float = 0.0) -> Accelerator | None:
         """The run's accelerator: the platform's own, or ("auto") the file that most specifically

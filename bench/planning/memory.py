@@ -128,17 +128,28 @@ def state_bytes(precision: str, optimizer_states: str = "default") -> int:
     return STATE_BYTES.get(precision, 12)
 
 
+def deepspeed_frees_zero1_gradients(layout: Layout) -> bool:
+    """Whether a Megatron-DeepSpeed ZeRO-1 run frees each gradient once reduced, as the estimate
+    then counts it; the kit's DeepSpeed config turns ``overlap_comm`` on there. In DeepSpeed 0.18's
+    ``stage_1_and_2.py`` stage 1 reduces during the backward pass only with ``overlap_comm``
+    (``process_gradients``), and only on the micro-batch that ends an accumulation; each gradient is
+    then moved into a reused bucket (``contiguous_gradients``, on by default). Without it every
+    gradient is kept until the backward pass ends, and the engine turns it off for a pipeline
+    (``PipelineModule``, any pp > 1). The seed's 13B DP16 ZeRO-1 row (seed 004, pp 1) trained on
+    64 GB GCDs, where weights, full fp16 gradients and sharded Adam state alone take ~61 GB: it
+    needs the gradients freed, so the kit asks for it rather than count them full. The two
+    reduce buckets (2 GB at DeepSpeed's default size) are not counted, as for stage 2."""
+    return (layout.zero or 1) == 1 and layout.grad_accumulation == 1 and layout.pp == 1
+
+
 def sharded_stage(engine: str, layout: Layout) -> int:
     """What :func:`estimate_bytes` counts as sharded over DP for a run (its ``zero_stage``): the
     layout's ZeRO stage, else 1 (Megatron's distributed optimizer and DeepSpeed's default shard the
-    optimizer state). DeepSpeed's stage 1 reduces each gradient bucket and frees it on the
-    micro-batch that ends an accumulation (``reduce_ready_partitions_and_remove_grads`` in its
-    ``stage_1_and_2.py``), so with one micro-batch per step no full gradient is kept, as in stage 2;
-    Megatron keeps its whole gradient buffer either way."""
-    stage = layout.zero or 1
-    if engine == "megatron-deepspeed" and stage == 1 and layout.grad_accumulation == 1:
+    optimizer state); 2 for DeepSpeed's stage 1 where it frees each gradient once reduced
+    (:func:`deepspeed_frees_zero1_gradients`). Megatron keeps its whole gradient buffer either way."""
+    if engine == "megatron-deepspeed" and deepspeed_frees_zero1_gradients(layout):
         return 2
-    return stage
+    return layout.zero or 1
 
 
 def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,

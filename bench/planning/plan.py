@@ -370,7 +370,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
                                      platform.gpus_per_node or per_node, tuning, options.force,
                                      options.recompute,
                                      platform.gpus_per_node if platform.scheduler != "none" else None)
-    env = {**platform.env, **precision_env(precision, tuning.msamp_scaling),
+    env = {**platform.env_for(engine), **precision_env(precision, tuning.msamp_scaling),
            **allocator_env(tuning.allocator, platform.env)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)

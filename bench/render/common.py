@@ -46,6 +46,9 @@ def environment(plan: LaunchPlan, master_addr: str) -> list[str]:
     if plan.platform.container_runtime == "venv" and plan.image:
         lines.append(join(["source", f"{plan.image}/bin/activate"]))
     lines += library_path_lines(plan)
+    unset = plan.platform.unset_for(plan.engine)
+    if unset:
+        lines.append(join(["unset", *unset]))
     lines += export_lines(plan.env)
     lines.append(f"export MASTER_ADDR={master_addr}")
     return lines
@@ -55,22 +58,35 @@ def _library_dir(entry: str) -> str:
     """A library folder as shell text: a leading ``${NAME}`` stays a variable, which must be set."""
     match = LIBRARY_DIR.match(entry)
     assert match, entry  # validated when the platform was loaded
-    rest = shlex.quote(match["rest"])
-    if not match["var"]:
-        return rest
-    var = match["var"]
-    return f'"${{{var}:?not set; a module of the platform should set it}}"{rest}'
+    return _variable(match["var"]) + shlex.quote(match["rest"])
+
+
+def _variable(var: str | None) -> str:
+    return f'"${{{var}:?not set; a module of the platform should set it}}"' if var else ""
 
 
 def library_path_lines(plan: LaunchPlan) -> list[str]:
-    """Put the platform's library folders first on the path the training processes see."""
+    """Put the platform's library folders first on the path the training processes see. A folder
+    with a ``*`` is found when the job runs (the newest version, by ``sort -V``), and the job stops
+    there if none matches: a site's version folders change under a fixed path."""
     dirs = plan.platform.library_path
     if not dirs:
         return []
+    lines, parts = [], []
+    for index, entry in enumerate(dirs):
+        match = LIBRARY_DIR.match(entry)
+        assert match, entry
+        if "*" not in match["rest"]:
+            parts.append(_library_dir(entry))
+            continue
+        name = f"BENCH_LIBRARY_DIR_{index}"  # the pattern's characters need no quoting (schema)
+        lines.append(f'{name}="$(ls -d {_variable(match["var"])}{match["rest"]} 2>/dev/null '
+                     '| sort -V | tail -n 1)"')
+        parts.append(f'"${{{name}:?no folder matches {match["rest"]} (library_path)}}"')
     # Singularity passes SINGULARITYENV_X into the container as X; other runtimes see the host's.
     var = ("SINGULARITYENV_LD_LIBRARY_PATH" if plan.platform.container_runtime == "singularity"
            else "LD_LIBRARY_PATH")
-    return [f"export {var}={':'.join(_library_dir(d) for d in dirs)}${{{var}:+:${var}}}"]
+    return [*lines, f"export {var}={':'.join(parts)}${{{var}:+:${var}}}"]
 
 
 def torchrun_tokens(plan: LaunchPlan, rdzv: list[Token]) -> list[Token]:

@@ -3,7 +3,9 @@
 Run by every task of a system check job (under srun, mpiexec or torchrun). The line starts with
 :data:`LINE_PREFIX` so the kit can pick it out of a job's mixed output. It needs no GPU and imports
 neither torch nor Megatron (versions come from package metadata), so it starts in well under a
-second even on a slow shared file system.
+second even on a slow shared file system. With ``--all-reduce`` it then sums a small tensor over
+every rank with torch.distributed (NCCL or RCCL on GPUs, gloo without) and prints a second line,
+starting :data:`ALLREDUCE_PREFIX`, so a hung collective still leaves the facts line behind.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
+from datetime import timedelta
 
 import bench
 
@@ -38,6 +42,9 @@ COMMUNICATION_PREFIXES = ("NCCL_", "TORCH_NCCL_", "RCCL_", "FI_", "CXI_", "UCX_"
 COMMUNICATION_NAMES = ("CUDA_DEVICE_MAX_CONNECTIONS", "MASTER_ADDR", "MASTER_PORT",
                        "OMP_NUM_THREADS", "LD_PRELOAD")
 SMI_TIMEOUT_S = 20
+ALLREDUCE_PREFIX = "bench-allreduce "
+ALLREDUCE_ELEMENTS = 1 << 20  # fp32, 4 MiB: enough that NCCL sets up its network transport
+ALLREDUCE_TIMEOUT_S = 300  # a rank that never joins fails the check rather than hang the job
 
 
 def _rank() -> tuple[int | None, int | None, int | None, str | None]:
@@ -122,13 +129,51 @@ def collect(extra_env: tuple[str, ...] = ()) -> dict:
     }
 
 
+def all_reduce() -> dict:
+    """Sum ``rank + 1`` over every rank (the launcher's rank variables, ``MASTER_ADDR`` and
+    ``MASTER_PORT`` from the job); every element must come back as n(n+1)/2. On GPUs the backend
+    is NCCL (RCCL on ROCm), whose ``NCCL_DEBUG=INFO`` lines say which network it used; without a
+    GPU it is gloo. A failure is reported in the result, never raised."""
+    rank, local_rank, world_size, _ = _rank()
+    result: dict = {"rank": rank, "ok": False}
+    if rank is None or world_size is None:
+        return {**result, "error": "no launcher rank variables (RANK, SLURM_PROCID, PMI_RANK ...)"}
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError as exc:
+        return {**result, "error": f"torch is not importable: {exc}"}
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    start = time.monotonic()
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(local_rank or 0)
+        dist.init_process_group(backend, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=ALLREDUCE_TIMEOUT_S))
+        device = "cuda" if backend == "nccl" else "cpu"
+        tensor = torch.full((ALLREDUCE_ELEMENTS,), float(rank + 1), device=device)
+        dist.all_reduce(tensor)
+        expected = world_size * (world_size + 1) / 2
+        wrong = int((tensor != expected).sum().item())
+        dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001 - any failure is the check's finding, reported
+        return {**result, "backend": backend, "error": f"{type(exc).__name__}: {exc}"[:500]}
+    return {**result, "backend": backend, "ok": wrong == 0, "wrong_elements": wrong,
+            "elements": ALLREDUCE_ELEMENTS, "seconds": round(time.monotonic() - start, 3)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.train.sysinfo", description=__doc__)
     parser.add_argument("--env", action="append", default=[], metavar="NAME",
                         help="also report this environment variable (repeatable), e.g. the ones "
                              "the platform file sets")
+    parser.add_argument("--all-reduce", action="store_true",
+                        help="then sum a small tensor over every rank (torch.distributed) and "
+                             f"print the result on a line starting {ALLREDUCE_PREFIX.strip()!r}")
     args = parser.parse_args(argv)
     print(LINE_PREFIX + json.dumps(collect(tuple(args.env)), sort_keys=True), flush=True)
+    if args.all_reduce:
+        print(ALLREDUCE_PREFIX + json.dumps(all_reduce(), sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,8 @@ def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
     (('launcher = "srun"', 'launcher = "torchrun"'), "cpu_bind binds srun's per-GPU tasks"),
     (("[job]", '[storage]\nstage = "scratch/stage"\n\n[job]'),
      "storage.stage: 'scratch/stage' must be an absolute path"),
+    (("[env]", '[unset_env]\ndeepspeed = ["NCCL_NET"]\n\n[env]'), "unset_env.deepspeed"),
+    (("[env]", '[unset_env]\nmegatron = ["NCCL NET"]\n\n[env]'), "unset_env.megatron.0"),
 ])
 def test_bad_platform_file_names_file_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               change: tuple[str, str], message: str) -> None:

@@ -85,15 +85,23 @@ def test_lumi_uses_a_current_stack_with_the_rccl_plugin() -> None:
     assert platform.modules[:2] == ("LUMI/24.03", "partition/G")
     assert any(m.startswith("aws-ofi-rccl/") for m in platform.modules)
     # The plugin, and beside it the host's Cray libfabric it is linked against (in the /opt/cray bind).
-    assert platform.library_path == ("${EBROOTAWSMINOFIMINRCCL}/lib",
-                                     "/opt/cray/libfabric/1.15.2.0/lib64")
+    # Its version folder is found when the job runs, never written into the file.
+    assert platform.library_path == ("${EBROOTAWSMINOFIMINRCCL}/lib", "/opt/cray/libfabric/*/lib64")
     assert any(platform.library_path[1].startswith(bind + "/") for bind in platform.binds)
     for host_piece in ("/var/spool/slurmd", "/opt/cray", "/usr/lib64/libcxi.so.1"):
         assert host_piece in platform.binds
 
 
+def _host_libfabric(script: str, root: Path, versions: tuple[str, ...]) -> str:
+    """The script with a folder of ``root`` standing in for the host's /opt/cray/libfabric, holding
+    the version folders given."""
+    for version in versions:
+        (root / "cray/libfabric" / version / "lib64").mkdir(parents=True)
+    return script.replace("/opt/cray/libfabric/", f"{root}/cray/libfabric/")
+
+
 def test_lumi_script_runs_with_standins_one_bound_task_per_gcd(tmp_path: Path) -> None:
-    script = slurm.render(_lumi_plan())
+    script = _host_libfabric(slurm.render(_lumi_plan()), tmp_path, ("1.9.0", "1.15.2.0", "1.22.0"))
     (tmp_path / "megatron-bench-rocm.sif").write_bytes(b"sif stand-in")  # checked before srun
     plugin = "/appl/lumi/aws-ofi-rccl"
     result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"),
@@ -106,10 +114,18 @@ def test_lumi_script_runs_with_standins_one_bound_task_per_gcd(tmp_path: Path) -
     assert argv[3] == "--bind" and argv[4].endswith(f",{tmp_path}")  # the submit folder, explicitly
     assert argv[5:7] == ["--pwd", str(tmp_path)]
     assert argv[8:11] == ["python", "-m", "bench.train.rankenv"]
-    assert srun["env"]["SINGULARITYENV_LD_LIBRARY_PATH"] == (f"{plugin}/lib:"
-                                                             "/opt/cray/libfabric/1.15.2.0/lib64")
+    assert srun["env"]["SINGULARITYENV_LD_LIBRARY_PATH"] == (  # the newest version found
+        f"{plugin}/lib:{tmp_path}/cray/libfabric/1.22.0/lib64")
     assert srun["env"]["NCCL_NET"] == "AWS Libfabric"
     assert "#SBATCH --ntasks-per-node=8" in script and "#SBATCH --cpus-per-task=7" in script
+
+
+def test_lumi_script_stops_before_launch_without_the_host_libfabric(tmp_path: Path) -> None:
+    script = _host_libfabric(slurm.render(_lumi_plan()), tmp_path, ())
+    result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"),
+                                       {"EBROOTAWSMINOFIMINRCCL": "/appl/lumi/aws-ofi-rccl"})
+    assert result.returncode != 0 and not [c for c in calls if c["tool"] == "srun"]
+    assert f"no folder matches {tmp_path}/cray/libfabric/*/lib64 (library_path)" in result.stderr
 
 
 def test_lumi_script_stops_before_launch_without_the_plugin_module(tmp_path: Path) -> None:
@@ -239,6 +255,30 @@ def test_polaris_puts_the_ofi_plugin_first_on_the_library_path(tmp_path: Path) -
                              capture_output=True, text=True, check=True).stdout.strip()
         assert out == ("/soft/libraries/aws-ofi-nccl/v1.9.1-aws/lib:/soft/libraries/hwloc/lib"
                        + after)
+
+
+# ALCF user guide, Polaris > NCCL: these can hang Megatron-DeepSpeed; the workaround unsets them.
+ALCF_HANG_PRONE = ("NCCL_NET_GDR_LEVEL", "NCCL_CROSS_NIC", "NCCL_COLLNET_ENABLE", "NCCL_NET")
+
+
+@pytest.mark.parametrize("engine,kept", [("megatron-deepspeed", False), ("megatron", True)])
+def test_polaris_megatron_deepspeed_jobs_run_without_the_hang_prone_plugin_variables(
+        engine: str, kept: bool) -> None:
+    """Megatron-DeepSpeed jobs unset what ALCF names (a module may set it too) and export none of
+    it; the Megatron engine's jobs keep the plugin's settings."""
+    launch = plan(get_preset("6.7b"), "tp4pp1", load_platform("polaris"),
+                  options(mbs=1, account="datascience", engine=engine))
+    env = dict(launch.env)
+    script = pbs.render(launch)
+    done = subprocess.run(["bash", "-c", "\n".join(
+        line for line in script.splitlines() if line.startswith(("unset ", "export NCCL", "export FI"))
+    ) + "\nenv"], env={"PATH": os.environ["PATH"], "NCCL_NET": "from a module"},
+        capture_output=True, text=True, check=True).stdout
+    for name in ALCF_HANG_PRONE:
+        assert (name in env) is kept
+        assert (f"{name}=" in done) is kept, done
+    assert env["FI_MR_CACHE_MONITOR"] == "userfaultfd"  # the other libfabric settings stay
+    assert ("unset " + " ".join(ALCF_HANG_PRONE) in script) is not kept
 
 
 def test_polaris_seed_run_is_preset_layout_and_options() -> None:

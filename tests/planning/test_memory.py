@@ -13,6 +13,7 @@ import pytest
 
 from bench.config.platforms import load_accelerator
 from bench.config.presets import get_preset
+from bench.planning.engines.deepspeed import ds_config
 from bench.planning.layout import Layout, build_layout
 from bench.planning.memory import (
     GB,
@@ -198,11 +199,14 @@ def test_a_model_too_large_for_a_node_is_pointed_at_nodes_and_a_layout(tmp_path:
 def test_deepspeed_zero1_without_accumulation_keeps_no_full_gradient(tmp_path: Path, argv: list[str],
                                                                        plans: bool) -> None:
     """LUMI's 13B data-parallel ZeRO-1 rows (seed 004) plan with full recompute when each step is
-    one micro-batch: DeepSpeed's stage 1 then frees every gradient bucket once reduced."""
+    one micro-batch: DeepSpeed's stage 1 then frees every gradient bucket once reduced, which it
+    does only with overlap_comm, so the job's DeepSpeed config turns it on."""
     done = run_cli("run", *argv, "--platform", "lumi", "--mbs", "1", "--recompute", "full",
                    "--account", "project_1", "--dry-run", cwd=tmp_path)
     assert (done.returncode == 0) is plans, done.stderr
-    if not plans:
+    if plans:
+        assert '"overlap_comm": true' in done.stdout
+    else:
         assert "needs ~74.8 GB" in done.stderr
 
 
@@ -212,6 +216,21 @@ def test_only_deepspeed_frees_stage_one_gradients() -> None:
     assert sharded_stage("megatron-deepspeed", one_step) == 2
     assert sharded_stage("megatron-deepspeed", build_layout("dp8zero1", preset, 8, 8, 1, 16)) == 1
     assert sharded_stage("megatron", build_layout("dp8", preset, 8, 8, 1, 8)) == 1
+
+
+@pytest.mark.parametrize("name,gpus,gbs,sharded", [
+    ("dp8zero1", 8, 8, True), ("dp8zero1", 8, 16, False),  # 2 micro-batches: reduced at the end
+    ("tp1pp2dp4zero1", 8, 4, False),  # DeepSpeed turns overlap_comm off for a pipeline
+    ("dp8zero2", 8, 8, False),  # stage 2 shards gradients by itself
+])
+def test_deepspeed_config_asks_for_the_gradient_freeing_the_estimate_counts(
+        name: str, gpus: int, gbs: int, sharded: bool) -> None:
+    """overlap_comm is rendered exactly where the estimate counts ZeRO-1 gradients as sharded."""
+    preset = get_preset("13b")
+    layout = build_layout(name, preset, gpus, 8, 1, gbs)
+    zero = ds_config(layout, "fp16")["zero_optimization"]
+    assert zero.get("overlap_comm", False) is sharded
+    assert (sharded_stage("megatron-deepspeed", layout) == 2) is (sharded or layout.zero == 2)
 
 
 def test_expandable_segments_refuse_only_beyond_the_device() -> None:

@@ -22,6 +22,7 @@ from bench.planning.engines.common import (
     recompute_flags,
 )
 from bench.planning.layout import Layout
+from bench.planning.memory import deepspeed_frees_zero1_gradients
 
 # Where the kit's images put Megatron-DeepSpeed; a platform without images (Polaris) has a checkout.
 DEFAULT_ZERO_STAGE = 1
@@ -77,7 +78,8 @@ def ds_config(layout: Layout, precision: str,
               zero: ZeroSettings = DEFAULT_ZERO_SETTINGS) -> dict[str, Any]:
     """DeepSpeed config for one run; batch sizes must agree with the Megatron flags."""
     zero_config: dict[str, Any] = {"stage": zero_stage(layout)}
-    if zero.overlap_comm:
+    # The memory estimate counts ZeRO-1 gradients as sharded there; DeepSpeed frees them only so.
+    if zero.overlap_comm or deepspeed_frees_zero1_gradients(layout):
         zero_config["overlap_comm"] = True
     if zero.contiguous_gradients:
         zero_config["contiguous_gradients"] = True

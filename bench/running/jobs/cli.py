@@ -25,7 +25,7 @@ from bench.running.jobs.follow import POLL_S, check_poll, follow
 from bench.running.jobs.outcome import Outcome, judge
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
 from bench.running.jobs.submit import submit_plan
-from bench.running.jobs.system_check import check_plan, compare, format_report, gather
+from bench.running.jobs.system_check import check_output, check_plan, format_report
 from bench.running.rundir import RunDir, list_runs
 
 EXIT_FAILED = 1
@@ -66,7 +66,7 @@ def _result(run: RunDir, folder: Path) -> tuple[str, str, int | None]:
         shown = f"{state.state} ({state.reason})" if state and state.reason else state.state
         return shown, "-", state.elapsed_s
     if run.kind == "check":
-        report = compare(gather(run.read_output() or ""), run.plan.world_size, run.plan.env)
+        report = check_output(run.read_output() or "", run.plan.world_size, run.plan.env)
         result = f"check {outcome.status}, " + (
             f"all {len(report.ranks)} ranks agree" if report.ok else f"{len(report.flags)} flags")
         reason = outcome.reason
@@ -154,7 +154,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.no_wait:
         return 0
     outcome = follow(run, scheduler_for(platform.scheduler), poll_s=args.poll)
-    report = compare(gather(run.read_output() or ""), launch.world_size, dict(launch.env))
+    report = check_output(run.read_output() or "", launch.world_size, dict(launch.env))
     print(format_report(report))
     return 0 if outcome.status == "ok" and report.ok else EXIT_FAILED
 

@@ -3,12 +3,15 @@
 Like the two-node validation run in the Azure seed, but without training: it proves that the
 scheduler starts the expected ranks on the expected nodes, that every rank sees its devices, runs in
 the same container or environment with the same kit/Megatron/torch versions, and got the
-communication variables (NCCL/RCCL/libfabric ...) that the platform file sets.
+communication variables (NCCL/RCCL/libfabric ...) that the platform file sets. Every rank then
+takes part in one small all-reduce with NCCL (RCCL on ROCm) under ``NCCL_DEBUG=INFO``, and the
+report keeps NCCL's lines that say which network it used and whether its network plugin loaded.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -18,10 +21,20 @@ from bench.config.presets import load_presets
 from bench.planning.checks import MIN_ITERS
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan
-from bench.train.sysinfo import LINE_PREFIX
+from bench.train.sysinfo import ALLREDUCE_PREFIX, LINE_PREFIX
 
 CHECK_WALLTIME = "00:10:00"
 """Time limit of a system check job. The default is ten minutes; it takes seconds once started."""
+
+# NCCL's own log of its network set-up, for the all-reduce (INIT and NET keep the log short); it
+# replaces a platform's NCCL_DEBUG for the check only.
+CHECK_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+# The NCCL INFO lines that name the network or its plugin: "NET/Plugin: ...", "NET/OFI Selected
+# Provider is cxi", "Using network AWS Libfabric" (RCCL prints the same words).
+NCCL_NETWORK_LINE = re.compile(r"NCCL INFO (?P<message>(?:NET/\S.*|Using network .*|"
+                               r"Using non-device net plugin.*))$")
+USING_NETWORK = re.compile(r"^Using network (?P<name>.+)$")
+MAX_NETWORK_LINES = 12  # distinct messages kept in the report
 
 # Facts every rank must share, as (label, path into the sysinfo JSON).
 SHARED_FACTS = (
@@ -42,6 +55,8 @@ class CheckReport:
 
     ranks: tuple[dict, ...]
     flags: tuple[str, ...]
+    network: tuple[str, ...] = ()  # NCCL's network lines, each message once (NCCL_NETWORK_LINE)
+    all_reduce: str = ""  # one line on the all-reduce (empty: none was looked for)
 
     @property
     def ok(self) -> bool:
@@ -66,11 +81,13 @@ def check_plan(platform: Platform, nodes: int, now: datetime, nonce: str = "",
     launch = plan(smallest, "tp1pp1", platform,
                   Options(now=now, nodes=nodes, mbs=1, gbs=gpus, iters=MIN_ITERS, engine="megatron",
                           walltime=CHECK_WALLTIME, **job))
-    report_env = tuple(arg for name, _ in launch.env for arg in ("--env", name))
+    env = {**dict(launch.env), **CHECK_ENV}
+    report_env = tuple(arg for name in env for arg in ("--env", name))
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     suffix = f"-{nonce}" if nonce else ""
     return replace(launch, run_id=f"check_{platform.name}_{nodes}n_{stamp}{suffix}",
-                   entry=("-m", "bench.train.sysinfo"), train_args=report_env, ds_config=None)
+                   entry=("-m", "bench.train.sysinfo"), train_args=(*report_env, "--all-reduce"),
+                   env=tuple(env.items()), ds_config=None)
 
 
 def gather(output: str) -> list[dict]:
@@ -78,6 +95,46 @@ def gather(output: str) -> list[dict]:
     reports = [json.loads(line.split(LINE_PREFIX, 1)[1])
                for line in output.splitlines() if LINE_PREFIX in line]
     return sorted(reports, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+
+
+def network_lines(output: str) -> tuple[str, ...]:
+    """NCCL's INFO messages naming the network or its plugin, each once, in order of appearance
+    (the ``host:pid:tid [device]`` prefix of every rank's copy dropped)."""
+    found: dict[str, None] = {}
+    for line in output.splitlines():
+        match = NCCL_NETWORK_LINE.search(line.rstrip())
+        if match and len(found) < MAX_NETWORK_LINES:
+            found.setdefault(match["message"].strip(), None)
+    return tuple(found)
+
+
+def check_output(output: str, expected_ranks: int, platform_env: dict[str, str]) -> CheckReport:
+    """The report of a check job's output: :func:`compare` of the ranks' facts, then the
+    all-reduce results and NCCL's network lines, flagging a rank that did not sum right or did not
+    report, no NCCL line naming the network, or a network other than the ``NCCL_NET`` set."""
+    report = compare(gather(output), expected_ranks, platform_env)
+    results = [json.loads(line.split(ALLREDUCE_PREFIX, 1)[1])
+               for line in output.splitlines() if ALLREDUCE_PREFIX in line]
+    flags = list(report.flags)
+    good = sorted(r["rank"] for r in results if r.get("ok"))
+    failed = {r.get("rank"): r.get("error", "wrong sum") for r in results if not r.get("ok")}
+    silent = sorted(set(range(expected_ranks)) - set(good) - set(failed))
+    flags += [f"all-reduce failed on rank {rank}: {error}" for rank, error in sorted(
+        failed.items(), key=lambda item: (item[0] is None, item[0] or 0))]
+    if silent:
+        flags.append(f"all-reduce: no result from ranks {silent} (hung, or the job ended first)")
+    network = network_lines(output)
+    used = sorted({m["name"] for m in map(USING_NETWORK.match, network) if m})
+    backends = sorted({str(r["backend"]) for r in results if r.get("backend")})
+    if "nccl" in backends and not used:  # gloo (no GPU) prints no NCCL lines
+        flags.append("no NCCL 'Using network' line in the output (NCCL_DEBUG=INFO): which network "
+                     "the all-reduce used is unknown")
+    wanted = platform_env.get("NCCL_NET")
+    if wanted and used and used != [wanted]:
+        flags.append(f"NCCL used network {', '.join(used)}, the platform sets NCCL_NET={wanted!r}")
+    summary = (f"all-reduce ({', '.join(backends) or '-'}): {len(good)} of {expected_ranks} ranks "
+               "summed right")
+    return replace(report, flags=tuple(flags), network=network, all_reduce=summary)
 
 
 def _get(report: dict, path: tuple[str, ...]) -> object:
@@ -163,6 +220,10 @@ def format_report(report: CheckReport) -> str:
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)).rstrip() for row in rows]
+    if report.all_reduce:
+        lines.append(report.all_reduce)
+    if report.network:
+        lines += ["NCCL network (NCCL_DEBUG=INFO):", *(f"  {line}" for line in report.network)]
     if report.ok:
         lines.append(f"all {len(report.ranks)} ranks agree")
     else:

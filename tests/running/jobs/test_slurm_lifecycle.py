@@ -134,10 +134,18 @@ def test_run_directory_is_never_overwritten(root: Path) -> None:
 
 def test_system_check_reports_every_rank(root: Path) -> None:
     out = (root / "check.stdout").read_text()
-    assert "all 4 ranks agree" in out, out
     run = _run(root, "check_ci-slurm_1n_")
     reports = [json.loads(line.split("bench-sysinfo ", 1)[1])
                for line in (run.read_output() or "").splitlines() if "bench-sysinfo " in line]
+    sums = [json.loads(line.split("bench-allreduce ", 1)[1])
+            for line in (run.read_output() or "").splitlines() if "bench-allreduce " in line]
+    assert sorted(r["rank"] for r in sums) == [0, 1, 2, 3]
+    if all("torch is not importable" in r.get("error", "") for r in sums):  # the jobs' Python
+        assert "FLAG all-reduce failed on rank 0: torch is not importable" in out, out
+    else:  # no GPU: the four ranks sum over gloo, and nothing else disagrees
+        assert {r["backend"] for r in sums} == {"gloo"} and all(r["ok"] for r in sums), sums
+        assert "all-reduce (gloo): 4 of 4 ranks summed right" in out, out
+        assert "all 4 ranks agree" in out, out
     assert sorted(r["rank"] for r in reports) == [0, 1, 2, 3]
     assert {r["local_rank"] for r in reports} == {0, 1, 2, 3}
     assert {r["job_id"] for r in reports} == {run.job_id}
