@@ -217,8 +217,10 @@ def _profile(run_dir: Path) -> tuple[Profile | None, str | None]:
         return Profile(**asdict(breakdown(read_trace(trace)))), None
     except FileNotFoundError:
         return None, f"--profile: the run left no trace at {trace}"
-    except (OSError, ValueError) as error:  # a truncated or foreign file: the run still counts
-        return None, f"--profile: the trace {trace} could not be read ({error})"
+    except Exception as error:  # a cut, foreign or malformed file (a truncated gzip raises
+        # EOFError, a list has no .get): whatever the profiler left, the run keeps its one record
+        why = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        return None, f"--profile: the trace {trace} could not be read ({why[:500]})"
 
 
 def profile_env(launch: LaunchPlan, run_dir: Path) -> dict[str, str]:
@@ -280,7 +282,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     record = make_record(launch, result, started, time.time(), log_text, failure, origin, summary,
                          run_dir)
     try:
-        write_record(records_dir, record)
+        written = write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run
         try:
             kept = write_record(run_dir, record)
@@ -291,8 +293,9 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
                 f"{record.status.value}" + (f": {record.reason}" if record.reason else "")) from None
         raise ValueError(f"the record could not be written to {records_dir} "
                          f"({error.strerror or error}); it is in {kept}: move it there") from None
-    if stop is not None:
-        raise stop  # the user asked to stop: after the record, not before
+    if stop is not None:  # the user asked to stop: after the record, not before
+        print(f"record: {written} ({record.status.value}: {record.reason})", file=sys.stderr)
+        raise stop
     return record
 
 
