@@ -223,6 +223,26 @@ def _profile(run_dir: Path) -> tuple[Profile | None, str | None]:
         return None, f"--profile: the trace {trace} could not be read ({why[:500]})"
 
 
+# Variables a shell may carry that change how a run performs (the allocator, NCCL's algorithms
+# and channels, Transformer Engine's kernels, CUDA's launch queue); the plan's own win.
+_RUN_CHANGING = ("NCCL_", "TORCH_NCCL_", "PYTORCH_", "NVTE_", "CUDA_DEVICE_MAX_CONNECTIONS",
+                 "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_")
+
+
+def shell_variant(summary: PlanSummary, launch: LaunchPlan) -> PlanSummary:
+    """The plan summary with the run-changing variables of this shell (not set by the plan) in its
+    environment and, as ``env:NAME``, in its variant: such a run is a configuration of its own.
+    A run in an image gets only the plan's environment, so nothing is added there."""
+    planned = dict(launch.env)
+    found = {name: value for name, value in sorted(os.environ.items())
+             if name.startswith(_RUN_CHANGING) and name not in planned}
+    if launch.in_docker or not found:
+        return summary
+    return summary.model_copy(update={
+        "env": {**summary.env, **found},
+        "variant": {**summary.variant, **{f"env:{name}": value for name, value in found.items()}}})
+
+
 def profile_env(launch: LaunchPlan, run_dir: Path) -> dict[str, str]:
     """Where the training entry puts a profiled run's trace (its profile folder), if profiled."""
     return {PROFILE_DIR_ENV: str((run_dir / PROFILE_DIR).resolve())} if launch.profile_steps else {}
@@ -237,7 +257,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     file (:func:`bench.records.record.check_records_dir`). ``summary``: the plan's, where the
     caller has made it already.
     """
-    summary = summary or plan_summary(launch)  # made once: plan.json and the record hold it
+    summary = shell_variant(summary or plan_summary(launch), launch)  # plan.json and the record
     check_records_dir(records_dir)
     workdir = str(runs_root.resolve())  # a container sees it at the same path
     run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)},

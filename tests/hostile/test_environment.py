@@ -1,6 +1,7 @@
 """Issue 48, item 7: the environment a shell brings. Cluster defaults (``$BENCH_ACCOUNT`` and the
 like) are ignored where a platform's scheduler takes no such option, while the same value typed as
-an option is refused as before."""
+an option is refused as before; a variable that changes a run (the allocator's, NCCL's) is
+recorded as its variant."""
 
 from __future__ import annotations
 
@@ -43,3 +44,17 @@ def test_a_slurm_job_takes_the_account_and_ignores_a_pbs_queue(tmp_path: Path) -
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --account=project_1" in result.stdout
     assert "#SBATCH --time=01:00:00" in result.stdout
+
+
+def test_a_shell_variable_that_changes_the_run_is_its_variant(tmp_path: Path) -> None:
+    run = bench_run(tmp_path, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+                                   "NCCL_ALGO": "Ring", "HOME_LIKE": "ignored"})
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err
+    records, problems = load_records(tmp_path / "results" / "records")
+    assert not problems and len(records) == 1
+    record = records[0]
+    assert record.variant.items() >= {"env:NCCL_ALGO": "Ring",
+                                      "env:PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}.items()
+    assert all(key.startswith("env:") for key in record.variant)  # nothing else is a variant
+    assert record.env["NCCL_ALGO"] == "Ring" and "HOME_LIKE" not in record.env
