@@ -12,6 +12,7 @@ import difflib
 import sys
 
 from bench.config import cli as config_cli
+from bench.config.text import error_text, visible
 from bench.dataset import cli as dataset_cli
 from bench.images import cli as images_cli
 from bench.results import cli as results_cli
@@ -20,6 +21,7 @@ from bench.running.arguments import misplaced_flags, split_megatron_args
 from bench.running.jobs import cli as jobs_cli
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
 
 DESCRIPTION = ("Plan GPT-3-style Megatron throughput benchmarks and run them here (torchrun) or "
                "submit them as Slurm/PBS jobs; follow and collect the jobs into run records; build, "
@@ -65,8 +67,24 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def control_character_argument(argv: list[str]) -> str | None:
+    """The error for a command-line word holding a control character (an escape sequence, a line
+    break): it would reach the terminal, a job script's lines or a record raw; None when none does."""
+    for word in argv:
+        shown = visible(word)
+        if shown != word:
+            return (f"the argument '{error_text(shown)[:200]}' holds a control character (shown "
+                    "escaped); type it without one")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    own, extra = split_megatron_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    refusal = control_character_argument(argv)
+    if refusal:
+        print(f"error: {refusal}", file=sys.stderr)
+        return EXIT_USAGE
+    own, extra = split_megatron_args(argv)
     args = parse(own)
     if extra and not getattr(args, "takes_megatron_args", False):
         print("error: Megatron flags after '--' are for 'run' only", file=sys.stderr)
@@ -79,5 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ValueError, FileExistsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {error_text(exc)}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as exc:  # a read-only or full disk, a folder that went away: no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {error_text(where + (exc.strerror or str(exc)))}; nothing more was "
+              "written (free space, or give a folder you can write to)", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C: a run in progress has written its record already
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED

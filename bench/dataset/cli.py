@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from bench.config.extras import require
+from bench.config.text import error_text
 
 # Documents needed for every part of the kit's --split 949,50,1 to hold one.
 SPLIT_DOCUMENTS = 1000
@@ -24,7 +25,12 @@ def cmd_data(args: argparse.Namespace) -> int:
                          Path(args.merge_file), Path(args.out_dir), json_key=args.json_key,
                          exact=args.exact)
     except (InputError, TokenizerFilesError, FastPathMismatch) as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error_text(error)}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a read-only or full disk: the partial files are removed already
+        print(f"error: the dataset could not be written to {args.out_dir} ("
+              f"{error_text(error.strerror or error)}); nothing was left there: free some space, "
+              "or give --out-dir a folder you can write to", file=sys.stderr)
         return 1
     if result.reused:
         print(f"already prepared from the same inputs: {result.prefix} ({result.documents:,} "

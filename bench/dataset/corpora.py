@@ -31,7 +31,15 @@ COMPRESSIONS = {".zst": "zstd", ".xz": "xz", ".gz": "gzip", ".bz2": "bzip2"}
 WIKIEXTRACTOR_NAME = re.compile(r"wiki_\d+")
 PROBE_BYTES = 1 << 16  # decompressed bytes read from each input before anything is written
 ZSTD_MAX_WINDOW = 1 << 31  # what `zstd --long=31` writes; the library's default refuses above 128 MiB
-ZSTD_READ = 1 << 18  # compressed bytes per read: a few times that decompressed are held at once
+ZSTD_READ = 1 << 18  # compressed bytes per read from the file
+# Compressed bytes per call of the decompressor: zstd turns 4 bytes into at most a 128 KiB block,
+# so one call yields at most ~32 MiB however the file was made (a bomb included).
+ZSTD_FEED = 1 << 10
+# The longest line (a JSON line, a paragraph's line) and document taken: far above any corpus's
+# (Wikipedia's longest article is ~1 MB; SlimPajama's longest documents a few MB), and what one
+# tokenizer call holds comfortably. A decompression bomb is a line or document far beyond it, and
+# is refused here rather than filling the memory.
+MAX_DOCUMENT_BYTES = 64 << 20
 
 
 class InputError(ValueError):
@@ -85,19 +93,22 @@ class _ZstdFrames(io.RawIOBase):
         self._raw = raw
         self._in_frame = False
         self._out = memoryview(b"")
+        self._pending = memoryview(b"")  # compressed bytes read, not yet decompressed
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: bytearray | memoryview) -> int:
         while not self._out:
-            chunk = self._raw.read(ZSTD_READ)
-            if not chunk:
-                if self._in_frame:
-                    raise EOFError("the file ends inside a zstd frame")
-                return 0
+            if not self._pending:
+                self._pending = memoryview(self._raw.read(ZSTD_READ))
+                if not self._pending:
+                    if self._in_frame:
+                        raise EOFError("the file ends inside a zstd frame")
+                    return 0
+            feed, self._pending = self._pending[:ZSTD_FEED], self._pending[ZSTD_FEED:]
             try:
-                self._out = memoryview(self._decompress(chunk))
+                self._out = memoryview(self._decompress(bytes(feed)))
             except self._zstandard.ZstdError as error:
                 raise OSError(str(error)) from None
         count = min(len(buffer), len(self._out))
@@ -177,11 +188,19 @@ def _decode(raw: bytes, where: str, offset: int) -> str:
 def _lines(stream: BinaryIO, path: Path) -> Iterator[tuple[str, str, int]]:
     """(line, where, bytes) for each line, decoded, a leading byte-order mark dropped."""
     offset = 0
-    for number, raw in enumerate(stream, start=1):
+    for number, raw in enumerate(iter(lambda: stream.readline(MAX_DOCUMENT_BYTES + 1), b""), start=1):
         where = f"{path}:{number}"
+        if len(raw) > MAX_DOCUMENT_BYTES:
+            raise InputError(_too_long(where, "a line"))
         line = _decode(raw, where, offset)
         offset += len(raw)
         yield (line.removeprefix("\ufeff") if number == 1 else line), where, len(raw)
+
+
+def _too_long(where: str, what: str) -> str:
+    return (f"{where}: {what} longer than {MAX_DOCUMENT_BYTES >> 20} MiB: no corpus has one, so "
+            "this is no text the kit reads (a decompression bomb, or a binary file named like "
+            "text); remove it from the inputs")
 
 
 def _json_lines(lines: Iterator[tuple[str, str, int]], json_key: str) -> Iterator[tuple[str, int]]:
@@ -204,37 +223,41 @@ def _json_lines(lines: Iterator[tuple[str, str, int]], json_key: str) -> Iterato
 def _paragraphs(lines: Iterator[tuple[str, str, int]]) -> Iterator[tuple[str, int]]:
     """OSCAR's plain text: a document's lines up to a blank line, trailing whitespace dropped
     (as the OSCAR loader of HuggingFace datasets does)."""
-    document: list[str] = []
+    document = io.StringIO()  # not a list of lines: millions of short ones would each be an object
     size = 0
-    for line, _, length in lines:
+    for line, where, length in lines:
         size += length
+        if size > MAX_DOCUMENT_BYTES:
+            raise InputError(_too_long(where, "a document"))
         if line.strip():
-            document.append(line)
-        elif document:
-            yield "".join(document).rstrip(), size
-            document, size = [], 0
-    if document:
-        yield "".join(document).rstrip(), size
+            document.write(line)
+        elif document.tell():
+            yield document.getvalue().rstrip(), size
+            document, size = io.StringIO(), 0
+    if document.tell():
+        yield document.getvalue().rstrip(), size
 
 
 def _doc_blocks(lines: Iterator[tuple[str, str, int]], path: Path) -> Iterator[tuple[str, int]]:
     """wikiextractor's default output: the text between ``<doc ...>`` and ``</doc>`` lines."""
-    document: list[str] | None = None
+    document: io.StringIO | None = None
     size = 0
     for line, where, length in lines:
         size += length
+        if size > MAX_DOCUMENT_BYTES:
+            raise InputError(_too_long(where, "a document"))
         stripped = line.strip()
         if document is None:
             if stripped.startswith("<doc ") and stripped.endswith(">"):
-                document = []
+                document = io.StringIO()
             elif stripped:
                 raise InputError(f"{where}: text outside a <doc ...> ... </doc> block; is this "
                                  "wikiextractor output?")
         elif stripped == "</doc>":
-            yield "".join(document).removesuffix("\n"), size
+            yield document.getvalue().removesuffix("\n"), size
             document, size = None, 0
         else:
-            document.append(line)
+            document.write(line)
     if document is not None:
         raise InputError(f"{path}: ends inside a <doc> block: the file is cut short")
 
@@ -270,7 +293,9 @@ def read_documents(path: Path, fmt: InputFormat, json_key: str) -> Iterator[Docu
     the documents taken from it (empty documents come as ``""``, for the caller to count)."""
     with _opened(path, fmt) as (stream, raw):
         if fmt.layout is Layout.TEXT:
-            data = stream.read()  # one document: the tokenizer needs all of it at once
+            data = stream.read(MAX_DOCUMENT_BYTES + 1)  # one document: tokenized at once
+            if len(data) > MAX_DOCUMENT_BYTES:
+                raise InputError(_too_long(str(path), "a document"))
             yield Document(_decode(data, str(path), 0).removeprefix("\ufeff"), len(data), raw.tell())
             return
         lines = _lines(stream, path)

@@ -32,6 +32,13 @@ MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
 # Options holding a count; None means "the default", so 0 is refused rather than read as unset.
 _COUNTS = (("gpus", "--gpus"), ("nodes", "--nodes"), ("mbs", "--mbs"), ("gbs", "--gbs"))
 
+# Upper bounds, far above any benchmark (GPT-3 trained with a batch of 1536 sequences; a run
+# measures tens to thousands of iterations): a typo of 10**30 is refused, not planned.
+MAX_BATCH = 1 << 20
+MAX_ITERS = 10_000_000
+_BOUNDED = (("mbs", "--mbs", MAX_BATCH), ("gbs", "--gbs", MAX_BATCH),
+            ("iters", "--iters", MAX_ITERS))
+
 # Options whose value becomes an argument of its own for Megatron, the container runtime or the
 # scheduler (PBS directives take "-A value"): a value starting with '-' would be read as a flag.
 _FREE_TEXT = (("data_path", "--data-path"), ("vocab_file", "--vocab-file"),
@@ -101,6 +108,10 @@ def check_options(options: Options, platform: Platform, engine: str) -> None:
         if value is not None and value < 1:
             raise ValueError(f"{flag} must be at least 1, got {value} (leave it out for the "
                              "default)")
+    for key, flag, most in _BOUNDED:
+        value = getattr(options, key)
+        if value is not None and value > most:
+            raise ValueError(f"{flag} must be at most {most:,}, got {str(value)[:40]}")
     if options.iters < MIN_ITERS:
         raise ValueError(f"--iters {options.iters} is too few to measure: the protocol needs at "
                          f"least {MIN_ITERS} ({WARMUP_ITERS} warm-up iterations, then a window of "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -34,8 +35,14 @@ def cmd_schemas(args: argparse.Namespace) -> int:
     """Write the JSON Schemas into ``--out`` (default ``results/schema/``)."""
     args.out.mkdir(parents=True, exist_ok=True)
     for name, text in json_schemas().items():
-        (args.out / name).write_text(text)
-        print(args.out / name)
+        target = args.out / name
+        partial = target.with_name(f".{name}.partial")
+        try:  # a full disk leaves no half-written schema: the file is renamed into place whole
+            partial.write_text(text)
+            os.replace(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+        print(target)
     return 0
 
 

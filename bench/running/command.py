@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -17,7 +18,7 @@ from bench.config.campaign import load_campaign
 from bench.config.platforms import Platform, load_platform
 from bench.config.presets import get_preset
 from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
-from bench.planning.checks import check_options
+from bench.planning.checks import _JOB_OPTIONS, check_options
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import sweep_plans
@@ -61,6 +62,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     repeats: list[int | None] = [None] if args.repeat == 1 else list(range(1, args.repeat + 1))
     preset = get_preset(args.preset)
     platform = load_platform(args.platform)
+    ignore_cluster_defaults(args, platform)
     check_run_options(args, platform)
     options = options_from(args, 0, "")
     # Refused before the machine is asked: its probe imports torch and megatron-core (seconds).
@@ -90,6 +92,18 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     print(f"sweep of {preset.name}: {', '.join(p.layout.name for p in found)}"
           + (f", {args.repeat} times" if args.repeat > 1 else ""), file=sys.stderr)
     return launches
+
+def ignore_cluster_defaults(args: argparse.Namespace, platform: Platform) -> None:
+    """Drop the job options that only ``$BENCH_ACCOUNT``, ``$BENCH_PARTITION``, ``$BENCH_QUEUE`` or
+    ``$BENCH_WALLTIME`` gave, where the platform's scheduler takes no such option (every run here;
+    a queue on Slurm): a shell set up for a cluster still runs here. Given as an option, the same
+    value is refused as ever."""
+    for key in ("account", "partition", "queue", "walltime"):
+        flag = f"--{key}"
+        typed = any(word == flag or word.startswith(f"{flag}=") for word in getattr(args, "argv", ()))
+        from_env = getattr(args, key) == os.environ.get(f"BENCH_{key.upper()}")
+        if key not in _JOB_OPTIONS[platform.scheduler] and from_env and not typed:
+            setattr(args, key, None)
 
 def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
     """Refuse the options of the other kind of run: they would be silently ignored."""

@@ -217,8 +217,30 @@ def _profile(run_dir: Path) -> tuple[Profile | None, str | None]:
         return Profile(**asdict(breakdown(read_trace(trace)))), None
     except FileNotFoundError:
         return None, f"--profile: the run left no trace at {trace}"
-    except (OSError, ValueError) as error:  # a truncated or foreign file: the run still counts
-        return None, f"--profile: the trace {trace} could not be read ({error})"
+    except Exception as error:  # a cut, foreign or malformed file (a truncated gzip raises
+        # EOFError, a list has no .get): whatever the profiler left, the run keeps its one record
+        why = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        return None, f"--profile: the trace {trace} could not be read ({why[:500]})"
+
+
+# Variables a shell may carry that change how a run performs (the allocator, NCCL's algorithms
+# and channels, Transformer Engine's kernels, CUDA's launch queue); the plan's own win.
+_RUN_CHANGING = ("NCCL_", "TORCH_NCCL_", "PYTORCH_", "NVTE_", "CUDA_DEVICE_MAX_CONNECTIONS",
+                 "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_")
+
+
+def shell_variant(summary: PlanSummary, launch: LaunchPlan) -> PlanSummary:
+    """The plan summary with the run-changing variables of this shell (not set by the plan) in its
+    environment and, as ``env:NAME``, in its variant: such a run is a configuration of its own.
+    A run in an image gets only the plan's environment, so nothing is added there."""
+    planned = dict(launch.env)
+    found = {name: value for name, value in sorted(os.environ.items())
+             if name.startswith(_RUN_CHANGING) and name not in planned}
+    if launch.in_docker or not found:
+        return summary
+    return summary.model_copy(update={
+        "env": {**summary.env, **found},
+        "variant": {**summary.variant, **{f"env:{name}": value for name, value in found.items()}}})
 
 
 def profile_env(launch: LaunchPlan, run_dir: Path) -> dict[str, str]:
@@ -235,7 +257,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     file (:func:`bench.records.record.check_records_dir`). ``summary``: the plan's, where the
     caller has made it already.
     """
-    summary = summary or plan_summary(launch)  # made once: plan.json and the record hold it
+    summary = shell_variant(summary or plan_summary(launch), launch)  # plan.json and the record
     check_records_dir(records_dir)
     workdir = str(runs_root.resolve())  # a container sees it at the same path
     run_dir = create_run_dir(runs_root, launch, {"command.sh": torchrun.render(launch, workdir)},
@@ -280,7 +302,7 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     record = make_record(launch, result, started, time.time(), log_text, failure, origin, summary,
                          run_dir)
     try:
-        write_record(records_dir, record)
+        written = write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run
         try:
             kept = write_record(run_dir, record)
@@ -291,8 +313,9 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
                 f"{record.status.value}" + (f": {record.reason}" if record.reason else "")) from None
         raise ValueError(f"the record could not be written to {records_dir} "
                          f"({error.strerror or error}); it is in {kept}: move it there") from None
-    if stop is not None:
-        raise stop  # the user asked to stop: after the record, not before
+    if stop is not None:  # the user asked to stop: after the record, not before
+        print(f"record: {written} ({record.status.value}: {record.reason})", file=sys.stderr)
+        raise stop
     return record
 
 

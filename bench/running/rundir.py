@@ -130,4 +130,14 @@ def list_runs(root: Path) -> list[RunDir]:
     if not directory.is_dir():
         return []
     runs = [RunDir(p.resolve()) for p in directory.iterdir() if (p / "submit.json").is_file()]
-    return sorted(runs, key=lambda r: (r.submission["submitted_at"], r.run_id))
+    return sorted(runs, key=lambda r: (_submitted_at(r), r.run_id))
+
+
+def _submitted_at(run: RunDir) -> str:
+    """When ``run`` was submitted, for ordering; "" where its submit.json cannot say (a tampered
+    file is named by whoever reads the run, and must not stop the listing of the others)."""
+    try:
+        when = run.submission["submitted_at"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return ""
+    return when if isinstance(when, str) else ""

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.config.platforms import job_option_default, load_platform
+from bench.config.text import error_text
 from bench.config.tomlfile import DataError
 from bench.planning.checks import account_note
 from bench.records.record import RecordError
@@ -126,7 +127,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
         elif item.action == "running":
             print(f"{item.run_id}: not finished ({item.reason}), collect again later")
         elif item.action == "unreadable":
-            print(f"{item.run_id}: not recorded: {item.reason}", file=sys.stderr)
+            print(f"warning: {item.run_id}: not recorded: {error_text(item.reason)}; skipped, "
+                  "the other runs are collected", file=sys.stderr)
     recorded = sum(item.action == "recorded" for item in done)
     print(f"{recorded} new record(s) in {folder}; "
           f"{sum(item.action == 'exists' for item in done)} already recorded, "

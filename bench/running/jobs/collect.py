@@ -15,7 +15,7 @@ from bench.records.build import build_run_record
 from bench.records.record import Record
 from bench.records.store import RecordExistsError, record_path, write_record
 from bench.running.jobs.outcome import Outcome, judge
-from bench.running.jobs.scheduler import Scheduler, scheduler_for
+from bench.running.jobs.scheduler import Scheduler, SchedulerError, scheduler_for
 from bench.running.provenance import image_digest_from_output
 from bench.running.rundir import RunDir, list_runs
 
@@ -69,13 +69,34 @@ def collect_run(run: RunDir, records_dir: Path, scheduler: Scheduler) -> Collect
         write_record(records_dir, record)
     except RecordExistsError:  # another collect got there first
         return Collected(run.run_id, "exists")
-    except DataError as err:  # a plan.json this kit cannot read: said, and the others collected
-        return Collected(run.run_id, "unreadable", outcome.status, str(err))
     # The record's status, not the log's: metrics that fail the record's checks make it failed.
     return Collected(run.run_id, "recorded", record.status.value, record.reason)
 
 
 def collect(root: Path, records_dir: Path) -> list[Collected]:
-    """Record every finished benchmark run under ``root/runs``; see the module docstring."""
-    return [collect_run(run, records_dir, scheduler_for(run.submission["scheduler"]))
-            for run in list_runs(root) if run.kind == "bench"]
+    """Record every finished benchmark run under ``root/runs``; see the module docstring. A run
+    folder this kit cannot read (a tampered plan.json or submit.json) is ``unreadable``, and
+    the others are still collected."""
+    done = []
+    for run in list_runs(root):
+        try:
+            if run.kind not in ("bench", "check"):
+                raise ValueError(f"its submit.json names the kind {str(run.kind)[:80]!r}, "
+                                 "neither bench nor check")
+            if run.kind == "bench":
+                done.append(collect_run(run, records_dir, scheduler_for(run.submission["scheduler"])))
+        except SchedulerError:  # the scheduler itself failed (not on the login node): for all
+            raise
+        except Exception as error:  # the folder's files are foreign data: any fault is its own
+            done.append(Collected(run.run_id, "unreadable", None, _why(error)))
+    return done
+
+
+def _why(error: Exception) -> str:
+    """What was wrong with a run folder, in words: a KeyError or a TypeError says little alone."""
+    run_files = "its plan.json, submit.json or state.json"
+    if isinstance(error, (DataError, OSError)):
+        return str(error)
+    if isinstance(error, ValueError) and not isinstance(error, UnicodeError):
+        return f"{run_files}: {error}"
+    return f"{run_files} are not as the kit writes them ({type(error).__name__}: {error})"
