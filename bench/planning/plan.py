@@ -8,10 +8,11 @@ in ``bench.render`` turn a plan into a Slurm script, a PBS script or a torchrun 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bench.config.capabilities import Capabilities
+from bench.config.capabilities import Capabilities, implementation
 from bench.config.platforms import Accelerator, Platform, with_job_overrides
 from bench.config.precisions import peak_format, resolve_precision
 from bench.config.presets import Preset
@@ -27,6 +28,7 @@ from bench.planning.checks import (
     pbs_queue,
 )
 from bench.planning.engines.common import allocator_env, checkpoint_flags, precision_env
+from bench.planning.engines.megatron import layer_capabilities
 from bench.planning.engines.table import ENGINES, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.planning.memory import (
@@ -40,10 +42,13 @@ from bench.planning.memory import (
     sharded_stage,
     state_bytes,
     step_bytes,
+    uncounted_note,
 )
 from bench.planning.microbatch import default_micro_batch
 from bench.planning.options import Options
-from bench.planning.tuning import Tuning, check_extra_args
+from bench.planning.tuning import Tuning, check_extra_args, flag_names
+from bench.planning.winners import note as winner_note
+from bench.planning.winners import winner_for
 
 MASTER_PORT = 29500
 RUNS_DIR = "runs"
@@ -208,24 +213,48 @@ def _paper_kit_hint(preset: Preset, layout: Layout, engine: str, precision: str,
             f"copies) needs ~{need:.1f} GB")
 
 
+def _fits(preset: Preset, engine: str, precision: str, device: Device | None,
+          options: Options) -> Callable[[Layout], bool] | None:
+    """Whether a layout fits the GPU by the estimate, counted as _memory counts it (so a default
+    picked with it is never refused there); None when the GPU's memory is not known."""
+    if device is None:
+        return None
+    grad = grad_bytes(engine, precision, options.tuning.grad_reduce_bf16)
+    states = state_bytes(precision, options.tuning.optimizer_states)
+    step = step_bytes(engine, options.tuning.optimizer_states, grad)
+    return lambda lay: fits(preset, lay, device.memory_gb, grad, sharded_stage(engine, lay),
+                            options.recompute, states, is_fp8(precision), step)
+
+
 def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
                  device: Device | None, options: Options) -> tuple[Layout, list[str]]:
     """The layout at the precision's default micro-batch (bench.planning.microbatch) and its note,
     where the user gave no --mbs; a micro-batch the user gave always stands."""
     if options.mbs is not None:
         return layout, []
-    grad = grad_bytes(engine, precision, options.tuning.grad_reduce_bf16)
-    states = state_bytes(precision, options.tuning.optimizer_states)
-    step = step_bytes(engine, options.tuning.optimizer_states, grad)
-    if device is None:
-        chosen, note = default_micro_batch(preset, layout, precision, None)
-    else:  # counted as _memory counts it, so the pick is never refused there
-        device_gb = device.memory_gb
-        chosen, note = default_micro_batch(
-            preset, layout, precision,
-            lambda lay: fits(preset, lay, device_gb, grad, sharded_stage(engine, lay),
-                             options.recompute, states, is_fp8(precision), step))
+    chosen, note = default_micro_batch(preset, layout, precision,
+                                       _fits(preset, engine, precision, device, options))
     return chosen, [note] if note else []
+
+
+def _measured(preset: Preset, layout: Layout, engine: str, precision: str, caps: Capabilities,
+              device: Device | None, options: Options
+              ) -> tuple[Layout, Options, tuple[str, ...], list[str]]:
+    """The measured winner's micro-batch, recompute and Megatron flags (bench.planning.winners)
+    where the user set none of them and the estimate fits: (layout, options with the winner's
+    micro-batch and recompute, flags, note)."""
+    if options.mbs is not None or options.recompute is not None:
+        return layout, options, (), []
+    winner = winner_for(preset, layout, engine, precision,
+                        implementation(layer_capabilities(caps, precision)))
+    if winner is None or flag_names(winner.megatron_args) & flag_names(options.tuning.extra_args):
+        return layout, options, (), []
+    chosen = replace(layout, micro_batch=winner.micro_batch)
+    options = replace(options, mbs=winner.micro_batch, recompute=winner.recompute)
+    fit = _fits(preset, engine, precision, device, options)
+    if fit is not None and not fit(chosen):
+        return layout, replace(options, mbs=None, recompute=None), (), []
+    return chosen, options, winner.megatron_args, [winner_note(winner)]
 
 
 def _bound(path: str, binds: tuple[str, ...]) -> bool:
@@ -346,11 +375,14 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     check_msamp_scaling(options.tuning.msamp_scaling, precision)
     check_msamp_layout(precision, layout)
     device = _device(accelerator, options.tuning.gpu_memory_cap)
+    caps = _capabilities(platform, options)
+    layout, options, measured_args, measured_notes = _measured(preset, layout, engine, precision,
+                                                               caps, device, options)
     layout, mbs_notes = _micro_batch(preset, layout, engine, precision, device, options)
+    mbs_notes += measured_notes
     check_grad_reduce_layout(options.tuning.grad_reduce, layout)
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
     # Render the engine's flags.
-    caps = _capabilities(platform, options)
     check_optimizer_states(tuning.optimizer_states, precision, tuning.grad_reduce, caps, platform)
     check_msamp_modules(tuning.msamp_modules, precision, caps, platform)
     flags = ENGINES[engine](Resolved(
@@ -360,7 +392,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         data=data, tuning=tuning, zero=options.zero, recompute=options.recompute,
         run_dir=f"{RUNS_DIR}/{rid}", image=image,
         profile_steps=PROFILE_STEPS if options.profile else 0))
-    args = flags.args
+    args = flags.args + measured_args
     if save:
         args += tuple(checkpoint_flags(save, options.save_interval or platform.storage.save_interval,
                                        engine))
@@ -376,6 +408,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         env["MASTER_PORT"] = str(MASTER_PORT)
     notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
              *mbs_notes, memory_note, *_unknown_gpu(platform, options, accelerator)]
+    notes += uncounted_note((*args, *tuning.extra_args))
     notes += account_note(platform)  # a dry run shows the script; only a submit refuses
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,

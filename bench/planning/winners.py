@@ -1,0 +1,87 @@
+"""The kit's defaults where a configuration was measured: the fastest known settings, with their
+evidence.
+
+A *winner* is what a preset, layout shape (tp, pp, vp, cp, sequence parallel; any dp) and
+precision trained fastest at, on the layer implementation it names, in the kit's own records. A
+run of that shape gets the winner's micro-batch, activation recompute and Megatron flags when the
+user sets none of them (``--mbs``, ``--recompute``, the same flags after ``--``), as long as the
+memory estimate still fits; the plan's note says what was picked and why. Shapes not listed keep
+the preset's settings (and fp8's micro-batch rule, ``bench.planning.microbatch``).
+
+Every entry names the records it stands on (``results/records/<run id>.json``); a test checks
+that they exist and that the winner's figure is theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.config.presets import Preset
+from bench.planning.layout import Layout
+
+
+@dataclass(frozen=True)
+class Winner:
+    """``implementation``: the layers the settings need (``te``: Transformer Engine's).
+    ``megatron_args``: flags appended to the kit's. ``record``/``against``: the winner's record
+    and the record of the setting it beat, with their TFLOP/s per GPU; ``why``: one line."""
+
+    preset: str
+    engine: str
+    shape: tuple[int, int, int, int, bool]  # tp, pp, vp, cp, sp
+    precision: str
+    implementation: str
+    micro_batch: int
+    recompute: str | None
+    megatron_args: tuple[str, ...]
+    record: tuple[str, float]
+    against: tuple[str, float, str]  # run id, TFLOP/s per GPU, what it ran without
+    why: str
+
+    @property
+    def shape_name(self) -> str:
+        """The shape as a layout name without dp, e.g. ``tp2pp2sp``."""
+        tp, pp, vp, cp, sp = self.shape
+        return (f"tp{tp}pp{pp}" + (f"vp{vp}" if vp > 1 else "") + (f"cp{cp}" if cp > 1 else "")
+                + ("sp" if sp else ""))
+
+
+# Transformer Engine's CUDA graphs, with the selective recompute they graph, need dropout off
+# (megatron-core: "attention dropout is not supported with graphed attention recomputation").
+TE_GRAPHS = ("--cuda-graph-impl", "transformer_engine", "--attention-dropout", "0.0",
+             "--hidden-dropout", "0.0")
+
+WINNERS: tuple[Winner, ...] = (
+    # 4 x H200 capped at 80 GB (2026-11-27): the GPU idled 37 % of the un-graphed step (its
+    # profile), the host launching kernels; graphs took the step from 7.19 to 5.56 s.
+    Winner("13b", "megatron", (2, 2, 1, 1, True), "bf16", "te", 2, "selective", TE_GRAPHS,
+           record=("13b_tp2pp2dp1sp_local_20261127T071826Z-3ab377", 468.9),
+           against=("13b_tp2pp2dp1sp_local_20261127T065217Z-d16e9a-c1", 362.6, "the graphs"),
+           why="micro-batch 2 with selective recompute, Transformer Engine's CUDA graphs with "
+               "attention and hidden dropout 0.0 (graphed recompute needs them off)"),
+)
+
+
+def _shape(layout: Layout) -> tuple[int, int, int, int, bool]:
+    return layout.tp, layout.pp, layout.vp, layout.cp, layout.sp
+
+
+def winner_for(preset: Preset, layout: Layout, engine: str, precision: str, implementation: str
+               ) -> Winner | None:
+    """The measured winner of this preset, layout shape, engine and precision on these layers, if
+    any whose micro-batch divides the sequences of one data-parallel rank."""
+    per_rank = layout.global_batch // layout.dp
+    key = (preset.name, engine, _shape(layout), precision)
+    return next((w for w in WINNERS
+                 if (w.preset, w.engine, w.shape, w.precision) == key
+                 and implementation.startswith(w.implementation) and per_rank % w.micro_batch == 0),
+                None)
+
+
+def note(winner: Winner) -> str:
+    """The plan's note: what the winner set, its figure against the one it beat, and the way out."""
+    run, tflops, without = winner.against
+    return (f"measured defaults for {winner.preset} {winner.shape_name} {winner.precision}: "
+            f"{winner.why}: {winner.record[1]:.1f} TFLOP/s/GPU against {tflops:.1f} without "
+            f"{without} (records {winner.record[0]}, {run}); --mbs, --recompute or your own "
+            "flags after '--' replace them")

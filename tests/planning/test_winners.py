@@ -1,0 +1,104 @@
+"""The measured defaults (bench.planning.winners): each stands on records that exist and say what
+the table says, and a plan gets them only where the user set none of them and they fit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.config.capabilities import Capabilities
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.plan import LaunchPlan, plan
+from bench.planning.winners import WINNERS, Winner
+from tests.conftest import options
+
+RECORDS = Path(__file__).resolve().parents[2] / "results" / "records"
+TE = Capabilities(transformer_engine=True)
+FOUR_H200 = {"gpus_present": 4, "gpu_name": "NVIDIA H200", "capabilities": TE, "gbs": 64}
+
+
+def _record(run_id: str) -> dict:
+    return json.loads((RECORDS / f"{run_id}.json").read_text())
+
+
+def _shape(record: dict) -> tuple[int, int, int, int, bool]:
+    layout = record["layout"]
+    return layout["tp"], layout["pp"], layout["vp"], layout["cp"], layout["sp"]
+
+
+@pytest.mark.parametrize("winner", WINNERS, ids=lambda w: f"{w.preset}-{w.shape_name}-{w.precision}")
+def test_a_winner_is_what_its_records_measured(winner: Winner) -> None:
+    best, beaten = _record(winner.record[0]), _record(winner.against[0])
+    for record in (best, beaten):
+        assert record["status"] == "ok"
+        assert (record["preset"]["name"], _shape(record), record["precision"]) == (
+            winner.preset, _shape(best), winner.precision)
+        assert record["implementation"] == winner.implementation
+    assert _shape(best) == winner.shape
+    assert round(best["metrics"]["tflops_per_gpu"], 1) == winner.record[1]
+    assert round(beaten["metrics"]["tflops_per_gpu"], 1) == winner.against[1]
+    assert winner.record[1] > winner.against[1]
+    argv = " ".join(best["argv"])
+    assert " ".join(winner.megatron_args) in argv
+    assert best["layout"]["micro_batch"] == winner.micro_batch
+    assert f"--recompute-granularity {winner.recompute}" in argv
+
+
+def _plan(layout: str = "tp2pp2sp", **kw: object) -> LaunchPlan:
+    return plan(get_preset("13b"), layout, load_platform("local"), options(**{**FOUR_H200, **kw}))
+
+
+def _arg(launch: LaunchPlan, flag: str) -> str | None:
+    args = list(launch.train_args)
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def test_13b_tp2pp2sp_gets_its_measured_defaults_and_says_why() -> None:
+    launch = _plan()
+    assert launch.layout.micro_batch == 2 and launch.recompute == "selective"
+    assert _arg(launch, "--cuda-graph-impl") == "transformer_engine"
+    assert _arg(launch, "--attention-dropout") == "0.0" and _arg(launch, "--hidden-dropout") == "0.0"
+    assert _arg(launch, "--recompute-granularity") == "selective"
+    assert launch.variant == ()  # the default configuration, not an A/B
+    note = next(n for n in launch.notes if n.startswith("measured defaults"))
+    assert "468.9 TFLOP/s/GPU against 362.6 without the graphs" in note
+    assert WINNERS[0].record[0] in note
+
+
+@pytest.mark.parametrize("kw", [{"mbs": 1}, {"recompute": "full"}, {"precision": "fp8-delayed"},
+                                {"capabilities": Capabilities(apex_layer_norm=True)}])
+def test_what_the_user_or_the_environment_sets_stands(kw: dict) -> None:
+    launch = _plan(**kw)
+    assert _arg(launch, "--cuda-graph-impl") is None
+    assert not any(n.startswith("measured defaults") for n in launch.notes)
+
+
+def test_the_users_own_graph_flags_replace_the_winners() -> None:
+    from bench.planning.tuning import Tuning
+    launch = _plan(tuning=Tuning(extra_args=("--cuda-graph-impl", "local")))
+    assert list(launch.train_args).count("--cuda-graph-impl") == 1
+    assert _arg(launch, "--cuda-graph-impl") == "local"
+    assert launch.layout.micro_batch == 1  # the preset's
+
+
+def test_a_winner_that_does_not_fit_is_not_taken() -> None:
+    from bench.planning.tuning import Tuning
+    # Capped at 40 GB, micro-batch 2 of 13b tp2pp2sp does not fit the estimate: the preset's stays
+    # (and the plan is refused only for what the preset's own settings need, with --force here).
+    launch = _plan(tuning=Tuning(gpu_memory_cap=40), force=True)
+    assert launch.layout.micro_batch == 1 and launch.recompute is None
+    assert _arg(launch, "--cuda-graph-impl") is None
+
+
+def test_other_shapes_keep_the_presets_settings() -> None:
+    launch = _plan("tp1pp4", force=True)
+    assert launch.layout.micro_batch == 1 and _arg(launch, "--cuda-graph-impl") is None
+
+
+def test_a_plan_with_cuda_graphs_says_the_estimate_leaves_them_out() -> None:
+    note = "the memory estimate does not count CUDA graphs' static buffers (--cuda-graph-impl)"
+    assert any(n.startswith(note) for n in _plan().notes)
+    assert not any(n.startswith(note) for n in _plan(mbs=1).notes)
