@@ -3,7 +3,9 @@
 Reads a JSON list of cases ``{"argv": [...], "env": {...}, "world_size": N}`` on stdin and prints
 one JSON result per case: ``{"ok": bool, "error": str}``. A case with ``"capabilities"`` (the
 environment the plan assumed) is also put through the training entry's own checks for that
-environment (``bench.train.spec.check_args``), so planner and entry are held to agree.
+environment (``bench.train.spec.check_args``), so planner and entry are held to agree. A case with
+``"config": true`` also builds the TransformerConfig, whose checks (CUDA graphs against dropout,
+say) otherwise fail only when training starts.
 Megatron's validator asks the GPU for its architecture; on this GPU-less machine that one hardware
 query answers "Hopper (9.0)", everything else is Megatron's real code.
 """
@@ -40,6 +42,8 @@ def check(case: dict) -> dict:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as err:
             args = megatron_args.parse_args(extra_args_provider=add_kit_args)  # as the entry parses
             megatron_args.validate_args(args)
+            if case.get("config"):  # the model's TransformerConfig and its own checks, as training builds it
+                megatron_args.core_transformer_config_from_args(args)
         if "capabilities" in case:
             attention = resolve_attention("auto", args.transformer_impl, args.kit_msamp_modules)
             problems = check_args(args, attention, Capabilities(**case["capabilities"]))

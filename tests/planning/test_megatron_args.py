@@ -244,3 +244,52 @@ def test_every_campaign_run_for_two_h100s_is_accepted_by_megatron_and_the_entry(
     results = json.loads(out.stdout.strip().splitlines()[-1])
     failures = [f"{p['run_id']}: {r['error']}" for p, r in zip(cases, results, strict=True) if not r["ok"]]
     assert len(cases) > 30 and not failures, "\n".join(failures)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_megatron
+def test_every_run_of_the_four_gpu_campaign_is_accepted_by_megatron_and_the_entry(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """results/campaigns/x4.toml as four H200s capped at 80 GB plan it (Transformer Engine): its
+    CUDA-graph runs, dropout off where Megatron needs it, pass Megatron's validator and the
+    TransformerConfig it builds, where one crashed on the GPU machine before."""
+    from bench.running import gpus as hardware
+    from bench.running.trainenv import Facts
+    from tests.inprocess import run_cli
+    from tests.running.test_command import REPO
+
+    caps = Capabilities(transformer_engine=True)
+    monkeypatch.setattr(hardware, "detect_gpus",
+                        lambda: hardware.LocalGPUs(4, "NVIDIA H200", "580.00", 150.0))
+    monkeypatch.setattr("bench.running.machine.facts", lambda **kw: Facts(python="python", capabilities=caps))
+    result = run_cli("run", "--campaign", str(REPO / "results" / "campaigns" / "x4.toml"),
+                     "--dry-run", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    cases = [entry["plan"] for entry in json.loads(result.stdout)["runs"]]
+    payload = [{"argv": p["train_argv"][p["train_argv"].index(ENTRY[1]) + 1:], "env": p["env"],
+                "world_size": p["world_size"], "capabilities": asdict(caps), "config": True}
+               for p in cases]
+    out = subprocess.run([megatron_python(), str(CHECKER)], input=json.dumps(payload),
+                         capture_output=True, text=True, timeout=600, check=True)
+    results = json.loads(out.stdout.strip().splitlines()[-1])
+    failures = [f"{p['run_id']}: {r['error']}" for p, r in zip(cases, results, strict=True) if not r["ok"]]
+    assert len(cases) >= 20 and not failures, "\n".join(failures)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_megatron
+def test_the_config_check_refuses_what_crashed_on_the_gpu_machine() -> None:
+    """The record of 13b tp2pp2 + sp with TE's CUDA graphs and selective recompute that crashed on
+    four H200s: Megatron's parser takes its argv, its TransformerConfig refuses it, as training did."""
+    from tests.running.test_command import REPO
+    record = json.loads((REPO / "results" / "records"
+                         / "13b_tp2pp2dp1sp_local_20261127T071443Z-aecc15-c3.json").read_text())
+    argv = record["argv"][record["argv"].index(ENTRY[1]) + 1:]
+    payload = [{"argv": argv, "env": record["env"], "world_size": 4, "config": config}
+               for config in (False, True)]
+    out = subprocess.run([megatron_python(), str(CHECKER)], input=json.dumps(payload),
+                         capture_output=True, text=True, timeout=300, check=True)
+    parsed, configured = json.loads(out.stdout.strip().splitlines()[-1])
+    assert parsed["ok"] and record["status"] == "crashed"
+    assert not configured["ok"] and "attention dropout is not supported" in configured["error"]
+    assert "attention dropout is not supported" in record["reason"]
