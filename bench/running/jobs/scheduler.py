@@ -1,10 +1,13 @@
 """Talk to a batch scheduler: submit a script, read a job's state.
 
-Slurm is driven through ``sbatch --parsable`` and ``scontrol show job -o``; PBS through ``qsub``
-and ``qstat -f -x``. There is no ``sacct`` on every cluster (it needs accounting storage), and
-``scontrol`` forgets a finished job ``MinJobAge`` seconds after it ends, so :meth:`query` returns
-``None`` for a job the scheduler no longer knows; callers fall back to the state they saved and to
-the job's own output.
+One :class:`Scheduler` does both for every scheduler; what differs is its data (:data:`SLURM`,
+:data:`PBS`): Slurm is driven through ``sbatch --parsable`` and ``scontrol show job -o``, PBS
+through ``qsub`` and ``qstat -f -x``, whose states are read in Slurm's words.
+
+There is no ``sacct`` on every cluster (it needs accounting storage), and ``scontrol`` forgets a
+finished job ``MinJobAge`` seconds after it ends, so :meth:`Scheduler.query` returns ``None`` for a
+job the scheduler no longer knows; callers fall back to the state they saved and to the job's own
+output.
 """
 
 from __future__ import annotations
