@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.running.jobs.scheduler import PBS, SLURM, SchedulerError, scheduler_for
+from tests.conftest import GOLDEN
 
 SCONTROL_LINE = (
     "JobId=12 JobName=1.3b_tp1pp1_slurm UserId=root(0) GroupId=root(0) Priority=1 Nice=0 "
@@ -140,3 +142,16 @@ def test_only_batch_schedulers_take_jobs() -> None:
     assert (scheduler_for("slurm"), scheduler_for("pbs")) == (SLURM, PBS)
     with pytest.raises(ValueError, match="scheduler 'none' cannot take batch jobs"):
         scheduler_for("none")
+
+
+@pytest.mark.parametrize(("golden", "scheduler", "directive"), [
+    ("azure-h100_megatron_175b_tp8pp16sp.txt", SLURM, r"^#SBATCH --output=(\S+)$"),
+    ("polaris_megatron_13b_tp4pp2.txt", PBS, r"^#PBS -o (\S+)$"),
+])
+def test_the_job_script_and_the_submit_command_name_one_output_file(golden, scheduler, directive) -> None:
+    """The script's own line (relative to the submit folder) and the absolute one given on the
+    command line, which wins, are the same file."""
+    written = re.search(directive, (GOLDEN / golden).read_text(), re.MULTILINE).group(1)
+    run_dir = written.rpartition("/")[0]
+    given = [option.format(workdir="", run_dir=run_dir) for option in scheduler.submit_options]
+    assert written in {option.removeprefix("--output=") for option in given}
