@@ -19,14 +19,22 @@ DEVELOPMENT_WORDS = re.compile(r"\blent\b|device call", re.IGNORECASE)
 
 
 def _product_files() -> list[Path]:
+    """The kit's code and pages, and the campaign files users run (their descriptions say what a
+    campaign measures on which hardware, not on whose)."""
     return [*sorted((REPO / "bench").rglob("*.py")), REPO / "README.md",
-            *sorted((REPO / "docs").glob("*.md"))]  # dated reports keep their history
+            *sorted((REPO / "docs").glob("*.md")),  # dated reports keep their history
+            *sorted((REPO / "results" / "campaigns").glob("*.toml"))]
 
 
 @pytest.mark.parametrize("path", _product_files(), ids=lambda p: str(p.relative_to(REPO)))
 def test_the_kit_speaks_of_the_gpu_machine(path: Path) -> None:
     found = [line for line in path.read_text(encoding="utf-8").splitlines() if DEVELOPMENT_WORDS.search(line)]
     assert not found, f"{path.relative_to(REPO)}: say 'the GPU machine': {found}"
+
+
+def test_the_words_guard_reads_the_campaign_files() -> None:
+    campaigns = [p for p in _product_files() if p.parent == REPO / "results" / "campaigns"]
+    assert {"h200x1.toml", "x4.toml"} <= {p.name for p in campaigns}
 
 
 def test_results_campaigns_holds_only_campaign_files() -> None:

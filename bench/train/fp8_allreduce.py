@@ -63,7 +63,6 @@ import json
 import math
 import os
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,6 +70,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch.nn import functional as F
+
+from bench.train.timing import clock_for, loop_seconds
 
 FORMATS = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 BUCKET_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -258,11 +259,6 @@ class Row:
     rel_error: float  # ‖result − fp32 sum‖ / ‖fp32 sum‖ on this rank's part
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _max_over_ranks(value: float, device: torch.device) -> float:
     held = torch.tensor([value], dtype=torch.float64, device=device)
     dist.all_reduce(held, op=dist.ReduceOp.MAX)
@@ -270,16 +266,9 @@ def _max_over_ranks(value: float, device: torch.device) -> float:
 
 
 def _time_ms(call: Callable[[], object], device: torch.device, warmup: int, iters: int) -> float:
-    for _ in range(warmup):
-        call()
-    _synchronize(device)
-    dist.barrier()
-    started = time.perf_counter()
-    for _ in range(iters):
-        call()
-    _synchronize(device)
+    seconds = loop_seconds(call, iters, clock_for(device), warmup=warmup, line_up=dist.barrier)
     # The slowest rank sets the pace of a collective.
-    return _max_over_ranks((time.perf_counter() - started) / iters * 1e3, device)
+    return _max_over_ranks(seconds * 1e3, device)
 
 
 def measure(sizes_mib: Sequence[float], fmt: str, warmup: int, iters: int, device: torch.device) -> list[Row]:

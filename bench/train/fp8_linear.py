@@ -24,13 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+
+from bench.train.timing import median_seconds
 
 ITERS, WARMUP = 30, 10
 DEFAULT_SHAPE = (8192, 4096, 16384)
@@ -46,25 +47,10 @@ WEIGHT_CASTS = {False: "weight cast reused", True: "weight cast every step"}
 Shape = tuple[int, int, int]
 
 
-def timed(step: Callable[[], None]) -> float:
-    """The median time of ``step`` in seconds, after a warm-up, each step timed by CUDA events."""
-    for _ in range(WARMUP):
-        step()
-    times = []
-    for _ in range(ITERS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
-
-
 def row(name: str, shape: Shape, step: Callable[[], None], **extra: object) -> dict:
     """Time ``step`` and print its row (one JSON line)."""
     m, k, n = shape
-    median = timed(step)
+    median = median_seconds(step, WARMUP, ITERS)
     found = {"variant": name, "M": m, "K": k, "N": n, "step_s_median": median,
              "tflops": 3 * 2 * m * k * n / median / 1e12, "gpu": torch.cuda.get_device_name(), **extra}
     print(json.dumps(found), flush=True)

@@ -24,6 +24,7 @@ the shared hosts ``NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -34,11 +35,11 @@ import subprocess
 import sys
 import time
 import tomllib
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.measure.logparse import Iteration, parse_log
+from bench.train.timing import CudaClock, loop_seconds, median_seconds
 
 SCHEMA = "bench.smoke/1"
 CHECKS = ("nccl", "gemm", "train")
@@ -187,13 +188,8 @@ def allreduce_worker(result_path: Path) -> int:
         correct = torch.tensor([int(torch.all(values == world * (world + 1) / 2))], device="cuda")
         dist.all_reduce(correct, op=dist.ReduceOp.MIN)
         all_correct &= bool(correct.item())
-        torch.cuda.synchronize()
-        dist.barrier()
-        started = time.perf_counter()
-        for _ in range(ALLREDUCE_TIMED):
-            dist.all_reduce(values)
-        torch.cuda.synchronize()
-        seconds = (time.perf_counter() - started) / ALLREDUCE_TIMED
+        seconds = loop_seconds(functools.partial(dist.all_reduce, values), ALLREDUCE_TIMED, CudaClock(),
+                               line_up=dist.barrier)
         algbw = size / seconds / 1e9
         sizes.append({"bytes": size, "time_ms": seconds * 1e3, "algbw_gbps": algbw,
                       "busbw_gbps": algbw * 2 * (world - 1) / world})  # nccl-tests' convention
@@ -212,22 +208,6 @@ def allreduce_worker(result_path: Path) -> int:
     return 0
 
 
-def _median_ms(product: Callable[[], object]) -> float:
-    """Median of GEMM_TIMED products timed one by one, after GEMM_WARMUP untimed ones."""
-    import torch
-
-    for _ in range(GEMM_WARMUP):
-        product()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(GEMM_TIMED)]
-    for start, end in events:
-        start.record()
-        product()
-        end.record()
-    torch.cuda.synchronize()
-    return statistics.median(start.elapsed_time(end) for start, end in events)
-
-
 def gemm_tflops(m: int, k: int, n: int, dtype: str) -> float:
     """TFLOP/s of an (m x k) @ (k x n) product on the current GPU, bf16 or fp8 (e4m3, per-tensor
     scales, bf16 out: the fp8 GEMM of Transformer Engine's recipes)."""
@@ -238,12 +218,13 @@ def gemm_tflops(m: int, k: int, n: int, dtype: str) -> float:
     if dtype == "fp8":
         a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)
         one = torch.ones((), device="cuda")
-        ms = _median_ms(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
-                                                 out_dtype=torch.bfloat16, use_fast_accum=True))
+        seconds = median_seconds(lambda: torch._scaled_mm(a8, b8.t(), scale_a=one, scale_b=one,
+                                                          out_dtype=torch.bfloat16, use_fast_accum=True),
+                                 GEMM_WARMUP, GEMM_TIMED)
     else:
         bt = b.t()
-        ms = _median_ms(lambda: a @ bt)
-    return 2 * m * k * n / (ms * 1e-3) / 1e12
+        seconds = median_seconds(lambda: a @ bt, GEMM_WARMUP, GEMM_TIMED)
+    return 2 * m * k * n / seconds / 1e12
 
 
 def check_gemm(gpus: int) -> CheckResult:

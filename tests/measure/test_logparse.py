@@ -115,7 +115,7 @@ def test_megatron_deepspeed_phrases() -> None:
 
 
 def test_a_worker_killed_by_a_signal_is_named() -> None:
-    """Megatron-DeepSpeed on the lent H200: rank 0 segfaulted in its C++ dataset helper while the
+    """Megatron-DeepSpeed on an H200: rank 0 segfaulted in its C++ dataset helper while the
     sample index was built; torchrun's ChildFailedError alone would not say why."""
     result = parse_log(read("megatron_deepspeed_segfault_1.3b_tp1pp1_h200.log"), exit_code=1)
     assert result.status is Status.CRASHED and not result.iterations
@@ -123,7 +123,7 @@ def test_a_worker_killed_by_a_signal_is_named() -> None:
 
 
 def test_a_workers_last_exception_is_the_reason() -> None:
-    """Megatron-DeepSpeed on the lent H200 (before patch 0009 reshaped the value): upstream catches
+    """Megatron-DeepSpeed on an H200 (before patch 0009 reshaped the value): upstream catches
     a TypeError and retries, the retry raises; torchrun's ChildFailedError comes last."""
     text = read("megatron_deepspeed_view_error_1.3b_tp1pp1_h200.log")
     result = parse_log(text, exit_code=1)

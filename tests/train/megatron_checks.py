@@ -367,7 +367,7 @@ def check_refuse_sequence_parallel() -> None:
     """Without TE or apex, --sequence-parallel is refused with a message (not a LayerNorm assert).
 
     With tensor parallelism Megatron's validator asks the GPU for its architecture; here that one
-    query answers Hopper (9), as on the lent H100/H200, and CUDA_DEVICE_MAX_CONNECTIONS=1 is set as
+    query answers Hopper (9), as on an H100 or H200, and CUDA_DEVICE_MAX_CONNECTIONS=1 is set as
     Megatron requires for tensor parallelism on Hopper.
     """
     import megatron.training.arguments as megatron_arguments

@@ -9,7 +9,7 @@ import pytest
 from bench.measure.logparse import parse_log
 from bench.train.smoke import EXIT_NO_GPU, TRAIN_ITERS, judge_training
 
-# The smoke check's own 2-layer training on a lent H200 (megatron-core 0.19.2, bf16, mock data).
+# The smoke check's own 2-layer training on an H200 (megatron-core 0.19.2, bf16, mock data).
 LOG = Path(__file__).parent.parent / "fixtures" / "logs" / "megatron_smoke_2layer_h200.log"
 
 

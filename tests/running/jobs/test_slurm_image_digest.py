@@ -25,7 +25,7 @@ from bench.planning.options import Options
 from bench.planning.plan import plan
 from bench.records.store import load_records
 from bench.running.jobs.follow import follow
-from bench.running.jobs.scheduler import Slurm
+from bench.running.jobs.scheduler import SLURM
 from bench.running.jobs.submit import submit_plan
 
 REPO = Path(__file__).resolve().parents[3]
@@ -80,7 +80,7 @@ def test_collect_records_the_digest_of_the_image_file_the_job_started(sif_platfo
     launch = plan(get_preset("125m"), "tp1pp1", sif_platform,
                   Options(now=datetime.now(UTC), gpus=1))
     run = submit_plan(replace(launch, entry=PRINTS_ONE_LINE, train_args=()), root)
-    outcome = follow(run, Slurm(), poll_s=0.5, max_wait_s=120, echo=lambda _: None)
+    outcome = follow(run, SLURM, poll_s=0.5, max_wait_s=120, echo=lambda _: None)
     output = run.read_output() or ""
     assert "exits 0 without a single iteration" in output, output  # it ran through the stand-in
     assert outcome.status == "incomplete", outcome.reason

@@ -27,7 +27,7 @@ from bench.planning.plan import plan
 from bench.records.store import load_records
 from bench.running.jobs.follow import follow
 from bench.running.jobs.outcome import judge
-from bench.running.jobs.scheduler import Slurm
+from bench.running.jobs.scheduler import SLURM
 from bench.running.jobs.submit import submit_plan
 from bench.running.rundir import RunDir, list_runs
 
@@ -101,7 +101,7 @@ def root(kit_env, tmp_path_factory) -> Path:
                   "--walltime", "00:02:00", "--wait", "--poll", "0.5")
     (root / "run-wait.stdout").write_text(waited.stdout + waited.stderr)
     for run in runs:
-        follow(run, Slurm(), poll_s=0.5, max_wait_s=MAX_WAIT_S, echo=lambda _: None)
+        follow(run, SLURM, poll_s=0.5, max_wait_s=MAX_WAIT_S, echo=lambda _: None)
     print(f"all test jobs ended after {time.monotonic() - started:.0f} s")
     return root
 
@@ -150,7 +150,7 @@ def test_system_check_reports_every_rank(root: Path) -> None:
     assert {r["local_rank"] for r in reports} == {0, 1, 2, 3}
     assert {r["job_id"] for r in reports} == {run.job_id}
     assert all(r["communication"]["NCCL_SOCKET_IFNAME"] == "lo" for r in reports)
-    assert judge(run, Slurm()).status == "ok"
+    assert judge(run, SLURM).status == "ok"
 
 
 def test_wait_follows_the_job_to_its_end(root: Path) -> None:
@@ -210,7 +210,7 @@ def test_time_limit_is_caught_whether_or_not_the_script_printed_its_end(root: Pa
     # fixed order: the script dies before its BENCH_END line, or srun dies first and the script
     # prints "BENCH_END status=143" (128 + SIGTERM). Both happen here; the verdict must not move.
     run = _run(root, "125m_")
-    outcome = judge(run, Slurm())
+    outcome = judge(run, SLURM)
     assert outcome.exit_status in (None, 143), outcome.log_text
     assert outcome.reason.startswith("TIMEOUT: ")
 
@@ -227,11 +227,11 @@ def test_time_limit_is_caught_though_the_job_never_printed_its_end(root: Path,
     copy.output.write_text("".join(line for line in (run.read_output() or "").splitlines(True)
                                    if not line.startswith("BENCH_END")))
     assert copy.last_state() is not None and copy.last_state().state == "TIMEOUT"
-    outcome = judge(copy, Slurm())
+    outcome = judge(copy, SLURM)
     assert outcome.exit_status is None
     assert outcome.reason.startswith("TIMEOUT: ")
     (copy.path / "state.json").unlink()
-    outcome = judge(copy, Slurm())
+    outcome = judge(copy, SLURM)
     assert outcome.exit_status is None
     assert outcome.reason.startswith("TIMEOUT: ")
     assert "DUE TO TIME LIMIT" in outcome.reason
@@ -241,12 +241,12 @@ def test_forgotten_jobs_are_judged_from_saved_state_and_output(root: Path) -> No
     # MinJobAge=4: the controller forgets a finished job within seconds; judge still knows.
     run = _run(root, "350m_")
     deadline = time.monotonic() + 60
-    while Slurm().query(run.job_id) is not None:
+    while SLURM.query(run.job_id) is not None:
         assert time.monotonic() < deadline, "scontrol still knows the job after 60 s"
         time.sleep(0.5)
-    assert judge(run, Slurm()).reason.startswith("FAILED: ")
+    assert judge(run, SLURM).reason.startswith("FAILED: ")
     # Without any saved state (the job may have ended unseen), from the output alone.
     (run.path / "state.json").unlink(missing_ok=True)
-    outcome = judge(run, Slurm())
+    outcome = judge(run, SLURM)
     assert outcome.reason == "FAILED: the job script exited with status 3"
     assert outcome.exit_status == 3

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.records.store import load_records
 from bench.running.jobs.follow import follow
-from bench.running.jobs.scheduler import Slurm
+from bench.running.jobs.scheduler import SLURM
 from bench.running.rundir import list_runs
 from tests.running.jobs.test_slurm_lifecycle import MAX_WAIT_S, _kit, kit_env  # noqa: F401 (fixture)
 
@@ -49,7 +49,7 @@ def test_sweep_and_campaign_submit_one_job_each_and_collect_gathers_them(kit_env
     runs = list_runs(tmp_path)
     assert sorted(r.run_id for r in runs) == sorted(job["run_id"] for job in submitted)
     for run in runs:
-        follow(run, Slurm(), poll_s=0.5, max_wait_s=MAX_WAIT_S, echo=lambda _: None)
+        follow(run, SLURM, poll_s=0.5, max_wait_s=MAX_WAIT_S, echo=lambda _: None)
 
     collected = _kit(tmp_path, "collect", "--json")
     assert collected.returncode == 0, collected.stderr
