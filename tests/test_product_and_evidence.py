@@ -102,3 +102,15 @@ def test_the_reports_stay_under_one_megabyte() -> None:
     """Logs stay only where no record holds them: records carry metrics, losses and log tails."""
     size = sum(p.stat().st_size for p in REPORTS.rglob("*") if p.is_file())
     assert size < 1_000_000, f"docs/reports/ holds {size} bytes"
+
+
+def test_the_readme_types_no_figures_of_the_reports() -> None:
+    """Figures come from records (the results page, generated); the README's report table and its
+    precisions section name what was measured and link, never a typed number."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Reports", 1)[1].split("\n## ", 1)[0]
+    precisions = readme.split("## Precisions side by side", 1)[1].split("\n## ", 1)[0]
+    figure = re.compile(r"\b\d+\.\d+\b|\b\d+(\.\d+)?x\b|TFLOP/s|\bms\b|\bGB less")
+    for name, text in (("report table", table), ("precisions", precisions)):
+        rows = [line for line in text.splitlines() if figure.search(line.split("](")[0])]
+        assert not rows, f"README {name}: typed figures: {rows}"
