@@ -4,7 +4,7 @@ and the builds made from it there, each cached with a stamp of its inputs.
 ``nox -s wheelhouse -- cuda --dest DIR [--upstream NAME=PATH]...`` fills DIR:
 
 - at its top, where pip's ``--find-links`` reads them: the training stack's wheels
-  (:func:`bench.running.provision.download`), the data step's tokenizers and MS-AMP's colorlog;
+  (``bench.running.provision.download``), the data step's tokenizers and MS-AMP's colorlog;
 - ``sources/``: DeepSpeed's sdist, Transformer Engine's library and meta wheels and its torch
   extension's sdist, and the source snapshots of apex, Megatron-DeepSpeed and MS-AMP (the archive
   given with ``--upstream NAME=PATH``, else fetched at the pinned commit; apex has no pin in
@@ -117,31 +117,30 @@ def _snapshot(name: str, given: Path | None, sources: Path, pins: Pins) -> str |
     return None
 
 
-def gather(target: str, dest: Path, python: str | None = None,
+def gather(target: str, dest: Path, python: str = sys.executable,
            upstreams: Mapping[str, Path] | None = None, parts: Collection[str] = PARTS,
-           log: Log = print, env: Mapping[str, str] | None = None) -> dict[str, object]:
+           log: Log = print, env: Mapping[str, str] | None = None,
+           fetch_stack: Callable[[], None] = lambda: None, stack: Collection[str] = ()) -> dict[str, object]:
     """Fill ``dest`` as the module says (``parts``: a subset of :data:`PARTS`) and write its
-    manifest; returns the manifest."""
+    manifest; returns the manifest. ``python``: the one whose pip downloads, checked already;
+    ``fetch_stack`` downloads the training stack (``stack``: its packages, pinned), as
+    :func:`bench.running.provision.main` gives them."""
     from bench.images.pins import load_pins
-    from bench.running.provision import download, training_stack, wheel_python
 
     env = dict(os.environ if env is None else env)
     upstreams = dict(upstreams or {})
     pins = load_pins()
     _check_given(upstreams, pins)
-    stack = training_stack(pins, target)
-    if "stack" in parts:  # refused before any folder is made
-        python = wheel_python(stack, python, env, log)
     sources = dest / "sources"
     sources.mkdir(parents=True, exist_ok=True)
     missing: dict[str, str] = {}
     if "stack" in parts:
-        download(target, dest, python, pins, log)
+        fetch_stack()
         _pip_download(python, dest, *EXTRAS)
         _pip_download(python, sources, "--no-binary", ":all:",
-                      *[spec for spec in pins.target(target).packages if spec not in stack.packages])
+                      *[spec for spec in pins.target(target).packages if spec not in stack])
     if "te" in parts:  # for the GPU machine's Python and CPU, whichever pip fetches
-        _pip_download(python or sys.executable, sources, "--only-binary", ":all:", "--python-version",
+        _pip_download(python, sources, "--only-binary", ":all:", "--python-version",
                       "3.12", "--implementation", "cp", "--platform", TE_PLATFORM,
                       f"transformer-engine-{TE_CUDA}=={TE_VERSION}", f"transformer-engine=={TE_VERSION}")
         _te_sdist(sources, env)

@@ -420,8 +420,11 @@ def main(argv: list[str] | None = None) -> int:
         upstreams = dict(pair.split("=", 1) for pair in args.upstream if "=" in pair)
         if len(upstreams) != len(args.upstream):
             raise ValueError("--upstream takes NAME=PATH, e.g. --upstream apex=apex-<commit>.tar.gz")
-        gather(args.target, args.dest, args.python, {k: Path(v) for k, v in upstreams.items()},
-               [part for part in PARTS if part not in args.without])
+        parts = [part for part in PARTS if part not in args.without]
+        stack = training_stack(target=args.target)
+        python = wheel_python(stack, args.python, dict(os.environ)) if "stack" in parts else sys.executable
+        gather(args.target, args.dest, python, {k: Path(v) for k, v in upstreams.items()}, parts,
+               fetch_stack=lambda: download(args.target, args.dest, python), stack=stack.packages)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
