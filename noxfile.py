@@ -15,7 +15,7 @@ nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 
 RUN_USAGE = ("Usage: nox -s bench -- <preset> <layout> [--platform NAME] [--dry-run] "
-             "[--env auto|current|venv] [--wheelhouse DIR] [options]")
+             "[--env auto|current|venv] [--wheelhouse DIR [--builds te,apex,...]] [options]")
 
 
 REPO = os.path.dirname(os.path.abspath(__file__))
@@ -87,9 +87,10 @@ def smoke(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none", default=False)
 def wheelhouse(session: nox.Session) -> None:
-    """Download the training stack's wheels for an offline GPU machine (nox -s bench --wheelhouse)."""
+    """Gather what an offline GPU machine needs: wheels, sources, manifest (nox -s bench --wheelhouse)."""
     if not asks_help(session) and (not session.posargs or session.posargs[0].startswith("-")):
-        session.error("Usage: nox -s wheelhouse -- cuda [--dest DIR] [--python PYTHON3.12]")
+        session.error("Usage: nox -s wheelhouse -- cuda [--dest DIR] [--python PYTHON3.12] "
+                      "[--upstream NAME=PATH]... [--without PART]")
     session.run("python", "-m", "bench.running.provision", "wheelhouse", *session.posargs, env=IN_PLACE)
 
 

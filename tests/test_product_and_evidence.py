@@ -75,3 +75,50 @@ def test_the_readme_maps_every_package_in_pipeline_order() -> None:
     packages = sorted(p.parent.name for p in (REPO / "bench").glob("*/__init__.py"))
     assert sorted(mapped) == packages
     assert mapped == list(STAGES)  # top to bottom as the floors are
+
+
+def _campaign_names(path: Path) -> set[str]:
+    """The groups and run names ``--only`` takes in a campaign file."""
+    import tomllib
+
+    names: set[str] = set()
+    for run in tomllib.loads(path.read_text(encoding="utf-8")).get("run", []):
+        group = run.get("group", [])
+        names.update([group] if isinstance(group, str) else group)
+        names.update([run["name"]] if "name" in run else [])
+    return names
+
+
+@pytest.mark.parametrize("report", sorted(p for p in REPORTS.glob("*.md") if p.name != "README.md"),
+                         ids=lambda p: p.name)
+def test_every_report_reruns_with_kit_commands(report: Path) -> None:
+    """A "Rerun:" line: the wheelhouse, then the kit's own commands; each campaign and group named
+    exists (reports still being written have none yet and are skipped)."""
+    rerun = [line for line in report.read_text(encoding="utf-8").splitlines() if line.startswith("Rerun: ")]
+    if not rerun and report.stem >= "2026-11-27":
+        pytest.skip("a report still being written")
+    assert len(rerun) == 1, f"{report.name}: no 'Rerun:' line"
+    assert "`nox -s wheelhouse -- cuda --dest W" in rerun[0]
+    for campaign, only in re.findall(r"--campaign (results/campaigns/[\w.-]+\.toml)(?: --only ([\w.-]+))?", rerun[0]):
+        assert (REPO / campaign).is_file(), campaign
+        assert not only or only in _campaign_names(REPO / campaign), f"{campaign} has no group {only}"
+    assert "bench run" in rerun[0] or "nox -s bench" in rerun[0]
+    assert ".sh" not in rerun[0]  # the kit's commands, not the report's scripts
+
+
+def test_the_reports_stay_under_one_megabyte() -> None:
+    """Logs stay only where no record holds them: records carry metrics, losses and log tails."""
+    size = sum(p.stat().st_size for p in REPORTS.rglob("*") if p.is_file())
+    assert size < 1_000_000, f"docs/reports/ holds {size} bytes"
+
+
+def test_the_readme_types_no_figures_of_the_reports() -> None:
+    """Figures come from records (the results page, generated); the README's report table and its
+    precisions section name what was measured and link, never a typed number."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Reports", 1)[1].split("\n## ", 1)[0]
+    precisions = readme.split("## Precisions side by side", 1)[1].split("\n## ", 1)[0]
+    figure = re.compile(r"\b\d+\.\d+\b|\b\d+(\.\d+)?x\b|TFLOP/s|\bms\b|\bGB less")
+    for name, text in (("report table", table), ("precisions", precisions)):
+        rows = [line for line in text.splitlines() if figure.search(line.split("](")[0])]
+        assert not rows, f"README {name}: typed figures: {rows}"

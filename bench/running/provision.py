@@ -7,7 +7,9 @@ replaced) and installs the cuda image's pins from ``images/pins.toml`` into it, 
 does: the requirements, then the PyPI upstreams without dependencies. A stamp keyed on the pins
 makes the next start a file read. Air-gapped sites give a wheelhouse (``--wheelhouse DIR``, or pip's
 own ``PIP_FIND_LINKS``/``PIP_NO_INDEX``); ``python -m bench.running.provision wheelhouse cuda`` fills one on
-a connected machine. ``--env current`` uses the current Python as it is (images, clusters).
+a connected machine, with the sources of the GPU machine's builds (``--builds te,apex,...``:
+:mod:`bench.running.airgap`, :mod:`bench.running.builds`); ``... setup --wheelhouse DIR`` makes the
+venv and the builds without a run. ``--env current`` uses the current Python as it is (images, clusters).
 
 Standard library only at import: the noxfile imports it before anything is installed. Reading the
 pins (``images/pins.toml``, a pydantic model) needs pydantic, the kit's one dependency, in the
@@ -299,6 +301,7 @@ def choose(posargs: Sequence[str], current_python: str, log: Log = print,
     args = list(posargs)
     mode = _take(args, "--env") or "auto"
     wheelhouse = _take(args, "--wheelhouse")
+    builds = _take(args, "--builds")
     if mode not in ENVS:
         raise ValueError(f"--env {mode} is not one of {', '.join(ENVS)} (current: the Python you "
                          "are in; venv: the kit's provisioned venv; auto: venv when the current "
@@ -306,14 +309,33 @@ def choose(posargs: Sequence[str], current_python: str, log: Log = print,
     stack = stack or training_stack()
     here = mode == "venv" or (mode == "auto" and _runs_here(args, env, session))
     if mode == "current" or not here or (mode == "auto" and has_stack(current_python, stack)):
-        if wheelhouse is not None:
-            log(f"--wheelhouse {wheelhouse} unused: this run uses the current Python")
+        for flag, value in (("--wheelhouse", wheelhouse), ("--builds", builds)):
+            if value is not None:
+                log(f"{flag} {value} unused: this run uses the current Python")
         return Choice(current_python, "", tuple(args))
     check_python(current_python, stack, "it makes the training venv, which trains with its torch",
                  "start nox from a Python 3.12 with the machine's CUDA torch", env)
     python = ensure_venv(current_python, stack, venv or venv_for(current_python),
                          Path(wheelhouse) if wheelhouse else None, log, env)
+    with_builds(python, builds, wheelhouse, log)
     return Choice(python, str(Path(python).parent), tuple(args))
+
+
+def with_builds(python: str, builds: str | None, wheelhouse: str | None, log: Log,
+                arch: str | None = None, jobs: int | None = None,
+                mds_dir: str = "/opt/Megatron-DeepSpeed") -> None:
+    """Make (or reuse) ``builds`` (comma-separated, :data:`bench.running.airgap.BUILDS`) from the
+    wheelhouse and put them on the venv's path; none given: the venv's path has none of them."""
+    from bench.running.builds import provide, put_on_path
+
+    names = [name for name in (builds or "").split(",") if name]
+    if names and wheelhouse is None:
+        raise ValueError(f"--builds {builds} needs --wheelhouse DIR, filled by `nox -s wheelhouse "
+                         f"-- {TARGET} --dest DIR`")
+    cache = CACHE / "builds"
+    sites = provide(names, Path(wheelhouse), python, cache, arch, jobs or os.cpu_count() or 8,
+                    Path(mds_dir), log) if names else []
+    put_on_path(python, sites)
 
 
 def wheel_python(stack: Stack, given: str | None, env: dict[str, str], log: Log = print) -> str:
@@ -343,10 +365,12 @@ def download(target: str, dest: Path, python: str | None = None, pins: Pins | No
     subprocess.run([*pip, "--no-deps", *stack.packages], check=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    from bench.running.airgap import BUILDS, PARTS
+
     parser = argparse.ArgumentParser(prog="python -m bench.running.provision", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    wheels = sub.add_parser("wheelhouse", help="download the training stack's wheels (connected "
+    wheels = sub.add_parser("wheelhouse", help="gather what an offline GPU machine needs (connected "
                             "machine, same Python version and CPU as the GPU machine)")
     wheels.add_argument("target", help="image target of images/pins.toml, e.g. cuda")
     wheels.add_argument("--dest", type=Path, default=Path("wheelhouse"),
@@ -354,17 +378,61 @@ def main(argv: list[str] | None = None) -> int:
     wheels.add_argument("--python", default=None,
                         help="a Python of the GPU machine's version whose pip downloads (default: "
                         f"this one if it is 3.12 or newer, else a 3.12 found: {WHERE})")
-    args = parser.parse_args(argv)
+    wheels.add_argument("--upstream", action="append", default=[], metavar="NAME=PATH",
+                        help="source archive (.tar.gz) of apex, megatron-deepspeed or ms-amp (the "
+                        "pinned ones are fetched at their commit where not given; apex only where given)")
+    wheels.add_argument("--without", action="append", default=[], choices=PARTS,
+                        help="leave a part out (te: Transformer Engine's 276 MB of wheels)")
+    setup = sub.add_parser("setup", help="on the GPU machine: the training venv and the builds asked "
+                           "for, from a wheelhouse; prints the venv's Python")
+    setup.add_argument("--wheelhouse", type=Path, required=True, help="the folder `wheelhouse` filled")
+    setup.add_argument("--builds", default="", help=f"comma-separated, of {', '.join(BUILDS)} "
+                       "(default: none; each cached with a stamp of its inputs)")
+    setup.add_argument("--arch", default=None, help="CUDA architecture of the builds, e.g. 9.0 "
+                       "(default: the first GPU's, as torch reads it)")
+    setup.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: the CPUs)")
+    setup.add_argument("--megatron-deepspeed-dir", default="/opt/Megatron-DeepSpeed",
+                       help="where the mds build puts Megatron-DeepSpeed (default: the local "
+                       "platform's megatron_deepspeed_dir, /opt/Megatron-DeepSpeed)")
+    return parser
+
+
+def _setup(args: argparse.Namespace) -> str:
+    stack = training_stack()
+    check_python(sys.executable, stack, "it makes the training venv, which trains with its torch",
+                 "run this with a Python 3.12 that has the machine's CUDA torch", dict(os.environ))
+    python = ensure_venv(sys.executable, stack, venv_for(sys.executable), args.wheelhouse)
+    with_builds(python, args.builds, str(args.wheelhouse), print, args.arch, args.jobs,
+                args.megatron_deepspeed_dir)
+    return python
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.running.airgap import PARTS, gather
+
+    args = _parser().parse_args(argv)
     try:
-        download(args.target, args.dest, args.python)
+        if args.command == "setup":
+            python = _setup(args)
+            print(f"ready: {python}; train with it first on PATH: PATH={Path(python).parent}:$PATH "
+                  "python -m bench run ...")
+            return 0
+        upstreams = dict(pair.split("=", 1) for pair in args.upstream if "=" in pair)
+        if len(upstreams) != len(args.upstream):
+            raise ValueError("--upstream takes NAME=PATH, e.g. --upstream apex=apex-<commit>.tar.gz")
+        parts = [part for part in PARTS if part not in args.without]
+        stack = training_stack(target=args.target)
+        python = wheel_python(stack, args.python, dict(os.environ)) if "stack" in parts else sys.executable
+        gather(args.target, args.dest, python, {k: Path(v) for k, v in upstreams.items()}, parts,
+               fetch_stack=lambda: download(args.target, args.dest, python), stack=stack.packages)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except subprocess.CalledProcessError as exc:
-        print(f"error: pip download failed (exit {exc.returncode}; see above)", file=sys.stderr)
+        print(f"error: {exc.cmd[0]} failed (exit {exc.returncode}; see above)", file=sys.stderr)
         return 1
-    print(f"wheelhouse: {args.dest} (carry it to the GPU machine: nox -s bench -- ... "
-          f"--wheelhouse {args.dest})")
+    print(f"carry {args.dest} to the GPU machine: python -m bench.running.provision setup "
+          f"--wheelhouse {args.dest} --builds te (or nox -s bench -- ... --wheelhouse {args.dest})")
     return 0
 
 
