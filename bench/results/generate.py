@@ -45,13 +45,15 @@ def generate(
     ranges_file: Path = RANGES_FILE,
     draw_plots: bool = True,
     smoke_dir: Path = SMOKE_DIR,
+    pool_commits: bool = False,
 ) -> Generated:
     """Load everything and render the page (and, with ``draw_plots``, the PNGs) in memory.
 
     A PNG already in ``out_dir/plots`` whose inputs key matches is reused, not drawn again
     (:func:`bench.results.plots.reuse_or_render`).
 
-    Bad records are skipped and listed in the report; a bad TOML file raises ValueError.
+    Runs of different kit commits stay apart unless ``pool_commits``. Bad records are skipped and
+    listed in the report; a bad TOML file raises ValueError.
     """
     # The drawing process imports matplotlib while this one loads the inputs.
     with Drawer() if draw_plots else contextlib.nullcontext() as drawer:
@@ -59,7 +61,7 @@ def generate(
         ranges = load_ranges(ranges_file)
         ceilings = load_ceilings(smoke_dir)
         runs, problems = load_records(records_dir)
-        report = build_report(runs, problems, published, ranges)
+        report = build_report(runs, problems, published, ranges, pool_commits)
         platform_specs = plots.plan_plots(report, ceilings)
         loss_specs = losses.plan_losses(runs)
         profiles = time_rows(runs)
@@ -67,7 +69,7 @@ def generate(
         page = markdown.render(markdown.Page(
             report, Path(os.path.relpath(records_dir, out_dir)).as_posix(), tuple(runs), published,
             tuple(platform_specs), tuple(loss_specs), tuple(profiles), tuple(load_node_checks(smoke_dir)),
-            Path(os.path.relpath(smoke_dir, out_dir)).as_posix()))
+            Path(os.path.relpath(smoke_dir, out_dir)).as_posix(), pool_commits))
         files = {PAGE: page.encode()}
         specs: list[plots.Drawable] = [*platform_specs, *loss_specs,
                                        *((time_plot,) if time_plot is not None else ())]
