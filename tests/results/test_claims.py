@@ -105,3 +105,34 @@ def test_the_kept_page_has_none_of_the_cases_issue_48_found() -> None:
     for line in best.splitlines():
         if "gpu_memory_cap_gb=80" in line:
             assert "capped at 80 GB" in line
+
+
+def test_time_plot_labels_are_distinct_and_fit_their_column() -> None:
+    from bench.records.store import load_records
+    from bench.results.profiles import LABEL_CHAR_IN, plan_time_plot, time_rows
+
+    runs, _ = load_records(Path(__file__).parents[2] / "results" / "records")
+    spec = plan_time_plot(time_rows(runs))
+    labels = [label for label, _ in spec.bars]
+    assert len(set(labels)) == len(labels) > 5  # five msamp-o2 bars once shared one label
+    assert any("capped" in label or "kit " in label for label in labels)
+    # The label column is sized from the longest label, so none starts left of the figure.
+    assert 0.3 + LABEL_CHAR_IN * max(map(len, labels)) > 4.4
+
+
+def test_a_scaling_line_joins_one_batch_per_gpu_only() -> None:
+    from bench.results import plots
+
+    def run(minute: int, gpus: int, gbs: int, tflops: float) -> Record:
+        layout = {**BASE.layout.model_dump(), "name": f"dp{gpus}", "dp": gpus, "global_batch": gbs}
+        record = _run(minute, tflops, "a")
+        metrics = {**record.metrics.model_dump(),
+                   "tokens_per_s_per_gpu": record.metrics.samples_per_s * 2048 / gpus}
+        return make_record(**{**record.model_dump(), "gpus": gpus, "layout": layout, "metrics": metrics})
+
+    # 16 a GPU at 1 and 2 GPUs: one line; 64 a GPU at 4 GPUs: another workload, no line of its own.
+    report = build_report([run(10, 1, 16, 400.0), run(20, 2, 32, 390.0), run(30, 4, 256, 380.0)],
+                          (), NO_PUBLISHED, ())
+    (spec,) = plots.plan_plots(report)
+    (series,) = spec.series
+    assert series.gpus == (1, 2) and "16 a GPU" in series.label
