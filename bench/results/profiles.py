@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from bench.measure.profile import CLASSES, Breakdown, at_step
 from bench.records.record import Profile, Record
 from bench.results import plots
-from bench.results.table import record_link, table, text
 from bench.results.spread import kit_commit
+from bench.results.table import record_link, table, text
 from bench.results.words import (
     CAP_KEY,
     engine_words,
