@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bench.records.record import Record
 from bench.records.store import Problem
-from bench.results import fits, hardware, losses, memory, precisions, profiles, scaling
+from bench.results import fits, fourgpu, hardware, losses, memory, precisions, profiles, scaling
 from bench.results.aggregate import ModelTable, Report, Row
 from bench.results.data import CONVENTION_LABELS, Published
 from bench.results.hardware import NodeCheck, hardware_id, hardware_name
@@ -47,6 +47,7 @@ class Page:
     node_checks: tuple[NodeCheck, ...] = ()
     smoke_link: str = ""
     pool_commits: bool = False  # runs of one configuration from several kit commits share a row
+    four_gpu_plot: fourgpu.TimeShares | None = None
 
 
 def render(page: Page) -> str:
@@ -57,6 +58,8 @@ def render(page: Page) -> str:
         _summary(page.report, records),
         _best_section(page.report, records),
         scaling.section(scaling.scaling_pairs(runs, page.pool_commits), records),
+        fourgpu.section(fourgpu.layout_rows(runs, page.pool_commits),
+                        fourgpu.scaling_rows(runs, page.pool_commits), page.four_gpu_plot, records),
         profiles.section(page.profiles, records),
         hardware.section(page.node_checks, page.smoke_link),
         precisions.section(precisions.side_by_side(runs, page.pool_commits), records),
