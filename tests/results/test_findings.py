@@ -156,7 +156,7 @@ def test_the_time_plot_stacks_each_profiled_runs_classes_to_its_measured_step() 
     assert plan_time_plot(()) is None
     spec = plan_time_plot(time_rows([run]))
     ((label, values),) = spec.bars
-    assert label == "13B tp1pp1dp1 bf16 (TE) msamp_modules=te, NVIDIA H100 SXM5 80GB"
+    assert label == "13B tp1pp1dp1 4/4 bf16 (TE) msamp_modules=te, NVIDIA H100 SXM5 80GB, kit 0123abc"
     assert dict(zip(STACK, values, strict=True)) == {
         "gemm": 800.0, "attention": 100.0, "optimizer": 50.0, "other": 250.0, "comm_exposed": 400.0,
         "idle": pytest.approx(400.0)}
