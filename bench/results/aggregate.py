@@ -1,9 +1,11 @@
 """Runs + published figures + reference ranges -> one report of rows grouped by model.
 
 Ok runs of the same configuration (platform, engine, precision, preset shape, layout, batches,
-nodes, GPUs, the record's variant, apex and the patch series) become one measured row: the median run by TFLOP/s/GPU
-(the lower median for an even count, ties broken by run id), so every figure in a row comes from
-one run and the row links it. Failed runs (any status but ok) never enter a throughput table.
+nodes, GPUs, the record's variant, apex, the patch series and the kit commit, unless commits are
+pooled) become one measured row: the median run by TFLOP/s/GPU (the lower median for an even
+count, ties broken by run id), so every figure in a row comes from one run and the row links it;
+the row also keeps the lowest and highest TFLOP/s/GPU of its runs and their commits. Failed
+runs (any status but ok) never enter a throughput table.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from bench.records.store import Problem
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.hardware import hardware_id
 from bench.results.runs import label_of
-from bench.results.words import engine_words, layers, model_sort_key, variant_text
+from bench.results.spread import Figure, commits_words, kit_commit
+from bench.results.words import CAP_KEY, engine_words, layers, model_sort_key, variant_text
 
 
 class Verdict(enum.StrEnum):
@@ -77,6 +80,9 @@ class Row:
     verdict: Verdict
     # fp8 rows: TFLOP/s/GPU over the bf16 dense peak, 0-100 (``percent_of_peak`` is over fp8's).
     percent_of_bf16_peak: float | None = None
+    figure: Figure | None = None  # measured rows: the median, n and spread of the runs' TFLOP/s/GPU
+    commits: str = ""  # measured rows: "kit 74d8988" (or "kits ..." where pooled)
+    memory_cap_gb: str | None = None  # the --gpu-memory-cap the runs planned with, if any
 
     @property
     def flagged(self) -> bool:
@@ -115,8 +121,9 @@ class Report:
         GPU model's figure never stands for another's. In table order of model and precision,
         each precision's rows side by side by accelerator name."""
         best: dict[tuple[str, str, str], Row] = {}
-        for row in self.measured_rows:
-            key = (row.model, row.precision, hardware_id(row.accelerator))
+        for row in self.measured_rows:  # a capped GPU is its own hardware, never the larger's best
+            key = (row.model, row.precision, hardware_id(row.accelerator) + (
+                f" capped at {row.memory_cap_gb} GB" if row.memory_cap_gb else ""))
             if key not in best or (row.tflops_per_gpu or 0.0) > (best[key].tflops_per_gpu or 0.0):
                 best[key] = row
         first_seen = {key[:2]: i for i, key in reversed(list(enumerate(best)))}
@@ -128,14 +135,16 @@ def _sweep(run: Record) -> str | None:
     return None if sweep is None else str(sweep)
 
 
-def configuration(run: Record) -> tuple:
-    """What makes two runs the same configuration (ok runs of one are pooled)."""
+def configuration(run: Record, pool_commits: bool = False) -> tuple:
+    """What makes two runs the same configuration (ok runs of one are pooled): the kit commit
+    too, unless ``pool_commits``."""
     p, lay = run.preset, run.layout
     return (
         p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
         label_of(run), run.engine, layers(run), run.precision, run.nodes, run.gpus,
         lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
         lay.micro_batch, lay.global_batch, variant_text(run),
+        None if pool_commits else kit_commit(run),
     )  # fmt: skip
 
 
@@ -224,6 +233,8 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
         # Only fp8 is measured against a peak other than bf16's (older fp16 records carry both).
         percent_of_bf16_peak=(m.mfu_bf16_peak * 100 if m.mfu_bf16_peak is not None
                               and peak_format(median.precision) == "fp8" else None),
+        figure=Figure.of_runs(runs), commits=commits_words(runs),
+        memory_cap_gb=median.variant.get(CAP_KEY),
     )  # fmt: skip
 
 
@@ -249,7 +260,7 @@ def _published_row(row: PublishedRow, published: Published) -> Row:
 def _measured_order(row: Row) -> tuple:
     return (row.platform, row.engine, row.precision, row.gpus, row.tp, row.pp, row.dp, row.cp,
             row.vp or 0, -1 if row.zero is None else row.zero, row.sp, row.micro_batch,
-            row.global_batch, row.variant, row.label)
+            row.global_batch, row.variant, row.commits, row.label)
 
 
 def build_report(
@@ -257,14 +268,16 @@ def build_report(
     problems: Sequence[Problem],
     published: Published,
     ranges: Sequence[ReferenceRange],
+    pool_commits: bool = False,
 ) -> Report:
-    """Group, select and order everything; the result does not depend on the input order."""
+    """Group, select and order everything; the result does not depend on the input order. Runs
+    of different kit commits are rows of their own unless ``pool_commits``."""
     groups: dict[tuple, list[Record]] = defaultdict(list)
     shapes: dict[str, set[str]] = defaultdict(set)
     failed = []
     for run in runs:
         if run.ok:
-            groups[configuration(run)].append(run)
+            groups[configuration(run, pool_commits)].append(run)
             shapes[run.preset.name.lower()].add(_shape(run))
         else:
             failed.append(run)

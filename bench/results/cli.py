@@ -1,9 +1,11 @@
-"""``python -m bench results [--check | --csv] [--records DIR] [--out DIR]`` and
+"""``python -m bench results [--check | --csv] [--pool-commits] [--records DIR] [--out DIR]`` and
 ``python -m bench compare A B``.
 
 Without ``--check``: regenerate ``<out>/README.md`` and ``<out>/plots/`` (exit 0).
 With ``--check``: write nothing; exit 1 when a measured row is outside its reference range.
 With ``--csv``: write nothing; print every table row (measured and published) as CSV.
+With ``--pool-commits``: runs of one configuration from different kit commits share a row (by
+default each kit commit's runs are a row, a table or a pair of their own).
 Skipped record files are listed on stderr in both modes; a broken TOML data file exits 2.
 """
 
@@ -38,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="write nothing; exit 1 if a measured row is outside its range")
     mode.add_argument("--csv", action="store_true",
                       help="write nothing; print the table rows as CSV on stdout")
+    parser.add_argument("--pool-commits", action="store_true",
+                        help="pool runs of one configuration from different kit commits (default: "
+                        "each kit commit's runs apart)")
     add_records_option(parser)
     parser.add_argument("--out", type=Path, default=gen.RESULTS_DIR,
                         help="where README.md and plots/ go (default: %(default)s)")
@@ -59,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
             require("matplotlib", "results", "drawing the results plots")
             gen.check_out_dir(args.out)
         generated = gen.generate(records_dir(args), args.out, args.published, args.ranges,
-                                 draw_plots=writes, smoke_dir=args.smoke)
+                                 draw_plots=writes, smoke_dir=args.smoke,
+                                 pool_commits=args.pool_commits)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -83,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-CSV_SKIP = ("reference", "verdict")
+CSV_SKIP = ("reference", "verdict", "figure")
 # A text cell a spreadsheet would read as a formula (=, +, -, @; tab and carriage return start
 # one too): record text such as a variant or a label could run one on the reader's machine.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -102,11 +108,13 @@ def _csv(report: gen.Report) -> None:
     """Every row of every model table, in page order; empty cells for absent values."""
     names = [f.name for f in fields(Row) if f.name not in CSV_SKIP]
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow([*names, "reference_tflops_per_gpu", "reference_tolerance", "check"])
+    writer.writerow([*names, "tflops_per_gpu_min", "tflops_per_gpu_max", "reference_tflops_per_gpu",
+                     "reference_tolerance", "check"])
     for table in report.tables:
         for row in table.rows:
-            ref = row.reference
+            ref, figure = row.reference, row.figure
             writer.writerow([*(_cell(getattr(row, n)) for n in names),
+                             "" if figure is None else figure.low, "" if figure is None else figure.high,
                              "" if ref is None else ref.tflops_per_gpu,
                              "" if ref is None else ref.tolerance, _cell(row.verdict.value)])
 

@@ -42,10 +42,9 @@ from bench.planning.tuning import TUNING_NOTE_KEYS, flag_names
 from bench.records.record import Record
 from bench.records.store import Problem, load_records
 from bench.results.aggregate import configuration, layout_matches
+from bench.results.spread import run_se
 from bench.results.words import settings, variant
 
-NORMAL_P10_P90_WIDTH = 2.5631  # p90 - p10 of a standard normal distribution
-MEDIAN_SE_FACTOR = 1.2533  # sqrt(pi / 2): standard error of a median over that of a mean
 BAND_SIGMAS = 2.0
 
 _FIELDS = {
@@ -104,14 +103,6 @@ class Side:
             return None
         return statistics.fmean(values), max(values) - min(values)  # type: ignore[type-var]
 
-
-def run_se(record: Record) -> float:
-    """Standard error of one run's TFLOP/s/GPU, from its window's p10/p90 step times."""
-    m = record.metrics
-    assert m is not None  # only ok runs are selected
-    sigma = (m.step_time_s_p90 - m.step_time_s_p10) / NORMAL_P10_P90_WIDTH
-    step_se = MEDIAN_SE_FACTOR * sigma / math.sqrt(m.window_iters)
-    return m.tflops_per_gpu * step_se / m.step_time_s_median
 
 
 def parse_selector(text: str) -> dict[str, str]:
@@ -194,7 +185,7 @@ def select(records: Sequence[Record], text: str, skipped: Sequence[Problem] = ()
                       if skipped else "")
             raise ValueError(f"no ok record matches {text!r} (without an A/B key or notes=..., "
                              f"a selector takes runs at the kit's defaults only){unread}")
-    configs = {configuration(r) for r in chosen}
+    configs = {configuration(r, pool_commits=True) for r in chosen}  # a side pools commits
     if len(configs) > 1:
         raise ValueError(f"{text!r} matches {len(configs)} configurations; narrow it with "
                          f"{_differences(chosen)}")

@@ -21,9 +21,7 @@ from dataclasses import dataclass
 
 from bench.records.record import Record
 from bench.results.table import DASH, heading, number, record_link, table, text
-from bench.results.words import group_title, layers, model_name, model_sort_key, settings, variant
-
-CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
+from bench.results.words import CAP_KEY, group_title, layers, model_name, model_sort_key, settings, variant
 
 
 @dataclass(frozen=True)
@@ -60,8 +58,7 @@ def _configuration(run: Record) -> str:
 
 
 def _title(run: Record) -> str:
-    return group_title(run, f"global batch {run.layout.global_batch}",
-                       f"capped at {run.variant[CAP_KEY]} GB")
+    return group_title(run, f"global batch {run.layout.global_batch}")
 
 
 def fit_groups(runs: Sequence[Record]) -> list[FitGroup]:
@@ -88,7 +85,7 @@ class BestLayouts:
 
 def _across_layouts(run: Record) -> str:
     return group_title(run, f"global batch {run.layout.global_batch}",
-                       f"capped at {run.variant[CAP_KEY]} GB", head=f"{model_name(run)} on {run.gpus} GPUs")
+                       head=f"{model_name(run)} on {run.gpus} GPUs")
 
 
 def best_layouts(groups: Sequence[FitGroup]) -> list[BestLayouts]:

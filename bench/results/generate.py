@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.records.store import RECORDS_DIR, load_records
-from bench.results import losses, markdown, plots
+from bench.results import fourgpu, losses, markdown, plots
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
@@ -45,13 +45,15 @@ def generate(
     ranges_file: Path = RANGES_FILE,
     draw_plots: bool = True,
     smoke_dir: Path = SMOKE_DIR,
+    pool_commits: bool = False,
 ) -> Generated:
     """Load everything and render the page (and, with ``draw_plots``, the PNGs) in memory.
 
     A PNG already in ``out_dir/plots`` whose inputs key matches is reused, not drawn again
     (:func:`bench.results.plots.reuse_or_render`).
 
-    Bad records are skipped and listed in the report; a bad TOML file raises ValueError.
+    Runs of different kit commits stay apart unless ``pool_commits``. Bad records are skipped and
+    listed in the report; a bad TOML file raises ValueError.
     """
     # The drawing process imports matplotlib while this one loads the inputs.
     with Drawer() if draw_plots else contextlib.nullcontext() as drawer:
@@ -59,18 +61,19 @@ def generate(
         ranges = load_ranges(ranges_file)
         ceilings = load_ceilings(smoke_dir)
         runs, problems = load_records(records_dir)
-        report = build_report(runs, problems, published, ranges)
+        report = build_report(runs, problems, published, ranges, pool_commits)
         platform_specs = plots.plan_plots(report, ceilings)
         loss_specs = losses.plan_losses(runs)
         profiles = time_rows(runs)
         time_plot = plan_time_plot(profiles)
+        four_gpu_plot = fourgpu.plan_plot(fourgpu.layout_rows(runs, pool_commits))
         page = markdown.render(markdown.Page(
             report, Path(os.path.relpath(records_dir, out_dir)).as_posix(), tuple(runs), published,
             tuple(platform_specs), tuple(loss_specs), tuple(profiles), tuple(load_node_checks(smoke_dir)),
-            Path(os.path.relpath(smoke_dir, out_dir)).as_posix()))
+            Path(os.path.relpath(smoke_dir, out_dir)).as_posix(), pool_commits, four_gpu_plot))
         files = {PAGE: page.encode()}
         specs: list[plots.Drawable] = [*platform_specs, *loss_specs,
-                                       *((time_plot,) if time_plot is not None else ())]
+                                       *(p for p in (time_plot, four_gpu_plot) if p is not None)]
         if drawer is not None:
             plots_dir = out_dir / PLOTS_DIR
             existing = {

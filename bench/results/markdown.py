@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from bench.records.record import Record
 from bench.records.store import Problem
-from bench.results import fits, hardware, losses, memory, precisions, profiles, scaling
+from bench.results import fits, fourgpu, hardware, losses, memory, precisions, profiles, scaling
 from bench.results.aggregate import ModelTable, Report, Row
 from bench.results.data import CONVENTION_LABELS, Published
 from bench.results.hardware import NodeCheck, hardware_id, hardware_name
@@ -46,6 +46,8 @@ class Page:
     profiles: tuple[TimeRow, ...] = ()
     node_checks: tuple[NodeCheck, ...] = ()
     smoke_link: str = ""
+    pool_commits: bool = False  # runs of one configuration from several kit commits share a row
+    four_gpu_plot: fourgpu.TimeShares | None = None
 
 
 def render(page: Page) -> str:
@@ -55,10 +57,12 @@ def render(page: Page) -> str:
         _head(records),
         _summary(page.report, records),
         _best_section(page.report, records),
-        scaling.section(scaling.scaling_pairs(runs), records),
+        scaling.section(scaling.scaling_pairs(runs, page.pool_commits), records),
+        fourgpu.section(fourgpu.layout_rows(runs, page.pool_commits),
+                        fourgpu.scaling_rows(runs, page.pool_commits), page.four_gpu_plot, records),
         profiles.section(page.profiles, records),
         hardware.section(page.node_checks, page.smoke_link),
-        precisions.section(precisions.side_by_side(runs), records),
+        precisions.section(precisions.side_by_side(runs, page.pool_commits), records),
         fits.section(fits.fit_groups(runs), records),
         memory.section(memory.parts_rows(runs, page.published), records),
         _legend(),
@@ -100,11 +104,22 @@ COLUMNS: tuple[tuple[str, bool], ...] = (
     ("notes", False),
     ("sweep", False),
     ("runs", True),
+    ("kit commit", False),
     ("date", False),
     ("record / source", False),
     ("reference TFLOP/s/GPU", True),
     ("check", False),
 )
+
+
+def _tflops(row: Row) -> str:
+    """A measured row's median TFLOP/s/GPU with its run count and spread; a published figure."""
+    return number(row.tflops_per_gpu, 1) if row.figure is None else row.figure.text()
+
+
+def _hardware(row: Row) -> str:
+    cap = f" capped at {row.memory_cap_gb} GB" if row.memory_cap_gb else ""
+    return hardware_name(row.accelerator) + cap
 
 
 def _sp(value: bool | None) -> str:
@@ -137,13 +152,14 @@ def _row_cells(row: Row, records_link: str) -> list[str]:
         batch,
         number(row.samples_per_s, 2),
         number(row.tokens_per_s_per_gpu, 0),
-        number(row.tflops_per_gpu, 1),
+        _tflops(row),
         _percent(row),
         CONVENTION_LABELS.get(row.flops_convention, row.flops_convention),
         number(row.peak_mem_gb, 1),
         text(row.variant),
         text(row.sweep),
         integer(row.runs),
+        text(row.commits.removeprefix("kit ").removeprefix("kits ")) if row.commits else DASH,
         text(row.date),
         link(row.label, target),
         reference,
@@ -179,8 +195,11 @@ def _legend() -> list[str]:
     return [
         "## How to read the tables",
         "",
-        ("- A measured row is one configuration; with several ok runs it shows the median run by "
-        "TFLOP/s/GPU (`runs` counts them) and links that run's record."),
+        ("- A measured row is one configuration and one figure: its TFLOP/s/GPU cell is the median "
+        "of its ok runs with their count and lowest–highest (`537.2 (n=3, 468.2–575.0)`); the "
+        "other cells are the median run's, whose record the row links. Runs of different kit "
+        "commits (`provenance.kit_commit`, the `kit commit` column) are rows of their own unless "
+        "the page is made with `python -m bench results --pool-commits`."),
         ("- Rows whose platform starts with `published:` are copied from the linked source "
         "(`results/published.toml`); tokens/s/GPU is derived from samples/s where the source "
         "gives samples/s, sequence length and GPU count."),
@@ -246,19 +265,21 @@ def _best_section(report: Report, records_link: str) -> list[str]:
     if not rows:
         return []
     cells = [
-        [text(display_name(row.model)), text(row.precision), text(hardware_name(row.accelerator)),
+        [text(display_name(row.model)), text(row.precision), text(_hardware(row)),
          text(row.platform), integer(row.gpus), text(row.layout),
          f"{integer(row.micro_batch)}/{integer(row.global_batch)}",
-         number(row.tflops_per_gpu, 1), _percent(row),
+         _tflops(row), _percent(row),
          number(row.tokens_per_s_per_gpu, 0), number(row.peak_mem_gb, 1), text(row.variant),
          link(row.label, f"{records_link}/{row.link}")]
         for row in rows
     ]
     return ["## Best measured per model, precision and hardware", "",
-            ("The measured row with the most TFLOP/s/GPU (causal count) of each model, precision "
-             "and GPU model, from the full tables below: a figure from one GPU model never stands "
-             "for another's, so each precision's rows on different hardware sit side by side. "
-             "`notes` names an A/B setting a row ran with."),
+            ("The measured row with the most median TFLOP/s/GPU (causal count) of each model, "
+             "precision and GPU model, from the full tables below: a figure from one GPU model "
+             "never stands for another's, so each precision's rows on different hardware sit side "
+             "by side, and a GPU run under `--gpu-memory-cap` is its own hardware (`capped at 80 "
+             "GB`), never the larger GPU's best. TFLOP/s/GPU is the row's median with its run "
+             "count and lowest–highest. `notes` names an A/B setting a row ran with."),
             "", *table(SUMMARY_COLUMNS, cells), "", *_unlike_note(rows)]
 
 

@@ -4,8 +4,10 @@ Left panel: TFLOP/s per GPU of every measured configuration (one bar per table r
 coloured by model), each bar labelled with its TFLOP/s and % of peak (MFU, causal count), its
 reference range drawn as a black line, bars of runs from a sweep hatched, and the GEMM ceiling the
 smoke check measured on the platform's GPU as a dashed vertical line. Right panel, when a
-model was measured on several GPU counts: tokens/s of all GPUs against GPUs for the best row per
-count, with dashed ideal linear scaling from the smallest count.
+model was measured on several GPU counts at one micro-batch and batch per GPU: tokens/s of all
+GPUs against GPUs for the best row per count, with dashed ideal linear scaling from the smallest
+count. A line joins like with like only: one engine, precision, micro-batch and batch per GPU
+(global batch / GPUs), each named in its label.
 
 These plots are drawn from the aggregated rows, never from raw records, so their cost does not
 grow with the number of runs. Loss curves (:mod:`bench.results.losses`) draw the losses of the few
@@ -31,7 +33,7 @@ import struct
 import zlib
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Protocol
@@ -131,14 +133,23 @@ def _bar(row: Row, with_precision: bool) -> Bar:
     )  # fmt: skip
 
 
+def _distinct(bars: Sequence[Bar], rows: Sequence[Row]) -> tuple[Bar, ...]:
+    """Bars whose labels recur (one configuration of several kit commits) named with their kit
+    commit: every bar its own label."""
+    labels = [bar.label for bar in bars]
+    return tuple(replace(bar, label=f"{bar.label} {row.commits}") if labels.count(bar.label) > 1 else bar
+                 for bar, row in zip(bars, rows, strict=True))
+
+
 def _series(rows: Sequence[Row]) -> tuple[Series, ...]:
+    """A line per model, engine, precision, micro-batch and batch per GPU with two or more GPU
+    counts: runs of other batches are other workloads, never joined."""
     best: dict[str, dict[int, float]] = defaultdict(dict)
     for row in rows:
-        if row.gpus is None or row.tokens_per_s_per_gpu is None:
+        if row.gpus is None or row.tokens_per_s_per_gpu is None or row.global_batch is None:
             continue
-        label = display_name(row.model)
-        if len({(r.engine, r.precision) for r in rows}) > 1:
-            label += f" {row.engine} {row.precision}"
+        label = (f"{display_name(row.model)} {row.engine} {row.precision}, micro-batch "
+                 f"{row.micro_batch}, {row.global_batch / row.gpus:g} a GPU")
         line = best[label]
         line[row.gpus] = max(line.get(row.gpus, 0.0), row.tokens_per_s_per_gpu * row.gpus)
     return tuple(
@@ -174,7 +185,7 @@ def plan_plots(report: Report, ceilings: Mapping[str, Ceiling] | None = None) ->
         ceiling = _ceiling(rows, ceilings or {})
         specs.append(PlotSpec(
             filename=f"platform-{slug(platform)}.png", title=title,
-            bars=tuple(_bar(row, with_precision) for row in rows), series=series,
+            bars=_distinct([_bar(row, with_precision) for row in rows], rows), series=series,
             ceiling=ceiling.tflops_per_gpu if ceiling else None,
             ceiling_label=(f"measured {ceiling.dtype} GEMM ceiling, {ceiling.gpu_model}: "
                            f"{ceiling.tflops_per_gpu:.0f}" if ceiling else ""),
@@ -254,7 +265,7 @@ def render_pngs(specs: Sequence[tuple[Drawable, str]]) -> list[bytes]:
 def _render(spec: PlotSpec, key: str) -> bytes:
     from matplotlib.figure import Figure
 
-    label_in = 0.25 + LABEL_CHAR_IN * max(len(bar.label) for bar in spec.bars)
+    label_in = 0.45 + LABEL_CHAR_IN * max(len(bar.label) for bar in spec.bars)
     scaling_in = SCALING_WIDTH_IN + 0.9 if spec.series else 0.0
     width = label_in + PANEL_WIDTH_IN + 0.3 + scaling_in
     height = max(3.2, 1.3 + BAR_HEIGHT_IN * len(spec.bars))

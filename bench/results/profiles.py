@@ -17,9 +17,19 @@ from dataclasses import dataclass
 from bench.measure.profile import CLASSES, Breakdown, at_step
 from bench.records.record import Profile, Record
 from bench.results import plots
-from bench.results.hardware import hardware_name
+from bench.results.spread import kit_commit
 from bench.results.table import record_link, table, text
-from bench.results.words import engine_words, layers, model_name, model_sort_key, precision_words, settings, variant
+from bench.results.words import (
+    CAP_KEY,
+    engine_words,
+    hardware_words,
+    layers,
+    model_name,
+    model_sort_key,
+    precision_words,
+    settings,
+    variant,
+)
 
 MS_PER_S = 1000.0
 
@@ -63,15 +73,25 @@ STACK_NAMES = {"gemm": "GEMM", "attention": "attention", "optimizer": "optimizer
 STACK_COLOURS = {"gemm": "#1f77b4", "attention": "#ff7f0e", "optimizer": "#2ca02c",
                  "other": "#9467bd", "comm_exposed": "#d62728", "idle": "#d9d9d9"}
 BAR_IN, BOTTOM_IN, TOP_IN, LABEL_IN, PANEL_IN = 0.32, 1.1, 0.45, 4.4, 6.0
+LABEL_CHAR_IN = 0.061  # average width of one 8 pt DejaVu Sans character
 
 
 def run_label(run: Record) -> str:
-    """How a profiled run is named on the page: model, layout, precision with what built its
-    layers and its variant, hardware."""
-    precision = " ".join(filter(None, (run.precision, layers(run) and f"({layers(run)})",
-                                       variant(settings(run)))))
-    return (f"{model_name(run)} {run.layout.name} {precision}, "
-            f"{hardware_name(run.platform.accelerator)}")
+    """How a profiled run is named on the page: model, layout, micro/global batch, precision with
+    what built its layers and its variant (the cap in the hardware), hardware, kit commit."""
+    shown = {key: value for key, value in settings(run).items() if key != CAP_KEY}
+    precision = " ".join(filter(None, (run.precision, layers(run) and f"({layers(run)})", variant(shown))))
+    lay = run.layout
+    return (f"{model_name(run)} {lay.name} {lay.micro_batch}/{lay.global_batch} {precision}, "
+            f"{hardware_words(run)}, kit {kit_commit(run)}")
+
+
+def distinct_labels(runs: Sequence[Record]) -> list[str]:
+    """:func:`run_label` of each run, with its start (``2026-11-26 09:51``) where runs share one:
+    every bar its own name."""
+    labels = [run_label(run) for run in runs]
+    return [f"{label}, {run.started_at[:10]} {run.started_at[11:16]}" if labels.count(label) > 1 else label
+            for label, run in zip(labels, runs, strict=True)]
 
 
 @dataclass(frozen=True)
@@ -90,19 +110,22 @@ def plan_time_plot(rows: Sequence[TimeRow]) -> TimePlot | None:
     """One plot of every profiled run, in the table's order; None without any."""
     if not rows:
         return None
+    labels = distinct_labels([row.run for row in rows])
     return TimePlot(TIME_PLOT, "Where a measured step's time goes (ms, rank 0)",
-                    tuple((run_label(row.run), tuple(row.classes[name] for name in STACK))
-                          for row in rows))
+                    tuple((label, tuple(row.classes[name] for name in STACK))
+                          for label, row in zip(labels, rows, strict=True)))
 
 
 def _render(spec: TimePlot, key: str) -> bytes:
     from matplotlib.figure import Figure
 
     count = len(spec.bars)
-    width = LABEL_IN + PANEL_IN + 0.9
+    # Labels at 8 pt take about 0.061 in a character: the label column fits the longest one.
+    label_in = max(LABEL_IN, 0.3 + LABEL_CHAR_IN * max(len(label) for label, _ in spec.bars))
+    width = label_in + PANEL_IN + 0.9
     height = count * BAR_IN + BOTTOM_IN + TOP_IN
     figure = Figure(figsize=(width, height), dpi=plots.DPI)
-    axes = figure.add_axes((LABEL_IN / width, BOTTOM_IN / height, PANEL_IN / width,
+    axes = figure.add_axes((label_in / width, BOTTOM_IN / height, PANEL_IN / width,
                             count * BAR_IN / height))
     positions = range(count - 1, -1, -1)  # the first row on top, as in the table
     for position, (_, values) in zip(positions, spec.bars, strict=True):
@@ -120,7 +143,7 @@ def _render(spec: TimePlot, key: str) -> bytes:
     axes.grid(axis="x", linewidth=0.4, alpha=0.5)
     axes.set_axisbelow(True)
     figure.legend(*axes.get_legend_handles_labels(), loc="lower left", ncols=3, fontsize=8,
-                  frameon=False, bbox_to_anchor=(LABEL_IN / width, 0.05 / height))
+                  frameon=False, bbox_to_anchor=(label_in / width, 0.05 / height))
     figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
     return plots.png_bytes(figure, key)
 
@@ -142,7 +165,7 @@ def _ms(value: float, step_ms: float) -> str:
 def _time_cells(row: TimeRow, records_link: str) -> list[str]:
     run = row.run
     return [text(model_name(run)), text(run.layout.name), text(precision_words(run)),
-            text(engine_words(run)), text(hardware_name(run.platform.accelerator)),
+            text(engine_words(run)), text(hardware_words(run)),
             f"{row.step_ms:.1f}", *(_ms(row.classes[name], row.step_ms) for name, _ in TIME_CLASSES),
             _ms(row.profile.comm_total, row.step_ms), f"{row.profile.step_ms:.1f}",
             record_link(run, records_link)]

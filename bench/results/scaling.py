@@ -8,9 +8,11 @@ pipeline, context and sequence parallelism, ZeRO stage, micro-batch, batch per d
 record's ``campaign`` label; runs without one pair with each other): a figure is set beside its
 counterpart from one campaign, not from another machine's day; and the two runs
 passed the engine the same flags but those only data parallelism adds (records of commits between
-which the kit's defaults changed, such as the fused loss, do not pair). Each configuration counts
-with its median run by TFLOP/s/GPU, as on the page's tables. *Efficiency* is TFLOP/s/GPU with DP N
-over TFLOP/s/GPU with DP 1: 1.0 is perfect scaling, above 1 a faster N-GPU run.
+which the kit's defaults changed, such as the fused loss, do not pair). A side is one
+configuration's runs (of one kit commit unless commits are pooled, as on the page's tables),
+shown as their median TFLOP/s/GPU with run count and spread; its median run is the one whose flags
+are compared. *Efficiency* is TFLOP/s/GPU with DP N over TFLOP/s/GPU with DP 1, with its noise
+(:class:`bench.results.spread.Ratio`): 1.0 is perfect scaling, above 1 a faster N-GPU run.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from bench.records.record import Record
 from bench.results.aggregate import configuration, median_run
 from bench.results.hardware import hardware_id, hardware_name
 from bench.results.runs import label_of
-from bench.results.table import number, record_link, table, text
+from bench.results.spread import RATIO_WORDS, Figure, Ratio, commits_words
+from bench.results.table import record_link, table, text
 from bench.results.words import engine_words, model_name, model_sort_key, variant_text
 
 ENGINE = "megatron"
@@ -34,19 +37,23 @@ DP_FLAGS = frozenset({"--overlap-grad-reduce", "--overlap-param-gather"})
 
 @dataclass(frozen=True)
 class ScalingPair:
-    """The DP 1 run (``base``) and a DP N run (``scaled``) of one configuration but DP."""
+    """The DP 1 runs (``base_runs``) and DP N runs (``scaled_runs``) of one configuration but DP;
+    ``base`` and ``scaled`` are their median runs."""
 
-    base: Record
-    scaled: Record
+    base_runs: tuple[Record, ...]
+    scaled_runs: tuple[Record, ...]
 
     @property
-    def efficiency(self) -> float:
-        return _tflops(self.scaled) / _tflops(self.base)
+    def base(self) -> Record:
+        return median_run(self.base_runs)
 
+    @property
+    def scaled(self) -> Record:
+        return median_run(self.scaled_runs)
 
-def _tflops(run: Record) -> float:
-    assert run.metrics is not None  # only ok runs pair
-    return run.metrics.tflops_per_gpu
+    @property
+    def efficiency(self) -> Ratio:
+        return Ratio.of(self.scaled_runs, self.base_runs)
 
 
 def scaling_key(run: Record) -> tuple:
@@ -61,22 +68,23 @@ def scaling_key(run: Record) -> tuple:
     )  # fmt: skip
 
 
-def scaling_pairs(runs: Sequence[Record]) -> tuple[ScalingPair, ...]:
+def scaling_pairs(runs: Sequence[Record], pool_commits: bool = False) -> tuple[ScalingPair, ...]:
     """Every DP > 1 configuration of ok megatron runs beside its DP 1 one, by model, hardware,
     precision, the rest of the key and DP; the result does not depend on the input order. A
-    configuration's median is taken within each campaign."""
+    configuration's runs are taken within each campaign and, unless ``pool_commits``, kit commit."""
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for run in runs:
         if run.ok and run.engine == ENGINE:
-            groups[(configuration(run), run.labels.get("campaign"))].append(run)
-    by_key: dict[tuple, tuple[list[Record], list[Record]]] = defaultdict(lambda: ([], []))
+            groups[(configuration(run, pool_commits), run.labels.get("campaign"))].append(run)
+    by_key: dict[tuple, tuple[list[tuple], list[tuple]]] = defaultdict(lambda: ([], []))
     for group in groups.values():
-        median = median_run(group)
-        bases, scaled = by_key[scaling_key(median)]
-        (bases if median.layout.dp == 1 else scaled).append(median)
+        members = tuple(sorted(group, key=lambda r: r.run_id))
+        bases, scaled = by_key[scaling_key(median_run(members))]
+        (bases if members[0].layout.dp == 1 else scaled).append(members)
     # Configurations that differ beyond the key (a layout named otherwise) each get their pair.
     pairs = [ScalingPair(base, run) for bases, scaled in by_key.values()
-             for base in bases for run in scaled if _same_flags(base, run)]
+             for base in bases for run in scaled
+             if _same_flags(median_run(base), median_run(run))]
     return tuple(sorted(pairs, key=_order))
 
 
@@ -95,8 +103,8 @@ SCALING_COLUMNS: tuple[tuple[str, bool], ...] = (
     ("model", False), ("precision", False), ("engine", False), ("hardware", False),
     ("micro batch / batch per DP rank", True), ("layout, DP 1", False), ("GPUs, DP 1", True),
     ("TFLOP/s/GPU, DP 1", True), ("layout, DP N", False), ("GPUs, DP N", True),
-    ("TFLOP/s/GPU, DP N", True), ("efficiency", True), ("record, DP 1", False),
-    ("record, DP N", False),
+    ("TFLOP/s/GPU, DP N", True), ("efficiency", True), ("kit commit, DP 1 / DP N", False),
+    ("record, DP 1", False), ("record, DP N", False),
 )
 
 
@@ -106,13 +114,14 @@ def _scaling_cells(pair: ScalingPair, records_link: str) -> list[str]:
     return [text(model_name(base)), text(base.precision), text(engine_words(base)),
             text(hardware_name(base.platform.accelerator)),
             f"{lay.micro_batch}/{lay.global_batch // lay.dp}", text(lay.name), str(base.gpus),
-            number(_tflops(base), 1), text(scaled.layout.name), str(scaled.gpus),
-            number(_tflops(scaled), 1), f"{pair.efficiency:.3f}",
+            Figure.of_runs(pair.base_runs).text(), text(scaled.layout.name), str(scaled.gpus),
+            Figure.of_runs(pair.scaled_runs).text(), pair.efficiency.text(3),
+            text(f"{_commits(pair.base_runs)} / {_commits(pair.scaled_runs)}"),
             record_link(base, records_link), record_link(scaled, records_link)]
 
 
-def _tflops(run: Record) -> float | None:
-    return None if run.metrics is None else run.metrics.tflops_per_gpu
+def _commits(runs: Sequence[Record]) -> str:
+    return commits_words(runs).split(" ", 1)[1]
 
 
 def section(pairs: Sequence[ScalingPair], records_link: str) -> list[str]:
@@ -126,6 +135,7 @@ def section(pairs: Sequence[ScalingPair], records_link: str) -> list[str]:
              "micro-batch, batch per DP rank (global batch / DP), notes and campaign (runs "
              "without a campaign label pair with each other), and the same engine "
              "flags but those DP adds (runs of commits between which the kit's defaults changed "
-             "do not pair). Each side is its configuration's median run, as in the tables below. "
-             "`efficiency` = TFLOP/s/GPU at DP N / TFLOP/s/GPU at DP 1 (1.000: perfect scaling)."),
+             "do not pair). Each side is its configuration's runs of one kit commit, as in the "
+             "tables below: median TFLOP/s/GPU with run count and lowest–highest. `efficiency` = "
+             "TFLOP/s/GPU at DP N / TFLOP/s/GPU at DP 1 (1.000: perfect scaling). " + RATIO_WORDS),
             "", *table(SCALING_COLUMNS, [_scaling_cells(p, records_link) for p in pairs]), ""]

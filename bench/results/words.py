@@ -17,6 +17,10 @@ _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 # A record's implementation as the page names it (reference ranges name it so too).
 LAYERS = {"te+apex": "TE+apex", "te": "TE", "local": "no TE", None: ""}
+# MS-AMP's FP8 linears are the kit's own (implementation ``local``); with ``--msamp-modules te``
+# the layer norms and core attention around them are Transformer Engine's: not "no TE".
+TE_MODULES = "TE modules"
+CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
 # Kit changes after which a variant runs other code, as (variant key, value, the new code's first
 # start time, the setting a run started before it shows): the tables then do not pool the two.
 CODE_CHANGES = (
@@ -44,7 +48,10 @@ def model_name(run: Record) -> str:
 
 def layers(run: Record) -> str:
     """What built a run's layers as the page names it: ``TE+apex``, ``TE``, ``no TE``; "" where
-    the engine has no choice (the record's ``implementation``)."""
+    the engine has no choice (the record's ``implementation``); ``TE modules`` for MS-AMP's
+    linears among Transformer Engine's modules (variant ``msamp_modules=te``)."""
+    if run.implementation == "local" and run.variant.get("msamp_modules") == "te":
+        return TE_MODULES
     return LAYERS[run.implementation]
 
 
@@ -101,9 +108,17 @@ def variant_text(run: Record) -> str:
                                    "data=real" if real_data(run) else "")))
 
 
+def hardware_words(run: Record) -> str:
+    """The GPU model a run ran on, with the cap it ran under: ``NVIDIA H200 SXM 141GB capped at
+    80 GB`` (a capped run never stands for the larger GPU's best)."""
+    cap = run.variant.get(CAP_KEY)
+    name = hardware_name(run.platform.accelerator)
+    return f"{name} capped at {cap} GB" if cap is not None else name
+
+
 def group_title(run: Record, *details: str, head: str = "") -> str:
     """A group's title in a section: ``head`` (the model and layout unless given), ``details``,
-    the GPU model and the data, as in ``13B tp2, global batch 32, NVIDIA H200 SXM 141GB, mock
-    data``."""
+    the GPU model (with its cap) and the data, as in ``13B tp2, global batch 32, NVIDIA H200 SXM
+    141GB, mock data``."""
     return ", ".join((head or f"{model_name(run)} {run.layout.name}", *details,
-                      hardware_name(run.platform.accelerator), data_words(run)))
+                      hardware_words(run), data_words(run)))

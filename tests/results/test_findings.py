@@ -94,13 +94,15 @@ def test_dp_runs_pair_with_the_one_replica_run_at_the_same_batch_per_rank() -> N
     ]
     pairs = scaling_pairs([*others, scaled, base])
     assert [(p.base.run_id, p.scaled.run_id) for p in pairs] == [(base.run_id, scaled.run_id)]
-    assert pairs[0].efficiency == pytest.approx(441.9 / 447.3)
+    assert pairs[0].efficiency.value == pytest.approx(441.9 / 447.3)
     page = markdown.render(markdown.Page(build_report([base, scaled], (), NO_PUBLISHED, ()), "records",
                                          runs=(base, scaled)))
     scaling = page.split("## Scaling", 1)[1].split("\n## ", 1)[0]
     row = next(line for line in scaling.splitlines() if line.startswith("| 13B | bf16 |"))
-    assert ("| megatron (TE) | NVIDIA H100 SXM5 80GB | 4/16 | tp1pp1dp1 | 1 | 447.3 | tp1pp1dp2 | 2 "
-            "| 441.9 | 0.988 |") in row
+    # Each side one run: its figure says n=1, and the efficiency its noise with "1 run".
+    assert ("| megatron (TE) | NVIDIA H100 SXM5 80GB | 4/16 | tp1pp1dp1 | 1 | 447.3 (n=1) | tp1pp1dp2 "
+            "| 2 | 441.9 (n=1) | 0.988 ± ") in row
+    assert ", 1 run |" in row
     assert f"(records/{base.run_id}.json)" in row and f"(records/{scaled.run_id}.json)" in row
 
 
@@ -113,8 +115,8 @@ def test_a_failed_or_lone_run_makes_no_scaling_row() -> None:
 def test_repository_page_sets_the_h100_scaling_runs_side_by_side() -> None:
     page = (REPO / "results" / "README.md").read_text()
     scaling = page.split("## Scaling", 1)[1].split("\n## ", 1)[0]
-    for cells, runs in ((("447.3", "441.9", "0.988"), ("215321Z-c14", "214842Z-c3")),
-                        (("524.5", "543.7", "1.037"), ("215337Z-c15", "214856Z-c4"))):
+    for cells, runs in ((("447.3 (n=1)", "441.9 (n=1)", "0.988 ± 0.007, 1 run"), ("215321Z-c14", "214842Z-c3")),
+                        (("524.5 (n=1)", "543.7 (n=1)", "1.037 ± 0.044, 1 run"), ("215337Z-c15", "214856Z-c4"))):
         row = next(line for line in scaling.splitlines() if runs[0] in line)
         assert all(f"| {cell} |" in row for cell in cells) and runs[1] in row
         assert "NVIDIA H100 SXM5 80GB" in row
@@ -154,7 +156,7 @@ def test_the_time_plot_stacks_each_profiled_runs_classes_to_its_measured_step() 
     assert plan_time_plot(()) is None
     spec = plan_time_plot(time_rows([run]))
     ((label, values),) = spec.bars
-    assert label == "13B tp1pp1dp1 bf16 (TE) msamp_modules=te, NVIDIA H100 SXM5 80GB"
+    assert label == "13B tp1pp1dp1 4/4 bf16 (TE) msamp_modules=te, NVIDIA H100 SXM5 80GB, kit 0123abc"
     assert dict(zip(STACK, values, strict=True)) == {
         "gemm": 800.0, "attention": 100.0, "optimizer": 50.0, "other": 250.0, "comm_exposed": 400.0,
         "idle": pytest.approx(400.0)}

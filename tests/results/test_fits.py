@@ -21,7 +21,7 @@ def groups():
 def test_2_7b_under_80_gb_te_needs_expandable_segments_for_8(groups) -> None:
     """te at 8 ran out of memory with torch's default allocator and trained with expandable
     segments (2026-11-26 11:41, 599.6 TFLOP/s/GPU at 79.3 GB); msamp-o2 trains 8 either way."""
-    group = groups["2.7B tp1pp1dp2, global batch 32, capped at 80 GB, NVIDIA H200 SXM 141GB, real data"]
+    group = groups["2.7B tp1pp1dp2, global batch 32, NVIDIA H200 SXM 141GB capped at 80 GB, real data"]
     rows = [(row.configuration, row.run.layout.micro_batch, row.run.status) for row in group.rows]
     assert ("fp8-delayed TE", 8, "oom") in rows and ("fp8-delayed TE", 4, "ok") in rows
     largest = {name: run.layout.micro_batch for name, run in group.largest().items()}
@@ -35,7 +35,7 @@ def test_2_7b_under_80_gb_te_needs_expandable_segments_for_8(groups) -> None:
 def test_6_7b_dp2_under_80_gb_trains_with_the_paper_s_states_or_expandable_segments(groups) -> None:
     """At dp2 only the paper's states in the kit's Adam (chunked step, then its kernel, up to
     micro-batch 2) and msamp-o2 with expandable segments trained; te's own states need tp2."""
-    group = groups["6.7B tp1pp1dp2, global batch 16, capped at 80 GB, NVIDIA H200 SXM 141GB, real data"]
+    group = groups["6.7B tp1pp1dp2, global batch 16, NVIDIA H200 SXM 141GB capped at 80 GB, real data"]
     largest = {name: run.layout.micro_batch for name, run in group.largest().items()}
     assert largest == {"fp8-delayed TE optimizer_states=paper-kit": 1,
                        "fp8-delayed TE optimizer_states=paper-kit, paper_adam=chunked": 1,
@@ -44,7 +44,7 @@ def test_6_7b_dp2_under_80_gb_trains_with_the_paper_s_states_or_expandable_segme
                        "msamp-o2 no TE allocator=expandable": 1}
     assert {row.run.status for row in group.rows if "paper-kit" not in row.configuration
             and "expandable" not in row.configuration} == {"oom"}
-    tp2 = groups["6.7B tp2pp1dp1sp, global batch 16, capped at 80 GB, NVIDIA H200 SXM 141GB, real data"]
+    tp2 = groups["6.7B tp2pp1dp1sp, global batch 16, NVIDIA H200 SXM 141GB capped at 80 GB, real data"]
     assert {row.run.status for row in tp2.rows} == {"ok"}
 
 
@@ -59,7 +59,7 @@ def test_6_7b_across_layouts_sets_the_paper_s_states_at_dp2_beside_te_at_tp2() -
 
     runs, _ = load_records(RECORDS)
     (across,) = [group for group in best_layouts(fit_groups(runs)) if group.title.startswith("6.7B")]
-    assert across.title == "6.7B on 2 GPUs, global batch 16, capped at 80 GB, NVIDIA H200 SXM 141GB, real data"
+    assert across.title == "6.7B on 2 GPUs, global batch 16, NVIDIA H200 SXM 141GB capped at 80 GB, real data"
     top = [(row.configuration, row.run.layout.name, round(row.run.metrics.tflops_per_gpu, 1))
            for row in across.best[:2]]
     assert top == [("msamp-o1 no TE optimizer_states=paper-kit", "tp1pp1dp2", 632.6),

@@ -47,8 +47,8 @@ def test_page_and_plots_name_the_gpu(tmp_path: Path) -> None:
     # The best row of 13b bf16 (one of the two) names its GPU too.
     assert best.count("| local · H200 |") + best.count("| local · H100 80GB HBM3 |") == 1
     assert "| local |" not in page
-    assert sorted(name for name in files if name.endswith(".png")) == [
-        "plots/platform-local-H100-80GB-HBM3.png", "plots/platform-local-H200.png"]
+    assert sorted(name for name in files if name.endswith(".png")) == [  # 13b on 4 GPUs: its plot too
+        "plots/four-gpus-13b.png", "plots/platform-local-H100-80GB-HBM3.png", "plots/platform-local-H200.png"]
     assert "![local · H200: TFLOP/s per GPU" in page
 
 

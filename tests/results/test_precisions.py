@@ -8,7 +8,8 @@ import pytest
 
 from bench.records.record import Record
 from bench.records.store import load_records
-from bench.results.precisions import side_by_side
+from bench.results.precisions import section, side_by_side
+from bench.results.spread import Figure, Ratio
 from tests.record_factory import make_record
 
 BASE = make_record()
@@ -29,7 +30,7 @@ def _ratios(group) -> dict[str, float]:
 
 def test_the_two_h100_dp2_group_sets_fp8_and_the_stacks_beside_bf16(groups) -> None:
     (title,) = [t for t in groups
-                if t.startswith("2.7B tp1pp1dp2, micro/global batch 4/32") and t.endswith("campaign h100x2")]
+                if t.startswith("2.7B tp1pp1dp2, micro/global batch 4/32") and t.endswith("kit 460cbdc")]
     assert _ratios(groups[title]) == {"bf16 TE": 1.0, "bf16 TE+apex": 0.99, "bf16 no TE": 1.01,
                                       "fp8-delayed TE": 1.23, "fp8-current TE": 1.19}
 
@@ -41,17 +42,23 @@ def test_the_ms_amp_modes_are_one_group_of_five_precisions(groups) -> None:
     assert group.baseline.run.metrics.tflops_per_gpu == pytest.approx(461.2, abs=0.05)
 
 
-def test_a_campaign_s_runs_are_set_beside_those_of_their_own_command(groups) -> None:
-    """Two H200s, 2026-11-26: te ran at 468.2 in msamp-te-modules and at 537.2 in
-    msamp-te-cuda-graph ten minutes later; each group is its own table."""
-    titles = [t for t in groups if t.startswith("2.7B tp1pp1dp2, micro/global batch 4/32")
-              and t.endswith(("2026-11-26 09:51", "2026-11-26 10:02"))]
-    tables = [{c.name: round(c.run.metrics.tflops_per_gpu, 1) for c in groups[t].columns}
-              for t in sorted(titles)]
-    assert tables == [
-        {"fp8-delayed TE": 468.2, "msamp-o2 no TE": 511.2, "msamp-o2 no TE msamp_modules=te": 536.9},
-        {"fp8-delayed TE": 537.2, "fp8-delayed TE megatron_args=--cuda-graph-impl transformer_engine": 572.0,
-         "msamp-o2 no TE": 549.3}]
+def test_one_configuration_is_one_column_whatever_command_ran_it(groups) -> None:
+    """Two H200s, 2026-11-26, kit 56bf00c: te ran at 468.2 in msamp-te-modules and at 537.2 in
+    msamp-te-cuda-graph ten minutes later; one claim, one figure with its spread, and each ratio
+    to the other columns with its noise."""
+    group = groups["2.7B tp1pp1dp2, micro/global batch 4/32, 20 iterations, NVIDIA H200 SXM 141GB, "
+                   "real data, kit 56bf00c"]
+    figures = {c.name: Figure.of_runs(c.runs).text() for c in group.columns}
+    assert figures == {"fp8-delayed TE": "468.2 (n=2, 468.2–537.2)",
+                       "fp8-delayed TE megatron_args=--cuda-graph-impl transformer_engine": "572.0 (n=1)",
+                       "msamp-o2 TE modules": "536.9 (n=1)", "msamp-o2 no TE": "511.2 (n=2, 511.2–549.3)"}
+
+
+def test_titles_name_the_hardware_and_kit_never_a_campaign(groups) -> None:
+    assert not [t for t in groups if "campaign" in t or "h100x2" in t]
+    capped = [t for t in groups if "capped at 80 GB" in t]
+    assert capped and all("NVIDIA H200 SXM 141GB capped at 80 GB" in t for t in capped)
+    assert all(t.rsplit(", ", 1)[1].startswith("kit ") for t in groups)
 
 
 def test_runs_that_differ_in_anything_but_precision_and_layers_stay_apart(groups) -> None:
@@ -94,41 +101,28 @@ MACHINE_A = [f"GPU-aaaaaaa{i}-9bec-9809-174b-7bcb20b53a7f" for i in range(4)]
 MACHINE_B = [f"GPU-bbbbbbb{i}-9bec-9809-174b-7bcb20b53a7f" for i in range(4)]
 
 
-def test_one_machines_runs_are_one_group_whatever_the_order_of_its_gpus() -> None:
-    (group,) = side_by_side([_run("bf16", 10, MACHINE_A), _run("fp8-delayed", 20, MACHINE_A[::-1])])
-    assert [c.run.precision for c in group.columns] == ["bf16", "fp8-delayed"]
-    assert group.title.endswith("campaign h200x4")  # nothing to tell apart
-
-
-def test_two_machines_of_one_campaign_are_two_groups_told_apart_by_day() -> None:
+def test_a_setup_on_several_machines_of_one_commit_is_one_group_with_its_spread() -> None:
     runs = [_run("bf16", 10, MACHINE_A), _run("fp8-delayed", 20, MACHINE_A),
-            _run("fp8-current", 30, MACHINE_A),
-            _run("bf16", 10, MACHINE_B, day="2026-11-22"), _run("fp8-current", 20, MACHINE_B, day="2026-11-22")]
-    first, second = side_by_side(runs)
-    assert [c.run.precision for c in first.columns] == ["bf16", "fp8-delayed", "fp8-current"]
-    assert [c.run.precision for c in second.columns] == ["bf16", "fp8-current"]
-    assert first.title.endswith("campaign h200x4, first run 2026-11-21")
-    assert second.title.endswith("campaign h200x4, first run 2026-11-22")
-    # One machine alone in a campaign makes no table: a column from the other is not its to take.
-    assert side_by_side([_run("bf16", 10, MACHINE_A), _run("fp8-current", 20, MACHINE_B)]) == []
+            _run("bf16", 10, MACHINE_B, day="2026-11-22"), _run("fp8-delayed", 20, MACHINE_B, day="2026-11-22")]
+    (group,) = side_by_side(runs)
+    assert [len(c.runs) for c in group.columns] == [2, 2]
+    assert group.title.endswith("mock data, kit 0123abc")
+    page = "\n".join(section([group], "records"))
+    assert "| × bf16 | 1 | " in page and " ± " in page and "(n=2" in page
 
 
-def test_machines_of_one_day_are_told_apart_by_the_minute_of_their_first_run() -> None:
-    runs = [_run(p, m, MACHINE_A) for p, m in (("bf16", 10), ("fp8-delayed", 20))]
-    runs += [_run(p, m, MACHINE_B) for p, m in (("bf16", 30), ("fp8-delayed", 40))]
-    assert [g.title.rpartition(", ")[2] for g in side_by_side(runs)] == [
-        "first run 2026-11-21 20:10", "first run 2026-11-21 20:30"]
+def test_kit_commits_are_groups_of_their_own_unless_pooled() -> None:
+    runs = [_run("bf16", 10, None, "1111111aaaa"), _run("fp8-delayed", 20, None, "1111111aaaa"),
+            _run("bf16", 10, None, "2222222bbbb", day="2026-11-22"),
+            _run("fp8-delayed", 20, None, "2222222bbbb", day="2026-11-22")]
+    assert [g.title.rsplit(", ", 1)[1] for g in side_by_side(runs)] == ["kit 1111111", "kit 2222222"]
+    (pooled,) = side_by_side(runs, pool_commits=True)
+    assert pooled.title.endswith("kits 1111111, 2222222")
+    assert [len(c.runs) for c in pooled.columns] == [2, 2]
+    assert side_by_side(runs[:1] + runs[3:]) == []  # never a column of another commit
 
 
-def test_records_without_uuids_split_where_an_hour_passes_between_runs() -> None:
-    """Older records: one machine's runs follow each other (a kit commit may change between them);
-    the next machine's come more than an hour after."""
-    runs = [_run("bf16", 10, None, "1111111aaaa"), _run("fp8-delayed", 20, None, "2222222bbbb"),
-            _run("bf16", 10, None, day="2026-11-22"), _run("fp8-current", 20, None, day="2026-11-22")]
-    groups = side_by_side(runs)
-    assert [[c.run.precision for c in g.columns] for g in groups] == [["bf16", "fp8-delayed"], ["bf16", "fp8-current"]]
-    assert [g.title.rpartition(", ")[2] for g in groups] == ["first run 2026-11-21", "first run 2026-11-22"]
-    assert side_by_side(runs[:1] + runs[3:]) == []  # never across machines
-    later = make_record(**{**runs[1].model_dump(), "run_id": "13b_dp4_h200x4_20261121T2200Z",
-                           "started_at": "2026-11-21T22:00:00Z", "finished_at": "2026-11-21T22:05:00Z"})
-    assert side_by_side(runs[:1] + [later]) == []  # 95 minutes after the first run ended
+def test_a_lone_pair_s_ratio_says_its_run_to_run_noise_is_unknown() -> None:
+    (group,) = side_by_side([_run("bf16", 10, MACHINE_A), _run("fp8-delayed", 20, MACHINE_A)])
+    ratio = Ratio.of(group.columns[1].runs, group.columns[0].runs)
+    assert ratio.single and ratio.text().endswith(", 1 run") and ratio.noise > 0

@@ -47,7 +47,7 @@ def test_regeneration_is_byte_identical(workdir: Path, tmp_path: Path) -> None:
     assert main(_fixture_args(workdir / "records", workdir, smoke)) == 0
     first = {p.relative_to(workdir): p.read_bytes() for p in workdir.rglob("*") if p.is_file()}
     plots = sorted(str(p) for p in first if p.suffix == ".png")
-    assert plots == ["plots/platform-h200.png"]
+    assert plots == ["plots/four-gpus-13b.png", "plots/platform-h200.png"]  # the fixtures' 13b ran on 4 GPUs
     # A second process, other record order on disk: same bytes; unchanged files are not rewritten.
     again = tmp_path / "again"
     shutil.copytree(workdir / "records", again / "records")
@@ -94,10 +94,10 @@ def test_stale_plots_are_removed(workdir: Path) -> None:
     path = write_record(workdir / "records", other)
     assert main(_fixture_args(workdir / "records", workdir)) == 0
     assert sorted(p.name for p in (workdir / "plots").iterdir()) == [
-        "platform-h100x4.png", "platform-h200.png"]
+        "four-gpus-13b.png", "platform-h100x4.png", "platform-h200.png"]
     path.unlink()
     assert main(_fixture_args(workdir / "records", workdir)) == 0
-    assert sorted(p.name for p in (workdir / "plots").iterdir()) == ["platform-h200.png"]
+    assert sorted(p.name for p in (workdir / "plots").iterdir()) == ["four-gpus-13b.png", "platform-h200.png"]
 
 
 def test_unchanged_plots_are_reused_and_changed_ones_redrawn(workdir: Path) -> None:

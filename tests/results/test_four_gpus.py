@@ -1,0 +1,77 @@
+"""The four-GPU section: the 13b layouts side by side with their time breakdowns, what is missing
+of issue 46's campaign, and data-parallel scaling over 1, 2 and 4 GPUs at one batch per GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.records.record import Record
+from bench.records.store import load_records
+from bench.results import fourgpu, markdown
+from bench.results.aggregate import build_report
+from bench.results.data import Published
+from tests.record_factory import make_record
+from tests.results.test_findings import PROFILE
+
+BASE = make_record()
+REPO = Path(__file__).parents[2]
+
+
+def _run(minute: int, tflops: float, *, name: str = "dp4", tp: int = 1, pp: int = 1, dp: int = 4,
+         sp: bool = False, gpus: int = 4, gbs: int = 64, commit: str = "abc1234", **fields) -> Record:
+    layout = {**BASE.layout.model_dump(), "name": name, "tp": tp, "pp": pp, "dp": dp, "sp": sp,
+              "global_batch": gbs}
+    samples = tflops * gpus / 163.0
+    metrics = {**BASE.metrics.model_dump(), "tflops_per_gpu": tflops, "mfu": tflops / 989.0,
+               "samples_per_s": samples, "tokens_per_s_per_gpu": samples * 2048 / gpus}
+    return make_record(run_id=f"13b_{name}_h200x4_20261127T10{minute:02d}00Z", gpus=gpus,
+                       started_at=f"2026-11-27T10:{minute:02d}:00Z",
+                       finished_at=f"2026-11-27T10:{minute + 1:02d}:00Z", layout=layout, metrics=metrics,
+                       provenance={**BASE.provenance.model_dump(), "kit_commit": commit}, **fields)
+
+
+def test_layouts_side_by_side_with_breakdown_ratio_and_whats_missing() -> None:
+    te = {"implementation": "te"}
+    runs = [_run(10, 460.0, name="tp2pp2sp", tp=2, pp=2, dp=1, sp=True, profile=PROFILE, **te),
+            _run(12, 470.0, name="tp2pp2sp", tp=2, pp=2, dp=1, sp=True, **te),
+            _run(14, 380.0, name="tp4sp", tp=4, dp=1, sp=True, **te)]
+    rows = fourgpu.layout_rows(runs)
+    assert [r.run.layout.name for r in rows] == ["tp2pp2sp", "tp4sp"]  # fastest first
+    assert rows[0].profile is not None and rows[1].profile is None
+    missing = fourgpu.missing_layouts(rows)
+    assert "tp2pp2sp bf16" not in missing and "tp4sp bf16" not in missing
+    assert "tp2pp2sp fp8-delayed" in missing and "tp2sp dp2 bf16" in missing
+    page = "\n".join(fourgpu.section(rows, [], fourgpu.plan_plot(rows), "records"))
+    first = next(line for line in page.splitlines() if line.startswith("| tp2pp2sp |"))
+    assert "460.0 (n=2, 460.0–470.0)" in first and "| 1 |" in first
+    step_ms = runs[0].metrics.step_time_s_median * 1000  # shares are of the measured step
+    assert f"| {100 * 800 / step_ms:.1f} | {100 * 100 / step_ms:.1f} |" in first  # GEMM, attention
+    tp4 = next(line for line in page.splitlines() if line.startswith("| tp4sp |"))
+    assert " ± " in tp4 and "| – | – |" in tp4  # ratio with its noise; no profile
+    assert "Missing: " in page and "No data-parallel run on four GPUs yet." in page
+
+
+def test_scaling_joins_one_batch_per_gpu_and_says_what_was_not_measured() -> None:
+    runs = [_run(10, 500.0, name="dp1", dp=1, gpus=1, gbs=16), _run(20, 490.0, gbs=64),
+            _run(30, 480.0, gbs=128)]  # 32 a GPU at four GPUs: no one-GPU counterpart
+    rows = fourgpu.scaling_rows(runs)
+    assert [sorted(r) for r in rows] == [[1, 4], [4]]
+    cells = fourgpu._scaling_cells(rows[0], "records")
+    assert cells[5].startswith("500.0 (n=1), kit abc1234") and cells[6] == "not measured"
+    assert cells[8].startswith("0.980 ± ")
+    assert fourgpu._scaling_cells(rows[1], "records")[5] == "not measured"
+
+
+def test_an_empty_section_says_so_and_the_page_has_it_in_order() -> None:
+    lines = fourgpu.section((), [], None, "records")
+    assert "No 13B run on four GPUs yet." in lines
+    page = markdown.render(markdown.Page(build_report([], (), Published({}, ()), ()), "records"))
+    assert "## Four GPUs" in page
+
+
+def test_the_kept_page_has_the_four_h200_13b_layouts() -> None:
+    runs, _ = load_records(REPO / "results" / "records")
+    rows = fourgpu.layout_rows(runs)
+    assert {r.run.layout.name for r in rows} >= {"tp1pp1dp4", "tp1pp4dp1", "tp2pp2dp1"}
+    page = (REPO / "results" / "README.md").read_text()
+    assert "## Four GPUs" in page and "plots/four-gpus-13b.png" in page
