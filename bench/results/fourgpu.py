@@ -28,7 +28,16 @@ from bench.results.aggregate import configuration, median_run
 from bench.results.profiles import STACK, STACK_COLOURS, STACK_NAMES, TimeRow, time_rows
 from bench.results.spread import RATIO_WORDS, Figure, Ratio, commits_words, kit_commit
 from bench.results.table import DASH, record_link, table, text
-from bench.results.words import engine_words, hardware_words, layers, model_sort_key, variant_text
+from bench.results.words import (
+    CAP_KEY,
+    engine_words,
+    hardware_words,
+    layers,
+    model_sort_key,
+    settings,
+    variant,
+    variant_text,
+)
 
 MODEL, GPUS = "13b", 4
 PLOT = "four-gpus-13b.png"
@@ -198,14 +207,24 @@ class TimeShares:
         return _render(self, key)
 
 
+# Plot labels only: Megatron flags of the four-GPU campaign in a few words (the table has them whole).
+SHORT_FLAGS = (("megatron_args=", ""), ("--cuda-graph-impl transformer_engine", "TE CUDA graphs"),
+               ("--attention-dropout 0.0 --hidden-dropout 0.0", "dropout 0"),
+               ("recompute=selective", "selective recompute"))
+
+
 def plan_plot(rows: Sequence[LayoutRow]) -> TimeShares | None:
     if not rows:
         return None
     bars = []
     for row in rows:
         run = row.run
+        # What ran away from the defaults tells two runs of one layout apart (the cap is in the hardware).
+        changed = variant({k: v for k, v in settings(run).items() if k != CAP_KEY})
+        for flags, short in SHORT_FLAGS:
+            changed = changed.replace(flags, short)
         label = (f"{run.layout.name} {run.layout.micro_batch}/{run.layout.global_batch} {run.precision} "
-                 f"{engine_words(run)}, {hardware_words(run)}, "
+                 f"{engine_words(run)}{f' {changed}' if changed else ''}, {hardware_words(run)}, "
                  f"{commits_words(row.runs)}")
         shares = (tuple(row.profile.classes[name] / row.profile.step_ms for name in STACK)
                   if row.profile is not None else None)
@@ -222,13 +241,15 @@ def _render(spec: TimeShares, key: str) -> bytes:
     width, height = label_in + 6.9, count * 0.32 + 1.55
     figure = Drawing(figsize=(width, height), dpi=plots.DPI)
     axes = figure.add_axes((label_in / width, 1.1 / height, 6.0 / width, count * 0.32 / height))
+    legend_done = False  # the classes are named once, at the first profiled bar
     for position, (_, value, shares) in zip(range(count - 1, -1, -1), spec.bars, strict=True):
         left = 0.0
         for name, share in zip(STACK, shares or (1.0,) + (0.0,) * (len(STACK) - 1), strict=True):
             colour = STACK_COLOURS[name] if shares else "#8c8c8c"
             axes.barh(position, value * share, left=left, height=0.7, color=colour, edgecolor="white",
-                      linewidth=0.5, label=STACK_NAMES[name] if position == count - 1 and shares else None)
+                      linewidth=0.5, label=STACK_NAMES[name] if shares and not legend_done else None)
             left += value * share
+        legend_done = legend_done or shares is not None
         axes.text(value, position, f" {value:.0f}{'' if shares else ' (no profile)'}", va="center", fontsize=8)
     axes.set_yticks(list(range(count - 1, -1, -1)), [label for label, _, _ in spec.bars], fontsize=8)
     axes.set_ylim(-0.5, count - 0.5)

@@ -75,3 +75,13 @@ def test_the_kept_page_has_the_four_h200_13b_layouts() -> None:
     assert {r.run.layout.name for r in rows} >= {"tp1pp1dp4", "tp1pp4dp1", "tp2pp2dp1"}
     page = (REPO / "results" / "README.md").read_text()
     assert "## Four GPUs" in page and "plots/four-gpus-13b.png" in page
+
+
+def test_the_plot_labels_every_kept_configuration_apart() -> None:
+    """Two runs of one layout (with and without CUDA graphs) get two labels, in a few words."""
+    runs, _ = load_records(Path(__file__).resolve().parents[2] / "results" / "records")
+    spec = fourgpu.plan_plot(fourgpu.layout_rows(runs))
+    labels = [label for label, _, _ in spec.bars]
+    assert len(set(labels)) == len(labels)
+    assert any("TE CUDA graphs dropout 0, selective recompute" in label for label in labels)
+    assert all("megatron_args" not in label for label in labels)
