@@ -26,6 +26,7 @@ from bench.records.build import PlanSummary, plan_preview, plan_summary
 from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
 from bench.running.arguments import add_run_options, options_from, parse_run_argv
+from bench.running.gpulock import gpu_keys, gpus_locked
 from bench.running.jobs.cli import EXIT_FAILED
 from bench.running.jobs.follow import check_poll, follow
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
@@ -209,13 +210,14 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
     records = []
-    for launch, entry, made in zip(launches, entries, summaries, strict=True):
-        print_notes(launch)
-        record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
-                           verbose=args.verbose, summary=made)
-        entry["record"] = record.to_dict()
-        entry["record_path"] = str(record_path(records_dir, record.run_id))
-        records.append(record)
+    with gpus_locked(run_gpus(launches, machine), holder_name(launches)):
+        for launch, entry, made in zip(launches, entries, summaries, strict=True):
+            print_notes(launch)
+            record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
+                               verbose=args.verbose, summary=made)
+            entry["record"] = record.to_dict()
+            entry["record_path"] = str(record_path(records_dir, record.run_id))
+            records.append(record)
     say(summary(records))
     ok = [r for r in records if r.metrics is not None]
     if args.sweep:
@@ -229,6 +231,16 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
     for record in records:
         say(f"record: {record_path(records_dir, record.run_id)}")
     return 0 if len(ok) == len(records) else 1
+
+def run_gpus(launches: list[LaunchPlan], machine: Machine) -> list[str]:
+    """The GPUs the runs here take (the most any of them uses), as :mod:`gpulock` names them."""
+    used = max(launch.gpus_per_node for launch in launches)
+    return gpu_keys(machine.gpus(), used, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+def holder_name(launches: list[LaunchPlan]) -> str:
+    """How another run's error names these runs: the first run id, and how many more."""
+    more = f" and {len(launches) - 1} more" if len(launches) > 1 else ""
+    return f"run {launches[0].run_id}{more}"
 
 def submit_all(args: argparse.Namespace, launches: list[LaunchPlan],
                entries: list[dict[str, object]], say: Callable[..., None]) -> int:
