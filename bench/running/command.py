@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -15,6 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.config.campaign import load_campaign
+from bench.config.environment import env_value
 from bench.config.platforms import Platform, load_platform
 from bench.config.presets import get_preset
 from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
@@ -102,7 +102,7 @@ def ignore_cluster_defaults(args: argparse.Namespace, platform: Platform) -> Non
     for key in ("account", "partition", "queue", "walltime"):
         flag = f"--{key}"
         typed = any(word == flag or word.startswith(f"{flag}=") for word in getattr(args, "argv", ()))
-        from_env = getattr(args, key) == os.environ.get(f"BENCH_{key.upper()}")
+        from_env = getattr(args, key) == env_value(f"BENCH_{key.upper()}")
         if key not in _JOB_OPTIONS[platform.scheduler] and from_env and not typed:
             setattr(args, key, None)
 
@@ -235,7 +235,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
 def run_gpus(launches: list[LaunchPlan], machine: Machine) -> list[str]:
     """The GPUs the runs here take (the most any of them uses), as :mod:`gpulock` names them."""
     used = max(launch.gpus_per_node for launch in launches)
-    return gpu_keys(machine.gpus(), used, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return gpu_keys(machine.gpus(), used, env_value("CUDA_VISIBLE_DEVICES"))
 
 def holder_name(launches: list[LaunchPlan]) -> str:
     """How another run's error names these runs: the first run id, and how many more."""

@@ -16,26 +16,20 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
+from bench.config.environment import env_value
 from bench.running.gpus import LocalGPUs
 
-ENV = "BENCH_GPU_LOCK"
-MODES = ("fail", "wait", "off")
-"""``fail`` (the default): a GPU another run holds stops this one before anything is written;
-``wait``: this run waits until the GPUs are free; ``off``: no lock is taken or looked at."""
+ENV = "BENCH_GPU_LOCK"  # its modes: bench.config.environment.GPU_LOCK_MODES
 FOLDER_NAME = "megatron-bench-gpus"
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
-def lock_mode(environ: Mapping[str, str] = os.environ) -> str:
-    """``$BENCH_GPU_LOCK``, ``fail`` when unset; any other value is refused."""
-    mode = environ.get(ENV) or "fail"
-    if mode not in MODES:
-        raise ValueError(f"{ENV}={mode[:40]!r} is not one of {', '.join(MODES)}: unset it to stop "
-                         "at a GPU another run holds, 'wait' to wait for it, 'off' to share it")
-    return mode
+def lock_mode() -> str:
+    """``$BENCH_GPU_LOCK``, ``fail`` when unset (a bad value is refused by :func:`env_value`)."""
+    return env_value(ENV) or "fail"
 
 
 def gpu_keys(gpus: LocalGPUs, used: int, visible: str | None) -> list[str]:

@@ -90,7 +90,7 @@ def test_an_unknown_mode_is_one_error_line(tmp_path: Path) -> None:
     out, err = run.communicate(timeout=120)
     assert run.returncode == 2
     assert err.strip().splitlines() == [
-        "error: BENCH_GPU_LOCK='sometimes' is not one of fail, wait, off: unset it to stop at a GPU "
+        "error: BENCH_GPU_LOCK=sometimes is not one of fail, wait, off: unset it to stop at a GPU "
         "another run holds, 'wait' to wait for it, 'off' to share it"]
 
 
