@@ -41,7 +41,7 @@ from bench.planning.memory import (
     state_bytes,
     step_bytes,
 )
-from bench.planning.microbatch import default_micro_batch
+from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
 from bench.planning.tuning import Tuning, check_extra_args
 
@@ -375,7 +375,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
     notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
-             *mbs_notes, memory_note, *_unknown_gpu(platform, options, accelerator)]
+             *mbs_notes, *msamp_seed_notes(precision, layout, options.mbs), memory_note,
+             *_unknown_gpu(platform, options, accelerator)]
     notes += account_note(platform)  # a dry run shows the script; only a submit refuses
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
