@@ -26,6 +26,7 @@ from bench.records.build import PlanSummary, plan_preview, plan_summary
 from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
 from bench.running.arguments import add_run_options, options_from, parse_run_argv
+from bench.running.datafiles import check_data_files
 from bench.running.gpulock import gpu_keys, gpus_locked
 from bench.running.jobs.cli import EXIT_FAILED
 from bench.running.jobs.follow import check_poll, follow
@@ -195,6 +196,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
     if launches[0].platform.scheduler != "none":
         for launch in launches:  # every job refused (no account, no sbatch) before any is written
             check_submittable(launch)
+        data_checked(launches)
         for launch in launches:
             print_notes(launch)
         return submit_all(args, launches, entries, say)
@@ -203,6 +205,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
             print_plan(launch, args.json)
         print(NO_GPU, file=sys.stderr)
         return 1
+    data_checked(launches)
     # One preflight per distinct training environment the launches need.
     needs = {(launch.engine, launch.gpus_per_node, launch.platform.megatron_deepspeed_dir): launch
              for launch in launches}
@@ -231,6 +234,12 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
     for record in records:
         say(f"record: {record_path(records_dir, record.run_id)}")
     return 0 if len(ok) == len(records) else 1
+
+def data_checked(launches: list[LaunchPlan]) -> None:
+    """Every launch's data files checked (:mod:`bench.running.datafiles`) before any is written."""
+    notes = [check_data_files(launch, Path.cwd()) for launch in launches]
+    for note in dict.fromkeys(filter(None, notes)):
+        print(f"note: {note}", file=sys.stderr)
 
 def run_gpus(launches: list[LaunchPlan], machine: Machine) -> list[str]:
     """The GPUs the runs here take (the most any of them uses), as :mod:`gpulock` names them."""
