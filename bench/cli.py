@@ -12,6 +12,7 @@ import difflib
 import sys
 
 from bench.config import cli as config_cli
+from bench.config.environment import environment_problem
 from bench.config.text import error_text, visible
 from bench.dataset import cli as dataset_cli
 from bench.images import cli as images_cli
@@ -80,7 +81,7 @@ def control_character_argument(argv: list[str]) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    refusal = control_character_argument(argv)
+    refusal = control_character_argument(argv) or environment_problem()
     if refusal:
         print(f"error: {refusal}", file=sys.stderr)
         return EXIT_USAGE

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +31,17 @@ FIXTURE_MARKERS = {
     "registry": ("slow", "needs_root"),
     "small_wheelhouse": ("slow",),  # real pip into real venvs: seconds each
 }
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """A temporary folder of this test run's own, for it and every child it starts: the GPU locks
+    (bench.running.gpulock) of the stand-in GPUs then stay apart from another test run's."""
+    folder = tmp_path_factory.mktemp("tmp")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(folder))
+        patch.setattr(tempfile, "tempdir", str(folder))
+        yield
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

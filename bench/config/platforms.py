@@ -11,7 +11,6 @@ same name replaces the kit's. The models are the files' schema (``results/schema
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import fields
@@ -21,6 +20,7 @@ from typing import Annotated, Literal, get_args
 from pydantic import AfterValidator, Field, create_model, field_validator, model_validator
 
 from bench.config.capabilities import Capabilities
+from bench.config.environment import env_value
 from bench.config.precisions import PeakFormat, Precision, peak_format
 from bench.config.schema import NonNegative, Positive, Strict, hinted, load_toml
 from bench.config.tomlfile import DataError
@@ -299,12 +299,9 @@ class Platform(PlatformFile):
 
 def platforms_dirs() -> list[Path]:
     """The kit's platforms folder, then the user's ``BENCH_PLATFORMS_DIR`` (later ones win)."""
-    user = os.environ.get("BENCH_PLATFORMS_DIR")
+    user = env_value("BENCH_PLATFORMS_DIR")
     if not user:
         return [REPO_PLATFORMS_DIR]
-    if not Path(user).is_dir():
-        raise DataError(f"BENCH_PLATFORMS_DIR={user} is not a folder; point it at the folder that "
-                        "holds your platform files (<name>.toml, accelerators/<name>.toml)")
     return [REPO_PLATFORMS_DIR] + ([Path(user)] if Path(user).resolve() != REPO_PLATFORMS_DIR else [])
 
 
@@ -354,7 +351,7 @@ def load_platform(name: str) -> Platform:
 
 def job_option_default(key: str) -> str | None:
     """The default of the ``--<key>`` option: ``$BENCH_<KEY>`` (read by the command line only)."""
-    return os.environ.get(f"BENCH_{key.upper()}") or None
+    return env_value(f"BENCH_{key.upper()}")
 
 
 def with_job_overrides(platform: Platform, **overrides: str | None) -> Platform:

@@ -7,12 +7,12 @@ the same name as a kit preset replaces it.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.config.environment import env_value
 from bench.config.schema import Strict, load_toml, validate
 from bench.config.tomlfile import DataError
 
@@ -91,7 +91,7 @@ def _presets_from(path: Path) -> dict[str, Preset]:
 def preset_files() -> list[Path]:
     """The kit's preset files, then the user's (``BENCH_PRESETS_DIR``), in load order."""
     files = sorted(KIT_PRESETS_DIR.glob("*.toml"))
-    user_dir = os.environ.get("BENCH_PRESETS_DIR")
+    user_dir = env_value("BENCH_PRESETS_DIR")
     if user_dir:
         files += sorted(Path(user_dir).glob("*.toml"))
     return files

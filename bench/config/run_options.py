@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.config.environment import env_value
 from bench.config.platforms import ENGINES
 from bench.config.precisions import PRECISION_SHORTHANDS, PRECISIONS
 
@@ -107,7 +107,7 @@ class RunOption:
 
     def resolved_default(self) -> Any:
         """The default with its environment variable applied (read when the parser is built)."""
-        return (os.environ.get(self.env) or self.default) if self.env else self.default
+        return (env_value(self.env) or self.default) if self.env else self.default
 
     def add_to(self, parser: argparse.ArgumentParser | argparse._ArgumentGroup,
                **help_values: object) -> None:

@@ -18,9 +18,11 @@ def cmd_data(args: argparse.Namespace) -> int:
     for module in ("numpy", "tiktoken"):
         require(module, "data", "python -m bench data")
     from bench.dataset.gpt2 import FastPathMismatch, TokenizerFilesError
-    from bench.dataset.prepare import InputError, prepare
+    from bench.dataset.prepare import InputError, check_name, named, prepare
 
     try:
+        if args.name is not None:
+            check_name(args.name)
         result = prepare([Path(p) for p in args.inputs], Path(args.vocab_file),
                          Path(args.merge_file), Path(args.out_dir), json_key=args.json_key,
                          exact=args.exact)
@@ -41,7 +43,14 @@ def cmd_data(args: argparse.Namespace) -> int:
               f"{result.text_bytes / 1e6:,.1f} MB of text in {result.seconds:.1f} s "
               f"({result.mb_per_s:,.1f} MB/s; {result.mb_per_cpu_s:,.1f} MB per CPU-second; "
               f"{result.tokenizer})")
-    print(f"use: --data-path {result.prefix} --vocab-file {args.vocab_file} "
+    prefix = result.prefix
+    if args.name is not None:
+        try:
+            prefix = named(result.prefix, args.name)
+        except InputError as error:
+            print(f"error: {error_text(error)}", file=sys.stderr)
+            return 1
+    print(f"use: --data-path {prefix} --vocab-file {args.vocab_file} "
           f"--merge-file {args.merge_file}")
     if result.documents < SPLIT_DOCUMENTS:
         print(f"note: {result.documents} documents: the engines' split 949,50,1 leaves the "
@@ -64,5 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     data.add_argument("--out-dir", default="data", help="where the .bin/.idx go (default data/)")
     data.add_argument("--json-key", default="text", help="the text's key in each JSON line "
                       "(default text)")
+    data.add_argument("--name", help="also name the data NAME: OUT_DIR/NAME_text_document (links to "
+                      "the files), a --data-path that stays when the inputs change, e.g. a "
+                      "platform file's default (meg-gpt2, slimpajama)")
     data.add_argument("--exact", action="store_true", help="tiktoken only (no tokie fast path)")
     data.set_defaults(func=cmd_data)

@@ -166,8 +166,8 @@ def check_input(path: Path) -> InputFormat:
         try:
             import zstandard  # noqa: F401  (imported here: only .zst input needs it)
         except ImportError:
-            raise InputError(f"{path}: reading .zst needs the zstandard package: pip install "
-                             "zstandard (or pip install -e '.[data]')") from None
+            raise InputError(f"{path}: reading .zst needs zstandard, which is not installed: pip "
+                             "install 'megatron-bench-kit[data]' (or pip install zstandard)") from None
     with _opened(path, fmt) as (stream, _):
         head = stream.read(PROBE_BYTES)
     if fmt.layout is Layout.WIKIEXTRACTOR and not head.lstrip().startswith((b"<doc ", b"{")):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -196,3 +197,31 @@ def prepare(inputs: list[Path], vocab_file: Path, merge_file: Path, out_dir: Pat
     finally:
         for suffix in (".bin", ".idx", ".json"):
             Path(f"{partial}{suffix}").unlink(missing_ok=True)
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_name(name: str) -> None:
+    """Refuse a ``--name`` that is not a plain file name (said before any tokenizing)."""
+    if not _NAME.fullmatch(name):
+        raise InputError(f"--name {name[:100]!r} is not a name: letters, digits, '.', '_' and '-', "
+                         "starting with a letter or digit, at most 100")
+
+
+def named(prefix: Path, name: str) -> Path:
+    """``<folder>/<name>_text_document``: links (relative, so the folder can move or be bound into
+    a container) to the prefix's ``.bin`` and ``.idx``, for a stable ``--data-path`` such as a
+    platform file's default. A name that links to these files already is kept; one that names other
+    data is refused, never replaced."""
+    check_name(name)
+    stable = prefix.with_name(f"{name}_text_document")
+    for suffix in (".bin", ".idx"):  # the .idx last: a prefix with an .idx is complete
+        link, target = stable.with_name(stable.name + suffix), prefix.name + suffix
+        if link.is_symlink() and os.readlink(link) == target:
+            continue
+        if link.exists() or link.is_symlink():
+            raise InputError(f"{link} exists and names other data: remove it, or give another "
+                             "--name")
+        link.symlink_to(target)
+    return stable

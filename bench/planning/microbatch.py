@@ -76,3 +76,23 @@ def default_micro_batch(preset: Preset, layout: Layout, precision: str,
                    if fits(lay)), layout)
     return chosen, (f"micro-batch {chosen.micro_batch} ({precision} default: largest of "
                     f"{', '.join(map(str, tried))} that fits, {rule.why}; --mbs sets it)")
+
+
+SEED_MICRO_BATCH = 8
+"""The micro-batch of the MS-AMP seed's (seed 000) te and msamp scripts."""
+
+
+def msamp_seed_notes(precision: str, layout: Layout, given_mbs: int | None) -> list[str]:
+    """Where a run of the fp8 or MS-AMP precisions differs from the MS-AMP seed's (seed 000) by the
+    kit's defaults, said in the plan's notes (docs/precisions.md gives the why): fp8-delayed's amax
+    history, and a micro-batch the kit picked other than the seed's 8."""
+    notes = []
+    if precision == "fp8-delayed":
+        notes.append("fp8-delayed keeps Megatron's delayed-scaling recipe, an amax history of 1024 "
+                     "steps reduced by max; the MS-AMP seed's te runs a history of 1, most_recent "
+                     "(the kit has no option for it: docs/precisions.md)")
+    if precision in RULES and given_mbs is None and layout.micro_batch != SEED_MICRO_BATCH:
+        notes.append(f"the MS-AMP seed's scripts use micro-batch {SEED_MICRO_BATCH}, the kit's "
+                     f"{precision} default picked {layout.micro_batch} (--mbs {SEED_MICRO_BATCH} "
+                     "gives the seed's)")
+    return notes

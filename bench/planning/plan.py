@@ -44,7 +44,7 @@ from bench.planning.memory import (
     step_bytes,
     uncounted_note,
 )
-from bench.planning.microbatch import default_micro_batch
+from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
 from bench.planning.tuning import Tuning, check_extra_args, flag_names
 from bench.planning.winners import note as winner_note
@@ -407,7 +407,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
     notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
-             *mbs_notes, memory_note, *_unknown_gpu(platform, options, accelerator)]
+             *mbs_notes, *msamp_seed_notes(precision, layout, options.mbs), memory_note,
+             *_unknown_gpu(platform, options, accelerator)]
     notes += uncounted_note((*args, *tuning.extra_args))
     notes += account_note(platform)  # a dry run shows the script; only a submit refuses
     return LaunchPlan(

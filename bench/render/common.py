@@ -119,6 +119,39 @@ def image_file_check(plan: LaunchPlan) -> list[str]:
             f"  echo {shlex.quote(message)} >&2", f'  echo "{END_MARKER}1"', "  exit 1", "fi"]
 
 
+DATA_FIX = ("make it with 'python -m bench data ... --out-dir DIR --name NAME' (the prefix is "
+            "DIR/NAME_text_document; docs/megatron-deepspeed.md), or pass --data-path")
+
+
+def data_files(plan: LaunchPlan) -> list[str]:
+    """The ``.bin`` and ``.idx`` of the plan's ``--data-path`` as the host sees them (a container's
+    bind ``src:dst`` maps ``dst`` back to ``src``; a relative path is the submit folder's); none for
+    mock data."""
+    if not plan.data_path:
+        return []
+    prefix = plan.data_path
+    if plan.image and plan.platform.container_runtime in ("pyxis", "singularity", "docker"):
+        for bind in plan.platform.binds:
+            src, _, rest = bind.partition(":")
+            dst = (rest.partition(":")[0] or src).rstrip("/")
+            if prefix.startswith(dst + "/"):
+                prefix = src.rstrip("/") + prefix[len(dst):]
+                break
+    return [f"{prefix}.bin", f"{prefix}.idx"]
+
+
+def data_file_check(plan: LaunchPlan) -> list[str]:
+    """Stop before the launcher when a data file is not there: every rank would fail on it after
+    the job waited in the queue and the image started."""
+    files = data_files(plan)
+    if not files:
+        return []
+    message = f"error: data file $file not found: {DATA_FIX}"
+    return [f"for file in {' '.join(map(shlex.quote, files))}; do",
+            '  if [ ! -f "$file" ]; then', f'    echo "{message}" >&2',
+            f'    echo "{END_MARKER}1"', "    exit 1", "  fi", "done"]
+
+
 def image_digest_lines(plan: LaunchPlan) -> list[str]:
     """The line a container job prints before launch: the digest of the image its runtime starts.
 

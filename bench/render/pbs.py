@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.planning.plan import LaunchPlan
-from bench.render.common import account, ds_config_line, environment, finish, header, rankenv, shown
+from bench.render.common import account, data_file_check, ds_config_line, environment, finish, header, rankenv, shown
 from bench.render.shell import Token, wrap
 
 _MASTER_ADDR = '"$(head -n 1 "$PBS_NODEFILE")"'
@@ -40,5 +40,5 @@ def render(plan: LaunchPlan) -> str:
         raise ValueError(f"platform {plan.platform.name} uses {plan.platform.scheduler}, not PBS")
     lines = ["#!/bin/bash", *directives(plan), *header(plan), *ds_config_line(plan),
              'cd "$PBS_O_WORKDIR" || exit 1', *environment(plan, _MASTER_ADDR), "",
-             wrap(launcher_command(plan)), *finish()]
+             *data_file_check(plan), wrap(launcher_command(plan)), *finish()]
     return "\n".join(lines) + "\n"

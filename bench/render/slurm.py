@@ -8,6 +8,7 @@ import shlex
 from bench.planning.plan import LaunchPlan
 from bench.render.common import (
     account,
+    data_file_check,
     ds_config_line,
     environment,
     finish,
@@ -83,5 +84,6 @@ def render(plan: LaunchPlan) -> str:
         raise ValueError(f"platform {plan.platform.name} uses {plan.platform.scheduler}, not Slurm")
     lines = ["#!/bin/bash", *directives(plan), *header(plan), *ds_config_line(plan),
              "set -uo pipefail", *environment(plan, _MASTER_ADDR), "",
-             *image_file_check(plan), *image_digest_lines(plan), wrap(launcher_command(plan)), *finish()]
+             *image_file_check(plan), *data_file_check(plan), *image_digest_lines(plan),
+             wrap(launcher_command(plan)), *finish()]
     return "\n".join(lines) + "\n"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -15,6 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from bench.config.campaign import load_campaign
+from bench.config.environment import env_value
 from bench.config.platforms import Platform, load_platform
 from bench.config.presets import get_preset
 from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
@@ -26,6 +26,8 @@ from bench.records.build import PlanSummary, plan_preview, plan_summary
 from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
 from bench.running.arguments import add_run_options, options_from, parse_run_argv
+from bench.running.datafiles import check_data_files
+from bench.running.gpulock import gpu_keys, gpus_locked
 from bench.running.jobs.cli import EXIT_FAILED
 from bench.running.jobs.follow import check_poll, follow
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
@@ -101,7 +103,7 @@ def ignore_cluster_defaults(args: argparse.Namespace, platform: Platform) -> Non
     for key in ("account", "partition", "queue", "walltime"):
         flag = f"--{key}"
         typed = any(word == flag or word.startswith(f"{flag}=") for word in getattr(args, "argv", ()))
-        from_env = getattr(args, key) == os.environ.get(f"BENCH_{key.upper()}")
+        from_env = getattr(args, key) == env_value(f"BENCH_{key.upper()}")
         if key not in _JOB_OPTIONS[platform.scheduler] and from_env and not typed:
             setattr(args, key, None)
 
@@ -194,6 +196,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
     if launches[0].platform.scheduler != "none":
         for launch in launches:  # every job refused (no account, no sbatch) before any is written
             check_submittable(launch)
+        data_checked(launches)
         for launch in launches:
             print_notes(launch)
         return submit_all(args, launches, entries, say)
@@ -202,6 +205,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
             print_plan(launch, args.json)
         print(NO_GPU, file=sys.stderr)
         return 1
+    data_checked(launches)
     # One preflight per distinct training environment the launches need.
     needs = {(launch.engine, launch.gpus_per_node, launch.platform.megatron_deepspeed_dir): launch
              for launch in launches}
@@ -209,13 +213,14 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
         return 1
     records_dir, timeout_s, hang_s = local_limits(args)
     records = []
-    for launch, entry, made in zip(launches, entries, summaries, strict=True):
-        print_notes(launch)
-        record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
-                           verbose=args.verbose, summary=made)
-        entry["record"] = record.to_dict()
-        entry["record_path"] = str(record_path(records_dir, record.run_id))
-        records.append(record)
+    with gpus_locked(run_gpus(launches, machine), holder_name(launches)):
+        for launch, entry, made in zip(launches, entries, summaries, strict=True):
+            print_notes(launch)
+            record = run_local(launch, Path.cwd(), records_dir, timeout_s, hang_s,
+                               verbose=args.verbose, summary=made)
+            entry["record"] = record.to_dict()
+            entry["record_path"] = str(record_path(records_dir, record.run_id))
+            records.append(record)
     say(summary(records))
     ok = [r for r in records if r.metrics is not None]
     if args.sweep:
@@ -229,6 +234,22 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
     for record in records:
         say(f"record: {record_path(records_dir, record.run_id)}")
     return 0 if len(ok) == len(records) else 1
+
+def data_checked(launches: list[LaunchPlan]) -> None:
+    """Every launch's data files checked (:mod:`bench.running.datafiles`) before any is written."""
+    notes = [check_data_files(launch, Path.cwd()) for launch in launches]
+    for note in dict.fromkeys(filter(None, notes)):
+        print(f"note: {note}", file=sys.stderr)
+
+def run_gpus(launches: list[LaunchPlan], machine: Machine) -> list[str]:
+    """The GPUs the runs here take (the most any of them uses), as :mod:`gpulock` names them."""
+    used = max(launch.gpus_per_node for launch in launches)
+    return gpu_keys(machine.gpus(), used, env_value("CUDA_VISIBLE_DEVICES"))
+
+def holder_name(launches: list[LaunchPlan]) -> str:
+    """How another run's error names these runs: the first run id, and how many more."""
+    more = f" and {len(launches) - 1} more" if len(launches) > 1 else ""
+    return f"run {launches[0].run_id}{more}"
 
 def submit_all(args: argparse.Namespace, launches: list[LaunchPlan],
                entries: list[dict[str, object]], say: Callable[..., None]) -> int:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+
+from bench.config.environment import env_value
 
 # uuid last: a row's fields are read by position.
 QUERY = "name,driver_version,memory.total,uuid"
@@ -33,7 +34,7 @@ def detect_gpus() -> LocalGPUs:
     except (subprocess.SubprocessError, OSError):
         return LocalGPUs(0, "", "")
     rows = [[part.strip() for part in line.split(",")] for line in out.splitlines() if line.strip()]
-    rows = _visible(rows, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    rows = _visible(rows, env_value("CUDA_VISIBLE_DEVICES"))
     if not rows:
         return LocalGPUs(0, "", "")
     first = rows[0]

@@ -12,7 +12,6 @@ image of the container it started (``bench.running.docker``).
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -20,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.config.environment import env_value
 from bench.running.gpus import detect_gpus
 
 _VERSIONS = r"""
@@ -66,8 +66,8 @@ def kit_commit() -> str | None:
     """The kit's git commit: ``BENCH_KIT_COMMIT`` (set in images), else the checkout's HEAD, with
     ``-dirty`` appended (as ``git describe --dirty`` does) when tracked files differ from it: the
     code that ran is then not that commit's."""
-    if os.environ.get("BENCH_KIT_COMMIT"):
-        return os.environ["BENCH_KIT_COMMIT"]
+    if env_value("BENCH_KIT_COMMIT"):
+        return env_value("BENCH_KIT_COMMIT")
     repo = Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
@@ -108,7 +108,7 @@ def collect(python: Sequence[str] = (sys.executable,), image: str | None = None,
         "driver": gpus.driver or None,
         "gpu_uuids": list(gpus.uuids) or None,
         # The kit's images set BENCH_IMAGE; an image cannot know its own digest.
-        "image": image or os.environ.get("BENCH_IMAGE"),
+        "image": image or env_value("BENCH_IMAGE"),
         **digest,
         "hostname": socket.gethostname(),
     }

@@ -30,13 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.config.environment import env_value
 from bench.config.extras import NO_PYDANTIC
 from bench.running.pythons import NEEDED, WHERE, find_python312, version_of
 
 if TYPE_CHECKING:
     from bench.images.pins import Pins
 
-CACHE = Path(os.environ.get("BENCH_CACHE_DIR") or "~/.cache/megatron-bench").expanduser()
+def cache_dir() -> Path:
+    """Where the training venvs are kept: ``$BENCH_CACHE_DIR``, else ~/.cache/megatron-bench."""
+    return Path(env_value("BENCH_CACHE_DIR") or "~/.cache/megatron-bench").expanduser()
 TARGET = "cuda"  # the local platform runs NVIDIA GPUs: the cuda image's pins
 STAMP = ".bench-pins"  # in the venv: the key of what was installed
 ENVS = ("auto", "current", "venv")
@@ -123,7 +126,7 @@ def wheelhouse_problems(stack: Stack, folders: Sequence[Path]) -> list[str]:
 def venv_for(base_python: str) -> Path:
     """One cached venv per base Python (its torch is the one the venv sees)."""
     tag = hashlib.sha256(str(Path(base_python).absolute()).encode()).hexdigest()[:8]
-    return CACHE / f"train-venv-{tag}"
+    return cache_dir() / f"train-venv-{tag}"
 
 
 def _pip_source(wheelhouse: Path | None, env: dict[str, str]) -> tuple[list[str], list[Path]]:

@@ -195,8 +195,8 @@ def test_zst_without_zstandard_names_the_install(tmp_path, gpt2_files, monkeypat
     monkeypatch.setitem(sys.modules, "zstandard", None)  # import zstandard now raises ImportError
     done = _cli(tmp_path, gpt2_files, file)
     assert done.returncode == 1 and done.stderr.count("\n") == 1
-    assert done.stderr.startswith(f"error: {file}: reading .zst needs the zstandard package: pip "
-                                  "install zstandard")
+    assert done.stderr == (f"error: {file}: reading .zst needs zstandard, which is not installed: "
+                           "pip install 'megatron-bench-kit[data]' (or pip install zstandard)\n")
     assert not (tmp_path / "out").exists()
 
 

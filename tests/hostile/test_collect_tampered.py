@@ -74,3 +74,24 @@ def test_one_tampered_job_folder_is_skipped_with_a_warning(tmp_path: Path, launc
     assert len(warnings) == 1 and warnings[0].startswith("warning: ") and "skipped" in warnings[0]
     assert len(warnings[0]) < 2_200
     assert result.returncode == 1  # something was left unrecorded
+
+
+@pytest.mark.parametrize("name", TAMPERED)
+def test_jobs_lists_the_others_and_warns_of_a_tampered_folder(tmp_path: Path, launch, name: str) -> None:
+    """A tampered submit.json or state.json: skipped with a warning. A tampered plan.json is skipped
+    so, or listed with its log's verdict (``collect`` names the plan)."""
+    bad = _finished_run(tmp_path, replace(launch, run_id=launch.run_id + "-bad"), OK_LOG)
+    good = _finished_run(tmp_path, launch, OK_LOG)
+    TAMPERED[name](bad)
+    for args in ((), ("--json",)):
+        result = run_cli("jobs", "--root", str(tmp_path), *args, cwd=tmp_path)
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        warnings = [line for line in result.stderr.splitlines() if bad.name in line]
+        assert len(warnings) <= 1 and all(line.startswith("warning: ") and "skipped" in line
+                                          and len(line) < 2_200 for line in warnings)
+        listed = (json.loads(result.stdout) if args else
+                  [{"run_id": line.split()[0]} for line in result.stdout.splitlines()[1:]])
+        expected = [good.name] if warnings else sorted([bad.name, good.name])
+        assert sorted(row["run_id"] for row in listed) == expected, result.stdout
+        if not name.startswith("plan:"):
+            assert warnings, result.stderr

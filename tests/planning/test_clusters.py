@@ -39,6 +39,9 @@ with open(os.environ["RECORD_TO"], "a") as fh:
 """
 
 
+RELATIVE_DATA = "data/meg-gpt2_text_document"
+
+
 def _run_with_standins(script: str, tmp_path: Path, tools: tuple[str, ...],
                        env: dict[str, str]) -> tuple[subprocess.CompletedProcess, list[dict]]:
     bin_dir = tmp_path / "bin"
@@ -48,6 +51,11 @@ def _run_with_standins(script: str, tmp_path: Path, tools: tuple[str, ...],
         (bin_dir / tool).chmod(0o755)
     record = tmp_path / "calls.jsonl"
     record.unlink(missing_ok=True)
+    # The submit folder holds the data set of LUMI's and Polaris's default --data-path (the job
+    # checks its files before its launcher).
+    (tmp_path / "data").mkdir(exist_ok=True)
+    for suffix in (".bin", ".idx"):
+        (tmp_path / f"{RELATIVE_DATA}{suffix}").touch()
     # `module` is a shell function on clusters; here a function that does nothing.
     script = "module() { :; }\n" + script
     full_env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "RECORD_TO": str(record),

@@ -51,6 +51,13 @@ def evil_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str,
         'binds = ["/shared:/shared", "/opt/microsoft:/opt/microsoft", "/data:/data"]',
         f"binds = [\"/data:/data\", {json.dumps('/x:' + payload)}]")
     text = text.replace('partition = "gpu"', 'partition = "gpu #1"')
+    # The job checks that the data files exist before srun: make them, under a hostile name too.
+    data = f"data/d{payload}_text_document"
+    text = text.replace('path = "/data/megatron-bench/slimpajama/preprocessed/my-gpt3_00_text_document"',
+                        f"path = {json.dumps(data)}")
+    for suffix in (".bin", ".idx"):
+        (tmp_path / f"{data}{suffix}").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f"{data}{suffix}").write_bytes(b"")
     (tmp_path / "platforms/evil.toml").write_text(text)
     monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "platforms"))
     return payload, pwned

@@ -21,7 +21,7 @@ from bench.planning.checks import account_note
 from bench.records.record import RecordError
 from bench.records.store import add_records_option, load_record, record_path, records_dir
 from bench.render.scripts import render_script
-from bench.running.jobs.collect import collect, record_exists, record_of
+from bench.running.jobs.collect import collect, record_exists, record_of, why_unreadable
 from bench.running.jobs.follow import POLL_S, check_poll, follow
 from bench.running.jobs.outcome import Outcome, judge
 from bench.running.jobs.scheduler import SchedulerError, scheduler_for
@@ -89,20 +89,39 @@ def _bench_result(run: RunDir, outcome: Outcome) -> tuple[str, str | None]:
     return record.status.value, record.reason
 
 
+def _rows(runs: list[RunDir], folder: Path) -> list[tuple[RunDir, str, str, str, int | None]]:
+    """(run, job id, state, result, elapsed seconds) of every run the kit can read; a folder whose
+    files are foreign data (a tampered submit.json) is skipped with a warning naming it."""
+    rows = []
+    for run in runs:
+        try:
+            job_id, kind = run.job_id, run.kind
+            if not isinstance(job_id, str) or kind not in ("bench", "check"):
+                raise ValueError(f"its submit.json names the job {str(job_id)[:80]!r} of kind "
+                                 f"{str(kind)[:80]!r}, not a job id of kind bench or check")
+            rows.append((run, job_id, *_result(run, folder)))
+        except SchedulerError:  # the scheduler itself failed: _result says so in the row
+            raise
+        except Exception as error:  # the folder's files are foreign data: any fault is its own
+            print(f"warning: {run.run_id}: {error_text(why_unreadable(error))}; skipped, the "
+                  "other runs are listed", file=sys.stderr)
+    return rows
+
+
 def cmd_jobs(args: argparse.Namespace) -> int:
     runs = list_runs(args.root)
-    found = [(run, *_result(run, records_dir(args))) for run in runs]
+    found = _rows(runs, records_dir(args))
     if args.json:
-        print(json.dumps([{"run_id": run.run_id, "job_id": run.job_id, "kind": run.kind,
+        print(json.dumps([{"run_id": run.run_id, "job_id": job_id, "kind": run.kind,
                            "state": state, "elapsed_s": elapsed, "result": result}
-                          for run, state, result, elapsed in found], indent=2))
+                          for run, job_id, state, result, elapsed in found], indent=2))
         return 0
     if not runs:
         print(f"no submitted runs under {args.root / 'runs'}")
         return 0
     rows = [("run id", "job id", "state", "elapsed", "result")]
-    for run, state, result, elapsed in found:
-        rows.append((run.run_id, run.job_id, state, _elapsed(elapsed), result))
+    for run, job_id, state, result, elapsed in found:
+        rows.append((run.run_id, job_id, state, _elapsed(elapsed), result))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         print("  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[4]]).rstrip())

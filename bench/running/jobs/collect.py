@@ -88,11 +88,11 @@ def collect(root: Path, records_dir: Path) -> list[Collected]:
         except SchedulerError:  # the scheduler itself failed (not on the login node): for all
             raise
         except Exception as error:  # the folder's files are foreign data: any fault is its own
-            done.append(Collected(run.run_id, "unreadable", None, _why(error)))
+            done.append(Collected(run.run_id, "unreadable", None, why_unreadable(error)))
     return done
 
 
-def _why(error: Exception) -> str:
+def why_unreadable(error: Exception) -> str:
     """What was wrong with a run folder, in words: a KeyError or a TypeError says little alone."""
     run_files = "its plan.json, submit.json or state.json"
     if isinstance(error, (DataError, OSError)):

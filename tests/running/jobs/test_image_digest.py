@@ -20,7 +20,7 @@ from bench.render import slurm
 from bench.running.command import dry_run_text
 from bench.running.provenance import image_digest_from_output
 from tests.conftest import options
-from tests.planning.test_clusters import _host_libfabric, _run_with_standins
+from tests.planning.test_clusters import RELATIVE_DATA, _host_libfabric, _run_with_standins
 from tests.record_factory import record_fields
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -28,7 +28,8 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 def _printed(tmp_path: Path, platform: str, image: str, env: dict[str, str] | None = None) -> str:
     script = slurm.render(plan(get_preset("1.3b"), "tp1pp1", load_platform(platform),
-                               options(nodes=1, image=image, account="project_1")))
+                               options(nodes=1, image=image, account="project_1",
+                                       data_path=RELATIVE_DATA)))
     script = _host_libfabric(script, tmp_path, ("1.15.2.0",))  # LUMI's, found when the job runs
     result, calls = _run_with_standins(script, tmp_path, ("srun", "scontrol"), env or {})
     assert result.returncode == 0, result.stderr

@@ -1,0 +1,102 @@
+"""Issue 48, item 7: two runs on one machine never share a GPU unknowingly. A second run on a GPU
+that a run holds stops before writing anything, naming that run; ``BENCH_GPU_LOCK=wait`` waits for
+it, ``BENCH_GPU_LOCK=off`` shares it. Each run here is a real ``python -m bench run`` child."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.records.store import load_records
+from bench.running.gpulock import gpus_locked
+from tests.hostile.machine import bench_run
+from tests.running.test_reliability import OK_LOG
+
+
+def _holding(folder: Path) -> tuple[subprocess.Popen[str], str]:
+    """A run that holds GPU-test-0: it printed its log and now hangs (until a test stops it);
+    returns it and its run id."""
+    folder.mkdir()
+    run = bench_run(folder, fake=f"{OK_LOG} --then hang")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        logs = list(folder.glob("runs/*/train.log"))
+        if logs and "iteration       15/" in logs[0].read_text():
+            return run, logs[0].parent.name
+        time.sleep(0.1)
+    run.kill()
+    raise AssertionError("the first run never printed its last iteration")
+
+
+def _stop(run: subprocess.Popen[str]) -> None:
+    run.send_signal(signal.SIGINT)
+    run.communicate(timeout=120)
+
+
+def test_a_second_run_on_a_held_gpu_stops_naming_the_first(tmp_path: Path) -> None:
+    first, first_id = _holding(tmp_path / "first")
+    try:
+        (tmp_path / "second").mkdir()
+        second = bench_run(tmp_path / "second")
+        out, err = second.communicate(timeout=120)
+    finally:
+        _stop(first)
+    assert second.returncode == 2, err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: GPU GPU-test-0 is in use by run {first_id} (pid ")
+    assert "BENCH_GPU_LOCK=wait" in errors[0] and "BENCH_GPU_LOCK=off" in errors[0]
+    assert not (tmp_path / "second" / "runs").exists()  # nothing written
+    assert not (tmp_path / "second" / "results").exists()
+
+
+def test_with_wait_the_second_run_starts_when_the_first_ends(tmp_path: Path) -> None:
+    first, first_id = _holding(tmp_path / "first")
+    (tmp_path / "second").mkdir()
+    second = bench_run(tmp_path / "second", env={"BENCH_GPU_LOCK": "wait"})
+    try:
+        time.sleep(2)
+        assert second.poll() is None  # still waiting
+        assert not (tmp_path / "second" / "runs").exists()
+    finally:
+        _stop(first)
+    out, err = second.communicate(timeout=120)
+    assert second.returncode == 0, err
+    assert f"waiting for GPU GPU-test-0, in use by run {first_id}" in err
+    records, problems = load_records(tmp_path / "second" / "results" / "records")
+    assert not problems and [r.status.value for r in records] == ["ok"]
+
+
+@pytest.mark.parametrize("how", [{"BENCH_GPU_LOCK": "off"}, {"TEST_GPU_UUID": "GPU-test-1"}],
+                         ids=["lock off", "another GPU"])
+def test_runs_share_nothing_or_share_knowingly(tmp_path: Path, how: dict[str, str]) -> None:
+    first, _ = _holding(tmp_path / "first")
+    try:
+        (tmp_path / "second").mkdir()
+        second = bench_run(tmp_path / "second", env=how)
+        out, err = second.communicate(timeout=120)
+    finally:
+        _stop(first)
+    assert second.returncode == 0, err
+    records, problems = load_records(tmp_path / "second" / "results" / "records")
+    assert not problems and [r.status.value for r in records] == ["ok"]
+
+
+def test_an_unknown_mode_is_one_error_line(tmp_path: Path) -> None:
+    run = bench_run(tmp_path, env={"BENCH_GPU_LOCK": "sometimes"})
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 2
+    assert err.strip().splitlines() == [
+        "error: BENCH_GPU_LOCK=sometimes is not one of fail, wait, off: unset it to stop at a GPU "
+        "another run holds, 'wait' to wait for it, 'off' to share it"]
+
+
+def test_a_lock_is_released_however_its_holder_ends(tmp_path: Path) -> None:
+    first, _ = _holding(tmp_path / "first")
+    first.kill()  # SIGKILL: no cleanup ran
+    first.communicate(timeout=60)
+    with gpus_locked(["GPU-test-0"], "this test", "fail"):
+        pass
