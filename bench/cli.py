@@ -2,7 +2,8 @@
 cluster login node where only Python exists. Each command lives with the package that owns it:
 ``run`` (``bench.running.command``), ``jobs``/``collect``/``check`` (``bench.running.jobs``),
 ``results`` and ``compare`` (``bench.results``), ``presets``/``platforms`` (``bench.config``),
-``data`` (``bench.dataset``) and ``images`` (``bench.images``).
+``data`` (``bench.dataset``) and ``images`` (``bench.images``); ``predict`` checks and refits the
+step-time model (``bench.planning.predict``) on the records, so it is assembled here.
 """
 
 from __future__ import annotations
@@ -10,16 +11,20 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
+from datetime import UTC, datetime
 
 from bench.config import cli as config_cli
 from bench.config.environment import environment_problem
 from bench.config.text import error_text, visible
 from bench.dataset import cli as dataset_cli
 from bench.images import cli as images_cli
+from bench.planning.predict import facts, fit, validate
+from bench.records.store import add_records_option, load_records, records_dir
 from bench.results import cli as results_cli
 from bench.running import command
 from bench.running.arguments import misplaced_flags, split_megatron_args
 from bench.running.jobs import cli as jobs_cli
+from bench.running.provenance import kit_commit
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command ended by Ctrl-C
@@ -39,7 +44,34 @@ def build_parser() -> argparse.ArgumentParser:
     images_cli.register(sub)
     config_cli.register(sub)
     jobs_cli.register(sub)
+    predict = sub.add_parser("predict", help="check the step-time model on the records, or refit it",
+                             description="--validate: fit on all ok megatron records but one, predict "
+                             "it, for each; fit on 1-2 GPUs, predict 4; rank layouts. --refit: fit "
+                             f"on every ok record and write {fit.FIT_FILE.name} beside the model.")
+    mode = predict.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--validate", action="store_true", help="print the errors; the last line is "
+                      "'median X %% p90 Y %%'")
+    mode.add_argument("--refit", action="store_true", help="refit the model's factors and store them")
+    add_records_option(predict)
+    predict.set_defaults(func=run_predict)
     return parser
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """``python -m bench predict --validate | --refit``."""
+    records, _ = load_records(records_dir(args))
+    runs = validate.observed(records, facts.load_all())
+    if len(runs) < 2:
+        raise ValueError(f"{len(runs)} ok {validate.ENGINE} records in {records_dir(args)}; the model "
+                         "needs at least 2 to check or fit (give the records folder with --records)")
+    if args.validate:
+        print("\n".join(validate.report(runs)[0]))
+        return 0
+    factors = fit.fit_factors([r.sample for r in runs])
+    when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fit.FIT_FILE.write_text(fit.fit_document(factors, [r.sample.run_id for r in runs], when, kit_commit()))
+    print(f"wrote {fit.FIT_FILE.name}: {len(runs)} records")
+    return 0
 
 
 def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

@@ -1,0 +1,76 @@
+"""A case: one run as the step-time model sees it, built from a plan's facts or a run record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Case:
+    """The shape of one run. ``layers``, ``hidden``, ``heads``, ``seq``, ``vocab``: the preset;
+    ``tp`` .. ``global_batch``: the layout; ``family``: ``bf16`` (also fp16), ``fp8`` (Transformer
+    Engine's), ``msamp`` (MS-AMP O1/O2) or ``fp4`` (MS-AMP O2 with FP4 simulation);
+    ``implementation``: ``te`` or ``local`` layers; ``recompute``: ``selective``, ``full`` or
+    None; ``graphs``: CUDA graphs (``--cuda-graph-impl``); ``overlap``: the data-parallel
+    reduction overlapped with the backward pass; ``paper_states``: MS-AMP's paper optimizer states."""
+
+    accelerator: str
+    layers: int
+    hidden: int
+    heads: int
+    seq: int
+    vocab: int
+    tp: int
+    pp: int
+    dp: int
+    vp: int
+    cp: int
+    sp: bool
+    micro_batch: int
+    global_batch: int
+    family: str
+    implementation: str
+    recompute: str | None = None
+    graphs: bool = False
+    overlap: bool = False
+    paper_states: bool = False
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches each pipeline runs per step."""
+        return self.global_batch // (self.micro_batch * self.dp)
+
+
+def precision_family(precision: str) -> str:
+    """The model's precision family of a kit precision name."""
+    if precision.startswith("fp8"):
+        return "fp8"
+    if precision.startswith("msamp"):
+        return "msamp"
+    return "fp4" if precision == "fp4" else "bf16"
+
+
+def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
+    if flag not in argv:
+        return None
+    i = argv.index(flag)
+    return argv[i + 1] if i + 1 < len(argv) else ""
+
+
+def case_from_record(record: Any) -> Case:
+    """The case of a run record (a ``bench.records.record.Record``; read by attribute, as the
+    planning stage sits before the records')."""
+    argv, layout, preset = tuple(record.argv), record.layout, record.preset
+    implementation = record.implementation or (
+        "te" if _flag_value(argv, "--transformer-impl") == "transformer_engine" else "local")
+    return Case(
+        accelerator=record.platform.accelerator, layers=preset.layers, hidden=preset.hidden,
+        heads=preset.heads, seq=preset.seq_length, vocab=preset.vocab_size, tp=layout.tp,
+        pp=layout.pp, dp=layout.dp, vp=layout.vp or 1, cp=layout.cp, sp=layout.sp,
+        micro_batch=layout.micro_batch, global_batch=layout.global_batch,
+        family=precision_family(record.precision),
+        implementation="te" if implementation.startswith("te") else "local",
+        recompute=_flag_value(argv, "--recompute-granularity"),
+        graphs="--cuda-graph-impl" in argv, overlap="--overlap-grad-reduce" in argv,
+        paper_states=str(record.variant.get("optimizer_states", "")).startswith("paper"))

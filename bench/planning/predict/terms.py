@@ -1,0 +1,124 @@
+"""The terms of one step, in seconds at the measured ceilings, before the fit's factors.
+
+The step of the pipeline's last stage (it holds the logits) is ``max(gpu, host) + after``:
+
+- ``gpu``, the GPU's stream per micro-batch times the micro-batches ``m``, stretched by the
+  pipeline bubble ``1 + (pp - 1) / (vp m)``: GEMMs at their shape's ceiling (``gemm``) and a
+  small-shape correction (``gemm_small``), causal attention (``attention``), elementwise traffic
+  over memory bandwidth (``elementwise``; ``elementwise_local`` for the unfused local layers),
+  fp8 casts (``cast_*``), tensor-parallel collectives
+  (``tp_comm``) and pipeline sends (``pp_p2p``) over the measured NCCL latency and bandwidth;
+- ``host``, launching the kernels: one unit (1 ms) per layer and pass per micro-batch, stretched
+  the same way, for the kind of layers (``host_te``, ``host_local``, ``host_msamp``) and again for
+  what adds kernels to each layer (``host_tp``: tensor parallelism, ``host_fp8``: Transformer
+  Engine's fp8); CUDA graphs leave it out;
+- ``after``, once a step: the data-parallel reduce-scatter and all-gather (``dp_sync``, or
+  ``dp_overlap`` where the backward pass hides part of it), the optimizer's pass over its shard
+  of the parameters (``optimizer``, ``optimizer_paper``) and a fixed cost (``step_fixed``, 10 ms).
+
+A pass is a forward (1), its backward (2) and, with full recompute, a second forward (1).
+"""
+
+from __future__ import annotations
+
+import math
+
+from bench.planning.predict.case import Case
+from bench.planning.predict.facts import Performance
+
+GPU_TERMS = ("gemm", "gemm_small", "attention", "elementwise", "elementwise_local", "cast_fp8",
+             "cast_msamp", "cast_fp4", "tp_comm", "pp_p2p")
+HOST_TERMS = ("host_te", "host_local", "host_msamp", "host_tp", "host_fp8")
+AFTER_TERMS = ("dp_sync", "dp_overlap", "optimizer", "optimizer_paper", "step_fixed")
+TERMS = GPU_TERMS + HOST_TERMS + AFTER_TERMS
+
+BF16_BYTES = 2
+ELEMENTWISE_TENSORS = 16  # tokens x hidden tensors a layer's forward reads or writes outside GEMMs
+CAST_BYTES = 3  # a cast reads 2 bytes (bf16) and writes 1 (fp8)
+OPTIMIZER_BYTES = 32  # Adam over fp32 master weights, moments and gradient: read and written
+SMALL_GEMM = 2048.0  # sqrt(k n) at which the small-shape correction equals the GEMM term
+HOST_UNIT_S = 1e-3
+STEP_FIXED_S = 1e-2
+
+
+def _layer_gemms(case: Case) -> tuple[tuple[int, int], ...]:
+    """(k, n) of a layer's weights on one GPU: QKV, projection, MLP up and down."""
+    h, tp = case.hidden, case.tp
+    return (h, 3 * h // tp), (h // tp, h), (h, 4 * h // tp), (4 * h // tp, h)
+
+
+def _gemm_terms(case: Case, perf: Performance, tokens: int, passes: int) -> tuple[float, float]:
+    """(at the ceilings, the small-shape correction) of one micro-batch's GEMMs on the stage."""
+    fp8 = case.family != "bf16"  # MS-AMP's GEMMs are fp8 too, fp4 is simulated over them
+    shapes = [(k, n, case.layers // case.pp) for k, n in _layer_gemms(case)]
+    shapes.append((case.hidden, case.vocab // case.tp, 1))  # the logits, once
+    at_ceiling = small = 0.0
+    for k, n, count in shapes:
+        seconds = 2 * tokens * k * n * count * passes / (perf.gemm_tflops(k, n, fp8) * 1e12)
+        at_ceiling += seconds
+        small += seconds * SMALL_GEMM / math.sqrt(k * n)
+    return at_ceiling, small
+
+
+def _collective(perf: Performance, gpus: int, bus_bytes: float) -> float:
+    latency, rate = perf.link(gpus)
+    return latency + bus_bytes / rate
+
+
+def _gpu_terms(case: Case, perf: Performance) -> dict[str, float]:
+    """One micro-batch of the last stage."""
+    tokens = case.micro_batch * case.seq // case.cp
+    passes = 4 if case.recompute == "full" else 3
+    stage_layers = case.layers // case.pp
+    gemm, small = _gemm_terms(case, perf, tokens, passes)
+    act = tokens * case.hidden * BF16_BYTES  # one activation tensor, bytes
+    attention_passes = passes + (case.recompute == "selective")
+    attention = (2 * tokens * case.seq * case.hidden / case.tp * stage_layers * attention_passes
+                 / (perf.gemm_tflops(8192, 8192, False) * 1e12))
+    split = case.tp if case.sp else 1
+    elementwise = ELEMENTWISE_TENSORS * act / split * stage_layers * passes / (perf.hbm_gbps * 1e9)
+    weights = sum(k * n for k, n in _layer_gemms(case))
+    inputs = tokens * sum(k for k, _ in _layer_gemms(case))
+    cast = (inputs + weights) * CAST_BYTES * stage_layers * passes / (perf.hbm_gbps * 1e9)
+    local = case.implementation == "local"
+    terms = {"gemm": gemm, "gemm_small": small, "attention": attention,
+             "elementwise": 0.0 if local else elementwise, "elementwise_local": elementwise if local else 0.0,
+             "cast_fp8": cast if case.family == "fp8" else 0.0,
+             "cast_msamp": cast if case.family in ("msamp", "fp4") else 0.0,
+             "cast_fp4": cast if case.family == "fp4" else 0.0, "tp_comm": 0.0, "pp_p2p": 0.0}
+    if case.tp > 1:  # per layer and pass: 2 all-reduces, or with sp 2 all-gathers + 2 reduce-scatters
+        share = (case.tp - 1) / case.tp
+        each = (_collective(perf, case.tp, share * act) if case.sp
+                else _collective(perf, case.tp, 2 * share * act))
+        terms["tp_comm"] = each * (4 if case.sp else 2) * stage_layers * passes
+    if case.pp > 1:  # an activation forward and its gradient back, per virtual stage
+        terms["pp_p2p"] = 2 * case.vp * _collective(perf, 2, act / split)
+    return terms
+
+
+def _stage_parameters(case: Case) -> float:
+    """Parameters one GPU of the last stage holds: its layers and the (tied) embedding."""
+    h = case.hidden
+    return (12 * h * h + 13 * h) * (case.layers // case.pp) / case.tp + case.vocab * h / case.tp
+
+
+def step_terms(case: Case, perf: Performance) -> dict[str, float]:
+    """Every term of ``case``'s step in seconds, unfitted, in :data:`TERMS` order."""
+    m = case.micro_batches
+    stretch = m * (1 + (case.pp - 1) / (case.vp * m))
+    terms = {name: seconds * stretch for name, seconds in _gpu_terms(case, perf).items()}
+    units = 0.0 if case.graphs else (
+        (case.layers // case.pp) * (4 if case.recompute == "full" else 3) * HOST_UNIT_S * stretch)
+    host = {"host_msamp" if case.family in ("msamp", "fp4") else f"host_{case.implementation}"}
+    host |= ({"host_tp"} if case.tp > 1 else set()) | ({"host_fp8"} if case.family == "fp8" else set())
+    terms |= {name: units if name in host else 0.0 for name in HOST_TERMS}
+    params = _stage_parameters(case)
+    dp = 0.0
+    if case.dp > 1:  # reduce-scatter the gradients, all-gather the parameters (bf16)
+        share = (case.dp - 1) / case.dp
+        dp = 2 * _collective(perf, case.dp, share * params * BF16_BYTES)
+    optimizer = params / case.dp * OPTIMIZER_BYTES / (perf.hbm_gbps * 1e9)
+    terms |= {"dp_sync": 0.0 if case.overlap else dp, "dp_overlap": dp if case.overlap else 0.0,
+              "optimizer": 0.0 if case.paper_states else optimizer,
+              "optimizer_paper": optimizer if case.paper_states else 0.0, "step_fixed": STEP_FIXED_S}
+    return {name: terms[name] for name in TERMS}

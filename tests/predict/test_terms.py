@@ -1,0 +1,133 @@
+"""Each term of the step-time model against a hand computation on a tiny case."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from bench.planning.predict.case import Case, precision_family
+from bench.planning.predict.facts import AllReduce, Gemm, GemmShape, Performance, load_all
+from bench.planning.predict.model import combine, predict
+from bench.planning.predict.terms import HOST_UNIT_S, TERMS, step_terms
+
+GIB = 2**30
+# 100 TFLOP/s bf16 at every shape, 1000 GB/s of memory, NCCL at 100 GB/s with no latency.
+PERF = Performance(hbm_gbps=1000.0, hbm_source="test",
+                   gemm=Gemm(source="test", shapes=(GemmShape(name="s", tokens=8, k=64, n=64,
+                                                              bf16=100.0, fp8=200.0),)),
+                   allreduce=(AllReduce(gpus=2, source="test", mib=(1024.0,), busbw_gbps=(100.0,)),))
+TINY = Case(accelerator="x", layers=2, hidden=64, heads=4, seq=32, vocab=128, tp=1, pp=1, dp=1,
+            vp=1, cp=1, sp=False, micro_batch=1, global_batch=2, family="bf16", implementation="te")
+
+
+def test_gemm_is_the_layers_and_logits_flops_over_the_ceiling() -> None:
+    # per micro-batch and pass: 2 x 32 tokens x (64x192 + 64x64 + 64x256 + 256x64) x 2 layers,
+    # plus the logits 2 x 32 x 64 x 128; 3 passes (forward, backward twice), 2 micro-batches
+    flops = (2 * 32 * (64 * 192 + 64 * 64 + 64 * 256 + 256 * 64) * 2 + 2 * 32 * 64 * 128) * 3 * 2
+    assert step_terms(TINY, PERF)["gemm"] == pytest.approx(flops / 100e12)
+
+
+def test_fp8_gemms_run_at_the_fp8_ceiling() -> None:
+    bf16 = step_terms(TINY, PERF)["gemm"]
+    for precision in ("fp8-delayed", "msamp-o2", "fp4"):
+        case = replace(TINY, family=precision_family(precision))
+        assert step_terms(case, PERF)["gemm"] == pytest.approx(bf16 / 2)
+
+
+def test_attention_and_elementwise() -> None:
+    terms = step_terms(TINY, PERF)
+    # causal: 2 x tokens x seq x hidden per layer and pass, at the bf16 ceiling
+    assert terms["attention"] == pytest.approx(2 * 32 * 32 * 64 * 2 * 3 * 2 / 100e12)
+    # 16 tensors of 32 x 64 bf16 values per layer and pass, over 1000 GB/s
+    assert terms["elementwise"] == pytest.approx(16 * 32 * 64 * 2 * 2 * 3 * 2 / 1e12)
+    assert terms["elementwise_local"] == 0.0
+    assert step_terms(replace(TINY, recompute="selective"), PERF)["attention"] == pytest.approx(
+        terms["attention"] * 4 / 3)
+
+
+def test_fp8_casts_read_two_bytes_and_write_one() -> None:
+    # inputs 32 x (64 + 64 + 64 + 256), weights 64x192 + 64x64 + 64x256 + 256x64, 3 bytes each
+    cast = (32 * (64 + 64 + 64 + 256) + 49152) * 3 * 2 * 3 * 2 / 1e12
+    terms = step_terms(replace(TINY, family="fp8"), PERF)
+    assert terms["cast_fp8"] == pytest.approx(cast)
+    assert terms["cast_msamp"] == step_terms(TINY, PERF)["cast_fp8"] == 0.0
+
+
+def test_tensor_parallel_collectives() -> None:
+    act = 32 * 64 * 2  # one activation, bytes
+    plain = step_terms(replace(TINY, tp=2), PERF)["tp_comm"]
+    # 2 all-reduces per layer and pass, each 2 (n-1)/n of the activation over 100 GB/s
+    assert plain == pytest.approx(2 * (2 * 0.5 * act / 100e9) * 2 * 3 * 2)
+    # sequence parallel: 2 all-gathers and 2 reduce-scatters, each (n-1)/n of it: the same bytes
+    assert step_terms(replace(TINY, tp=2, sp=True), PERF)["tp_comm"] == pytest.approx(plain)
+
+
+def test_pipeline_bubble_sends_and_virtual_stages() -> None:
+    case = replace(TINY, pp=2, global_batch=4)  # 4 micro-batches, one layer per stage
+    terms = step_terms(case, PERF)
+    stretch = 4 * (1 + 1 / 4)
+    flops = (2 * 32 * 49152 * 1 + 2 * 32 * 64 * 128) * 3
+    assert terms["gemm"] == pytest.approx(flops / 100e12 * stretch)
+    assert terms["pp_p2p"] == pytest.approx(2 * (32 * 64 * 2 / 100e9) * stretch)
+    interleaved = step_terms(replace(case, layers=4, vp=2), PERF)
+    assert interleaved["pp_p2p"] == pytest.approx(2 * 2 * (32 * 64 * 2 / 100e9) * 4 * (1 + 1 / 8))
+
+
+def test_data_parallel_reduction_and_optimizer() -> None:
+    params = (12 * 64 * 64 + 13 * 64) * 2 + 128 * 64
+    case = replace(TINY, dp=2, global_batch=4)
+    terms = step_terms(case, PERF)
+    reduction = 2 * (0.5 * params * 2 / 100e9)  # reduce-scatter + all-gather of bf16
+    assert (terms["dp_sync"], terms["dp_overlap"]) == (pytest.approx(reduction), 0.0)
+    overlapped = step_terms(replace(case, overlap=True), PERF)
+    assert (overlapped["dp_sync"], overlapped["dp_overlap"]) == (0.0, pytest.approx(reduction))
+    assert terms["optimizer"] == pytest.approx(params / 2 * 32 / 1e12)
+
+
+def test_host_units_and_cuda_graphs() -> None:
+    terms = step_terms(replace(TINY, tp=2, family="fp8"), PERF)
+    units = 2 * 3 * HOST_UNIT_S * 2  # layers x passes x 1 ms x micro-batches
+    assert (terms["host_te"], terms["host_tp"], terms["host_fp8"]) == pytest.approx((units,) * 3)
+    assert terms["host_local"] == terms["host_msamp"] == 0.0
+    graphed = step_terms(replace(TINY, graphs=True), PERF)
+    assert all(graphed[name] == 0.0 for name in ("host_te", "host_tp", "host_fp8"))
+
+
+def test_step_is_the_larger_of_gpu_and_host_plus_what_follows() -> None:
+    terms = dict.fromkeys(TERMS, 0.0) | {"gemm": 2.0, "host_te": 3.0, "optimizer": 0.5}
+    gpu_bound = combine(terms, {"gemm": 1.0, "host_te": 0.5, "optimizer": 1.0})
+    assert (gpu_bound.step_s, gpu_bound.host_bound, gpu_bound.dominant) == (2.5, False, ("gemm",))
+    host_bound = combine(terms, {"gemm": 1.0, "host_te": 1.0, "optimizer": 2.0})
+    assert (host_bound.step_s, host_bound.host_bound) == (4.0, True)
+    assert host_bound.dominant == ("host_te",)
+
+
+def test_gemm_ceiling_interpolates_between_shapes_and_holds_at_the_ends() -> None:
+    gemm = Gemm(source="t", shapes=(GemmShape(name="a", tokens=1, k=1024, n=1024, bf16=100.0, fp8=200.0),
+                                    GemmShape(name="b", tokens=1, k=4096, n=4096, bf16=300.0, fp8=600.0)))
+    perf = PERF.model_copy(update={"gemm": gemm})
+    assert perf.gemm_tflops(2048, 2048, fp8=False) == pytest.approx(200.0)  # halfway on a log scale
+    assert perf.gemm_tflops(512, 512, fp8=True) == 200.0
+    assert perf.gemm_tflops(8192, 8192, fp8=False) == 300.0
+
+
+def test_nccl_latency_and_bandwidth_from_measured_sizes() -> None:
+    # 1 GiB in 10 ms and 2 GiB in 19 ms: a line of 1 ms latency and 1 GiB per 9 ms
+    sizes = AllReduce(gpus=2, source="t", mib=(1024.0, 2048.0),
+                      busbw_gbps=(GIB / 10e-3 / 1e9, 2 * GIB / 19e-3 / 1e9))
+    latency, rate = sizes.seconds(0)
+    assert (latency, rate) == (pytest.approx(1e-3), pytest.approx(GIB / 9e-3))
+    one = AllReduce(gpus=4, source="t", mib=(1024.0,), busbw_gbps=(GIB / 11e-3 / 1e9,))
+    perf = PERF.model_copy(update={"allreduce": (sizes, one)})
+    assert perf.link(4) == (pytest.approx(1e-3), pytest.approx(GIB / 10e-3))  # the 2-GPU latency
+    assert perf.link(8)[1] == pytest.approx(GIB / 10e-3)  # the nearest count measured
+
+
+def test_every_performance_file_loads_and_predicts() -> None:
+    found = load_all()
+    assert {"h100-sxm", "h200-sxm"} <= set(found)
+    for perf in found.values():
+        step = predict(TINY, perf, dict.fromkeys(TERMS, 1.0)).step_s
+        assert math.isfinite(step) and step > 0
