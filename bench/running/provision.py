@@ -335,7 +335,7 @@ def with_builds(python: str, builds: str | None, wheelhouse: str | None, log: Lo
     if names and wheelhouse is None:
         raise ValueError(f"--builds {builds} needs --wheelhouse DIR, filled by `nox -s wheelhouse "
                          f"-- {TARGET} --dest DIR`")
-    cache = CACHE / "builds"
+    cache = cache_dir() / "builds"
     sites = provide(names, Path(wheelhouse), python, cache, arch, jobs or os.cpu_count() or 8,
                     Path(mds_dir), log) if names else []
     put_on_path(python, sites)
