@@ -132,7 +132,7 @@ def test_provide_puts_the_builds_on_a_venvs_path_and_takes_them_off(tmp_path: Pa
 def test_nox_bench_builds_from_the_wheelhouse_into_the_venv(tmp_path: Path, data_wheelhouse: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`--env venv --wheelhouse DIR --builds data`: the venv, then the build on its path."""
-    monkeypatch.setattr(provision, "CACHE", tmp_path / "cache")
+    monkeypatch.setenv("BENCH_CACHE_DIR", str(tmp_path / "cache"))
     small = provision.Stack(packages=(), requirements=())
     chosen = provision.choose(["--env=venv", "125m", "tp1pp1", "--wheelhouse", str(data_wheelhouse),
                                "--builds", "data"], sys.executable, env=_offline_env(), stack=small,
