@@ -364,7 +364,7 @@ def misplaced(options: Any, engine: str) -> str | None:
     """The refusal of the first setting of ``options`` (the planner's ``Options``) given away from
     its default under an engine it does not apply to, else None: that engine would ignore it."""
     for option in RUN_OPTIONS:
-        if option.engine is None or option.engine == engine or option.field is None:
+        if option.engine in (None, engine) or option.field is None:
             continue
         value = _value(options, option.field)
         if value != option.field_default:

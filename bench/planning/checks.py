@@ -23,6 +23,7 @@ from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.table import capabilities_source
 from bench.planning.layout import Layout
 from bench.planning.options import Options
+from bench.planning.tuning import Tuning
 
 MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
 """The fewest training iterations a run can be measured with: the warm-up plus the window."""
@@ -138,6 +139,17 @@ def pbs_queue(platform: Platform, nodes: int) -> str | None:
                          f"({where}); change --nodes or --walltime, or name another queue of the site with "
                          "--queue")
     return fitting[0].name
+
+
+def check_resolved(precision: str, layout: Layout, tuning: Tuning, caps: Capabilities,
+                   platform: Platform) -> None:
+    """The refusals that need the resolved plan: its precision, its layout on the run's GPUs and
+    the capabilities of its training environment, with the A/B settings the user asked for."""
+    check_msamp_scaling(tuning.msamp_scaling, precision)
+    check_msamp_layout(precision, layout)
+    check_grad_reduce_layout(tuning.grad_reduce, layout)
+    check_optimizer_states(tuning.optimizer_states, precision, tuning.grad_reduce, caps, platform)
+    check_msamp_modules(tuning.msamp_modules, precision, caps, platform)
 
 
 def check_grad_reduce_layout(grad_reduce: str, layout: Layout) -> None:

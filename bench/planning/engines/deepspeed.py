@@ -27,6 +27,8 @@ from bench.planning.memory import deepspeed_frees_zero1_gradients
 # Where the kit's images put Megatron-DeepSpeed; a platform without images (Polaris) has a checkout.
 DEFAULT_ZERO_STAGE = 1
 DS_CONFIG_NAME = "ds_config.json"
+# Full recompute in Megatron-DeepSpeed: its DeepSpeed activation checkpointing (what the seeds use).
+FULL_RECOMPUTE = ("--checkpoint-activations", "--checkpoint-num-layers", "1")
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,7 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
         flags.append("--no-pipeline-parallel")
     flags += batch_flags(layout, iters)
     flags += precision_flags(precision)
-    flags += recompute_flags(recompute, "megatron-deepspeed")
+    flags += recompute_flags(recompute, FULL_RECOMPUTE)
     flags += list(OPTIMIZER_FLAGS)
     # Its gradient-accumulation fusion is commented out upstream, but the flag (on by default)
     # still demands apex's fused_weight_gradient_mlp_cuda: off, so no apex is needed.

@@ -36,6 +36,14 @@ PAPER_STATE_FLAGS = ("--use-precision-aware-optimizer", "--main-grads-dtype", "b
 # --optimizer-states paper-kit: the same states, stepped by the kit's PaperAdamW, which the entry
 # has megatron-core build where it would build FusedAdam (bench.train.paper_adam).
 KIT_PAPER_ADAM_FLAG = "--kit-paper-adam"
+# Full recompute in Megatron-Core: every layer, uniformly, one layer per unit.
+FULL_RECOMPUTE = ("--recompute-granularity", "full", "--recompute-method", "uniform",
+                  "--recompute-num-layers", "1")
+# Megatron-Core's checkpointing as the Azure GPT-3 175B guide's 04-gpt175B.sh runs it (seed 001):
+# a persistent background process for asynchronous saves, every rank loading its own shard, and
+# the sharding plan kept between saves, since the model's structure does not change in a run.
+CHECKPOINT_FLAGS = ("--use-persistent-ckpt-worker", "--ckpt-fully-parallel-load",
+                    "--ckpt-assume-constant-structure")
 
 
 def layer_capabilities(capabilities: Capabilities, precision: str) -> Capabilities:
@@ -72,7 +80,7 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     profiled = iters + PROFILE_LEAD_STEPS if profile_steps else iters  # the steps before the captured ones
     flags += batch_flags(layout, profiled + profile_steps)
     flags += precision_flags(precision)
-    flags += recompute_flags(recompute, "megatron")
+    flags += recompute_flags(recompute, FULL_RECOMPUTE)
     flags += list(OPTIMIZER_FLAGS)
     if precision != "fp16" and tuning.grad_reduce_bf16:
         flags.append("--grad-reduce-in-bf16")
