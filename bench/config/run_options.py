@@ -1,11 +1,16 @@
 """The options of ``python -m bench run``, declared once.
 
-Each :class:`RunOption` names its flag, value type, default, help, environment variable and
-campaign key, and where its value goes in the planner's ``Options``. ``bench.running.arguments``
-builds the command line from :data:`RUN_OPTIONS`, ``bench.config.campaign`` the ``[[run]]`` table of
-a campaign file, and ``options_from`` the planner's ``Options`` (a test ties the three together).
-The preset and layout are the command's positional arguments (``model`` and ``layout`` in a
-campaign); the options without a campaign key are about the command, not a configuration.
+Each :class:`RunOption` names its flag, value type, default, choices, help, environment variable
+and campaign key, where its value goes in the planner's ``Options``, the engine it applies to and
+the variant key a non-default value is recorded under. ``bench.running.arguments`` builds the
+command line from :data:`RUN_OPTIONS`, ``bench.config.campaign`` the ``[[run]]`` table of a campaign
+file, and ``options_from`` the planner's ``Options``; ``Tuning`` and ``ZeroSettings`` take their
+defaults, choice checks and variants from it (:func:`field_default`, :func:`check_choices`,
+:func:`variant_of`), and the planner refuses a setting under an engine it does not apply to
+(:func:`misplaced`). Tests tie every field of ``Options``, ``Tuning`` and ``ZeroSettings`` to its
+entry, defaults and choices included. An A/B setting is one entry here plus its effect in its
+engine. The preset and layout are the command's positional arguments (``model`` and ``layout`` in
+a campaign); the options without a campaign key are about the command, not a configuration.
 """
 
 from __future__ import annotations
@@ -100,10 +105,31 @@ class RunOption:
     # argparse details of the few options that need them (``--save`` alone, ``--only`` repeated).
     extra: tuple[tuple[str, Any], ...] = ()
     aliases: tuple[str, ...] = ()  # hidden old names, for scripts
+    # The engine the setting applies to (None: both) and the sentence that refuses it under the
+    # other one, where it would be silently ignored.
+    engine: str | None = None
+    refusal: str = ""
+    # The note key a value of ``field`` away from its default is recorded under (the run is then a
+    # variant of its configuration), and how that value is written there.
+    variant: str | None = None
+    variant_text: Callable[[Any], str] = str
+    doc: str | None = None  # the section of docs/running.md that says more, by its anchor
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def field_default(self) -> Any:
+        """The default of its ``Options`` field: the option's default (a flag's: off), through
+        ``to_field``; the environment variable is the command line's, not the planner's."""
+        value = False if self.kind is bool else self.default
+        return self.to_field(value) if self.to_field is not None else value
+
+    @property
+    def full_help(self) -> str:
+        """The help with its pointer to the documentation, where it has one."""
+        return f"{self.help} (docs/running.md#{self.doc})" if self.doc else self.help
 
     def resolved_default(self) -> Any:
         """The default with its environment variable applied (read when the parser is built)."""
@@ -122,7 +148,7 @@ class RunOption:
             if self.metavar:
                 kwargs["metavar"] = self.metavar
         kwargs.update(self.extra)
-        parser.add_argument(self.flag, dest=self.name, help=self.help.format_map(help_values),
+        parser.add_argument(self.flag, dest=self.name, help=self.full_help.format_map(help_values),
                             **kwargs)
         for alias in self.aliases:
             parser.add_argument(alias, dest=self.name, type=kwargs.get("type"),
@@ -136,6 +162,20 @@ def _job(key: str) -> RunOption:
 
 def _not(value: bool) -> bool:
     return not value
+
+
+def _on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
+_ZERO: dict[str, Any] = dict(
+    group="deepspeed", engine="megatron-deepspeed",
+    refusal="--zero-offload, --overlap-comm, --contiguous-gradients and the bucket sizes are "
+            "DeepSpeed settings: use --engine megatron-deepspeed")
+_MEGATRON_DEFAULTS: dict[str, Any] = dict(
+    group="tuning", engine="megatron",
+    refusal="--no-overlap and --no-fused-loss are Megatron-engine settings; Megatron-DeepSpeed's "
+            "come from its own flags and DeepSpeed config (extra flags go after '--')")
 
 
 RUN_OPTIONS: tuple[RunOption, ...] = (
@@ -153,12 +193,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "{sweep_iters} per layout)", field="iters"),
     RunOption("engine", str, "default: the platform's", choices=ENGINES, field="engine"),
     RunOption("precision", str, "default: the platform's. The MS-AMP seed's modes: bf16; te = "
-              "fp8-delayed / fp8-current: Transformer Engine fp8 with delayed or current "
-              "(per-tensor) scaling (fp8 = fp8-delayed); msamp = msamp-o2 (MS-AMP's FP8 "
-              "linears in megatron-core's layers and its LBAdamW: fp8/fp16 Adam states; "
-              "msamp-o1 keeps fp32 states); fp4 = msamp-o2 with MS-AMP's FP4 simulation of weights "
-              "and activations. msamp-*/fp4 need an fp8 GPU and MS-AMP (images built with "
-              "--option msamp=1; declare such an --image with --image-option msamp=1)",
+              "fp8-delayed / fp8-current (Transformer Engine; fp8 = fp8-delayed); msamp = msamp-o2 "
+              "(MS-AMP; msamp-o1 keeps fp32 Adam states); fp4 = msamp-o2 with FP4 simulation",
+              doc="precisions---precision",
               choices=(*PRECISIONS, *PRECISION_SHORTHANDS), field="precision"),
     RunOption("image", str, "container image or venv (default: the platform's)", field="image"),
     RunOption("image_option", str, "the --image was built with this option (`images build cuda "
@@ -166,18 +203,24 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               choices=("msamp=1",), field="image_msamp", to_field=lambda v: v == "msamp=1"),
     RunOption("data_path", str, "Megatron data prefix (.bin/.idx); default mock data",
               field="data_path"),
-    RunOption("vocab_file", str, "GPT-2 vocab.json (Megatron-DeepSpeed)", field="vocab_file"),
-    RunOption("merge_file", str, "GPT-2 merges.txt (Megatron-DeepSpeed)", field="merge_file"),
+    *(RunOption(key, str, f"GPT-2 {file} (Megatron-DeepSpeed)", field=key,
+                engine="megatron-deepspeed", refusal=f"--{key.replace('_', '-')} does not apply to "
+                "the megatron engine, which trains on mock data or --data-path's tokenized data "
+                "with a null tokenizer; it is for --engine megatron-deepspeed")
+      for key, file in (("vocab_file", "vocab.json"), ("merge_file", "merges.txt"))),
     RunOption("recompute", str, "activation recompute: full (every layer) or selective (core "
               "attention); TFLOP/s stay model FLOPs, the record adds the hardware FLOPs figure",
-              choices=RECOMPUTE, field="recompute"),
+              choices=RECOMPUTE, field="recompute", variant="recompute"),
     RunOption("force", bool, "plan it even when the memory estimate says it does not fit the GPU",
               field="force"),
-    RunOption("seq_length", int, "sequence length (default: the preset's)", field="seq_length"),
+    # A variant only away from the preset's own (bench.planning.plan._resolve).
+    RunOption("seq_length", int, "sequence length (default: the preset's)", field="seq_length",
+              variant="seq_length"),
     RunOption("profile", bool, "after the measured iterations, profile 2 more with the torch "
-              "profiler (rank 0); the record says where their time went: GEMM, attention, other "
-              "kernels, optimizer, communication not hidden behind compute, GPU idle (megatron "
-              "engine)", field="profile"),
+              "profiler (rank 0); the record says where their time went", field="profile",
+              doc="where-the-time-goes---profile", engine="megatron",
+              refusal="--profile captures steps through megatron-core's training loop; the "
+              "megatron-deepspeed engine has no such hook: use --engine megatron, or drop --profile"),
     RunOption("save", str, "save checkpoints to DIR (alone: the platform's storage stage "
               "checkpoints/<run id>); default: no checkpoints", metavar="DIR", field="save",
               extra=(("nargs", "?"), ("const", ""))),
@@ -185,61 +228,73 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "else once at the end)", field="save_interval"),
     *(_job(key) for key in ("account", "partition", "queue", "walltime")),
     RunOption("zero_offload", str, "where the optimizer state and step live (cpu: ZeRO-Offload)",
-              default="none", choices=OFFLOADS, group="deepspeed", field="zero.offload"),
+              default="none", choices=OFFLOADS, field="zero.offload", variant="zero_offload",
+              **_ZERO),
     RunOption("overlap_comm", bool, "overlap gradient reduction with the backward pass",
-              group="deepspeed", field="zero.overlap_comm"),
+              field="zero.overlap_comm", variant="overlap_comm", variant_text=_on_off, **_ZERO),
     RunOption("contiguous_gradients", bool, "copy gradients into one contiguous buffer as they "
-              "are produced", group="deepspeed", field="zero.contiguous_gradients"),
+              "are produced", field="zero.contiguous_gradients", variant="contiguous_gradients",
+              variant_text=_on_off, **_ZERO),
     # A campaign writes 2e8 as a float; the command line reads "2e8" or "200000000".
     RunOption("reduce_bucket", float, "reduce bucket size in elements, e.g. 2e8", parse=elements,
-              metavar="N", group="deepspeed", field="zero.reduce_bucket_size"),
+              metavar="N", field="zero.reduce_bucket_size", variant="reduce_bucket_size", **_ZERO),
     RunOption("allgather_bucket", float, "allgather bucket size in elements, e.g. 2e8",
-              parse=elements, metavar="N", group="deepspeed", field="zero.allgather_bucket_size"),
+              parse=elements, metavar="N", field="zero.allgather_bucket_size",
+              variant="allgather_bucket_size", **_ZERO),
+    # The A/B settings, in the order of a run's variant.
     RunOption("no_overlap", bool, "do not overlap the data-parallel gradient reduce and parameter "
-              "gather with compute", group="tuning", field="tuning.overlap", to_field=_not),
-    RunOption("grad_reduce", str, "gradient accumulation and reduction type under bf16 (default "
-              "bf16); fp8-allgather / fp8-shared-scale keep bf16 gradients and reduce them in FP8 "
-              "with the kit's collectives on stock NCCL, after the backward pass (megatron engine, "
-              "dp > 1)", default="bf16", choices=GRAD_REDUCE, group="tuning",
-              field="tuning.grad_reduce"),
-    RunOption("optimizer_states", str, "Adam's state (default: megatron-core's fp32 master "
-              "weights and moments); paper: the FP8-LM paper's layout through megatron-core's "
-              "precision-aware optimizer, Transformer Engine's FusedAdam: fp16 master weights "
-              "with a scale, fp8 first and fp16 second moment, bf16 main gradients, sharded over "
-              "data-parallel ranks (megatron engine; not with msamp-o2/fp4, whose Adam is "
-              "MS-AMP's LBAdamW); paper-kit: the same states stepped by the kit's PaperAdamW "
-              "(bench.train.paper_adam) instead of TE's FusedAdam", default="default",
-              choices=OPTIMIZER_STATES, group="tuning", field="tuning.optimizer_states"),
+              "gather with compute", field="tuning.overlap", to_field=_not, variant="overlap",
+              variant_text=_on_off, **_MEGATRON_DEFAULTS),
+    RunOption("grad_reduce", str, "gradient accumulation and reduction type under bf16; "
+              "fp8-allgather / fp8-shared-scale reduce in FP8 with the kit's collectives "
+              "(megatron engine, dp > 1)", default="bf16", choices=GRAD_REDUCE, group="tuning",
+              field="tuning.grad_reduce", variant="grad_reduce", doc="gradient-reduction---grad-reduce",
+              engine="megatron", refusal="--grad-reduce {value} changes how megatron-core's "
+              "DistributedDataParallel keeps and reduces gradients (fp8-*: the kit's collectives in "
+              "its place, bench.train.grad_reduce); Megatron-DeepSpeed reduces through DeepSpeed: "
+              "use --engine megatron"),
+    RunOption("optimizer_states", str, "Adam's state: megatron-core's fp32 master weights and "
+              "moments; paper: the FP8-LM paper's layout stepped by Transformer Engine's FusedAdam; "
+              "paper-kit: the same states stepped by the kit's PaperAdamW (megatron engine)",
+              default="default", choices=OPTIMIZER_STATES, group="tuning",
+              field="tuning.optimizer_states", variant="optimizer_states",
+              doc="optimizer-states---optimizer-states", engine="megatron", refusal="--optimizer-states is "
+              "megatron-core's precision-aware optimizer (Transformer Engine's FusedAdam); "
+              "Megatron-DeepSpeed's optimizer state is DeepSpeed's: use --engine megatron"),
     RunOption("msamp_scaling", str, "how MS-AMP's FP8 linear scales its input and output-gradient "
-              "casts (default in-time: each tensor by its own amax, MS-AMP's own scaling, cast by "
-              "Transformer Engine's kernels where it is there); delayed: from the amaxes of earlier "
-              "casts (patch 0008), an A/B: slower than in time with TE's casts, its loss not told "
-              "apart. Sets MSAMP_FP8_SCALING for the run (msamp-o1/msamp-o2/fp4 only)",
-              default=DEFAULT_MSAMP_SCALING, choices=MSAMP_SCALINGS,
-              group="tuning", field="tuning.msamp_scaling"),
+              "casts: in-time (each tensor by its own amax) or delayed (from earlier casts' "
+              "amaxes); sets MSAMP_FP8_SCALING (msamp-o1/msamp-o2/fp4 only)",
+              default=DEFAULT_MSAMP_SCALING, choices=MSAMP_SCALINGS, group="tuning",
+              field="tuning.msamp_scaling", variant="msamp_scaling", doc="ms-amps-scaling---msamp-scaling"),
     RunOption("msamp_modules", str, "the layer norm and core attention around MS-AMP's FP8 "
-              "linears (default torch: megatron-core's local layer norm, apex's or torch's, and "
-              "torch's SDPA attention); te: Transformer Engine's layer norm (TENorm) and attention "
-              "(TEDotProductAttention), as the te precisions run them, an A/B; bias + GeLU stays "
-              "megatron-core's (msamp-o1/msamp-o2/fp4, megatron engine, an environment with "
-              "Transformer Engine)",
-              default=DEFAULT_MSAMP_MODULES, choices=MSAMP_MODULES,
-              group="tuning", field="tuning.msamp_modules"),
-    RunOption("gpu_memory_cap", float, "plan and train as if each GPU had GB of memory, in the "
-              "accelerator files' unit (80 for an H100 80GB): the memory estimate and the default "
-              "micro-batch use it, and the entry caps torch's allocator to it less what the CUDA "
-              "context already holds (e.g. 80 on an H200: what fits an 80 GB GPU; megatron engine)",
-              metavar="GB", group="tuning", field="tuning.gpu_memory_cap"),
-    RunOption("allocator", str, "torch's caching allocator in the training processes (default: "
-              "its own segments); expandable: segments that grow in place, which keep less memory "
-              "reserved but unallocated (sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), "
-              "an A/B where a run is out of memory with GiBs reserved but unallocated",
-              default="default", choices=ALLOCATORS, group="tuning", field="tuning.allocator"),
+              "linears: torch (megatron-core's local ones) or te (Transformer Engine's); "
+              "msamp-o1/msamp-o2/fp4, megatron engine",
+              default=DEFAULT_MSAMP_MODULES, choices=MSAMP_MODULES, group="tuning",
+              field="tuning.msamp_modules", variant="msamp_modules", doc="ms-amps-modules---msamp-modules",
+              engine="megatron", refusal="--msamp-modules te builds Transformer Engine's layer norm "
+              "and attention around MS-AMP's linears in the kit's megatron-core layer spec; "
+              "Megatron-DeepSpeed's layers are its own: use --engine megatron, or drop "
+              "--msamp-modules"),
     RunOption("no_fused_loss", bool, "Megatron's unfused cross-entropy loss instead of its fused "
-              "one", group="tuning", field="tuning.fused_loss", to_field=_not),
+              "one", field="tuning.fused_loss", to_field=_not, variant="fused_loss",
+              variant_text=_on_off, **_MEGATRON_DEFAULTS),
     RunOption("no_fused_attention", bool, "Megatron-DeepSpeed's unfused core attention (it stores "
               "the s x s scores) instead of flash-attn or torch's SDPA", group="tuning",
-              field="tuning.fused_attention", to_field=_not),
+              field="tuning.fused_attention", to_field=_not, variant="core_attention",
+              variant_text=lambda fused: "fused" if fused else "unfused",
+              engine="megatron-deepspeed", refusal="--no-fused-attention is a Megatron-DeepSpeed "
+              "setting: the megatron engine's attention is torch's SDPA or Transformer Engine's"),
+    RunOption("gpu_memory_cap", float, "plan and train as if each GPU had GB of memory (80 for an "
+              "H100 80GB; megatron engine)", metavar="GB", group="tuning",
+              field="tuning.gpu_memory_cap", variant="gpu_memory_cap_gb",
+              variant_text=lambda gb: f"{gb:g}", doc="what-fits-a-smaller-gpu---gpu-memory-cap",
+              engine="megatron", refusal="--gpu-memory-cap caps torch's allocator in the kit's "
+              "megatron-core entry; Megatron-DeepSpeed's pretrain_gpt.py has no such hook: use "
+              "--engine megatron, or drop it"),
+    RunOption("allocator", str, "torch's caching allocator in the training processes: its own "
+              "segments, or expandable ones that grow in place (PYTORCH_CUDA_ALLOC_CONF)",
+              default="default", choices=ALLOCATORS, group="tuning", field="tuning.allocator",
+              variant="allocator", doc="torchs-allocator---allocator"),
     RunOption("dry_run", bool, "print the job script or command and exit; writes nothing",
               campaign=False),
     RunOption("sweep", bool, "every valid layout that fits the GPUs (local: those present, report "
@@ -268,3 +323,54 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
 )
 BY_NAME = {option.name: option for option in RUN_OPTIONS}
 CAMPAIGN_KEYS = tuple(option.name for option in RUN_OPTIONS if option.campaign)
+
+
+def options_of(part: str) -> tuple[RunOption, ...]:
+    """The options whose field is in ``part`` of ``Options`` ("tuning", "zero"; "" for its own)."""
+    return tuple(o for o in RUN_OPTIONS if o.field is not None
+                 and o.field.rpartition(".")[0] == part)
+
+
+def field_default(field: str) -> Any:
+    """The default of the ``Options`` field ``field`` (dotted: ``tuning.overlap``), from its entry."""
+    (option,) = (o for o in RUN_OPTIONS if o.field == field)
+    return option.field_default
+
+
+def _value(options: Any, field: str) -> Any:
+    for name in field.split("."):
+        options = getattr(options, name)
+    return options
+
+
+def unknown_choices(part: str, settings: Any) -> list[tuple[RunOption, Any]]:
+    """The (option, value) pairs of ``settings`` (a ``Tuning``, ``ZeroSettings``...) outside their
+    entry's choices."""
+    return [(o, value) for o in options_of(part) if o.choices
+            and (value := getattr(settings, o.field.rpartition(".")[2])) not in o.choices]
+
+
+def variant_of(part: str, settings: Any) -> tuple[tuple[str, str], ...]:
+    """The settings of ``part`` away from their defaults, as (note key, text), in table order."""
+    pairs = []
+    for option in options_of(part):
+        value = getattr(settings, option.field.rpartition(".")[2])
+        if option.variant is not None and value != option.field_default:
+            pairs.append((option.variant, option.variant_text(value)))
+    return tuple(pairs)
+
+
+def misplaced(options: Any, engine: str) -> str | None:
+    """The refusal of the first setting of ``options`` (the planner's ``Options``) given away from
+    its default under an engine it does not apply to, else None: that engine would ignore it."""
+    for option in RUN_OPTIONS:
+        if option.engine in (None, engine) or option.field is None:
+            continue
+        value = _value(options, option.field)
+        if value != option.field_default:
+            return option.refusal.format(value=value)
+    return None
+
+
+# Every note key a variant may use: the table's, and the Megatron flags given after '--'.
+VARIANT_KEYS = (*(o.variant for o in RUN_OPTIONS if o.variant), "megatron_args")

@@ -9,8 +9,6 @@ Megatron flag of its own).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import Platform
 from bench.config.precisions import MSAMP_LEVEL, MSAMP_PRECISIONS
@@ -19,12 +17,13 @@ from bench.config.run_options import (
     DEFAULT_MSAMP_SCALING,
     FP8_GRAD_REDUCE,
     RECOMPUTE,
+    misplaced,
 )
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
-from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS
 from bench.planning.engines.table import capabilities_source
 from bench.planning.layout import Layout
 from bench.planning.options import Options
+from bench.planning.tuning import Tuning
 
 MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
 """The fewest training iterations a run can be measured with: the warm-up plus the window."""
@@ -55,42 +54,6 @@ _WHY_NOT = {
     ("slurm", "queue"): "Slurm has partitions, not queues: use --partition",
     ("pbs", "partition"): "PBS has queues, not partitions: use --queue",
 }
-
-
-# Settings of one engine (the engine, whether it is set, the refusal): under another engine
-# they would be silently ignored.
-_ENGINE_SETTINGS: tuple[tuple[str, Callable[[Options], bool], str], ...] = (
-    *(("megatron-deepspeed", lambda o, key=key: getattr(o, key) is not None,
-       f"{flag} does not apply to the megatron engine, which trains on mock data or "
-       "--data-path's tokenized data with a null tokenizer; it is for --engine megatron-deepspeed")
-      for key, flag in (("vocab_file", "--vocab-file"), ("merge_file", "--merge-file"))),
-    ("megatron-deepspeed", lambda o: o.zero != DEFAULT_ZERO_SETTINGS,
-     "--zero-offload, --overlap-comm, --contiguous-gradients and the bucket sizes are DeepSpeed "
-     "settings: use --engine megatron-deepspeed"),
-    ("megatron-deepspeed", lambda o: not o.tuning.fused_attention,
-     "--no-fused-attention is a Megatron-DeepSpeed setting: the megatron engine's attention is "
-     "torch's SDPA or Transformer Engine's"),
-    ("megatron", lambda o: o.tuning.grad_reduce_fp8,
-     "--grad-reduce fp8-* replaces the gradient reduction of megatron-core's DistributedDataParallel "
-     "(bench.train.grad_reduce); Megatron-DeepSpeed reduces through DeepSpeed: use --engine megatron"),
-    ("megatron", lambda o: o.tuning.optimizer_states != "default",
-     "--optimizer-states is megatron-core's precision-aware optimizer (Transformer Engine's "
-     "FusedAdam); Megatron-DeepSpeed's optimizer state is DeepSpeed's: use --engine megatron"),
-    ("megatron", lambda o: o.tuning.msamp_modules != DEFAULT_MSAMP_MODULES,
-     "--msamp-modules te builds Transformer Engine's layer norm and attention around MS-AMP's "
-     "linears in the kit's megatron-core layer spec; Megatron-DeepSpeed's layers are its own: use "
-     "--engine megatron, or drop --msamp-modules"),
-    ("megatron", lambda o: o.tuning.gpu_memory_cap is not None,
-     "--gpu-memory-cap caps torch's allocator in the kit's megatron-core entry; Megatron-DeepSpeed's "
-     "pretrain_gpt.py has no such hook: use --engine megatron, or drop it"),
-    ("megatron", lambda o: o.tuning.changes_megatron_defaults,  # asked for, even where a no-op
-     "--no-overlap, --grad-reduce and --no-fused-loss are Megatron-engine settings; "
-     "Megatron-DeepSpeed's come from its own flags and DeepSpeed config (extra flags go after "
-     "'--')"),
-    ("megatron", lambda o: o.profile,
-     "--profile captures steps through megatron-core's training loop; the megatron-deepspeed "
-     "engine has no such hook: use --engine megatron, or drop --profile"),
-)
 
 
 def check_options(options: Options, platform: Platform, engine: str) -> None:
@@ -148,9 +111,9 @@ def _check_applies(options: Options, platform: Platform, engine: str) -> None:
     if options.image is not None and platform.container_runtime == "none":
         raise ValueError(f"--image does not apply on platform {platform.name}: it runs in the "
                          "Python environment the kit is started from (container_runtime none)")
-    for owner, given, refusal in _ENGINE_SETTINGS:
-        if engine != owner and given(options):
-            raise ValueError(refusal)
+    refusal = misplaced(options, engine)  # a setting the engine would ignore
+    if refusal is not None:
+        raise ValueError(refusal)
 
 
 def pbs_queue(platform: Platform, nodes: int) -> str | None:
@@ -176,6 +139,17 @@ def pbs_queue(platform: Platform, nodes: int) -> str | None:
                          f"({where}); change --nodes or --walltime, or name another queue of the site with "
                          "--queue")
     return fitting[0].name
+
+
+def check_resolved(precision: str, layout: Layout, tuning: Tuning, caps: Capabilities,
+                   platform: Platform) -> None:
+    """The refusals that need the resolved plan: its precision, its layout on the run's GPUs and
+    the capabilities of its training environment, with the A/B settings the user asked for."""
+    check_msamp_scaling(tuning.msamp_scaling, precision)
+    check_msamp_layout(precision, layout)
+    check_grad_reduce_layout(tuning.grad_reduce, layout)
+    check_optimizer_states(tuning.optimizer_states, precision, tuning.grad_reduce, caps, platform)
+    check_msamp_modules(tuning.msamp_modules, precision, caps, platform)
 
 
 def check_grad_reduce_layout(grad_reduce: str, layout: Layout) -> None:

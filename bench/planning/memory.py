@@ -16,7 +16,8 @@ no s x s scores):
   this estimate does not count anyway, so it changes nothing here;
 - logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers;
 - the optimizer step, when activations and logits are freed, needs its own transient bytes per
-  parameter, divided by DP (:func:`step_bytes`): the peak is the larger of the two moments. With
+  parameter, divided by DP (an engine's ``step_bytes``, bench.planning.engines.table): the peak
+  is the larger of the two moments. With
   little activation memory (6.7b at micro-batch 1) the step binds: every 6.7b run on two 80 GB
   GPUs (H200s capped at 80 GB) and on one 80 GB H100 ran out of memory in the step, where the
   activation peak alone was estimated at 70-73 GB;
@@ -96,18 +97,6 @@ DO_FP32_GRAD_BYTES = 4
 PAPER_STEP_BYTES = 12
 
 
-def step_bytes(engine: str, optimizer_states: str, grad_bytes: int) -> int:
-    """Transient bytes per parameter of the optimizer step, divided by DP in the estimate.
-    Megatron-DeepSpeed's step (DeepSpeed's fp32 gradient partitions) is not modelled: 0."""
-    if engine != "megatron":
-        return 0
-    if optimizer_states == "paper":
-        return PAPER_STEP_BYTES
-    if optimizer_states == "paper-kit" or grad_bytes == 4:  # fp32 main gradients are Adam's own
-        return 0
-    return DO_FP32_GRAD_BYTES
-
-
 FP8_PRECISIONS = frozenset({"fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4"})
 FP8_WEIGHT_COPY_BYTES = 2  # the fp8 weight and its transpose
 FP8_SAVED_INPUTS_SBH = 7  # half the bf16 bytes of the qkv, proj, fc1 and fc2 inputs (2+2+2+8 sbh)
@@ -142,16 +131,6 @@ def deepspeed_frees_zero1_gradients(layout: Layout) -> bool:
     return (layout.zero or 1) == 1 and layout.grad_accumulation == 1 and layout.pp == 1
 
 
-def sharded_stage(engine: str, layout: Layout) -> int:
-    """What :func:`estimate_bytes` counts as sharded over DP for a run (its ``zero_stage``): the
-    layout's ZeRO stage, else 1 (Megatron's distributed optimizer and DeepSpeed's default shard the
-    optimizer state); 2 for DeepSpeed's stage 1 where it frees each gradient once reduced
-    (:func:`deepspeed_frees_zero1_gradients`). Megatron keeps its whole gradient buffer either way."""
-    if engine == "megatron-deepspeed" and deepspeed_frees_zero1_gradients(layout):
-        return 2
-    return layout.zero or 1
-
-
 def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,
                    optimizer_bytes: int = 12, recompute: str | None = None, fp8: bool = False,
                    optimizer_step_bytes: int = 0) -> float:
@@ -159,7 +138,8 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
     3: + weights). ``recompute``: activation recompute (None, "full" or "selective"). ``fp8``:
     FP8 linears (:func:`is_fp8`). ``optimizer_step_bytes``: the step's transient bytes per
-    parameter (:func:`step_bytes`); the estimate is the larger of the activation peak and the step."""
+    parameter (an engine's ``step_bytes``); the estimate is the larger of the activation peak and
+    the step."""
     params = params_per_gpu(preset, layout)
     dp = layout.dp
     states = (params * (2 + FP8_WEIGHT_COPY_BYTES * fp8) / (dp if zero_stage >= 3 else 1)
@@ -179,12 +159,6 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     logits = 2 * 4 * s * b * preset.vocab_size / layout.tp
     step = params * optimizer_step_bytes / (dp if zero_stage >= 1 else 1)
     return states + max(activations + logits, step) + _CONTEXT_BYTES
-
-
-def grad_bytes(engine: str, precision: str, grad_reduce_bf16: bool) -> int:
-    """Bytes per gradient: Megatron keeps fp32 main gradients unless they are reduced in bf16 (any
-    precision but fp16); DeepSpeed keeps them in the training precision."""
-    return 2 if engine != "megatron" or (precision != "fp16" and grad_reduce_bf16) else 4
 
 
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,

@@ -8,44 +8,28 @@ in ``bench.render`` turn a plan into a Slurm script, a PBS script or a torchrun 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities, implementation
-from bench.config.platforms import Accelerator, Platform, with_job_overrides
+from bench.config.platforms import Accelerator, Data, Platform, with_job_overrides
 from bench.config.precisions import peak_format, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.profile import PROFILE_STEPS
 from bench.planning.checks import (
     account_note,
-    check_grad_reduce_layout,
-    check_msamp_layout,
-    check_msamp_modules,
-    check_msamp_scaling,
-    check_optimizer_states,
     check_options,
+    check_resolved,
     pbs_queue,
 )
-from bench.planning.engines.common import allocator_env, checkpoint_flags, precision_env
+from bench.planning.engines.common import allocator_env, precision_env
 from bench.planning.engines.megatron import layer_capabilities
-from bench.planning.engines.table import ENGINES, Resolved
+from bench.planning.engines.table import ENGINES, Engine, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
-from bench.planning.memory import (
-    GB,
-    check_fits,
-    estimate_bytes,
-    fits,
-    grad_bytes,
-    is_fp8,
-    refuse_fraction,
-    sharded_stage,
-    state_bytes,
-    step_bytes,
-    uncounted_note,
-)
+from bench.planning.memory import uncounted_note
 from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
+from bench.planning.question import MemoryQuestion, device_for
 from bench.planning.tuning import Tuning, check_extra_args, flag_names
 from bench.planning.winners import note as winner_note
 from bench.planning.winners import winner_for
@@ -153,108 +137,34 @@ def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[i
     return gpus, gpus // per_node, per_node
 
 
-@dataclass(frozen=True)
-class Device:
-    """The GPU memory a run plans with, the GPU as a refusal names it, and whether it is a cap."""
-
-    memory_gb: float
-    model: str
-    capped: bool = False
-
-
-def _device(accelerator: Accelerator | None, cap: float | None) -> Device | None:
-    """The accelerator's memory, or ``--gpu-memory-cap`` below it; None where neither is known."""
-    if cap is None:
-        return Device(accelerator.memory_gb, accelerator.model) if accelerator else None
-    if accelerator is not None and cap > accelerator.memory_gb:
-        raise ValueError(f"--gpu-memory-cap {cap:g} is more than the {accelerator.model}'s "
-                         f"{accelerator.memory_gb:g} GB: a cap can only lower it")
-    model = accelerator.model if accelerator else "GPU"
-    return Device(cap, f"{model} capped at {cap:g} GB (--gpu-memory-cap)", capped=True)
-
-
-def _memory(preset: Preset, layout: Layout, engine: str, precision: str,
-            device: Device | None, per_node: int, tuning: Tuning,
-            force: bool, recompute: str | None, node_gpus: int | None = None) -> tuple[float, str]:
-    """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless forced."""
-    grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
-    zero_stage = sharded_stage(engine, layout)
-    states = state_bytes(precision, tuning.optimizer_states)
-    step = step_bytes(engine, tuning.optimizer_states, grad)
-    fp8 = is_fp8(precision)
-    need = estimate_bytes(preset, layout, grad, zero_stage, states, recompute, fp8, step) / GB
-    if device is None:
-        return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
-    if not force:
-        check_fits(preset, layout, device.memory_gb, device.model, per_node, grad,
-                   zero_stage, recompute, node_gpus=node_gpus, optimizer_bytes=states, fp8=fp8,
-                   optimizer_step_bytes=step, also=_paper_kit_hint(preset, layout, engine, precision,
-                                                                  device, tuning, recompute),
-                   refuse_at=refuse_fraction(tuning.allocator))
-    capped = " (--gpu-memory-cap)" if device.capped else ""
-    return need, (f"memory estimate: ~{need:.1f} GB per GPU of {device.memory_gb:g} GB{capped}"
-                  + (" (--force)" if force else ""))
-
-
-def _paper_kit_hint(preset: Preset, layout: Layout, engine: str, precision: str, device: Device,
-                    tuning: Tuning, recompute: str | None) -> str:
-    """For ``--optimizer-states paper``: the same states in the kit's PaperAdamW, where they fit.
-    TE's FusedAdam unscales every state into fp32 at the step (bench.planning.memory.step_bytes),
-    which ran 6.7b dp2 out of memory on 80 GB where paper-kit trained."""
-    if tuning.optimizer_states != "paper":
-        return ""
-    grad = grad_bytes(engine, precision, tuning.grad_reduce_bf16)
-    need = estimate_bytes(preset, layout, grad, sharded_stage(engine, layout),
-                          state_bytes(precision, "paper-kit"), recompute, is_fp8(precision),
-                          step_bytes(engine, "paper-kit", grad)) / GB
-    if need > refuse_fraction(tuning.allocator) * device.memory_gb:
-        return ""
-    return (f"--optimizer-states paper-kit (the same states, stepped without TE FusedAdam's fp32 "
-            f"copies) needs ~{need:.1f} GB")
-
-
-def _fits(preset: Preset, engine: str, precision: str, device: Device | None,
-          options: Options) -> Callable[[Layout], bool] | None:
-    """Whether a layout fits the GPU by the estimate, counted as _memory counts it (so a default
-    picked with it is never refused there); None when the GPU's memory is not known."""
-    if device is None:
-        return None
-    grad = grad_bytes(engine, precision, options.tuning.grad_reduce_bf16)
-    states = state_bytes(precision, options.tuning.optimizer_states)
-    step = step_bytes(engine, options.tuning.optimizer_states, grad)
-    return lambda lay: fits(preset, lay, device.memory_gb, grad, sharded_stage(engine, lay),
-                            options.recompute, states, is_fp8(precision), step)
-
-
-def _micro_batch(preset: Preset, layout: Layout, engine: str, precision: str,
-                 device: Device | None, options: Options) -> tuple[Layout, list[str]]:
-    """The layout at the precision's default micro-batch (bench.planning.microbatch) and its note,
-    where the user gave no --mbs; a micro-batch the user gave always stands."""
+def _micro_batch(question: MemoryQuestion, options: Options) -> tuple[MemoryQuestion, list[str]]:
+    """The question at the precision's default micro-batch (bench.planning.microbatch) and its
+    note, where the user gave no --mbs; a micro-batch the user gave always stands."""
     if options.mbs is not None:
-        return layout, []
-    chosen, note = default_micro_batch(preset, layout, precision,
-                                       _fits(preset, engine, precision, device, options))
-    return chosen, [note] if note else []
+        return question, []
+    chosen, note = default_micro_batch(question.preset, question.layout, question.precision,
+                                       question.fit_test())
+    return question.at(chosen), [note] if note else []
 
 
-def _measured(preset: Preset, layout: Layout, engine: str, precision: str, caps: Capabilities,
-              device: Device | None, options: Options
-              ) -> tuple[Layout, Options, tuple[str, ...], list[str]]:
+def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
+              ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
     """The measured winner's micro-batch, recompute and Megatron flags (bench.planning.winners)
-    where the user set none of them and the estimate fits: (layout, options with the winner's
-    micro-batch and recompute, flags, note)."""
+    where the user set none of them and the estimate fits: (the question and the options with the
+    winner's micro-batch and recompute, flags, note)."""
     if options.mbs is not None or options.recompute is not None:
-        return layout, options, (), []
-    winner = winner_for(preset, layout, engine, precision,
-                        implementation(layer_capabilities(caps, precision)))
+        return question, options, (), []
+    winner = winner_for(question.preset, question.layout, question.engine.name, question.precision,
+                        implementation(layer_capabilities(caps, question.precision)))
     if winner is None or flag_names(winner.megatron_args) & flag_names(options.tuning.extra_args):
-        return layout, options, (), []
-    chosen = replace(layout, micro_batch=winner.micro_batch)
+        return question, options, (), []
+    asked = replace(question, layout=replace(question.layout, micro_batch=winner.micro_batch),
+                    recompute=winner.recompute)
+    fit = asked.fit_test()
+    if fit is not None and not fit(asked.layout):
+        return question, options, (), []
     options = replace(options, mbs=winner.micro_batch, recompute=winner.recompute)
-    fit = _fits(preset, engine, precision, device, options)
-    if fit is not None and not fit(chosen):
-        return layout, replace(options, mbs=None, recompute=None), (), []
-    return chosen, options, winner.megatron_args, [winner_note(winner)]
+    return asked, options, winner.megatron_args, [winner_note(winner)]
 
 
 def _bound(path: str, binds: tuple[str, ...]) -> bool:
@@ -341,18 +251,10 @@ def _unknown_gpu(platform: Platform, options: Options, accelerator: Accelerator 
             "computed; add one with its dense peak and source"]
 
 
-def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: Options) -> LaunchPlan:
-    """Check everything and return the frozen plan; any impossibility raises ValueError.
-
-    The stages: check the options, resolve what they ask, lay the run out on its GPUs, let the
-    engine render its flags (refusing what it cannot do), then estimate the memory. Reads no
-    files: the platform comes with its accelerators loaded.
-    """
-    engine = options.engine or platform.default_engine
-    check_options(options, platform, engine)
-    preset, platform, precision, other_variant = _resolve(preset, platform, options)
-    # Lay out. A name is parsed once here; a sweep passes the spec of a layout it has built.
-    spec = parse_layout_name(layout) if isinstance(layout, str) else layout
+def _lay_out(preset: Preset, spec: LayoutSpec, platform: Platform, options: Options
+             ) -> tuple[Layout, Platform, int, int]:
+    """(the layout on the run's GPUs, the platform with the queue for its nodes, nodes, GPUs per
+    node)."""
     gpus, nodes, per_node = _run_size(spec, platform, options)
     platform = with_job_overrides(platform, queue=pbs_queue(platform, nodes))
     # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
@@ -360,7 +262,12 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
                            or (platform.scheduler == "none" and options.gpus_present))
     layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs,
                           sized_by_layout=sized_by_layout)
-    rid, labels = _run_id(preset, layout, platform, options)
+    return layout, platform, nodes, per_node
+
+
+def _where(platform: Platform, options: Options, rid: str) -> tuple[Data, str, str]:
+    """(the data, the checkpoint folder or "", the image) of the run, checked to be inside its
+    container."""
     data = platform.data.model_copy(update={k: v for k, v in (
         ("path", options.data_path), ("vocab_file", options.vocab_file),
         ("merge_file", options.merge_file)) if v})
@@ -368,24 +275,51 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     image = options.image or platform.storage.squashed_image or platform.image
     _check_binds(platform, image, {"--data-path": data.path, "--vocab-file": data.vocab_file,
                                    "--merge-file": data.merge_file, "--save": save})
+    return data, save, image
+
+
+def _env(platform: Platform, engine: Engine, precision: str, tuning: Tuning,
+         nodes: int) -> dict[str, str]:
+    """What the job exports: the platform's [env] for the engine, the precision's and the
+    allocator's, and the rendezvous port across nodes or a scheduler."""
+    env = {**platform.env_for(engine.name), **precision_env(precision, tuning.msamp_scaling),
+           **allocator_env(tuning.allocator, platform.env)}
+    if nodes > 1 or platform.scheduler != "none":
+        env["MASTER_PORT"] = str(MASTER_PORT)
+    return env
+
+
+def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: Options) -> LaunchPlan:
+    """Check everything and return the frozen plan; any impossibility raises ValueError.
+
+    The stages: check the options, resolve what they ask, lay the run out on its GPUs, refuse what
+    needs the resolved plan (``check_resolved``), ask the memory question once (the micro-batch
+    picks and the estimate read it; a step-time question would sit beside it), let the engine
+    render its flags (refusing what it cannot do), then estimate the memory. Reads no files: the
+    platform comes with its accelerators loaded.
+    """
+    engine = ENGINES[options.engine or platform.default_engine]
+    check_options(options, platform, engine.name)
+    preset, platform, precision, other_variant = _resolve(preset, platform, options)
+    # Lay out. A name is parsed once here; a sweep passes the spec of a layout it has built.
+    spec = parse_layout_name(layout) if isinstance(layout, str) else layout
+    layout, platform, nodes, per_node = _lay_out(preset, spec, platform, options)
+    rid, labels = _run_id(preset, layout, platform, options)
+    data, save, image = _where(platform, options, rid)
     # The GPU: its peak for the precision must be known (the record's MFU divides by it).
     accelerator = platform.accelerator_for(options.gpu_name, options.gpu_memory_gb)
     if accelerator is not None:
         accelerator.peak(precision)
-    check_msamp_scaling(options.tuning.msamp_scaling, precision)
-    check_msamp_layout(precision, layout)
-    device = _device(accelerator, options.tuning.gpu_memory_cap)
     caps = _capabilities(platform, options)
-    layout, options, measured_args, measured_notes = _measured(preset, layout, engine, precision,
-                                                               caps, device, options)
-    layout, mbs_notes = _micro_batch(preset, layout, engine, precision, device, options)
-    mbs_notes += measured_notes
-    check_grad_reduce_layout(options.tuning.grad_reduce, layout)
+    check_resolved(precision, layout, options.tuning, caps, platform)
+    question = MemoryQuestion.ask(preset, layout, engine, precision, options.tuning,
+                                  options.recompute,
+                                  device_for(accelerator, options.tuning.gpu_memory_cap))
+    question, options, measured_args, measured_notes = _measured(question, caps, options)
+    question, mbs_notes = _micro_batch(question, options)
+    layout = question.layout
     tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
-    # Render the engine's flags.
-    check_optimizer_states(tuning.optimizer_states, precision, tuning.grad_reduce, caps, platform)
-    check_msamp_modules(tuning.msamp_modules, precision, caps, platform)
-    flags = ENGINES[engine](Resolved(
+    flags = engine.flags(Resolved(
         preset=preset, layout=layout, platform=platform, precision=precision, iters=options.iters,
         capabilities=caps, capabilities_known=(platform.capabilities is not None
                                                or options.capabilities is not None),
@@ -394,28 +328,24 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         profile_steps=PROFILE_STEPS if options.profile else 0))
     args = flags.args + measured_args
     if save:
-        args += tuple(checkpoint_flags(save, options.save_interval or platform.storage.save_interval,
-                                       engine))
+        args += tuple(engine.checkpoint_flags(
+            save, options.save_interval or platform.storage.save_interval))
     check_extra_args(tuning.extra_args, args)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
-    memory_gb, memory_note = _memory(preset, layout, engine, precision, device,
-                                     platform.gpus_per_node or per_node, tuning, options.force,
-                                     options.recompute,
-                                     platform.gpus_per_node if platform.scheduler != "none" else None)
-    env = {**platform.env_for(engine), **precision_env(precision, tuning.msamp_scaling),
-           **allocator_env(tuning.allocator, platform.env)}
-    if nodes > 1 or platform.scheduler != "none":
-        env["MASTER_PORT"] = str(MASTER_PORT)
-    notes = [*flags.notes, *_no_gpu(platform, options, gpus), *flags.assumed, *tuning_notes,
-             *mbs_notes, *msamp_seed_notes(precision, layout, options.mbs), memory_note,
-             *_unknown_gpu(platform, options, accelerator)]
-    notes += uncounted_note((*args, *tuning.extra_args))
-    notes += account_note(platform)  # a dry run shows the script; only a submit refuses
+    memory_gb, memory_note = question.estimate(
+        platform.gpus_per_node or per_node, options.force,
+        platform.gpus_per_node if platform.scheduler != "none" else None)
+    notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes,
+             *mbs_notes, *measured_notes, *msamp_seed_notes(precision, layout, options.mbs),
+             memory_note, *_unknown_gpu(platform, options, accelerator),
+             *uncounted_note((*args, *tuning.extra_args)),
+             *account_note(platform)]  # a dry run shows the script; only a submit refuses
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
-        engine=engine, precision=precision, nodes=nodes, gpus_per_node=per_node,
+        engine=engine.name, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=image, entry=flags.entry,
-        train_args=(*args, *tuning.extra_args), env=tuple(env.items()),
+        train_args=(*args, *tuning.extra_args),
+        env=tuple(_env(platform, engine, precision, tuning, nodes).items()),
         ds_config=flags.ds_config, capabilities=caps, notes=tuple(notes),
         variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
         recompute=options.recompute, implementation=flags.implementation, data_path=data.path,

@@ -14,16 +14,9 @@ from dataclasses import replace
 from bench.config.platforms import Platform
 from bench.config.presets import Preset
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
+from bench.planning.engines.table import ENGINES
 from bench.planning.layout import Layout, batch_sizes, valid_layouts
-from bench.planning.memory import (
-    GB,
-    estimate_bytes,
-    fits,
-    grad_bytes,
-    is_fp8,
-    state_bytes,
-    step_bytes,
-)
+from bench.planning.memory import GB, estimate_bytes, fits, is_fp8, state_bytes
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan
 
@@ -36,9 +29,9 @@ def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
                ) -> tuple[list[Layout], list[tuple[Layout, float]]]:
     """(layouts to run, [(skipped layout, estimated GB)]) for ``gpus`` GPUs of ``device_gb``;
     ``grad``, ``optimizer_bytes`` and ``optimizer_step_bytes``: bytes per gradient, of optimizer
-    state and of the step's transients per parameter (``bench.planning.memory.grad_bytes``,
-    ``state_bytes`` and ``step_bytes``), as the planner counts them, and ``fp8`` its FP8 linears
-    (``is_fp8``);
+    state and of the step's transients per parameter (the engine's ``grad_bytes``,
+    ``bench.planning.memory.state_bytes`` and the engine's ``step_bytes``), as the planner
+    counts them, and ``fp8`` its FP8 linears (``is_fp8``);
     tensor parallelism stays within ``gpus_per_node`` (default: all GPUs are one node)."""
     keep, skipped = [], []
     for lay in valid_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
@@ -65,11 +58,11 @@ def sweep_plans(preset: Preset, platform: Platform, options: Options,
                          f"a sweep on {platform.name} needs its size: --gpus N or --nodes N")
     mbs, gbs = batch_sizes(preset, options.mbs, options.gbs)
     precision = options.precision or platform.default_precision
-    engine = options.engine or platform.default_engine
-    grad = grad_bytes(engine, precision, options.tuning.grad_reduce_bf16)
+    engine = ENGINES[options.engine or platform.default_engine]
+    grad = engine.grad_bytes(precision, options.tuning.grad_reduce_bf16)
     keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, grad, per_node or None,
                                state_bytes(precision, options.tuning.optimizer_states), is_fp8(precision),
-                               step_bytes(engine, options.tuning.optimizer_states, grad))
+                               engine.step_bytes(options.tuning.optimizer_states, grad))
     if not keep:
         raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
                          "the memory estimate; try a smaller --mbs or more GPUs")

@@ -24,14 +24,8 @@ import statistics
 from bench.measure.flops import flops_per_iteration
 from bench.measure.logparse import ParseResult
 from bench.measure.protocol import window
-from bench.planning.engines.deepspeed import DEFAULT_ZERO_STAGE
+from bench.planning.engines.table import ENGINES
 from bench.planning.plan import LaunchPlan
-
-ENGINE_FLOPS = {
-    "megatron": "megatron-core num_floating_point_operations (causal attention; counts recompute)",
-    "megatron-deepspeed": "Megatron-DeepSpeed throughput_calculator (non-causal attention; counts "
-                          "recompute: hardware FLOPs)",
-}
 
 
 def _median_step_s(result: ParseResult) -> float | None:
@@ -53,16 +47,12 @@ def run_notes(launch: LaunchPlan, result: ParseResult) -> dict[str, str | float 
     logged = [it.tflops_per_gpu for it in window(result.iterations) if it.tflops_per_gpu]
     if logged:
         notes["engine_tflops_per_gpu"] = round(statistics.median(logged), 2)
-        notes["engine_flops"] = ENGINE_FLOPS[launch.engine]
+        notes["engine_flops"] = ENGINES[launch.engine].flops_counting
     if launch.recompute:  # itself in the plan's variant
         notes["flops_counted"] = "model (the recompute is not counted; hardware_tflops_per_gpu counts it)"
         if step:
             hardware = flops_per_iteration(launch.preset, lay.global_batch,
                                            recompute=launch.recompute)
             notes["hardware_tflops_per_gpu"] = round(hardware / step / launch.world_size / 1e12, 2)
-    if launch.engine == "megatron-deepspeed":
-        notes["zero_stage"] = lay.zero if lay.zero is not None else DEFAULT_ZERO_STAGE
-        notes["deepspeed"] = installed_version("deepspeed")
-        if apex := installed_version("apex"):
-            notes["apex"] = apex
+    notes.update(ENGINES[launch.engine].record_notes(lay, installed_version))
     return notes

@@ -19,6 +19,7 @@ from bench.config.platforms import Platform, load_platform
 from bench.config.presets import get_preset
 from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
 from bench.planning.checks import _JOB_OPTIONS, check_options
+from bench.planning.engines.table import ENGINES
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import sweep_plans
@@ -147,7 +148,7 @@ def print_plan(launch: LaunchPlan, to_json: bool = False) -> None:
 
 def print_notes(launch: LaunchPlan) -> None:
     """What the plan assumed of the environment, and what the user should know (stderr)."""
-    if launch.engine == "megatron":
+    if ENGINES[launch.engine].chooses_layers:
         source = ("detected in this Python" if launch.platform.capabilities is None
                   else f"from {launch.platform.name}'s platform file")
         print(f"assumed ({source}): {launch.capabilities.describe()}", file=sys.stderr)

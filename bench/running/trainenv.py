@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ from bench.config.capabilities import Capabilities
 
 if TYPE_CHECKING:  # the probe runs in the training Python, which may lack pydantic
     from bench.images.pins import Pins
+    from bench.planning.engines.table import Preflight
 
 PROBE_TIMEOUT_S = 180  # imports torch, megatron-core, DeepSpeed: seconds, not minutes
 KIT = Path(__file__).resolve().parents[2]
@@ -129,6 +131,7 @@ def problems(found: Facts, engine: str, gpus_needed: int, megatron_deepspeed_dir
              pins: Pins | None = None) -> list[str]:
     """One line per missing piece, each naming it and the command that fixes it; [] when ready."""
     from bench.images.pins import load_pins  # host side: pydantic is there
+    from bench.planning.engines.table import ENGINES
 
     pins = pins or load_pins()
     py = found.python
@@ -156,30 +159,34 @@ def problems(found: Facts, engine: str, gpus_needed: int, megatron_deepspeed_dir
         seen = "no GPU" if not found.cuda_devices else f"{found.cuda_devices} GPU(s)"
         out.append(f"torch {found.torch} in {py} sees {seen} ({build}), the run needs "
                    f"{gpus_needed}; {fix_gpus}")
-    if engine == "megatron":
-        out += _package(found.megatron_core, "megatron-core", pinned_version(pins, "megatron-core"),
-                        py, no_deps=True, image=found.image)
-        if found.megatron_core is not None and found.megatron_error:
-            module = found.missing_module.split(".")[0]
-            out.append(f"megatron-core {found.megatron_core} is installed in {py} but does not "
-                       f"import ({found.megatron_error}); "
-                       + fix(f"`{pip} {module}`" if module else PROVISION_HINT))
-    else:
-        out += _package(found.deepspeed, "deepspeed", pinned_version(pins, "deepspeed"), py,
-                        no_deps=False, image=found.image)
-        if not found.megatron_deepspeed_tree:
-            upstream = pins.upstreams["megatron-deepspeed"]
-            where = f" in image {found.image}" if found.image else ""
-            out.append(f"Megatron-DeepSpeed is not at {megatron_deepspeed_dir}{where} (no "
-                       "pretrain_gpt.py); " + fix(
-                           f"check out the pinned tree: `git clone https://github.com/"
-                           f"{upstream.repo} {megatron_deepspeed_dir} && git -C "
-                           f"{megatron_deepspeed_dir} checkout {upstream.commit}`, or use the "
-                           "kit's image"))
+    out += _engine_problems(found, ENGINES[engine].preflight, pins, py, fix, megatron_deepspeed_dir)
     if not found.torchrun:
         where = f" in image {found.image}" if found.image else ""
         out.append(f"torchrun is not on PATH{where}; " + fix(
             f"put the bin folder of {py}'s environment on PATH"))
+    return out
+
+
+def _engine_problems(found: Facts, check: Preflight, pins: Pins, py: str,
+                     fix: Callable[[str], str], megatron_deepspeed_dir: str) -> list[str]:
+    """What the engine's training Python lacks: its package at the pinned version (and importing,
+    where it must), and the Megatron-DeepSpeed tree where it runs one."""
+    out = _package(getattr(found, check.version_field), check.package,
+                   pinned_version(pins, check.package), py, no_deps=check.no_deps, image=found.image)
+    if check.must_import and getattr(found, check.version_field) is not None and found.megatron_error:
+        module = found.missing_module.split(".")[0]
+        out.append(f"{check.package} {getattr(found, check.version_field)} is installed in {py} "
+                   f"but does not import ({found.megatron_error}); "
+                   + fix(f"`{py} -m pip install {module}`" if module else PROVISION_HINT))
+    if check.needs_tree and not found.megatron_deepspeed_tree:
+        upstream = pins.upstreams["megatron-deepspeed"]
+        where = f" in image {found.image}" if found.image else ""
+        out.append(f"Megatron-DeepSpeed is not at {megatron_deepspeed_dir}{where} (no "
+                   "pretrain_gpt.py); " + fix(
+                       f"check out the pinned tree: `git clone https://github.com/"
+                       f"{upstream.repo} {megatron_deepspeed_dir} && git -C "
+                       f"{megatron_deepspeed_dir} checkout {upstream.commit}`, or use the "
+                       "kit's image"))
     return out
 
 

@@ -4,15 +4,21 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from bench.config.campaign import RunTable, load_campaign
-from bench.config.run_options import BY_NAME, RUN_OPTIONS
-from bench.planning.engines.deepspeed import ZeroSettings
+from bench.config.platforms import ENGINES
+from bench.config.run_options import BY_NAME, DEFAULT_ITERS, RUN_OPTIONS, RunOption, misplaced
+from bench.planning.engines.deepspeed import ZeroSettings, zero_problems
 from bench.planning.options import Options
-from bench.planning.tuning import Tuning
+from bench.planning.tuning import TUNING_NOTE_KEYS, Tuning
 from bench.running.arguments import options_from, parse_run_argv, run_parser
 
+REPO = Path(__file__).resolve().parents[2]
 # What the caller observes or the command decides, not what a user sets.
 OBSERVED = {"now", "nonce", "gpus_present", "gpu_name", "gpu_memory_gb", "capabilities", "repeat", "labels", "tag"}
 
@@ -70,3 +76,108 @@ def test_environment_variables_give_the_defaults(monkeypatch) -> None:
     assert {o.name for o in RUN_OPTIONS if o.env} == {"platform", "account", "partition", "queue",
                                                       "walltime"}
     assert BY_NAME["platform"].env == "BENCH_PLATFORM"
+
+
+# The command fills these in (bench.running.arguments.options_from): a sweep measures briefly.
+FILLED_BY_THE_COMMAND = {"iters": DEFAULT_ITERS}
+SETTINGS = {"": Options, "tuning": Tuning, "zero": ZeroSettings}
+
+
+def _dataclass_default(field: str) -> object:
+    part, _, name = field.rpartition(".")
+    (found,) = (f for f in dataclasses.fields(SETTINGS[part]) if f.name == name)
+    return found.default
+
+
+@pytest.mark.parametrize("option", [o for o in RUN_OPTIONS if o.field], ids=lambda o: o.name)
+def test_every_field_default_is_its_options(option: RunOption) -> None:
+    want = FILLED_BY_THE_COMMAND.get(option.field, option.field_default)
+    assert _dataclass_default(option.field) == want
+    if option.field not in FILLED_BY_THE_COMMAND:  # and what a bare command line gives
+        args = parse_run_argv(["13b", "tp1pp1"])
+        assert _value(options_from(args, 0, ""), option.field) == option.field_default
+
+
+def _value(options: object, field: str) -> object:
+    for name in field.split("."):
+        options = getattr(options, name)
+    return options
+
+
+def _other(option: RunOption) -> object:
+    """A value of the option's field away from its default."""
+    if option.choices:
+        return next(c for c in option.choices if c != option.field_default)
+    if option.kind is bool:
+        return not option.field_default
+    return {int: 4, float: 80.0}.get(option.kind, "x")
+
+
+SETTINGS_WITH_CHOICES = [o for o in RUN_OPTIONS if o.choices and o.field
+                         and o.field.startswith(("tuning.", "zero."))]
+
+
+@pytest.mark.parametrize("option", SETTINGS_WITH_CHOICES, ids=lambda o: o.name)
+def test_every_choice_is_taken_and_nothing_else(option: RunOption) -> None:
+    part, _, name = option.field.rpartition(".")
+    for choice in option.choices:
+        assert getattr(SETTINGS[part](**{name: choice}), name) == choice
+    if part == "tuning":
+        with pytest.raises(ValueError, match=f"{option.flag} bogus: use one of "
+                                             f"{', '.join(option.choices)}"):
+            Tuning(**{name: "bogus"})
+    else:
+        problems, _ = zero_problems(ZeroSettings(**{name: "bogus"}), 1)
+        assert problems == [f"{option.flag} bogus is not one of {', '.join(option.choices)}"]
+
+
+def test_the_choices_the_command_line_takes_are_the_tables() -> None:
+    actions = {a.dest: a for a in run_parser()._actions}
+    for option in RUN_OPTIONS:
+        assert tuple(actions[option.name].choices or ()) == (option.choices or ())
+
+
+@pytest.mark.parametrize("option", [o for o in RUN_OPTIONS if o.variant and o.field
+                                    and o.field.startswith(("tuning.", "zero."))],
+                         ids=lambda o: o.name)
+def test_a_setting_off_its_default_is_its_variant(option: RunOption) -> None:
+    part, _, name = option.field.rpartition(".")
+    value = _other(option)
+    settings = SETTINGS[part](**{name: value})
+    assert settings.variant() == ((option.variant, option.variant_text(value)),)
+    assert SETTINGS[part]().variant() == ()
+    assert option.variant in TUNING_NOTE_KEYS
+
+
+def test_the_variant_keys_a_record_may_hold() -> None:
+    assert set(TUNING_NOTE_KEYS) == {
+        "overlap", "grad_reduce", "optimizer_states", "msamp_scaling", "msamp_modules",
+        "fused_loss", "core_attention", "gpu_memory_cap_gb", "allocator", "megatron_args",
+        "zero_offload", "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
+        "allgather_bucket_size", "seq_length", "recompute"}
+
+
+@pytest.mark.parametrize("option", [o for o in RUN_OPTIONS if o.engine], ids=lambda o: o.name)
+def test_a_setting_of_one_engine_is_refused_under_the_other(option: RunOption) -> None:
+    assert option.engine in ENGINES and option.refusal
+    part, _, name = option.field.rpartition(".")
+    value = _other(option)
+    given = {name: value} if not part else {part: SETTINGS[part](**{name: value})}
+    options = Options(now=datetime.now(UTC), **given)
+    (other,) = set(ENGINES) - {option.engine}
+    assert misplaced(options, other) == option.refusal.format(value=value)
+    assert misplaced(options, option.engine) is None
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_help_is_short_and_points_to_the_docs() -> None:
+    text = (REPO / "docs" / "running.md").read_text()
+    anchors = {_anchor(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+    for option in RUN_OPTIONS:
+        assert len(option.help) <= 300, option.name  # the rest goes to docs/running.md
+        if option.doc:
+            assert option.doc in anchors, option.doc

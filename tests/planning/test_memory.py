@@ -14,6 +14,7 @@ import pytest
 from bench.config.platforms import load_accelerator
 from bench.config.presets import get_preset
 from bench.planning.engines.deepspeed import ds_config
+from bench.planning.engines.table import ENGINES
 from bench.planning.layout import Layout, build_layout
 from bench.planning.memory import (
     GB,
@@ -22,9 +23,7 @@ from bench.planning.memory import (
     fits,
     is_fp8,
     refuse_fraction,
-    sharded_stage,
     state_bytes,
-    step_bytes,
     uncounted_note,
 )
 from bench.records.store import load_records
@@ -90,7 +89,7 @@ def test_estimate_against_every_measured_peak() -> None:
 
 
 def _step(r, grad_bytes: int) -> int:
-    return step_bytes(r.engine, _setting(r, "optimizer_states"), grad_bytes)
+    return ENGINES[r.engine].step_bytes(_setting(r, "optimizer_states"), grad_bytes)
 
 
 def _setting(r, key: str):
@@ -216,9 +215,9 @@ def test_deepspeed_zero1_without_accumulation_keeps_no_full_gradient(tmp_path: P
 def test_only_deepspeed_frees_stage_one_gradients() -> None:
     preset = get_preset("13b")
     one_step = build_layout("dp8zero1", preset, 8, 8, 1, 8)
-    assert sharded_stage("megatron-deepspeed", one_step) == 2
-    assert sharded_stage("megatron-deepspeed", build_layout("dp8zero1", preset, 8, 8, 1, 16)) == 1
-    assert sharded_stage("megatron", build_layout("dp8", preset, 8, 8, 1, 8)) == 1
+    assert ENGINES["megatron-deepspeed"].sharded_stage(one_step) == 2
+    assert ENGINES["megatron-deepspeed"].sharded_stage(build_layout("dp8zero1", preset, 8, 8, 1, 16)) == 1
+    assert ENGINES["megatron"].sharded_stage(build_layout("dp8", preset, 8, 8, 1, 8)) == 1
 
 
 @pytest.mark.parametrize("name,gpus,gbs,sharded", [
@@ -233,7 +232,7 @@ def test_deepspeed_config_asks_for_the_gradient_freeing_the_estimate_counts(
     layout = build_layout(name, preset, gpus, 8, 1, gbs)
     zero = ds_config(layout, "fp16")["zero_optimization"]
     assert zero.get("overlap_comm", False) is sharded
-    assert (sharded_stage("megatron-deepspeed", layout) == 2) is (sharded or layout.zero == 2)
+    assert (ENGINES["megatron-deepspeed"].sharded_stage(layout) == 2) is (sharded or layout.zero == 2)
 
 
 def test_expandable_segments_refuse_only_beyond_the_device() -> None:
@@ -242,7 +241,7 @@ def test_expandable_segments_refuse_only_beyond_the_device() -> None:
     p = get_preset("2.7b")
     lay = build_layout("tp1pp1", p, 2, 8, 8, 32)
     args = (p, lay, 80, "NVIDIA H200 SXM 141GB", 8)
-    kwargs = {"fp8": True, "optimizer_step_bytes": step_bytes("megatron", "default", 2)}
+    kwargs = {"fp8": True, "optimizer_step_bytes": ENGINES["megatron"].step_bytes("default", 2)}
     with pytest.raises(ValueError, match="more than 95% of the 80 GB"):
         check_fits(*args, **kwargs, refuse_at=refuse_fraction("default"))
     assert check_fits(*args, **kwargs, refuse_at=refuse_fraction("expandable")) == pytest.approx(76.8, abs=0.05)

@@ -11,8 +11,9 @@ import pytest
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
+from bench.planning.engines.table import ENGINES
 from bench.planning.layout import build_layout
-from bench.planning.memory import GB, estimate_bytes, params_per_gpu, state_bytes, step_bytes
+from bench.planning.memory import GB, estimate_bytes, params_per_gpu, state_bytes
 from bench.planning.plan import plan
 from bench.planning.tuning import Tuning
 from tests.conftest import options
@@ -74,11 +75,11 @@ def test_step_bytes_per_parameter() -> None:
     """Megatron's distributed optimizer copies a bf16 gradient shard to fp32 (4); TE's FusedAdam
     unscales both moments and the master weights of the paper's states to fp32 (12); fp32 main
     gradients and the kit's PaperAdamW (its kernel keeps none) add none; DeepSpeed's step is not modelled."""
-    assert step_bytes("megatron", "default", 2) == 4
-    assert step_bytes("megatron", "default", 4) == 0
-    assert step_bytes("megatron", "paper", 2) == 12
-    assert step_bytes("megatron", "paper-kit", 2) == 0
-    assert step_bytes("megatron-deepspeed", "default", 2) == 0
+    assert ENGINES["megatron"].step_bytes("default", 2) == 4
+    assert ENGINES["megatron"].step_bytes("default", 4) == 0
+    assert ENGINES["megatron"].step_bytes("paper", 2) == 12
+    assert ENGINES["megatron"].step_bytes("paper-kit", 2) == 0
+    assert ENGINES["megatron-deepspeed"].step_bytes("default", 2) == 0
 
 
 def test_the_step_binds_where_activations_are_few() -> None:

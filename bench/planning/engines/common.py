@@ -85,33 +85,22 @@ def allocator_env(allocator: str, platform_env: dict[str, str]) -> dict[str, str
     return {ALLOC_CONF_ENV: "expandable_segments:True"}
 
 
-# Megatron-Core's checkpointing as the Azure GPT-3 175B guide's 04-gpt175B.sh runs it (seed 001):
-# a persistent background process for asynchronous saves, every rank loading its own shard, and
-# the sharding plan kept between saves, since the model's structure does not change in a run.
-MEGATRON_CHECKPOINT_FLAGS = ("--use-persistent-ckpt-worker", "--ckpt-fully-parallel-load",
-                             "--ckpt-assume-constant-structure")
-
-
-def checkpoint_flags(save_dir: str, interval: int, engine: str) -> list[str]:
-    """Save checkpoints to ``save_dir``; both engines also save once after the last iteration."""
-    flags = [*(MEGATRON_CHECKPOINT_FLAGS if engine == "megatron" else ()), "--save", save_dir]
+def checkpoint_flags(save_dir: str, interval: int, extra: tuple[str, ...] = ()) -> list[str]:
+    """Save checkpoints to ``save_dir`` with an engine's ``extra`` flags; both engines also save
+    once after the last iteration."""
+    flags = [*extra, "--save", save_dir]
     if interval:
         flags += ["--save-interval", str(interval)]
     return flags
 
 
-def recompute_flags(recompute: str | None, engine: str) -> list[str]:
-    """Activation recompute (``bench.measure.flops`` says how its FLOPs are counted).
+SELECTIVE_RECOMPUTE = ("--recompute-granularity", "selective")  # Megatron's; both engines have it
 
-    Megatron-Core: full recompute of every layer (uniform, one layer per unit), or selective
-    (core attention only). Megatron-DeepSpeed: full is its DeepSpeed activation checkpointing,
-    ``--checkpoint-activations`` (what the seeds use); selective is Megatron's flag, which it kept.
-    """
+
+def recompute_flags(recompute: str | None, full: tuple[str, ...]) -> list[str]:
+    """Activation recompute (``bench.measure.flops`` says how its FLOPs are counted): selective
+    (core attention only) is Megatron's flag, which both engines have; ``full`` is the engine's
+    own recompute of every layer."""
     if recompute is None:
         return []
-    if recompute == "selective":
-        return ["--recompute-granularity", "selective"]
-    if engine == "megatron-deepspeed":
-        return ["--checkpoint-activations", "--checkpoint-num-layers", "1"]
-    return ["--recompute-granularity", "full", "--recompute-method", "uniform",
-            "--recompute-num-layers", "1"]
+    return list(SELECTIVE_RECOMPUTE if recompute == "selective" else full)

@@ -12,7 +12,7 @@ from typing import Any
 from bench.config.platforms import Data
 from bench.config.precisions import peak_format
 from bench.config.presets import Preset
-from bench.config.run_options import OFFLOADS
+from bench.config.run_options import field_default, unknown_choices, variant_of
 from bench.planning.engines.common import (
     OPTIMIZER_FLAGS,
     batch_flags,
@@ -27,6 +27,8 @@ from bench.planning.memory import deepspeed_frees_zero1_gradients
 # Where the kit's images put Megatron-DeepSpeed; a platform without images (Polaris) has a checkout.
 DEFAULT_ZERO_STAGE = 1
 DS_CONFIG_NAME = "ds_config.json"
+# Full recompute in Megatron-DeepSpeed: its DeepSpeed activation checkpointing (what the seeds use).
+FULL_RECOMPUTE = ("--checkpoint-activations", "--checkpoint-num-layers", "1")
 
 
 @dataclass(frozen=True)
@@ -40,20 +42,16 @@ class ZeroSettings:
     keeps DeepSpeed's default. Seed 003 sets all of them (ZeRO-3, 2e8-element buckets).
     """
 
-    offload: str = "none"
-    overlap_comm: bool = False
-    contiguous_gradients: bool = False
-    reduce_bucket_size: int | None = None
-    allgather_bucket_size: int | None = None
+    # Defaults, choices and variant keys are the run options' (bench.config.run_options).
+    offload: str = field_default("zero.offload")
+    overlap_comm: bool = field_default("zero.overlap_comm")
+    contiguous_gradients: bool = field_default("zero.contiguous_gradients")
+    reduce_bucket_size: int | None = field_default("zero.reduce_bucket_size")
+    allgather_bucket_size: int | None = field_default("zero.allgather_bucket_size")
 
     def variant(self) -> tuple[tuple[str, str], ...]:
         """The settings away from DeepSpeed's defaults, as (name, value) for a run's notes."""
-        pairs = [("zero_offload", self.offload)] if self.offload != "none" else []
-        pairs += [(name, "on") for name in ("overlap_comm", "contiguous_gradients")
-                  if getattr(self, name)]
-        pairs += [(name, str(getattr(self, name))) for name in ("reduce_bucket_size",
-                  "allgather_bucket_size") if getattr(self, name) is not None]
-        return tuple(pairs)
+        return variant_of("zero", self)
 
 
 DEFAULT_ZERO_SETTINGS = ZeroSettings()
@@ -62,8 +60,8 @@ DEFAULT_ZERO_SETTINGS = ZeroSettings()
 def zero_problems(settings: ZeroSettings, stage: int) -> tuple[list[str], list[str]]:
     """(problems, notes) for ZeRO ``settings`` at ``stage``: every broken rule, and what is inert."""
     problems, notes = [], []
-    if settings.offload not in OFFLOADS:
-        problems.append(f"--zero-offload {settings.offload} is not one of {', '.join(OFFLOADS)}")
+    problems += [f"{option.flag} {value} is not one of {', '.join(option.choices or ())}"
+                 for option, value in unknown_choices("zero", settings)]
     for name in ("reduce_bucket_size", "allgather_bucket_size"):
         size = getattr(settings, name)
         if size is not None and size < 1:
@@ -137,7 +135,7 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
         flags.append("--no-pipeline-parallel")
     flags += batch_flags(layout, iters)
     flags += precision_flags(precision)
-    flags += recompute_flags(recompute, "megatron-deepspeed")
+    flags += recompute_flags(recompute, FULL_RECOMPUTE)
     flags += list(OPTIMIZER_FLAGS)
     # Its gradient-accumulation fusion is commented out upstream, but the flag (on by default)
     # still demands apex's fused_weight_gradient_mlp_cuda: off, so no apex is needed.

@@ -36,12 +36,47 @@ PAPER_STATE_FLAGS = ("--use-precision-aware-optimizer", "--main-grads-dtype", "b
 # --optimizer-states paper-kit: the same states, stepped by the kit's PaperAdamW, which the entry
 # has megatron-core build where it would build FusedAdam (bench.train.paper_adam).
 KIT_PAPER_ADAM_FLAG = "--kit-paper-adam"
+# Full recompute in Megatron-Core: every layer, uniformly, one layer per unit.
+FULL_RECOMPUTE = ("--recompute-granularity", "full", "--recompute-method", "uniform",
+                  "--recompute-num-layers", "1")
+# Megatron-Core's checkpointing as the Azure GPT-3 175B guide's 04-gpt175B.sh runs it (seed 001):
+# a persistent background process for asynchronous saves, every rank loading its own shard, and
+# the sharding plan kept between saves, since the model's structure does not change in a run.
+CHECKPOINT_FLAGS = ("--use-persistent-ckpt-worker", "--ckpt-fully-parallel-load",
+                    "--ckpt-assume-constant-structure")
 
 
 def layer_capabilities(capabilities: Capabilities, precision: str) -> Capabilities:
     """The capabilities the layers are built with: MS-AMP's FP8 linears replace megatron-core's
     local ones, so its precisions get no Transformer Engine layers."""
     return replace(capabilities, transformer_engine=False) if precision in MSAMP_LEVEL else capabilities
+
+
+def tuning_flags(tuning: Tuning, precision: str, dp: int) -> list[str]:
+    """The flags of the A/B settings (bench.planning.tuning) and the defaults they turn off."""
+    flags: list[str] = []
+    if precision != "fp16" and tuning.grad_reduce_bf16:
+        flags.append("--grad-reduce-in-bf16")
+    if tuning.optimizer_states in PAPER_OPTIMIZER_STATES:
+        # bf16 main gradients need the bf16 buffer above (bench.planning.checks refuses fp32 ones).
+        flags += PAPER_STATE_FLAGS
+    if tuning.optimizer_states == "paper-kit":
+        flags.append(KIT_PAPER_ADAM_FLAG)
+    if tuning.grad_reduce_fp8:
+        # The buffer stays as above; the kit's FP8 collectives reduce it (bench.train.grad_reduce).
+        flags += ["--kit-grad-reduce", tuning.grad_reduce]
+    if tuning.msamp_modules != DEFAULT_MSAMP_MODULES:
+        # Transformer Engine's layer norm and attention around MS-AMP's linears (bench.train.spec);
+        # the layers stay --transformer-impl local, which MS-AMP's linears need.
+        flags += ["--kit-msamp-modules", tuning.msamp_modules]
+    if tuning.gpu_memory_cap is not None:
+        flags += ["--kit-gpu-memory-cap", f"{tuning.gpu_memory_cap:g}"]
+    if dp > 1 and tuning.overlap:
+        flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
+    if tuning.fused_loss:
+        # Megatron's own fused cross entropy (torch.compile'd), not TE's, which Megatron warns about.
+        flags += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "native"]
+    return flags
 
 
 def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
@@ -72,29 +107,9 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
     profiled = iters + PROFILE_LEAD_STEPS if profile_steps else iters  # the steps before the captured ones
     flags += batch_flags(layout, profiled + profile_steps)
     flags += precision_flags(precision)
-    flags += recompute_flags(recompute, "megatron")
+    flags += recompute_flags(recompute, FULL_RECOMPUTE)
     flags += list(OPTIMIZER_FLAGS)
-    if precision != "fp16" and tuning.grad_reduce_bf16:
-        flags.append("--grad-reduce-in-bf16")
-    if tuning.optimizer_states in PAPER_OPTIMIZER_STATES:
-        # bf16 main gradients need the bf16 buffer above (bench.planning.checks refuses fp32 ones).
-        flags += PAPER_STATE_FLAGS
-    if tuning.optimizer_states == "paper-kit":
-        flags.append(KIT_PAPER_ADAM_FLAG)
-    if tuning.grad_reduce_fp8:
-        # The buffer stays as above; the kit's FP8 collectives reduce it (bench.train.grad_reduce).
-        flags += ["--kit-grad-reduce", tuning.grad_reduce]
-    if tuning.msamp_modules != DEFAULT_MSAMP_MODULES:
-        # Transformer Engine's layer norm and attention around MS-AMP's linears (bench.train.spec);
-        # the layers stay --transformer-impl local, which MS-AMP's linears need.
-        flags += ["--kit-msamp-modules", tuning.msamp_modules]
-    if tuning.gpu_memory_cap is not None:
-        flags += ["--kit-gpu-memory-cap", f"{tuning.gpu_memory_cap:g}"]
-    if layout.dp > 1 and tuning.overlap:
-        flags += ["--overlap-grad-reduce", "--overlap-param-gather"]
-    if tuning.fused_loss:
-        # Megatron's own fused cross entropy (torch.compile'd), not TE's, which Megatron warns about.
-        flags += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "native"]
+    flags += tuning_flags(tuning, precision, layout.dp)
     flags += megatron_flags(layer_capabilities(capabilities, precision))
     flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
               "--log-throughput", "--tokenizer-type", "NullTokenizer",

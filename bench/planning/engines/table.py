@@ -1,11 +1,15 @@
-"""The engines as a table: each turns a resolved run into what python runs and its flags.
+"""The engines as objects: what differs between training engines is asked of one :class:`Engine`.
 
-The planner looks an engine up in :data:`ENGINES` and calls it; what differs between engines (the
-entry, their flags, a DeepSpeed config, what they refuse) lives here and in their modules.
+The planner and the rest of the kit look an engine up in :data:`ENGINES` by its name and ask it:
+its flags for a resolved run (what python runs, a DeepSpeed config, what it refuses), how it keeps
+gradients and what its optimizer step holds (the memory estimate's bytes), its checkpoint flags,
+what the pre-flight of its training Python checks, and the notes its records get. No code outside
+``bench.planning.engines`` branches on an engine's name; the engines' flags live in their modules.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,6 +17,7 @@ from bench.config.capabilities import Capabilities, implementation
 from bench.config.platforms import Data, Platform
 from bench.config.precisions import MSAMP_PRECISIONS, peak_format
 from bench.config.presets import Preset
+from bench.planning.engines.common import checkpoint_flags
 from bench.planning.engines.deepspeed import (
     DS_CONFIG_NAME,
     ZeroSettings,
@@ -21,8 +26,18 @@ from bench.planning.engines.deepspeed import (
     zero_problems,
     zero_stage,
 )
-from bench.planning.engines.megatron import ENTRY, layer_capabilities, megatron_args
+from bench.planning.engines.megatron import (
+    CHECKPOINT_FLAGS,
+    ENTRY,
+    layer_capabilities,
+    megatron_args,
+)
 from bench.planning.layout import Layout
+from bench.planning.memory import (
+    DO_FP32_GRAD_BYTES,
+    PAPER_STEP_BYTES,
+    deepspeed_frees_zero1_gradients,
+)
 from bench.planning.tuning import Tuning
 
 
@@ -87,35 +102,143 @@ def check_capabilities(caps: Capabilities, precision: str, layout: Layout,
                          f"apex layer norm, which this environment lacks ({where}); drop 'sp'")
 
 
-def _megatron(run: Resolved) -> EngineFlags:
-    check_capabilities(run.capabilities, run.precision, run.layout, run.platform)
-    args = megatron_args(run.preset, run.layout, run.precision, run.iters, run.capabilities,
-                         run.data.path, run.tuning, run.recompute, run.profile_steps)
+@dataclass(frozen=True)
+class Preflight:
+    """What the pre-flight of a run's training Python checks for an engine
+    (bench.running.trainenv.problems): the package that must be installed at its pinned version
+    (its distribution, and the probe's field holding its version), whether pip installs it without
+    its dependencies, whether it must also import, and whether the Megatron-DeepSpeed tree must be
+    there."""
 
-    assumed = ()
-    if not run.capabilities_known:
-        where = (f"the image {run.image}" if run.platform.container_runtime == "docker" and run.image
-                 else "this Python")
-        assumed = (f"megatron-core did not import in {where}, so Transformer Engine and apex could "
-                 "not be detected: the plan assumes neither",)
-    layers = implementation(layer_capabilities(run.capabilities, run.precision))
-    return EngineFlags(ENTRY, tuple(args), assumed=assumed, implementation=layers)
-
-
-def _megatron_deepspeed(run: Resolved) -> EngineFlags:
-    problems, notes = zero_problems(run.zero, zero_stage(run.layout))
-    if problems:
-        raise ValueError("DeepSpeed settings are not possible: " + "; ".join(problems))
-    args = deepspeed_args(run.preset, run.layout, run.precision, run.iters, run.data,
-                          f"{run.run_dir}/{DS_CONFIG_NAME}", run.zero,
-                          run.platform.flash_attention, run.recompute, run.tuning.fused_attention)
-    tree = run.platform.megatron_deepspeed_dir
-    return EngineFlags((f"{tree}/pretrain_gpt.py",), tuple(args),
-                       ds_config_json(run.layout, run.precision, run.zero), tuple(notes),
-                       patched_trees=(("megatron-deepspeed", tree),))
+    package: str
+    version_field: str
+    no_deps: bool
+    must_import: bool = False
+    needs_tree: bool = False
 
 
-ENGINES: dict[str, Callable[[Resolved], EngineFlags]] = {
-    "megatron": _megatron,
-    "megatron-deepspeed": _megatron_deepspeed,
-}
+class Engine(ABC):
+    """A training engine. ``name``: as platforms, options and records write it. ``flops_counting``:
+    how the TFLOP/s it logs itself are counted (a record's ``engine_flops``). ``chooses_layers``:
+    whether the environment's capabilities choose its layers (the plan then says what it assumed)."""
+
+    name: str
+    flops_counting: str
+    chooses_layers: bool
+    preflight: Preflight
+
+    @abstractmethod
+    def flags(self, run: Resolved) -> EngineFlags:
+        """What python runs and its flags; a ValueError for what the engine cannot do."""
+
+    @abstractmethod
+    def grad_bytes(self, precision: str, grad_reduce_bf16: bool) -> int:
+        """Bytes per gradient as the engine keeps them."""
+
+    @abstractmethod
+    def step_bytes(self, optimizer_states: str, grad_bytes: int) -> int:
+        """Transient bytes per parameter of the optimizer step, divided by DP in the estimate."""
+
+    def sharded_stage(self, layout: Layout) -> int:
+        """What ``bench.planning.memory.estimate_bytes`` counts as sharded over DP (its
+        ``zero_stage``): the layout's ZeRO stage, else 1 (Megatron's distributed optimizer and
+        DeepSpeed's default shard the optimizer state)."""
+        return layout.zero or 1
+
+    def checkpoint_flags(self, save_dir: str, interval: int) -> list[str]:
+        """Save checkpoints to ``save_dir`` every ``interval`` iterations (0: once at the end)."""
+        return checkpoint_flags(save_dir, interval)
+
+    def record_notes(self, layout: Layout, version: Callable[[str], str | None]
+                     ) -> dict[str, str | int | None]:
+        """The engine's own notes for a run's record; ``version`` reads an installed package's
+        version where the run trained."""
+        return {}
+
+
+class Megatron(Engine):
+    """Megatron-Core through the kit's entry (bench.planning.engines.megatron)."""
+
+    name = "megatron"
+    flops_counting = "megatron-core num_floating_point_operations (causal attention; counts recompute)"
+    chooses_layers = True
+    preflight = Preflight("megatron-core", "megatron_core", no_deps=True, must_import=True)
+
+    def flags(self, run: Resolved) -> EngineFlags:
+        check_capabilities(run.capabilities, run.precision, run.layout, run.platform)
+        args = megatron_args(run.preset, run.layout, run.precision, run.iters, run.capabilities,
+                             run.data.path, run.tuning, run.recompute, run.profile_steps)
+        assumed = ()
+        if not run.capabilities_known:
+            where = (f"the image {run.image}" if run.platform.container_runtime == "docker"
+                     and run.image else "this Python")
+            assumed = (f"megatron-core did not import in {where}, so Transformer Engine and apex "
+                       "could not be detected: the plan assumes neither",)
+        layers = implementation(layer_capabilities(run.capabilities, run.precision))
+        return EngineFlags(ENTRY, tuple(args), assumed=assumed, implementation=layers)
+
+    def grad_bytes(self, precision: str, grad_reduce_bf16: bool) -> int:
+        """fp32 main gradients unless they are reduced in bf16 (any precision but fp16)."""
+        return 2 if precision != "fp16" and grad_reduce_bf16 else 4
+
+    def step_bytes(self, optimizer_states: str, grad_bytes: int) -> int:
+        """bench.planning.memory says what each holds: the distributed optimizer's fp32 copy of
+        bf16 gradients, TE FusedAdam's fp32 unscaled states (``paper``), none for ``paper-kit``."""
+        if optimizer_states == "paper":
+            return PAPER_STEP_BYTES
+        if optimizer_states == "paper-kit" or grad_bytes == 4:  # fp32 main gradients are Adam's own
+            return 0
+        return DO_FP32_GRAD_BYTES
+
+    def checkpoint_flags(self, save_dir: str, interval: int) -> list[str]:
+        return checkpoint_flags(save_dir, interval, CHECKPOINT_FLAGS)
+
+
+class MegatronDeepSpeed(Engine):
+    """Megatron-DeepSpeed's ``pretrain_gpt.py`` with a DeepSpeed config
+    (bench.planning.engines.deepspeed)."""
+
+    name = "megatron-deepspeed"
+    flops_counting = ("Megatron-DeepSpeed throughput_calculator (non-causal attention; counts "
+                      "recompute: hardware FLOPs)")
+    chooses_layers = False
+    preflight = Preflight("deepspeed", "deepspeed", no_deps=False, needs_tree=True)
+
+    def flags(self, run: Resolved) -> EngineFlags:
+        problems, notes = zero_problems(run.zero, zero_stage(run.layout))
+        if problems:
+            raise ValueError("DeepSpeed settings are not possible: " + "; ".join(problems))
+        args = deepspeed_args(run.preset, run.layout, run.precision, run.iters, run.data,
+                              f"{run.run_dir}/{DS_CONFIG_NAME}", run.zero,
+                              run.platform.flash_attention, run.recompute, run.tuning.fused_attention)
+        tree = run.platform.megatron_deepspeed_dir
+        return EngineFlags((f"{tree}/pretrain_gpt.py",), tuple(args),
+                           ds_config_json(run.layout, run.precision, run.zero), tuple(notes),
+                           patched_trees=(("megatron-deepspeed", tree),))
+
+    def grad_bytes(self, precision: str, grad_reduce_bf16: bool) -> int:
+        """DeepSpeed keeps gradients in the training precision."""
+        return 2
+
+    def step_bytes(self, optimizer_states: str, grad_bytes: int) -> int:
+        """DeepSpeed's step (its fp32 gradient partitions) is not modelled."""
+        return 0
+
+    def sharded_stage(self, layout: Layout) -> int:
+        """2 for stage 1 where DeepSpeed frees each gradient once reduced
+        (bench.planning.memory.deepspeed_frees_zero1_gradients)."""
+        return 2 if deepspeed_frees_zero1_gradients(layout) else super().sharded_stage(layout)
+
+    def record_notes(self, layout: Layout, version: Callable[[str], str | None]
+                     ) -> dict[str, str | int | None]:
+        """The ZeRO stage it ran, DeepSpeed's version, and apex's where the training Python has
+        it (Megatron-DeepSpeed then uses its fused layer norm and FusedAdam, patch 0002)."""
+        notes: dict[str, str | int | None] = {
+            "zero_stage": zero_stage(layout),
+            "deepspeed": version("deepspeed")}
+        if apex := version("apex"):
+            notes["apex"] = apex
+        return notes
+
+
+ENGINES: dict[str, Engine] = {engine.name: engine for engine in (Megatron(), MegatronDeepSpeed())}

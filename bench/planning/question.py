@@ -1,0 +1,137 @@
+"""The memory question of a run: what the estimate asks, gathered once where the plan is resolved.
+
+A :class:`MemoryQuestion` holds the facts the memory estimate (``bench.planning.memory``) reads of
+a run, each settled once: the preset and layout, the engine (which decides how gradients are kept,
+what the optimizer step holds and what is sharded), the precision, the bytes per parameter of
+gradients, optimizer state and the step's transients, the activation recompute and the device.
+The planner asks it whether a layout fits (the default and measured micro-batches), for the
+estimate it refuses or notes, and for the hint of another way to fit. A model of the step's time
+would be asked the same way: one frozen question built from the resolved plan, beside this one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from bench.config.platforms import Accelerator
+from bench.config.presets import Preset
+from bench.planning.engines.table import Engine
+from bench.planning.layout import Layout
+from bench.planning.memory import (
+    GB,
+    check_fits,
+    estimate_bytes,
+    fits,
+    is_fp8,
+    refuse_fraction,
+    state_bytes,
+)
+from bench.planning.tuning import Tuning
+
+
+@dataclass(frozen=True)
+class Device:
+    """The GPU memory a run plans with, the GPU as a refusal names it, and whether it is a cap."""
+
+    memory_gb: float
+    model: str
+    capped: bool = False
+
+
+def device_for(accelerator: Accelerator | None, cap: float | None) -> Device | None:
+    """The accelerator's memory, or ``--gpu-memory-cap`` below it; None where neither is known."""
+    if cap is None:
+        return Device(accelerator.memory_gb, accelerator.model) if accelerator else None
+    if accelerator is not None and cap > accelerator.memory_gb:
+        raise ValueError(f"--gpu-memory-cap {cap:g} is more than the {accelerator.model}'s "
+                         f"{accelerator.memory_gb:g} GB: a cap can only lower it")
+    model = accelerator.model if accelerator else "GPU"
+    return Device(cap, f"{model} capped at {cap:g} GB (--gpu-memory-cap)", capped=True)
+
+
+@dataclass(frozen=True)
+class MemoryQuestion:
+    """What the memory estimate asks of one run. ``grad_bytes``, ``state_bytes`` and
+    ``step_bytes``: bytes per parameter of gradients, optimizer state and the optimizer step's
+    transients. ``optimizer_states`` and ``refuse_at`` (the fraction of the device beyond which a
+    plan is refused, by torch's allocator setting) serve the refusal and its hint. ``device``: None
+    where its memory is unknown (nothing is checked then)."""
+
+    preset: Preset
+    layout: Layout
+    engine: Engine
+    precision: str
+    grad_bytes: int
+    state_bytes: int
+    step_bytes: int
+    recompute: str | None
+    device: Device | None
+    optimizer_states: str
+    refuse_at: float
+
+    @classmethod
+    def ask(cls, preset: Preset, layout: Layout, engine: Engine, precision: str, tuning: Tuning,
+            recompute: str | None, device: Device | None) -> MemoryQuestion:
+        """The question of a run with these A/B settings, counted as the engine keeps them."""
+        grad = engine.grad_bytes(precision, tuning.grad_reduce_bf16)
+        return cls(preset, layout, engine, precision, grad,
+                   state_bytes(precision, tuning.optimizer_states),
+                   engine.step_bytes(tuning.optimizer_states, grad), recompute, device,
+                   tuning.optimizer_states, refuse_fraction(tuning.allocator))
+
+    def at(self, layout: Layout) -> MemoryQuestion:
+        return replace(self, layout=layout)
+
+    @property
+    def fp8(self) -> bool:
+        return is_fp8(self.precision)
+
+    @property
+    def zero_stage(self) -> int:
+        return self.engine.sharded_stage(self.layout)
+
+    def need_gb(self) -> float:
+        """The estimated peak per GPU, GB."""
+        return estimate_bytes(self.preset, self.layout, self.grad_bytes, self.zero_stage,
+                              self.state_bytes, self.recompute, self.fp8, self.step_bytes) / GB
+
+    def fit_test(self) -> Callable[[Layout], bool] | None:
+        """Whether a layout fits the device with the planner's head-room, counted as the estimate
+        counts it (so a default picked with it is never refused); None when the memory is unknown."""
+        device = self.device
+        if device is None:
+            return None
+        return lambda lay: fits(self.preset, lay, device.memory_gb, self.grad_bytes,
+                                self.engine.sharded_stage(lay), self.recompute, self.state_bytes,
+                                self.fp8, self.step_bytes)
+
+    def estimate(self, per_node: int, force: bool, node_gpus: int | None) -> tuple[float, str]:
+        """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless
+        forced. ``node_gpus``: the GPUs of a node where jobs run over nodes (for the refusal)."""
+        need = self.need_gb()
+        if self.device is None:
+            return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
+        if not force:
+            check_fits(self.preset, self.layout, self.device.memory_gb, self.device.model, per_node,
+                       self.grad_bytes, self.zero_stage, self.recompute, node_gpus=node_gpus,
+                       optimizer_bytes=self.state_bytes, fp8=self.fp8,
+                       optimizer_step_bytes=self.step_bytes, also=self.paper_kit_hint(),
+                       refuse_at=self.refuse_at)
+        capped = " (--gpu-memory-cap)" if self.device.capped else ""
+        return need, (f"memory estimate: ~{need:.1f} GB per GPU of {self.device.memory_gb:g} GB"
+                      f"{capped}" + (" (--force)" if force else ""))
+
+    def paper_kit_hint(self) -> str:
+        """For ``--optimizer-states paper``: the same states in the kit's PaperAdamW, where they
+        fit. TE's FusedAdam unscales every state into fp32 at the step, which ran 6.7b dp2 out of
+        memory on 80 GB where paper-kit trained."""
+        if self.optimizer_states != "paper" or self.device is None:
+            return ""
+        kit = replace(self, state_bytes=state_bytes(self.precision, "paper-kit"),
+                      step_bytes=self.engine.step_bytes("paper-kit", self.grad_bytes))
+        need = kit.need_gb()
+        if need > self.refuse_at * self.device.memory_gb:
+            return ""
+        return (f"--optimizer-states paper-kit (the same states, stepped without TE FusedAdam's "
+                f"fp32 copies) needs ~{need:.1f} GB")
