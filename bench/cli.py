@@ -62,7 +62,7 @@ def run_predict(args: argparse.Namespace) -> int:
     records, _ = load_records(records_dir(args))
     runs = validate.observed(records, facts.load_all())
     if len(runs) < 2:
-        raise ValueError(f"{len(runs)} ok {validate.ENGINE} records in {records_dir(args)}; the model "
+        raise ValueError(f"{len(runs)} ok {' '.join(validate.MODELLED)} records in {records_dir(args)}; the model "
                          "needs at least 2 to check or fit (give the records folder with --records)")
     if args.validate:
         print("\n".join(validate.report(runs)[0]))

@@ -120,11 +120,13 @@ class Preflight:
 class Engine(ABC):
     """A training engine. ``name``: as platforms, options and records write it. ``flops_counting``:
     how the TFLOP/s it logs itself are counted (a record's ``engine_flops``). ``chooses_layers``:
-    whether the environment's capabilities choose its layers (the plan then says what it assumed)."""
+    whether the environment's capabilities choose its layers (the plan then says what it assumed).
+    ``step_model``: whether the step-time model (bench.planning.predict) is fitted on its records."""
 
     name: str
     flops_counting: str
     chooses_layers: bool
+    step_model: bool
     preflight: Preflight
 
     @abstractmethod
@@ -162,6 +164,7 @@ class Megatron(Engine):
     name = "megatron"
     flops_counting = "megatron-core num_floating_point_operations (causal attention; counts recompute)"
     chooses_layers = True
+    step_model = True
     preflight = Preflight("megatron-core", "megatron_core", no_deps=True, must_import=True)
 
     def flags(self, run: Resolved) -> EngineFlags:
@@ -202,6 +205,7 @@ class MegatronDeepSpeed(Engine):
     flops_counting = ("Megatron-DeepSpeed throughput_calculator (non-causal attention; counts "
                       "recompute: hardware FLOPs)")
     chooses_layers = False
+    step_model = False  # its attention and ZeRO stages are outside the model's terms
     preflight = Preflight("deepspeed", "deepspeed", no_deps=False, needs_tree=True)
 
     def flags(self, run: Resolved) -> EngineFlags:

@@ -13,12 +13,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.planning.engines.table import ENGINES
 from bench.planning.predict.case import case_from_record
 from bench.planning.predict.facts import Performance
 from bench.planning.predict.fit import Fitter, Sample, fitted_step
 from bench.planning.predict.terms import TERMS, step_terms
 
-ENGINE = "megatron"  # the engine whose records the model is fitted on
+MODELLED = tuple(name for name, engine in ENGINES.items() if engine.step_model)
 MIN_LAYOUTS = 3  # a ranking group has at least this many layouts
 
 
@@ -36,10 +37,10 @@ class Observed:
 
 
 def observed(records: Iterable[Any], performance: dict[str, Performance]) -> list[Observed]:
-    """The ok records of :data:`ENGINE` on an accelerator with measured ceilings, in order."""
+    """The ok records of the modelled engines on an accelerator with measured ceilings, in order."""
     found = []
     for record in records:
-        if not (record.ok and record.engine == ENGINE
+        if not (record.ok and record.engine in MODELLED
                 and record.platform.accelerator in performance):
             continue
         case = case_from_record(record)
@@ -101,7 +102,7 @@ def report(runs: Sequence[Observed]) -> tuple[list[str], dict[str, float]]:
     """The validation's lines, the last ``median X % p90 Y %``, and its figures by name."""
     predicted = leave_one_out(runs)
     errs = errors(runs, predicted)
-    lines = [f"leave-one-out over {len(runs)} ok {ENGINE} records (fit on the others, predict "
+    lines = [f"leave-one-out over {len(runs)} ok {' '.join(MODELLED)} records (fit on the others, predict "
              "the one): absolute error of the step time"]
     for key in ("engine", "precision", "gpus"):
         for value in sorted({getattr(r, key) for r in runs}):
