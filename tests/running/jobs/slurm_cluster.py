@@ -136,7 +136,9 @@ def running_cluster() -> Iterator[SlurmCluster]:
     except KeyError:
         _missing("no 'munge' user (the munge package creates it)")
 
-    work = Path(tempfile.mkdtemp(prefix="bench-slurm-"))
+    # Under /tmp itself: munged runs as its own user and must reach its socket, and the test run's
+    # own temporary folder (tests/conftest.py) lies inside pytest's, which only root may enter.
+    work = Path(tempfile.mkdtemp(prefix="bench-slurm-", dir="/tmp"))
     work.chmod(0o755)
     host = socket.gethostname().split(".")[0]
     processes: list[subprocess.Popen] = []
