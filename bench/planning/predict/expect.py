@@ -141,4 +141,4 @@ def expected_line(expected: Expectation | None, none_why: str) -> str:
     """The line a dry run shows: the expectation, or why there is none ("" where neither)."""
     if expected is not None:
         return expected.text()
-    return f"expected: none, {none_why}" if none_why else ""
+    return f"expected: none ({none_why})" if none_why else ""
