@@ -12,9 +12,10 @@ from typing import Annotated
 
 from pydantic import Field
 
-from bench.config.schema import NonNegative, Positive, Strict
+from bench.config.schema import Positive, Strict
 from bench.planning.predict.expect import BELOW, Expectation
 
+Band = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Term = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]
 
 
@@ -25,7 +26,7 @@ class Expected(Strict):
 
     tflops_per_gpu: Positive
     step_time_s: Positive
-    band: NonNegative
+    band: Band
     terms: dict[Term, Positive] = Field(min_length=1)
 
     @property

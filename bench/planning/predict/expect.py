@@ -95,12 +95,12 @@ def why_not(model: StepModel, asked: Asked) -> str:
     if asked.accelerator is None:
         reasons.append("the GPU is not known, so neither are its measured ceilings")
     elif asked.accelerator not in model.performance:
-        reasons.append(f"{asked.accelerator} has no measured GEMM, memory and NCCL figures "
-                       "(platforms/performance/) and no record to fit on; measure them with "
+        reasons.append(f"{asked.accelerator} has no measured GEMM, memory and NCCL figures in "
+                       "platforms/performance/ and no record to fit on: measure them with "
                        "python -m bench.train.smoke and add its file")
     if not asked.modelled:
-        reasons.append(f"the {asked.engine} engine is outside the model (its attention and "
-                       "ZeRO stages have no terms)")
+        reasons.append(f"the {asked.engine} engine is outside the model: its attention and "
+                       "ZeRO stages have no terms")
     return "; ".join(reasons)
 
 
@@ -141,4 +141,4 @@ def expected_line(expected: Expectation | None, none_why: str) -> str:
     """The line a dry run shows: the expectation, or why there is none ("" where neither)."""
     if expected is not None:
         return expected.text()
-    return f"expected: none ({none_why})" if none_why else ""
+    return f"expected: none; {none_why}" if none_why else ""
