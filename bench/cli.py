@@ -68,8 +68,11 @@ def run_predict(args: argparse.Namespace) -> int:
         print("\n".join(validate.report(runs)[0]))
         return 0
     factors = fit.fit_factors([r.sample for r in runs])
+    figures = validate.report(runs)[1]
+    checked = {"median": figures["median"], "p90": figures["p90"], "gpus": max(r.gpus for r in runs)}
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fit.FIT_FILE.write_text(fit.fit_document(factors, [r.sample.run_id for r in runs], when, kit_commit()))
+    fit.FIT_FILE.write_text(fit.fit_document(factors, [r.sample.run_id for r in runs], when,
+                                             kit_commit(), checked))
     print(f"wrote {fit.FIT_FILE.name}: {len(runs)} records")
     return 0
 

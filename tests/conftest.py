@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.planning.options import Options
+from bench.planning.predict.expect import load_step_model
 
 FIXED_NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 IN_CI = os.environ.get("CI") == "true"
@@ -79,7 +80,9 @@ def megatron_python() -> str:
 
 
 def options(**kw: object) -> Options:
-    return Options(now=FIXED_NOW, **kw)  # type: ignore[arg-type]
+    """The planner's options at a fixed time, with the step-time model loaded as the command line
+    loads it (``step_model=None`` plans without it)."""
+    return Options(now=FIXED_NOW, **{"step_model": load_step_model(), **kw})  # type: ignore[arg-type]
 
 
 GOLDEN = Path(__file__).with_name("golden")

@@ -38,6 +38,7 @@ the same runs used 28-32 GB.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from bench.config.presets import Preset
 from bench.planning.layout import Layout, valid_layouts
@@ -173,13 +174,15 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
                grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
                node_gpus: int | None = None, optimizer_bytes: int = 12, fp8: bool = False,
                optimizer_step_bytes: int = 0, also: str = "",
-               refuse_at: float = REFUSE_FRACTION) -> float:
+               refuse_at: float = REFUSE_FRACTION,
+               rate: Callable[[Layout], float] | None = None) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
     nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then
     twice the GPUs, and so on up to 1024x until three are found). ``node_gpus``: the GPUs of one
     node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``.
     ``also``: another way to fit, said after the layouts. ``refuse_at``: the fraction of the
-    device beyond which it refuses (:func:`refuse_fraction`)."""
+    device beyond which it refuses (:func:`refuse_fraction`). ``rate``: a layout's expected
+    TFLOP/s/GPU (the step-time model); with it, the layouts on one GPU count go fastest first."""
     need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
                           optimizer_step_bytes) / GB
     limit = refuse_at * device_gb
@@ -197,16 +200,19 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
                                     recompute, fp8, optimizer_step_bytes) / GB
                 distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
                 if gb <= limit:
-                    fitting.append(((gpus, -mbs, distance, gb), lay, gb))
+                    expected = rate(lay) if rate else 0.0
+                    fitting.append(((gpus, -expected, -mbs, distance, gb), lay, gb, expected))
     fitting.sort(key=lambda item: item[0])
     hints = []
-    for _, lay, gb in fitting[:3]:
+    for _, lay, gb, expected in fitting[:3]:
         size = (("--nodes", lay.gpus // node_gpus, max(1, layout.gpus // node_gpus))
                 if node_gpus and lay.gpus > node_gpus else ("--gpus", lay.gpus, layout.gpus))
         changes = "".join(f" {flag} {value}" for flag, value, same in (
             size, ("--mbs", lay.micro_batch, layout.micro_batch)) if value != same)
-        hints.append(f"{lay.name}{changes} (~{gb:.0f} GB)")
-    hint = ("nearest that fit: " + ", ".join(hints) if hints
+        speed = f", ~{expected:.0f} TFLOP/s/GPU expected" if rate else ""
+        hints.append(f"{lay.name}{changes} (~{gb:.0f} GB{speed})")
+    order = ", fastest expected first" if rate else ""
+    hint = (f"nearest that fit{order}: " + ", ".join(hints) if hints
             else f"no layout of {preset.name} fits up to {layout.gpus * 2**MAX_GROWTH_DOUBLINGS} GPUs")
     raise ValueError(
         f"{preset.name} {layout.name} (mbs {layout.micro_batch}) needs ~{need:.1f} GB per GPU by "

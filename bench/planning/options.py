@@ -9,6 +9,7 @@ from datetime import datetime
 from bench.config.capabilities import Capabilities
 from bench.config.run_options import DEFAULT_ITERS
 from bench.planning.engines.deepspeed import DEFAULT_ZERO_SETTINGS, ZeroSettings
+from bench.planning.predict.expect import StepModel
 from bench.planning.tuning import DEFAULT_TUNING, Tuning
 
 
@@ -73,6 +74,9 @@ class Options:
     # Capture bench.measure.profile.PROFILE_STEPS steps after the measured ones with the torch
     # profiler; the record gets where their time went (megatron engine).
     profile: bool = False
+    # The step-time model, loaded before planning (bench.planning.predict.expect.load_step_model);
+    # None: the plan has no expectation.
+    step_model: StepModel | None = None
 
     @property
     def local_gpus(self) -> int:

@@ -29,6 +29,7 @@ from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout
 from bench.planning.memory import uncounted_note
 from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
+from bench.planning.predict.expect import Asked, Expectation, expectation, rate
 from bench.planning.question import MemoryQuestion, device_for
 from bench.planning.tuning import Tuning, check_extra_args, flag_names
 from bench.planning.winners import note as winner_note
@@ -74,6 +75,10 @@ class LaunchPlan:
     data_path: str = ""
     patched_trees: tuple[tuple[str, str], ...] = ()
     profile_steps: int = 0  # steps trained and profiled after the ``iters`` measured ones
+    # What the step-time model expects of the run (bench.planning.predict.expect), or why it
+    # expects nothing ("" as well where no model was loaded).
+    expected: Expectation | None = None
+    expected_none_why: str = ""
 
     @property
     def world_size(self) -> int:
@@ -294,9 +299,10 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
 
     The stages: check the options, resolve what they ask, lay the run out on its GPUs, refuse what
     needs the resolved plan (``check_resolved``), ask the memory question once (the micro-batch
-    picks and the estimate read it; a step-time question would sit beside it), let the engine
-    render its flags (refusing what it cannot do), then estimate the memory. Reads no files: the
-    platform comes with its accelerators loaded.
+    picks and the estimate read it), let the engine render its flags (refusing what it cannot
+    do), ask the step-time question beside it (the expectation, and the order of a refusal's
+    layouts), then estimate the memory. Reads no files: the platform comes with its accelerators
+    loaded, the options with the step-time model.
     """
     engine = ENGINES[options.engine or platform.default_engine]
     check_options(options, platform, engine.name)
@@ -331,10 +337,16 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         args += tuple(engine.checkpoint_flags(
             save, options.save_interval or platform.storage.save_interval))
     check_extra_args(tuning.extra_args, args)
+    # The step-time question, beside the memory one: the same plan at any layout.
+    asked = Asked(accelerator.name if accelerator else None, engine.name, engine.step_model, preset,
+                  precision, flags.implementation, (*args, *tuning.extra_args),
+                  tuning.optimizer_states, nodes)
+    expected, expected_none_why = expectation(options.step_model, asked, layout)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
     memory_gb, memory_note = question.estimate(
         platform.gpus_per_node or per_node, options.force,
-        platform.gpus_per_node if platform.scheduler != "none" else None)
+        platform.gpus_per_node if platform.scheduler != "none" else None,
+        rate(options.step_model, asked))
     notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes,
              *mbs_notes, *measured_notes, *msamp_seed_notes(precision, layout, options.mbs),
              memory_note, *_unknown_gpu(platform, options, accelerator),
@@ -349,4 +361,5 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         ds_config=flags.ds_config, capabilities=caps, notes=tuple(notes),
         variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
         recompute=options.recompute, implementation=flags.implementation, data_path=data.path,
-        patched_trees=flags.patched_trees, profile_steps=PROFILE_STEPS if options.profile else 0)
+        patched_trees=flags.patched_trees, profile_steps=PROFILE_STEPS if options.profile else 0,
+        expected=expected, expected_none_why=expected_none_why)

@@ -5,8 +5,9 @@ a run, each settled once: the preset and layout, the engine (which decides how g
 what the optimizer step holds and what is sharded), the precision, the bytes per parameter of
 gradients, optimizer state and the step's transients, the activation recompute and the device.
 The planner asks it whether a layout fits (the default and measured micro-batches), for the
-estimate it refuses or notes, and for the hint of another way to fit. A model of the step's time
-would be asked the same way: one frozen question built from the resolved plan, beside this one.
+estimate it refuses or notes, and for the hint of another way to fit. The model of the step's time
+is asked the same way (``bench.planning.predict.expect.Asked``): one frozen question built from the
+resolved plan, beside this one.
 """
 
 from __future__ import annotations
@@ -106,9 +107,11 @@ class MemoryQuestion:
                                 self.engine.sharded_stage(lay), self.recompute, self.state_bytes,
                                 self.fp8, self.step_bytes)
 
-    def estimate(self, per_node: int, force: bool, node_gpus: int | None) -> tuple[float, str]:
+    def estimate(self, per_node: int, force: bool, node_gpus: int | None,
+                 rate: Callable[[Layout], float] | None = None) -> tuple[float, str]:
         """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless
-        forced. ``node_gpus``: the GPUs of a node where jobs run over nodes (for the refusal)."""
+        forced. ``node_gpus``: the GPUs of a node where jobs run over nodes (for the refusal);
+        ``rate``: a layout's expected TFLOP/s/GPU, which orders the refusal's layouts that fit."""
         need = self.need_gb()
         if self.device is None:
             return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
@@ -117,7 +120,7 @@ class MemoryQuestion:
                        self.grad_bytes, self.zero_stage, self.recompute, node_gpus=node_gpus,
                        optimizer_bytes=self.state_bytes, fp8=self.fp8,
                        optimizer_step_bytes=self.step_bytes, also=self.paper_kit_hint(),
-                       refuse_at=self.refuse_at)
+                       refuse_at=self.refuse_at, rate=rate)
         capped = " (--gpu-memory-cap)" if self.device.capped else ""
         return need, (f"memory estimate: ~{need:.1f} GB per GPU of {self.device.memory_gb:g} GB"
                       f"{capped}" + (" (--force)" if force else ""))

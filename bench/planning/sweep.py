@@ -68,3 +68,15 @@ def sweep_plans(preset: Preset, platform: Platform, options: Options,
                          "the memory estimate; try a smaller --mbs or more GPUs")
     opts = replace(options, gpus=gpus)
     return [plan(preset, lay.spec, platform, opts) for lay in keep], skipped
+
+
+def ranking(plans: list[LaunchPlan]) -> str:
+    """The sweep's layouts by expected TFLOP/s/GPU, fastest first (the step-time model), with the
+    dominant term of each; "" where the model expects nothing of them (it says why in each plan)."""
+    expected = sorted(((p.expected, p.layout) for p in plans if p.expected is not None),
+                      key=lambda pair: -pair[0].tflops_per_gpu)
+    if not expected:
+        return ""
+    band = expected[0][0].band
+    shown = ", ".join(f"{lay.name} {exp.tflops_per_gpu:.0f} ({exp.largest})" for exp, lay in expected)
+    return (f"expected, fastest first (TFLOP/s/GPU ±{100 * band:.0f} %, largest term): {shown}")

@@ -20,6 +20,7 @@ from bench.config.schema import Strict
 from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines, log_lines
 from bench.measure.protocol import ShortWindow, metrics
 from bench.planning.plan import LaunchPlan
+from bench.records.expected import Expected, expected_of
 from bench.records.migrate import facts_from_argv
 from bench.records.record import (
     DataInfo,
@@ -62,6 +63,7 @@ class PlanSummary(Strict):
     # its record reads them back from the argv (bench.records.record).
     implementation: Implementation | None = None
     data: DataInfo | None = None
+    expected: Expected | None = None  # the step-time model's (bench.records.expected)
 
 
 def _fields(plan: LaunchPlan) -> dict[str, object]:
@@ -76,7 +78,8 @@ def _fields(plan: LaunchPlan) -> dict[str, object]:
         gpus_per_node=plan.gpus_per_node, world_size=plan.world_size, iters=plan.iters,
         image=plan.image, train_argv=plan.train_argv, env=dict(plan.env),
         variant=dict(plan.variant), labels=dict(plan.labels),
-        implementation=plan.implementation, data=data_info(plan.data_path))
+        implementation=plan.implementation, data=data_info(plan.data_path),
+        expected=expected_of(plan.expected))
 
 
 def plan_summary(plan: LaunchPlan) -> PlanSummary:
@@ -154,7 +157,7 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         patches=[series.model_dump() for series in patches],
         profile=profile if status is Status.OK else None,
         memory_parts=MemoryParts(**vars(parsed.memory_parts)) if parsed and parsed.memory_parts else None,
-        **facts)
+        expected=plan.expected, **facts)
 
 
 def _facts_of_old_plan(plan: PlanSummary) -> dict[str, object]:

@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, hinted, problems
 from bench.measure.status import Status
+from bench.records.expected import Expected
 from bench.records.migrate import OLDER, upgrade
 
 SCHEMA = "bench.record/2"
@@ -56,8 +57,7 @@ MAX_TEXT_CHARS = 10_000
 log parser's line length (``bench.measure.logparse.MAX_LINE_CHARS``): a longer one is not the
 kit's, and a 100,000-character one took the results page 22 s and 1 GB."""
 MAX_NAME_CHARS = 200
-"""The longest name a record holds: a preset, layout, platform or accelerator name, a key of its
-variant, labels, notes or environment. The default is 200."""
+"""The longest name a record holds (a preset, layout, platform, accelerator, key): 200 by default."""
 Text = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_CHARS)]
 Line = Annotated[str, Field(max_length=MAX_TEXT_CHARS)]
 Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS)]
@@ -276,7 +276,8 @@ class Record(Strict):
     one (loss curves are drawn from it); older records lack it. ``profile``: where the time of the
     steps profiled after the window went (``--profile``), else null. ``memory_parts``: bytes held
     per part after the first step, as the kit's training entry printed them; null for other
-    engines and for records written before it.
+    engines and for records written before it. ``expected``: what the step-time model expected
+    (:mod:`bench.records.expected`), null where it expected nothing and before it.
     """
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
@@ -312,6 +313,7 @@ class Record(Strict):
     patches: tuple[PatchSeries, ...] = ()
     profile: Profile | None = None
     memory_parts: MemoryParts | None = None
+    expected: Expected | None = None
 
     @property
     def ok(self) -> bool:
@@ -446,5 +448,3 @@ def build_finished_record(failure_log_tail: Sequence[str] = (), **fields: Any) -
                   f"{IMPLAUSIBLE_NOTE_PREFIX}*)")
         return build_record(**{**fields, "status": Status.FAILED, "reason": reason,
                                "metrics": None, "notes": notes, "log_tail": list(failure_log_tail)})
-
-

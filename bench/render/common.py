@@ -8,6 +8,7 @@ import shlex
 from bench.config.platforms import LIBRARY_DIR
 from bench.planning.checks import ACCOUNT_PLACEHOLDER
 from bench.planning.plan import LaunchPlan
+from bench.planning.predict.expect import expected_line
 from bench.render.shell import Token, directive_value, export_lines, join
 
 END_MARKER = "BENCH_END status="  # the last line a job prints; jobs tooling reads it
@@ -34,6 +35,7 @@ def header(plan: LaunchPlan) -> list[str]:
         f"# preset {plan.preset.name}, layout {lay.name} (mbs {lay.micro_batch}, gbs "
         f"{lay.global_batch}), {plan.engine}, {plan.precision}, {plan.nodes} node(s) x "
         f"{plan.gpus_per_node} GPU(s) on {plan.platform.name}",
+        *(f"# {line}" for line in [expected_line(plan.expected, plan.expected_none_why)] if line),
     ]
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.records.store import RECORDS_DIR, load_records
-from bench.results import fourgpu, losses, markdown, plots
+from bench.results import fourgpu, losses, markdown, plots, predicted
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
@@ -67,13 +67,15 @@ def generate(
         profiles = time_rows(runs)
         time_plot = plan_time_plot(profiles)
         four_gpu_plot = fourgpu.plan_plot(fourgpu.layout_rows(runs, pool_commits))
+        model = predicted.checked(runs)
         page = markdown.render(markdown.Page(
             report, Path(os.path.relpath(records_dir, out_dir)).as_posix(), tuple(runs), published,
             tuple(platform_specs), tuple(loss_specs), tuple(profiles), tuple(load_node_checks(smoke_dir)),
-            Path(os.path.relpath(smoke_dir, out_dir)).as_posix(), pool_commits, four_gpu_plot))
+            Path(os.path.relpath(smoke_dir, out_dir)).as_posix(), pool_commits, four_gpu_plot, model))
         files = {PAGE: page.encode()}
-        specs: list[plots.Drawable] = [*platform_specs, *loss_specs,
-                                       *(p for p in (time_plot, four_gpu_plot) if p is not None)]
+        model_plot = model.plot if model else None
+        specs: list[plots.Drawable] = [*platform_specs, *loss_specs, *(
+            p for p in (time_plot, four_gpu_plot, model_plot) if p is not None)]
         if drawer is not None:
             plots_dir = out_dir / PLOTS_DIR
             existing = {

@@ -1,8 +1,9 @@
 """The results page, ``results/README.md``, in page order: a head and summary, the best row per
 model, precision and hardware, then the sections of other modules (data-parallel scaling, where
 profiled runs' time goes, the smoke reports' node checks, precisions side by side, what fits a
-smaller GPU, bytes a parameter), how to read the tables, one table per model size, the plots with
-the measured GEMM ceilings, loss curves by precision, failed runs, skipped files.
+smaller GPU, bytes a parameter, the step-time model against the records), how to read the
+tables, one table per model size, the plots with the measured GEMM ceilings, loss curves by
+precision, failed runs, skipped files.
 
 A section is a module's ``section`` function, which returns its lines (none where it has nothing
 to show); :func:`render` lists them in page order, so a new section is its module and one line
@@ -17,7 +18,17 @@ from dataclasses import dataclass
 
 from bench.records.record import Record
 from bench.records.store import Problem
-from bench.results import fits, fourgpu, hardware, losses, memory, precisions, profiles, scaling
+from bench.results import (
+    fits,
+    fourgpu,
+    hardware,
+    losses,
+    memory,
+    precisions,
+    predicted,
+    profiles,
+    scaling,
+)
 from bench.results.aggregate import ModelTable, Report, Row
 from bench.results.data import CONVENTION_LABELS, Published
 from bench.results.hardware import NodeCheck, hardware_id, hardware_name
@@ -48,6 +59,7 @@ class Page:
     smoke_link: str = ""
     pool_commits: bool = False  # runs of one configuration from several kit commits share a row
     four_gpu_plot: fourgpu.TimeShares | None = None
+    step_model: predicted.Checked | None = None  # the step-time model checked on the runs
 
 
 def render(page: Page) -> str:
@@ -65,6 +77,7 @@ def render(page: Page) -> str:
         precisions.section(precisions.side_by_side(runs, page.pool_commits), records),
         fits.section(fits.fit_groups(runs), records),
         memory.section(memory.parts_rows(runs, page.published), records),
+        predicted.section(page.step_model, records),
         _legend(),
         *(_model_section(model, records) for model in page.report.tables),
         _plots_section(page.plots),

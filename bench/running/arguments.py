@@ -11,6 +11,7 @@ from bench.config.capabilities import Capabilities
 from bench.config.run_options import DEFAULT_ITERS, GROUPS, RUN_OPTIONS
 from bench.planning.engines.deepspeed import ZeroSettings
 from bench.planning.options import Options
+from bench.planning.predict.expect import load_step_model
 from bench.planning.sweep import SWEEP_ITERS
 from bench.planning.tuning import Tuning, flag_names
 
@@ -49,7 +50,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
         top["iters"] = SWEEP_ITERS if getattr(args, "sweep", False) else DEFAULT_ITERS
     return Options(now=datetime.now(UTC), gpus_present=gpus_present, gpu_name=gpu_name,
                    nonce=secrets.token_hex(3),  # run ids of two checkouts in one second stay apart
-                   capabilities=capabilities, **top,
+                   capabilities=capabilities, step_model=load_step_model(), **top,
                    zero=ZeroSettings(**nested["zero"]),
                    tuning=Tuning(**nested["tuning"], extra_args=args.megatron_args))
 

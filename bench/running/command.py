@@ -22,7 +22,7 @@ from bench.planning.checks import _JOB_OPTIONS, check_options
 from bench.planning.engines.table import ENGINES
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
-from bench.planning.sweep import sweep_plans
+from bench.planning.sweep import ranking, sweep_plans
 from bench.records.build import PlanSummary, plan_preview, plan_summary
 from bench.records.store import record_path, records_dir
 from bench.render.scripts import render_script
@@ -94,6 +94,8 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
               file=sys.stderr)
     print(f"sweep of {preset.name}: {', '.join(p.layout.name for p in found)}"
           + (f", {args.repeat} times" if args.repeat > 1 else ""), file=sys.stderr)
+    if ranking(found):
+        print(ranking(found), file=sys.stderr)
     return launches
 
 def ignore_cluster_defaults(args: argparse.Namespace, platform: Platform) -> None:

@@ -32,6 +32,7 @@ from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV, TRACE_NAME, brea
 from bench.planning.plan import LaunchPlan
 from bench.records.build import PlanSummary, build_run_record, plan_summary
 from bench.records.engine_notes import run_notes
+from bench.records.expected import shortfall
 from bench.records.record import JsonScalar, Profile, Record, Status
 from bench.records.store import check_records_dir, write_record
 from bench.render import docker, torchrun
@@ -332,9 +333,10 @@ def _docker_origin(launch: LaunchPlan, workdir: str) -> dict[str, object]:
 
 
 def summary(records: list[Record]) -> str:
-    """A fixed-width table of runs, for the end of a benchmark or sweep."""
+    """A fixed-width table of runs, for the end of a benchmark or sweep: a run's expected TFLOP/s/GPU
+    beside its own, and a flag where it came in more than 15 % below it (bench.records.expected)."""
     head = (f"{'preset':>6} {'layout':<14} {'status':<10} {'step s':>7} {'samples/s':>9} "
-            f"{'tok/s/GPU':>9} {'TFLOP/s/GPU':>11} {'MFU %':>6} {'mem GB':>6}")
+            f"{'tok/s/GPU':>9} {'TFLOP/s/GPU':>11} {'expected':>8} {'MFU %':>6} {'mem GB':>6}")
     rows = [head, "-" * len(head)]
     for r in records:
         m = r.metrics
@@ -343,8 +345,10 @@ def summary(records: list[Record]) -> str:
                         f"{(r.reason or '')[:60]}")
             continue
         mem = f"{m.peak_mem_gb:6.1f}" if m.peak_mem_gb is not None else f"{'-':>6}"
+        expected = f"{r.expected.tflops_per_gpu:8.1f}" if r.expected else f"{'-':>8}"
+        low = shortfall(r.expected, m.tflops_per_gpu)
         rows.append(f"{r.preset.name:>6} {r.layout.name:<14} {r.status.value:<10} "
                     f"{m.step_time_s_median:7.3f} {m.samples_per_s:9.2f} "
-                    f"{m.tokens_per_s_per_gpu:9.0f} {m.tflops_per_gpu:11.1f} "
-                    f"{100 * m.mfu:6.1f} {mem}")
+                    f"{m.tokens_per_s_per_gpu:9.0f} {m.tflops_per_gpu:11.1f} {expected} "
+                    f"{100 * m.mfu:6.1f} {mem}" + (f"  LOW: {low}" if low else ""))
     return "\n".join(rows)

@@ -189,7 +189,8 @@ def test_a_model_too_large_for_a_node_is_pointed_at_nodes_and_a_layout(tmp_path:
     # --nodes (Azure schedules whole nodes), not "no layout fits up to 8 GPUs"
     refused = run_cli("run", "175b", "tp1pp1", "--platform", "azure-h100", "--dry-run", cwd=tmp_path)
     assert refused.returncode == 2
-    assert re.search(r"nearest that fit: tp\dpp\d+dp\d+ --nodes \d+ \(~\d+ GB\)", refused.stderr), refused.stderr
+    assert re.search(r"nearest that fit, fastest expected first: tp\dpp\d+dp\d+ --nodes \d+ "
+                     r"\(~\d+ GB, ~\d+ TFLOP/s/GPU expected\)", refused.stderr), refused.stderr
     assert "--gpus" not in refused.stderr
 
 

@@ -58,19 +58,27 @@ def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
     return argv[i + 1] if i + 1 < len(argv) else ""
 
 
-def case_from_record(record: Any) -> Case:
-    """The case of a run record (a ``bench.records.record.Record``; read by attribute, as the
-    planning stage sits before the records')."""
-    argv, layout, preset = tuple(record.argv), record.layout, record.preset
-    implementation = record.implementation or (
+def case_of(accelerator: str, preset: Any, layout: Any, precision: str, implementation: str | None,
+            argv: tuple[str, ...], optimizer_states: str) -> Case:
+    """The case of a run on ``accelerator`` from what a plan and a record both hold: the preset
+    and layout (read by attribute), the layers' ``implementation`` (None: read from the argv), the
+    rank's argv and the optimizer states setting."""
+    implementation = implementation or (
         "te" if _flag_value(argv, "--transformer-impl") == "transformer_engine" else "local")
     return Case(
-        accelerator=record.platform.accelerator, layers=preset.layers, hidden=preset.hidden,
-        heads=preset.heads, seq=preset.seq_length, vocab=preset.vocab_size, tp=layout.tp,
-        pp=layout.pp, dp=layout.dp, vp=layout.vp or 1, cp=layout.cp, sp=layout.sp,
-        micro_batch=layout.micro_batch, global_batch=layout.global_batch,
-        family=precision_family(record.precision),
+        accelerator=accelerator, layers=preset.layers, hidden=preset.hidden, heads=preset.heads,
+        seq=preset.seq_length, vocab=preset.vocab_size, tp=layout.tp, pp=layout.pp, dp=layout.dp,
+        vp=layout.vp or 1, cp=layout.cp, sp=layout.sp, micro_batch=layout.micro_batch,
+        global_batch=layout.global_batch, family=precision_family(precision),
         implementation="te" if implementation.startswith("te") else "local",
         recompute=_flag_value(argv, "--recompute-granularity"),
         graphs="--cuda-graph-impl" in argv, overlap="--overlap-grad-reduce" in argv,
-        paper_states=str(record.variant.get("optimizer_states", "")).startswith("paper"))
+        paper_states=optimizer_states.startswith("paper"))
+
+
+def case_from_record(record: Any) -> Case:
+    """The case of a run record (a ``bench.records.record.Record``; read by attribute, as the
+    planning stage sits before the records')."""
+    return case_of(record.platform.accelerator, record.preset, record.layout, record.precision,
+                   record.implementation, tuple(record.argv),
+                   str(record.variant.get("optimizer_states", "")))

@@ -176,21 +176,33 @@ def fit_factors(samples: Sequence[Sample]) -> dict[str, float]:
 
 
 def fit_document(factors: dict[str, float], run_ids: Sequence[str], fitted_at: str,
-                 kit_commit: str | None) -> str:
-    """The stored fit as JSON text: the factors and their provenance."""
+                 kit_commit: str | None, validation: dict[str, float]) -> str:
+    """The stored fit as JSON text: the factors, their provenance and the validation's figures on
+    the same records (``median``, ``p90``: leave-one-out errors; ``gpus``: the most GPUs of a
+    record), which a plan's expectation quotes as its error band."""
     return json.dumps({"schema": FIT_SCHEMA, "factors": {n: round(factors[n], 6) for n in TERMS},
+                       "validation": {k: round(v, 4) for k, v in sorted(validation.items())},
                        "fitted_at": fitted_at, "kit_commit": kit_commit, "refit": REFIT_COMMAND,
                        "records": sorted(run_ids)}, indent=2) + "\n"
 
 
 def load_fit(path: Path = FIT_FILE) -> dict[str, float]:
     """The stored factors; a DataError naming the file and the refit command."""
+    return load_stored(path)[0]
+
+
+def load_stored(path: Path = FIT_FILE) -> tuple[dict[str, float], dict[str, float]]:
+    """(the stored factors, the validation's figures); a DataError naming the file and the refit
+    command."""
     try:
         data = json.loads(path.read_text())
-        factors = data["factors"]
+        factors, validation = data["factors"], data["validation"]
         if data.get("schema") != FIT_SCHEMA or set(factors) != set(TERMS):
             raise ValueError("its terms are not the model's")
-        return {name: float(factors[name]) for name in TERMS}
+        if not {"median", "p90", "gpus"} <= set(validation):
+            raise ValueError("its validation lacks median, p90 or gpus")
+        return ({name: float(factors[name]) for name in TERMS},
+                {name: float(value) for name, value in validation.items()})
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise DataError(f"{path}: not a fit of this model ({error}); refit with "
                         f"{REFIT_COMMAND}") from None

@@ -1,0 +1,144 @@
+"""What a plan should do: the step-time model asked of one resolved plan.
+
+A :class:`StepModel` is the stored fit and every accelerator's measured ceilings, loaded once before
+planning (:func:`load_step_model`), as the platforms' accelerators are; the planner reads no files.
+:func:`expectation` gives a plan's :class:`Expectation` (the expected TFLOP/s/GPU, the error band
+of the validation, the terms of the step) or says why there is none: an engine outside the model,
+an accelerator without measured ceilings, a GPU not known. An expectation beyond what the fit saw
+(more GPUs than its records, a run over nodes) says so.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.config.presets import Preset
+from bench.measure.flops import flops_per_iteration
+from bench.planning.layout import Layout
+from bench.planning.predict.case import case_of
+from bench.planning.predict.facts import PERFORMANCE_DIR, Performance, load_all
+from bench.planning.predict.fit import FIT_FILE, load_stored
+from bench.planning.predict.model import predict
+
+BELOW = 0.15  # a run this far below its expectation is flagged (the run summary, the results page)
+
+
+@dataclass(frozen=True, eq=False)
+class StepModel:
+    """The fit's factors, the measured ceilings by accelerator name, and the validation's figures
+    (``median`` and ``p90`` leave-one-out errors, ``gpus`` the most GPUs of a record fitted on)."""
+
+    factors: dict[str, float]
+    performance: dict[str, Performance]
+    validation: dict[str, float]
+
+
+@functools.cache  # read once per command, however many runs it plans
+def load_step_model(fit_file: Path = FIT_FILE, folder: Path = PERFORMANCE_DIR) -> StepModel:
+    factors, validation = load_stored(fit_file)
+    return StepModel(factors, load_all(folder), validation)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """``tflops_per_gpu``: the expected throughput (causal count, as records measure it);
+    ``step_s`` its step; ``band``: the validation's 90th-percentile error; ``parts``: (term,
+    seconds) of the step, largest first; ``dominant``: the terms that make at least half of it;
+    ``beyond``: where the plan lies outside what the fit saw."""
+
+    tflops_per_gpu: float
+    step_s: float
+    band: float
+    parts: tuple[tuple[str, float], ...]
+    dominant: tuple[str, ...]
+    beyond: tuple[str, ...] = ()
+
+    @property
+    def largest(self) -> str:
+        return self.parts[0][0]
+
+    def share(self, term: str) -> float:
+        return dict(self.parts)[term] / self.step_s
+
+    def text(self) -> str:
+        """``expected: X TFLOP/s/GPU (±Y %)``, the dominant terms' shares of the step, what is
+        beyond the fit."""
+        terms = ", ".join(f"{name} {100 * self.share(name):.0f} %" for name in self.dominant)
+        beyond = f"; beyond the fit's records: {'; '.join(self.beyond)}" if self.beyond else ""
+        return (f"expected: {self.tflops_per_gpu:.0f} TFLOP/s/GPU (±{100 * self.band:.0f} %), "
+                f"step {self.step_s:.2f} s: {terms} (bench/planning/predict){beyond}")
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What the model is asked of a plan beside its layout: the accelerator's name (None: not
+    known), the engine, whether it is modelled, the preset, precision, layers, the rank's argv,
+    the optimizer states setting and the nodes the run spans."""
+
+    accelerator: str | None
+    engine: str
+    modelled: bool
+    preset: Preset
+    precision: str
+    implementation: str | None
+    argv: tuple[str, ...]
+    optimizer_states: str
+    nodes: int
+
+
+def why_not(model: StepModel, asked: Asked) -> str:
+    """Why the model gives no expectation of this plan; "" where it gives one."""
+    reasons = []
+    if asked.accelerator is None:
+        reasons.append("the GPU is not known, so neither are its measured ceilings")
+    elif asked.accelerator not in model.performance:
+        reasons.append(f"{asked.accelerator} has no measured GEMM, memory and NCCL figures in "
+                       "platforms/performance/ and no record to fit on: measure them with "
+                       "python -m bench.train.smoke and add its file")
+    if not asked.modelled:
+        reasons.append(f"the {asked.engine} engine is outside the model: its attention and "
+                       "ZeRO stages have no terms")
+    return "; ".join(reasons)
+
+
+def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
+    """The expectation of a plan the model covers (:func:`why_not` gave "")."""
+    assert asked.accelerator is not None
+    case = case_of(asked.accelerator, asked.preset, layout, asked.precision, asked.implementation,
+                   asked.argv, asked.optimizer_states)
+    found = predict(case, model.performance[asked.accelerator], model.factors)
+    flops = flops_per_iteration(asked.preset, layout.global_batch)
+    parts = tuple(sorted(((n, s) for n, s in found.parts.items() if s > 0), key=lambda p: -p[1]))
+    seen = int(model.validation["gpus"])
+    beyond = ([f"{layout.gpus} GPUs, the records up to {seen}"] if layout.gpus > seen else []) + (
+        [f"{asked.nodes} nodes: links between nodes are not modelled (counted as NVLink)"]
+        if asked.nodes > 1 else [])
+    return Expectation(flops / found.step_s / layout.gpus / 1e12, found.step_s,
+                       model.validation["p90"], parts, found.dominant, tuple(beyond))
+
+
+def expectation(model: StepModel | None, asked: Asked, layout: Layout
+                ) -> tuple[Expectation | None, str]:
+    """(the plan's expectation, why there is none): (None, "") where no model was loaded."""
+    if model is None:
+        return None, ""
+    reason = why_not(model, asked)
+    return (None, reason) if reason else (expect(model, asked, layout), "")
+
+
+def rate(model: StepModel | None, asked: Asked) -> Callable[[Layout], float] | None:
+    """Expected TFLOP/s/GPU of another layout of the same plan (the refusal's nearest layouts are
+    ordered by it); None where the model gives none."""
+    if model is None or why_not(model, asked):
+        return None
+    return lambda layout: expect(model, asked, layout).tflops_per_gpu
+
+
+def expected_line(expected: Expectation | None, none_why: str) -> str:
+    """The line a dry run shows: the expectation, or why there is none ("" where neither)."""
+    if expected is not None:
+        return expected.text()
+    return f"expected: none; {none_why}" if none_why else ""

@@ -1,0 +1,154 @@
+"""The step-time model where decisions are made: the plan's expectation (and why there is none),
+the refusal's layouts and the sweep's ranking by it, the record's ``expected`` beside its metrics,
+the run summary's and the results page's flag of a run more than 15 % below it."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.config.platforms import load_platform
+from bench.config.presets import get_preset
+from bench.planning.layout import build_layout
+from bench.planning.memory import check_fits
+from bench.planning.plan import plan
+from bench.planning.predict.case import case_of
+from bench.planning.predict.expect import load_step_model
+from bench.planning.predict.model import predict
+from bench.planning.predict.terms import TERMS
+from bench.records.expected import Expected, expected_of, shortfall
+from bench.records.record import record_from_dict
+from bench.records.store import load_records, write_record
+from bench.results import predicted
+from bench.running.local import summary
+from tests.conftest import options
+from tests.inprocess import run_cli
+from tests.record_factory import make_record, record_fields
+
+RECORDS = Path(__file__).resolve().parents[2] / "results" / "records"
+MODEL = load_step_model()
+
+
+def test_a_plan_expects_the_models_step_of_its_own_case() -> None:
+    launch = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"), options(gpus=4))
+    exp = launch.expected
+    assert exp is not None and launch.expected_none_why == ""
+    case = case_of("h200-sxm", launch.preset, launch.layout, launch.precision, launch.implementation,
+                   launch.train_args, "default")
+    step = predict(case, MODEL.performance["h200-sxm"], MODEL.factors).step_s
+    assert exp.step_s == pytest.approx(step)
+    # 13b counts 163.0 TFLOP per sample (causal): the throughput is the step's, per GPU.
+    assert exp.tflops_per_gpu == pytest.approx(163.0e12 * launch.layout.global_batch / step / 4 / 1e12, rel=2e-3)
+    assert exp.band == MODEL.validation["p90"]
+    assert sum(exp.share(name) for name in exp.dominant) >= 0.5
+    assert re.match(r"expected: \d+ TFLOP/s/GPU \(±21 %\), step \d+\.\d\d s: \w+ \d+ %", exp.text())
+    assert exp.beyond == ()
+
+
+def test_without_a_model_a_plan_expects_nothing_and_says_nothing() -> None:
+    launch = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"), options(gpus=4, step_model=None))
+    assert launch.expected is None and launch.expected_none_why == ""
+
+
+def test_an_accelerator_without_measured_figures_gets_no_expectation_and_why() -> None:
+    launch = plan(get_preset("13b"), "tp2pp8", load_platform("lumi"),
+                  options(engine="megatron", account="project_1"))
+    assert launch.expected is None
+    assert launch.expected_none_why.startswith("mi250x-gcd has no measured GEMM, memory and NCCL figures")
+    polaris = plan(get_preset("13b"), "tp4pp2", load_platform("polaris"),
+                   options(nodes=4, account="datascience"))
+    assert "a100-sxm has no measured" in polaris.expected_none_why
+    assert "megatron-deepspeed engine is outside the model" in polaris.expected_none_why
+
+
+def test_a_run_beyond_the_records_says_so() -> None:
+    launch = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"), options(save=""))
+    assert launch.expected is not None
+    assert launch.expected.beyond == ("128 GPUs, the records up to 4",
+                                      "16 nodes: links between nodes are not modelled (counted as NVLink)")
+
+
+def test_the_dry_run_plans_in_under_a_second() -> None:
+    preset, platform = get_preset("175b"), load_platform("azure-h100")
+    start = time.perf_counter()
+    plan(preset, "tp8pp16sp", platform, options(save=""))
+    assert time.perf_counter() - start < 1.0
+
+
+def test_the_refusals_layouts_that_fit_go_fastest_expected_first() -> None:
+    p = get_preset("6.7b")
+    lay = build_layout("tp2pp1", p, 2, 4)
+    speeds = {"tp4pp1dp1": 100.0, "tp2pp2dp1": 300.0, "tp1pp4dp1": 200.0}
+    with pytest.raises(ValueError) as refused:
+        check_fits(p, lay, 40, "NVIDIA A100 SXM4 40GB", 4, rate=lambda other: speeds.get(other.name, 0.0))
+    message = str(refused.value)
+    names = re.findall(r"(tp\dpp\ddp\d) --gpus 4[^(]*\(~\d+ GB, ~(\d+) TFLOP/s/GPU expected\)", message)
+    assert "nearest that fit, fastest expected first:" in message
+    assert [float(v) for _, v in names] == sorted((float(v) for _, v in names), reverse=True)
+    assert names[0] == ("tp2pp2dp1", "300")
+
+
+def test_a_sweep_lists_its_layouts_by_expected_throughput(tmp_path: Path) -> None:
+    done = run_cli("run", "13b", "--sweep", "--platform", "azure-h200", "--gpus", "4", "--dry-run",
+                   cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stderr.splitlines() if x.startswith("expected, fastest first"))
+    rates = [float(v) for v in re.findall(r"tp\dpp\ddp\d (\d+) \(\w+\)", line)]
+    assert len(rates) == 6 and rates == sorted(rates, reverse=True)
+
+
+def _expected(tflops: float) -> Expected:
+    return Expected(tflops_per_gpu=tflops, step_time_s=1.0, band=0.21, terms={"host_te": 0.2, "gemm": 0.7})
+
+
+def test_a_record_keeps_its_expectation_and_an_old_one_has_none(tmp_path: Path) -> None:
+    launch = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"), options(gpus=4))
+    kept = expected_of(launch.expected)
+    assert kept is not None and list(kept.terms) == [name for name, _ in launch.expected.parts]
+    assert set(kept.terms) <= set(TERMS)
+    record = make_record(expected=kept.model_dump())
+    write_record(tmp_path, record)
+    assert load_records(tmp_path)[0] == [record]
+    old = json.loads(next(RECORDS.glob("13b_*.json")).read_text())
+    assert "expected" not in old and record_from_dict(old).expected is None
+
+
+def test_the_summary_flags_a_run_more_than_15_percent_below_its_expectation() -> None:
+    measured = make_record().metrics.tflops_per_gpu  # 379 TFLOP/s/GPU
+    low = make_record(expected=_expected(measured / 0.8).model_dump())
+    fine = make_record(expected=_expected(measured / 0.9).model_dump())
+    none = make_record()
+    rows = summary([low, fine, none]).splitlines()
+    assert "expected" in rows[0]
+    assert rows[2].endswith("LOW: 20 % below its expected 474 TFLOP/s/GPU (largest term: gemm)")
+    assert "LOW" not in rows[3] and "LOW" not in rows[4]
+    assert shortfall(None, measured) == "" and shortfall(_expected(measured), None) == ""
+
+
+def test_the_results_page_checks_the_model_on_the_records_and_flags_low_runs() -> None:
+    runs, _ = load_records(RECORDS)
+    found = predicted.checked(runs)
+    assert found is not None
+    assert found.median <= 0.10 and found.p90 <= 0.22  # the validation's figures (test_validate)
+    assert found.low and all(item.below > 0.15 for item in found.low)
+    assert [item.below for item in found.low] == sorted((item.below for item in found.low), reverse=True)
+    assert len(found.plot.points) == found.count
+    lines = predicted.section(found, "records")
+    assert lines[0] == "## Step-time model against the records"
+    assert any(line.startswith("| [") and "leave-one-out" in line for line in lines)
+
+
+def test_a_records_own_expectation_is_the_one_flagged() -> None:
+    # Four runs alike on an accelerator with measured ceilings: leave-one-out predicts each
+    # exactly, so only the record whose own expectation is twice its throughput is flagged.
+    on_h200 = {**record_fields()["platform"], "accelerator": "h200-sxm"}
+    runs = [make_record(run_id=f"13b_dp4_h200x4_20261121T20150{i}Z", platform=on_h200) for i in range(3)]
+    flagged = make_record(run_id="13b_dp4_h200x4_20261121T201509Z", platform=on_h200,
+                          expected=_expected(runs[0].metrics.tflops_per_gpu / 0.5).model_dump())
+    found = predicted.checked([*runs, flagged])
+    assert found is not None and [item.run.run_id for item in found.low] == [flagged.run_id]
+    assert found.low[0].recorded and found.low[0].largest == "gemm"
