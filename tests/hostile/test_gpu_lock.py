@@ -32,6 +32,16 @@ def _holding(folder: Path) -> tuple[subprocess.Popen[str], str]:
     raise AssertionError("the first run never printed its last iteration")
 
 
+def _stderr_until(run: subprocess.Popen[str], words: str) -> str:
+    """The child's stderr up to the first line holding ``words`` (or to its end), that line included."""
+    read = []
+    while line := run.stderr.readline():
+        read.append(line)
+        if words in line:
+            break
+    return "".join(read)
+
+
 def _stop(run: subprocess.Popen[str]) -> None:
     run.send_signal(signal.SIGINT)
     run.communicate(timeout=120)
@@ -58,12 +68,14 @@ def test_with_wait_the_second_run_starts_when_the_first_ends(tmp_path: Path) -> 
     (tmp_path / "second").mkdir()
     second = bench_run(tmp_path / "second", env={"BENCH_GPU_LOCK": "wait"})
     try:
-        time.sleep(2)
+        # The child says it waits just before it blocks on the lock: read up to that line.
+        said = _stderr_until(second, "waiting for GPU")
         assert second.poll() is None  # still waiting
         assert not (tmp_path / "second" / "runs").exists()
     finally:
         _stop(first)
     out, err = second.communicate(timeout=120)
+    err = said + err
     assert second.returncode == 0, err
     assert f"waiting for GPU GPU-test-0, in use by run {first_id}" in err
     records, problems = load_records(tmp_path / "second" / "results" / "records")
