@@ -136,6 +136,29 @@ def _link_new(partial: Path, final: Path) -> None:
         partial.unlink()
 
 
+def _prepared_before(prefix: Path) -> Prepared | None:
+    """What an earlier run prepared under ``prefix`` (its manifest), if it completed."""
+    bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
+    if not (bin_path.is_file() and idx_path.is_file()):
+        return None
+    manifest = json.loads(prefix.with_name(prefix.name + ".json").read_text())
+    return Prepared(prefix, True, manifest["documents"], manifest["empty_skipped"],
+                    manifest["tokens"], manifest["text_bytes"], 0.0, 0.0, manifest["tokenizer"])
+
+
+def _manifest(result: Prepared, files: list[tuple[Path, InputFormat]], json_key: str, vocab_file: Path,
+              merge_file: Path, tokenizer: Gpt2Bpe) -> dict[str, object]:
+    """The ``.json`` beside a prepared prefix: its inputs, tokenizer and counts."""
+    return {"prefix": result.prefix.name, "format": FORMAT, "inputs": [str(f) for f, _ in files],
+            "json_key": json_key, "vocab_file": str(vocab_file),
+            "merge_file": str(merge_file), "documents": result.documents,
+            "empty_skipped": result.empty_skipped, "tokens": result.tokens,
+            "text_bytes": result.text_bytes, "tokenizer": tokenizer.fast_path,
+            "fast_documents": tokenizer.counts.fast,
+            "exact_documents": tokenizer.counts.exact,
+            "verified_documents": tokenizer.counts.verified}
+
+
 def prepare(inputs: list[Path], vocab_file: Path, merge_file: Path, out_dir: Path,
             json_key: str = "text", exact: bool = False,
             stream: IO[str] | None = None) -> Prepared:
@@ -143,11 +166,9 @@ def prepare(inputs: list[Path], vocab_file: Path, merge_file: Path, out_dir: Pat
     files = input_files(inputs)
     tokenizer = Gpt2Bpe(vocab_file, merge_file, fast=not exact)
     prefix = out_dir / f"gpt2-{content_hash(files, vocab_file, merge_file, json_key)[:16]}_text_document"
-    bin_path, idx_path = prefix.with_name(prefix.name + ".bin"), prefix.with_name(prefix.name + ".idx")
-    if bin_path.is_file() and idx_path.is_file():
-        manifest = json.loads(prefix.with_name(prefix.name + ".json").read_text())
-        return Prepared(prefix, True, manifest["documents"], manifest["empty_skipped"],
-                        manifest["tokens"], manifest["text_bytes"], 0.0, 0.0, manifest["tokenizer"])
+    earlier = _prepared_before(prefix)
+    if earlier is not None:
+        return earlier
     out_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(sum(f.stat().st_size for f, _ in files), stream)
     partial = out_dir / f".{prefix.name}.{os.getpid()}.partial"
@@ -181,14 +202,7 @@ def prepare(inputs: list[Path], vocab_file: Path, merge_file: Path, out_dir: Pat
         progress.update(read_before, done, len(writer.lengths), writer.tokens, final=True)
         result = Prepared(prefix, False, len(writer.lengths), empty, writer.tokens, done, seconds,
                           cpu_seconds, tokenizer.fast_path)
-        manifest = {"prefix": prefix.name, "format": FORMAT, "inputs": [str(f) for f, _ in files],
-                    "json_key": json_key, "vocab_file": str(vocab_file),
-                    "merge_file": str(merge_file), "documents": result.documents,
-                    "empty_skipped": empty, "tokens": result.tokens, "text_bytes": done,
-                    "tokenizer": tokenizer.fast_path,
-                    "fast_documents": tokenizer.counts.fast,
-                    "exact_documents": tokenizer.counts.exact,
-                    "verified_documents": tokenizer.counts.verified}
+        manifest = _manifest(result, files, json_key, vocab_file, merge_file, tokenizer)
         Path(f"{partial}.json").write_text(json.dumps(manifest, indent=2) + "\n")
         # The .idx last: a reader needs both, and a prefix with an .idx is complete.
         for suffix in (".json", ".bin", ".idx"):

@@ -130,6 +130,97 @@ def _copy_tree(source: Path, destination: Path) -> None:
         "__pycache__", "*.pyc", ".git", "*.egg-info", "*.rej", "*.orig"))
 
 
+def _check_options(target: Target, options: dict[str, str], ca_certs: tuple[Path, ...]) -> None:
+    """Refuse unknown or inconsistent build options and missing CA files, before anything is written."""
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise ValueError(f"unknown build option(s) {sorted(unknown)}; the options are msamp=0|1 "
+                         f"and msamp_arch=ARCHS (with msamp=1)")
+    if options.get("msamp") not in (None, "0", "1"):
+        raise ValueError(f"msamp={options['msamp']}: use msamp=0 or msamp=1")
+    if options and "ms-amp" not in target.optional_upstreams:
+        raise ValueError(f"target {target.name} has no MS-AMP option; it exists for cuda")
+    if "msamp_arch" in options:
+        if options.get("msamp") != "1":
+            raise ValueError("msamp_arch applies to MS-AMP's CUDA extensions: pass it with msamp=1")
+        if not ARCH_LIST.match(options["msamp_arch"]):
+            raise ValueError(f"msamp_arch={options['msamp_arch']}: write compute capabilities as "
+                             "TORCH_CUDA_ARCH_LIST does, e.g. 9.0 (H100/H200) or '8.0;9.0' (A100 too)")
+    for cert in ca_certs:
+        if not cert.is_file():
+            raise ValueError(f"--ca-cert {cert}: no such file")
+
+
+def _copy_build_files(target: Target, out_dir: Path, root: Path) -> None:
+    """The Dockerfile, its scripts, pins.toml, the shared scripts and the requirement lists."""
+    shutil.copy(root / target.dockerfile, out_dir / "Dockerfile")
+    for script in sorted((root / target.dockerfile).parent.glob("*.sh")):
+        shutil.copy(script, out_dir / script.name)
+    shutil.copy(root / "images" / "pins.toml", out_dir / "pins.toml")
+    shutil.copy(root / "images" / "common" / "install-ca.sh", out_dir / "install-ca.sh")
+    shutil.copy(root / "images" / "common" / "prebuild-megatron-deepspeed.sh",
+                out_dir / "prebuild-megatron-deepspeed.sh")
+    shutil.copy(root / "bench" / "images" / "series.py", out_dir / "series.py")
+    (out_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in target.requirements))
+    (out_dir / "packages.txt").write_text("".join(f"{p}\n" for p in target.packages))
+
+
+def _copy_ca_certs(out_dir: Path, ca_certs: tuple[Path, ...]) -> None:
+    ca_dir = out_dir / "ca"
+    ca_dir.mkdir()
+    (ca_dir / "README").write_text(CA_README)
+    for number, cert in enumerate(ca_certs):
+        shutil.copy(cert, ca_dir / f"extra-{number}.crt")
+
+
+def _copy_upstreams(pins: Pins, target: Target, out_dir: Path, optional: tuple[str, ...],
+                    upstream_dirs: dict[str, Path], root: Path) -> None:
+    """The patch series and GitHub trees of the upstreams built, a README for those not built."""
+    # An optional upstream's series and tree travel only when it is built; otherwise its folder
+    # holds a README saying so (the Dockerfile copies the folder either way).
+    (out_dir / "patches").mkdir()
+    (out_dir / "upstream").mkdir()
+    for name in (*target.upstreams, *optional):
+        upstream = pins.upstreams[name]
+        if upstream.series:
+            series_dir = (root / upstream.series).parent
+            _copy_tree(series_dir, out_dir / "patches" / series_dir.name)
+        if upstream.kind == "github":
+            given = upstream_dirs.get(name)
+            tree = local_upstream(upstream, given) if given else fetch_github_upstream(upstream)
+            _copy_tree(tree, out_dir / "upstream" / name)
+    for name in sorted(set(target.optional_upstreams) - set(optional)):
+        (out_dir / "upstream" / name).mkdir()
+        (out_dir / "upstream" / name / "README").write_text(NOT_BUILT_README.format(name=name))
+
+
+def _copy_kit(out_dir: Path, root: Path) -> None:
+    kit = out_dir / "kit"
+    kit.mkdir()
+    for name in KIT_FILES:
+        shutil.copy(root / name, kit / name)
+    for name in KIT_DIRS:
+        _copy_tree(root / name, kit / name)
+
+
+def _hashed_buildargs(pins: Pins, target: Target, out_dir: Path, optional: tuple[str, ...],
+                      options: dict[str, str], base: str | None) -> dict[str, str]:
+    """The build args that are inputs of the image, and so part of its content hash."""
+    pins_text = " ".join(
+        [*target.packages, *(pins.upstreams[u].pin for u in (*target.upstreams, *optional))])
+    buildargs = {
+        "BASE_IMAGE": base or target.base_ref,
+        "PINS": pins_text,
+        "PATCHES_SHA256": tree_hash(out_dir / "patches"),
+    }
+    if "msamp" in options:
+        buildargs["WITH_MSAMP"] = options["msamp"]
+        buildargs["MSAMP_COMMIT"] = pins.upstreams["ms-amp"].commit
+    if options.get("msamp") == "1":
+        buildargs["MSAMP_CUDA_ARCH"] = options.get("msamp_arch", MSAMP_CUDA_ARCH)
+    return buildargs
+
+
 def assemble(
     pins: Pins,
     target: Target,
@@ -148,83 +239,18 @@ def assemble(
     target build options: ``msamp=1`` adds MS-AMP, ``msamp_arch`` the GPU architectures of its
     CUDA extensions (TORCH_CUDA_ARCH_LIST; default ``9.0``). The default for each is the pinned choice.
     """
-    upstream_dirs = upstream_dirs or {}
     options = dict(options or {})
-    unknown = set(options) - set(OPTIONS)
-    if unknown:
-        raise ValueError(f"unknown build option(s) {sorted(unknown)}; the options are msamp=0|1 "
-                         f"and msamp_arch=ARCHS (with msamp=1)")
-    if options.get("msamp") not in (None, "0", "1"):
-        raise ValueError(f"msamp={options['msamp']}: use msamp=0 or msamp=1")
-    if options and "ms-amp" not in target.optional_upstreams:
-        raise ValueError(f"target {target.name} has no MS-AMP option; it exists for cuda")
-    if "msamp_arch" in options:
-        if options.get("msamp") != "1":
-            raise ValueError("msamp_arch applies to MS-AMP's CUDA extensions: pass it with msamp=1")
-        if not ARCH_LIST.match(options["msamp_arch"]):
-            raise ValueError(f"msamp_arch={options['msamp_arch']}: write compute capabilities as "
-                             "TORCH_CUDA_ARCH_LIST does, e.g. 9.0 (H100/H200) or '8.0;9.0' (A100 too)")
-    for cert in ca_certs:
-        if not cert.is_file():
-            raise ValueError(f"--ca-cert {cert}: no such file")
+    _check_options(target, options, ca_certs)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-
-    shutil.copy(root / target.dockerfile, out_dir / "Dockerfile")
-    for script in sorted((root / target.dockerfile).parent.glob("*.sh")):
-        shutil.copy(script, out_dir / script.name)
-    shutil.copy(root / "images" / "pins.toml", out_dir / "pins.toml")
-    shutil.copy(root / "images" / "common" / "install-ca.sh", out_dir / "install-ca.sh")
-    shutil.copy(root / "images" / "common" / "prebuild-megatron-deepspeed.sh",
-                out_dir / "prebuild-megatron-deepspeed.sh")
-    shutil.copy(root / "bench" / "images" / "series.py", out_dir / "series.py")
-    (out_dir / "requirements.txt").write_text("".join(f"{r}\n" for r in target.requirements))
-    (out_dir / "packages.txt").write_text("".join(f"{p}\n" for p in target.packages))
-
-    ca_dir = out_dir / "ca"
-    ca_dir.mkdir()
-    (ca_dir / "README").write_text(CA_README)
-    for number, cert in enumerate(ca_certs):
-        shutil.copy(cert, ca_dir / f"extra-{number}.crt")
-
-    # An optional upstream's series and tree travel only when it is built; otherwise its folder
-    # holds a README saying so (the Dockerfile copies the folder either way).
     optional = ("ms-amp",) if options.get("msamp") == "1" else ()
-    (out_dir / "patches").mkdir()
-    (out_dir / "upstream").mkdir()
-    for name in (*target.upstreams, *optional):
-        upstream = pins.upstreams[name]
-        if upstream.series:
-            series_dir = (root / upstream.series).parent
-            _copy_tree(series_dir, out_dir / "patches" / series_dir.name)
-        if upstream.kind == "github":
-            given = upstream_dirs.get(name)
-            tree = local_upstream(upstream, given) if given else fetch_github_upstream(upstream)
-            _copy_tree(tree, out_dir / "upstream" / name)
-    for name in sorted(set(target.optional_upstreams) - set(optional)):
-        (out_dir / "upstream" / name).mkdir()
-        (out_dir / "upstream" / name / "README").write_text(NOT_BUILT_README.format(name=name))
+    _copy_build_files(target, out_dir, root)
+    _copy_ca_certs(out_dir, ca_certs)
+    _copy_upstreams(pins, target, out_dir, optional, upstream_dirs or {}, root)
+    _copy_kit(out_dir, root)
 
-    kit = out_dir / "kit"
-    kit.mkdir()
-    for name in KIT_FILES:
-        shutil.copy(root / name, kit / name)
-    for name in KIT_DIRS:
-        _copy_tree(root / name, kit / name)
-
-    pins_text = " ".join(
-        [*target.packages, *(pins.upstreams[u].pin for u in (*target.upstreams, *optional))])
-    buildargs = {
-        "BASE_IMAGE": base or target.base_ref,
-        "PINS": pins_text,
-        "PATCHES_SHA256": tree_hash(out_dir / "patches"),
-    }
-    if "msamp" in options:
-        buildargs["WITH_MSAMP"] = options["msamp"]
-        buildargs["MSAMP_COMMIT"] = pins.upstreams["ms-amp"].commit
-    if options.get("msamp") == "1":
-        buildargs["MSAMP_CUDA_ARCH"] = options.get("msamp_arch", MSAMP_CUDA_ARCH)
+    buildargs = _hashed_buildargs(pins, target, out_dir, optional, options, base)
     digest = hashlib.sha256(tree_hash(out_dir).encode())
     for key in sorted(buildargs):
         digest.update(f"{key}={buildargs[key]}\0".encode())

@@ -25,6 +25,7 @@ or not. The window runs from the first profiled step's start to the last one's e
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -53,6 +54,9 @@ _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _OPTIMIZER_STEP = "Optimizer.step#"  # torch's annotation of every torch.optim.Optimizer.step
 
 
+# A step launches the same few hundred kernels tens of thousands of times, under names of up to
+# thousands of characters (C++ templates): each name is matched once.
+@functools.lru_cache(maxsize=8192)
 def kernel_class(name: str) -> str:
     """The class of one CUDA kernel by its name (communication first: NCCL kernels name ops)."""
     for label, pattern in (("comm", _COMMUNICATION), ("attention", _ATTENTION),

@@ -274,26 +274,11 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
         progress.iteration(line)
 
     started = time.time()
-    failure = None
-    stop: BaseException | None = None  # raised once the record is written
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     origin = None
     try:
-        code, stopped = execute(torchrun.launch_command(launch, workdir), env, log_path,
-                                timeout_s, hang_s, on_line)
-    except KeyboardInterrupt:
-        code, stopped = None, None
-        failure = (Status.FAILED, "interrupted by the user (Ctrl-C)")
-        stop = KeyboardInterrupt()
-    except Terminated:
-        code, stopped = None, None
-        failure = (Status.FAILED, "the benchmark was terminated (SIGTERM) before the run ended")
-        stop = SystemExit(128 + signal.SIGTERM)
-    except LogUnwritable as error:
-        code, stopped = None, None
-        failure = (Status.FAILED, str(error))
+        code, stopped, failure, stop = _execute_stoppable(
+            torchrun.launch_command(launch, workdir), env, log_path, timeout_s, hang_s, on_line)
     finally:
-        signal.signal(signal.SIGTERM, previous)
         progress.done()
         if launch.in_docker:
             origin = _docker_origin(launch, workdir)
@@ -302,8 +287,42 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
                        stop_reason=stopped)
     record = make_record(launch, result, started, time.time(), log_text, failure, origin, summary,
                          run_dir)
+    written = _write_or_keep(record, records_dir, run_dir)
+    if stop is not None:  # the user asked to stop: after the record, not before
+        print(f"record: {written} ({record.status.value}: {record.reason})", file=sys.stderr)
+        raise stop
+    return record
+
+
+def _execute_stoppable(
+    argv: list[str], env: dict[str, str], log_path: Path, timeout_s: float, hang_s: float,
+    on_line: Callable[[str], None],
+) -> tuple[int | None, str | None, tuple[Status, str] | None, BaseException | None]:
+    """:func:`execute` with Ctrl-C, SIGTERM and an unwritable log turned into a failure.
+
+    Returns (exit code, why the watchdog stopped it, the failure, the exception to raise once
+    the record is written: Ctrl-C's and SIGTERM's, so the user's stop still stops the caller).
+    """
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        written = write_record(records_dir, record)
+        return (*execute(argv, env, log_path, timeout_s, hang_s, on_line), None, None)
+    except KeyboardInterrupt:
+        return (None, None, (Status.FAILED, "interrupted by the user (Ctrl-C)"),
+                KeyboardInterrupt())
+    except Terminated:
+        return (None, None,
+                (Status.FAILED, "the benchmark was terminated (SIGTERM) before the run ended"),
+                SystemExit(128 + signal.SIGTERM))
+    except LogUnwritable as error:
+        return None, None, (Status.FAILED, str(error)), None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_or_keep(record: Record, records_dir: Path, run_dir: Path) -> Path:
+    """Write the record to ``records_dir`` or, should that fail, keep it in the run's folder."""
+    try:
+        return write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run
         try:
             kept = write_record(run_dir, record)
@@ -314,10 +333,6 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
                 f"{record.status.value}" + (f": {record.reason}" if record.reason else "")) from None
         raise ValueError(f"the record could not be written to {records_dir} "
                          f"({error.strerror or error}); it is in {kept}: move it there") from None
-    if stop is not None:  # the user asked to stop: after the record, not before
-        print(f"record: {written} ({record.status.value}: {record.reason})", file=sys.stderr)
-        raise stop
-    return record
 
 
 def _docker_origin(launch: LaunchPlan, workdir: str) -> dict[str, object]:

@@ -38,7 +38,7 @@ _PROGRAM_START_TIME = time.time()  # before the heavy imports, as Megatron's sta
 
 import os
 import sys
-from argparse import ArgumentParser, Namespace
+from argparse import ArgumentParser, Namespace, _ArgumentGroup
 from functools import partial
 
 import torch
@@ -64,6 +64,15 @@ BATCH_KEYS = ("tokens", "labels", "loss_mask", "attention_mask", "position_ids")
 def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
     """Megatron ``extra_args_provider``: the kit's own flags, all prefixed ``--kit-``."""
     group = parser.add_argument_group(title="bench kit")
+    _add_kernel_args(group)
+    _add_msamp_args(group)
+    _add_grad_reduce_args(group)
+    _add_memory_args(group)
+    return parser
+
+
+def _add_kernel_args(group: _ArgumentGroup) -> None:
+    """Which attention and which torch AdamW kernel."""
     group.add_argument(
         "--kit-attention",
         choices=ATTENTION_CHOICES,
@@ -79,6 +88,10 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         help="AdamW kernel when Megatron falls back to torch optimizers (no TE/apex): fused (one "
         "pass, like TE/apex FusedAdam) or foreach (torch's default). Default fused.",
     )
+
+
+def _add_msamp_args(group: _ArgumentGroup) -> None:
+    """MS-AMP's level and the modules around its FP8 linears."""
     group.add_argument(
         "--kit-msamp",
         choices=MSAMP_CHOICES,
@@ -97,6 +110,10 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         "TEDotProductAttention, in bf16; needs Transformer Engine). Bias + GeLU stays "
         "megatron-core's. Default torch.",
     )
+
+
+def _add_grad_reduce_args(group: _ArgumentGroup) -> None:
+    """How data-parallel gradients are reduced, and in which FP8 format."""
     group.add_argument(
         "--kit-grad-reduce",
         choices=grad_reduce.GRAD_REDUCE_CHOICES,
@@ -112,6 +129,10 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         default=grad_reduce.DEFAULT_FP8_FORMAT,
         help=f"FP8 format of --kit-grad-reduce fp8-*. Default {grad_reduce.DEFAULT_FP8_FORMAT}.",
     )
+
+
+def _add_memory_args(group: _ArgumentGroup) -> None:
+    """The GPU memory the run may use, and the paper's smaller optimizer states."""
     group.add_argument(
         "--kit-gpu-memory-cap",
         type=float,
@@ -128,7 +149,6 @@ def add_kit_args(parser: ArgumentParser) -> ArgumentParser:
         "--main-params-dtype fp16 --exp-avg-dtype fp8 --exp-avg-sq-dtype fp16) with the kit's "
         "PaperAdamW (torch multi-tensor ops, chunked) instead of Transformer Engine's FusedAdam.",
     )
-    return parser
 
 
 def get_batch(data_iterator, vp_stage: int | None = None) -> tuple:

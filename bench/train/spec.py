@@ -58,6 +58,17 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
     An empty list means the entry can build and train the model. Checked before any process group
     or file exists, so a bad plan costs seconds, not a GPU allocation.
     """
+    return [
+        *_kernel_problems(args, attention, caps),
+        *_precision_aware_problems(args, caps),
+        *_paper_adam_problems(args),
+        *_msamp_modules_problems(args, caps),
+        *_entry_flag_problems(args, attention),
+    ]
+
+
+def _kernel_problems(args: Namespace, attention: str, caps: Capabilities) -> list[str]:
+    """Fused kernels the arguments ask for that this environment lacks."""
     problems: list[str] = []
     if args.transformer_impl == "transformer_engine" and not caps.transformer_engine:
         problems.append(
@@ -91,6 +102,12 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
         and not caps.transformer_engine
     ):
         problems.append("RoPE fusion needs Transformer Engine: pass --no-rope-fusion.")
+    return problems
+
+
+def _precision_aware_problems(args: Namespace, caps: Capabilities) -> list[str]:
+    """megatron-core's precision-aware optimizer needs Transformer Engine and megatron-core's Adam."""
+    problems: list[str] = []
     if args.use_precision_aware_optimizer and not caps.transformer_engine:
         problems.append(
             "--use-precision-aware-optimizer steps with Transformer Engine's FusedAdam, which is not "
@@ -103,8 +120,12 @@ def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]
             "--kit-msamp O2 replaces megatron-core's Adam with MS-AMP's LBAdamW, which has no "
             "precision-aware states: use --kit-msamp O1 with --use-precision-aware-optimizer, or drop it."
         )
-    problems += _paper_adam_problems(args)
-    problems += _msamp_modules_problems(args, caps)
+    return problems
+
+
+def _entry_flag_problems(args: Namespace, attention: str) -> list[str]:
+    """Megatron flags that the kit's entry chooses itself, ignores or does not support."""
+    problems: list[str] = []
     if args.spec is not None:
         problems.append("--spec is not used: the kit chooses the layer spec (see --kit-attention).")
     backend = getattr(args.attention_backend, "name", args.attention_backend)

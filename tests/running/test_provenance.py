@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -18,10 +20,11 @@ def _kit_commit(checkout: Path) -> str:
                           check=True).stdout.strip()
 
 
-def _checkout(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def committed_kit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A clone of the kit with the kit as it is here committed (this checkout may hold
-    uncommitted work)."""
-    checkout = tmp_path / "kit"
+    uncommitted work); made once, each test changes a copy of its own."""
+    checkout = tmp_path_factory.mktemp("clone") / "kit"
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{REPO}", str(checkout)],
                    check=True)
     shutil.rmtree(checkout / "bench")
@@ -31,8 +34,12 @@ def _checkout(tmp_path: Path) -> Path:
     return checkout
 
 
-def test_a_changed_checkout_is_marked_dirty(tmp_path: Path) -> None:
-    checkout = _checkout(tmp_path)
+def _checkout(tmp_path: Path, committed_kit: Path) -> Path:
+    return Path(shutil.copytree(committed_kit, tmp_path / "kit", symlinks=True))
+
+
+def test_a_changed_checkout_is_marked_dirty(tmp_path: Path, committed_kit: Path) -> None:
+    checkout = _checkout(tmp_path, committed_kit)
     head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=True).stdout.strip()
     (checkout / "scratch.txt").write_text("untracked files do not count\n")
@@ -42,11 +49,11 @@ def test_a_changed_checkout_is_marked_dirty(tmp_path: Path) -> None:
     assert _kit_commit(checkout) == f"{head}-dirty"
 
 
-def test_reading_the_commit_never_writes_the_checkouts_index(tmp_path: Path) -> None:
+def test_reading_the_commit_never_writes_the_checkouts_index(tmp_path: Path, committed_kit: Path) -> None:
     """git status refreshes the index when files' times changed, under index.lock; a run killed
     then (or stopped by a file-size limit) would leave the lock, and the user's next git command
     fails. The kit asks without optional locks, so the index is never written."""
-    checkout = _checkout(tmp_path)
+    checkout = _checkout(tmp_path, committed_kit)
     index = checkout / ".git" / "index"
     before = index.stat().st_mtime_ns
     time.sleep(0.01)

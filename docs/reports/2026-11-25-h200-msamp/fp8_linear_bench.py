@@ -8,33 +8,19 @@ Transformer Engine's fp8 ``te.Linear`` where TE imports, for reference.
 """
 
 import json
-import statistics
 import sys
 
 import torch
+
+from bench.train.timing import median_seconds
 
 M, K, N = (int(v) for v in (sys.argv[1:4] if len(sys.argv) > 3 else (8192, 4096, 16384)))
 ITERS, WARMUP = 30, 10
 FLOP = 3 * 2 * M * K * N
 
 
-def timed(step) -> list[float]:
-    for _ in range(WARMUP):
-        step()
-    times = []
-    for _ in range(ITERS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return times
-
-
 def report(name: str, step, out=None) -> float:
-    times = timed(step)
-    median = statistics.median(times)
+    median = median_seconds(step, WARMUP, ITERS)
     row = {"variant": name, "M": M, "K": K, "N": N, "step_s_median": median,
            "tflops": FLOP / median / 1e12, "gpu": torch.cuda.get_device_name()}
     if out is not None:

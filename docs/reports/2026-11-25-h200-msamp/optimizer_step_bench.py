@@ -12,10 +12,11 @@ so run it once per build to compare two patch series), ``torch-adamw`` (``fused=
 """
 
 import json
-import statistics
 import sys
 
 import torch
+
+from bench.train.timing import median_seconds
 
 LAYERS, HIDDEN, FFN, VOCAB, SEQ = 24, 2048, 8192, 50304, 2048
 LR, BETAS, EPS, DECAY = 2e-4, (0.9, 0.95), 1e-8, 0.1
@@ -56,16 +57,7 @@ def step_time(name: str) -> float:
     params = parameters(0)
     opt = optimizer(name, params)
     set_gradients(params, 0)
-    times = []
-    for i in range(WARMUP + ITERS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        opt.step()
-        end.record()
-        torch.cuda.synchronize()
-        if i >= WARMUP:
-            times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+    return median_seconds(opt.step, WARMUP, ITERS)
 
 
 def update_difference(name: str) -> float:

@@ -14,11 +14,12 @@ MS-AMP reads its switches at import, so each MS-AMP variant runs in a child proc
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 
 import torch
+
+from bench.train.timing import median_seconds
 
 ITERS, WARMUP = 30, 10
 # MS-AMP variant -> its switches.
@@ -30,23 +31,9 @@ MSAMP_VARIANTS = {
 WEIGHT_CASTS = {True: "weight cast every step", False: "weight cast reused (gradient accumulation)"}
 
 
-def timed(step) -> list[float]:
-    for _ in range(WARMUP):
-        step()
-    times = []
-    for _ in range(ITERS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return times
-
-
 def report(name: str, shape: tuple[int, int, int], step, **extra) -> float:
     m, k, n = shape
-    median = statistics.median(timed(step))
+    median = median_seconds(step, WARMUP, ITERS)
     row = {"variant": name, "M": m, "K": k, "N": n, "step_s_median": median,
            "tflops": 3 * 2 * m * k * n / median / 1e12, "gpu": torch.cuda.get_device_name(), **extra}
     print(json.dumps(row), flush=True)
