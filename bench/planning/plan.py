@@ -294,6 +294,33 @@ def _env(platform: Platform, engine: Engine, precision: str, tuning: Tuning,
     return env
 
 
+def _accelerator(platform: Platform, options: Options, precision: str) -> Accelerator | None:
+    """The GPU, whose peak for the precision must be known (the record's MFU divides by it)."""
+    accelerator = platform.accelerator_for(options.gpu_name, options.gpu_memory_gb)
+    if accelerator is not None:
+        accelerator.peak(precision)
+    return accelerator
+
+
+def _train_args(engine: Engine, args: tuple[str, ...], save: str, platform: Platform,
+                options: Options, tuning: Tuning) -> tuple[str, ...]:
+    """The engine's flags with its checkpoint flags where the run saves; the user's extra flags
+    are refused where they repeat one of these."""
+    if save:
+        args += tuple(engine.checkpoint_flags(
+            save, options.save_interval or platform.storage.save_interval))
+    check_extra_args(tuning.extra_args, args)
+    return args
+
+
+def _later_notes(platform: Platform, options: Options, accelerator: Accelerator | None,
+                 train_args: tuple[str, ...]) -> list[str]:
+    """The notes after the estimate's: an unknown GPU, what the estimate leaves out, the account
+    (a dry run shows the script; only a submit refuses)."""
+    return [*_unknown_gpu(platform, options, accelerator), *uncounted_note(train_args),
+            *account_note(platform)]
+
+
 def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: Options) -> LaunchPlan:
     """Check everything and return the frozen plan; any impossibility raises ValueError.
 
@@ -312,10 +339,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     layout, platform, nodes, per_node = _lay_out(preset, spec, platform, options)
     rid, labels = _run_id(preset, layout, platform, options)
     data, save, image = _where(platform, options, rid)
-    # The GPU: its peak for the precision must be known (the record's MFU divides by it).
-    accelerator = platform.accelerator_for(options.gpu_name, options.gpu_memory_gb)
-    if accelerator is not None:
-        accelerator.peak(precision)
+    accelerator = _accelerator(platform, options, precision)
     caps = _capabilities(platform, options)
     check_resolved(precision, layout, options.tuning, caps, platform)
     question = MemoryQuestion.ask(preset, layout, engine, precision, options.tuning,
@@ -332,11 +356,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         data=data, tuning=tuning, zero=options.zero, recompute=options.recompute,
         run_dir=f"{RUNS_DIR}/{rid}", image=image,
         profile_steps=PROFILE_STEPS if options.profile else 0))
-    args = flags.args + measured_args
-    if save:
-        args += tuple(engine.checkpoint_flags(
-            save, options.save_interval or platform.storage.save_interval))
-    check_extra_args(tuning.extra_args, args)
+    args = _train_args(engine, flags.args + measured_args, save, platform, options, tuning)
     # The step-time question, beside the memory one: the same plan at any layout.
     asked = Asked(accelerator.name if accelerator else None, engine.name, engine.step_model, preset,
                   precision, flags.implementation, (*args, *tuning.extra_args),
@@ -349,9 +369,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         rate(options.step_model, asked))
     notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes,
              *mbs_notes, *measured_notes, *msamp_seed_notes(precision, layout, options.mbs),
-             memory_note, *_unknown_gpu(platform, options, accelerator),
-             *uncounted_note((*args, *tuning.extra_args)),
-             *account_note(platform)]  # a dry run shows the script; only a submit refuses
+             memory_note, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args))]
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine.name, precision=precision, nodes=nodes, gpus_per_node=per_node,
