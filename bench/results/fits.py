@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench.planning.engines.table import ENGINES
 from bench.records.record import Record
 from bench.results.table import DASH, heading, number, record_link, table, text
 from bench.results.words import CAP_KEY, group_title, layers, model_name, model_sort_key, settings, variant
@@ -65,7 +66,7 @@ def fit_groups(runs: Sequence[Record]) -> list[FitGroup]:
     """The capped runs that trained or ran out of memory, grouped; in model-size order."""
     grouped: dict[str, list[Record]] = defaultdict(list)
     for run in runs:
-        if run.engine == "megatron" and CAP_KEY in run.variant and (run.ok or run.status == "oom"):
+        if ENGINES[run.engine].kit_layers and CAP_KEY in run.variant and (run.ok or run.status == "oom"):
             grouped[_title(run)].append(run)
     groups = [FitGroup(title, tuple(FitRow(_configuration(run), run) for run in sorted(
         members, key=lambda r: (_configuration(r), r.layout.micro_batch, r.started_at))))

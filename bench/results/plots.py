@@ -38,6 +38,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Protocol
 
+from bench.planning.engines.table import ENGINES
 from bench.results.aggregate import Report, Row
 from bench.results.hardware import Ceiling, accelerator_of
 from bench.results.words import display_name
@@ -120,8 +121,8 @@ def _bar(row: Row, with_precision: bool) -> Bar:
         parts.append(row.precision)
     if row.engine.endswith(")"):  # Megatron-Core's layers: "megatron (TE+apex)" -> "TE+apex"
         parts.append(row.engine[row.engine.index("(") + 1:-1])
-    elif row.engine == "megatron-deepspeed":  # beside Megatron-Core's bars of the same model
-        parts.append("Megatron-DeepSpeed")
+    elif row.engine in ENGINES and not ENGINES[row.engine].kit_layers:  # beside Megatron-Core's bars
+        parts.append(ENGINES[row.engine].display)
     if row.variant:
         parts.append(row.variant)
     ref = row.reference

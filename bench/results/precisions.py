@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
 from bench.measure.protocol import WARMUP_ITERS
+from bench.planning.engines.table import ENGINES
 from bench.records.record import Record
 from bench.results.aggregate import median_run
 from bench.results.losses import BASELINE  # the precision others are set against
@@ -80,7 +81,7 @@ def side_by_side(runs: Sequence[Record], pool_commits: bool = False) -> list[Pre
     """The groups of two or more columns, in model-size order, then by title."""
     grouped: dict[tuple, list[Record]] = defaultdict(list)
     for run in runs:
-        if run.ok and run.engine == "megatron":
+        if run.ok and ENGINES[run.engine].kit_layers:
             grouped[_key(run, pool_commits)].append(run)
     order = {p: i for i, p in enumerate(PRECISIONS)}
     groups = []

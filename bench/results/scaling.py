@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.planning.engines.table import ENGINES
 from bench.planning.tuning import flag_names
 from bench.records.record import Record
 from bench.results.aggregate import configuration, median_run
@@ -30,7 +31,6 @@ from bench.results.spread import RATIO_WORDS, Figure, Ratio, commits_words
 from bench.results.table import record_link, table, text
 from bench.results.words import engine_words, model_name, model_sort_key, variant_text
 
-ENGINE = "megatron"
 # Flags the planner adds only when DP > 1 (bench.planning.engines.megatron): not a difference.
 DP_FLAGS = frozenset({"--overlap-grad-reduce", "--overlap-param-gather"})
 
@@ -74,7 +74,7 @@ def scaling_pairs(runs: Sequence[Record], pool_commits: bool = False) -> tuple[S
     configuration's runs are taken within each campaign and, unless ``pool_commits``, kit commit."""
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for run in runs:
-        if run.ok and run.engine == ENGINE:
+        if run.ok and ENGINES[run.engine].kit_layers:
             groups[(configuration(run, pool_commits), run.labels.get("campaign"))].append(run)
     by_key: dict[tuple, tuple[list[tuple], list[tuple]]] = defaultdict(lambda: ([], []))
     for group in groups.values():

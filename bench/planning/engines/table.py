@@ -121,9 +121,14 @@ class Engine(ABC):
     """A training engine. ``name``: as platforms, options and records write it. ``flops_counting``:
     how the TFLOP/s it logs itself are counted (a record's ``engine_flops``). ``chooses_layers``:
     whether the environment's capabilities choose its layers (the plan then says what it assumed).
-    ``step_model``: whether the step-time model (bench.planning.predict) is fitted on its records."""
+    ``step_model``: whether the step-time model (bench.planning.predict) is fitted on its records.
+    ``display``: its name in the results page's labels. ``kit_layers``: whether its runs are built
+    from the kit's own layer and precision choices (TE or not, apex, fp8, MS-AMP, the A/B settings),
+    so the results page sets them side by side by precision, memory cap and GPU count."""
 
     name: str
+    display: str
+    kit_layers: bool
     flops_counting: str
     chooses_layers: bool
     step_model: bool
@@ -162,6 +167,8 @@ class Megatron(Engine):
     """Megatron-Core through the kit's entry (bench.planning.engines.megatron)."""
 
     name = "megatron"
+    display = "Megatron-Core"
+    kit_layers = True
     flops_counting = "megatron-core num_floating_point_operations (causal attention; counts recompute)"
     chooses_layers = True
     step_model = True
@@ -202,6 +209,8 @@ class MegatronDeepSpeed(Engine):
     (bench.planning.engines.deepspeed)."""
 
     name = "megatron-deepspeed"
+    display = "Megatron-DeepSpeed"
+    kit_layers = False
     flops_counting = ("Megatron-DeepSpeed throughput_calculator (non-causal attention; counts "
                       "recompute: hardware FLOPs)")
     chooses_layers = False
