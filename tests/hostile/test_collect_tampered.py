@@ -17,12 +17,17 @@ from tests.inprocess import run_cli
 from tests.running.test_reliability import OK_LOG
 
 
-def _plan_edit(key: str, value: object):
+def _json_edit(name: str, key: str, value: object):
+    """An edit of one key of a run folder's JSON file (plan.json, submit.json)."""
     def edit(run: Path) -> None:
-        plan = json.loads((run / "plan.json").read_text())
-        plan[key] = value
-        (run / "plan.json").write_text(json.dumps(plan))
+        data = json.loads((run / name).read_text())
+        data[key] = value
+        (run / name).write_text(json.dumps(data))
     return edit
+
+
+def _plan_edit(key: str, value: object):
+    return _json_edit("plan.json", key, value)
 
 
 def _replace(name: str, data: bytes | None):
@@ -36,11 +41,7 @@ def _replace(name: str, data: bytes | None):
 
 
 def _submit_edit(key: str, value: object):
-    def edit(run: Path) -> None:
-        submit = json.loads((run / "submit.json").read_text())
-        submit[key] = value
-        (run / "submit.json").write_text(json.dumps(submit))
-    return edit
+    return _json_edit("submit.json", key, value)
 
 
 TAMPERED = {

@@ -36,27 +36,28 @@ TRACES = {
 }
 
 
+def _profiled_record(run_dir: Path, launch, trace_bytes: bytes):
+    """The record of a finished profiled run whose profiler left these bytes as its trace."""
+    trace = run_dir / PROFILE_DIR / TRACE_NAME
+    trace.parent.mkdir(parents=True)
+    trace.write_bytes(trace_bytes)
+    log = OK_LOG.read_text()
+    return make_record(replace(launch, profile_steps=2), parse_log(log, exit_code=0), 0.0, 60.0,
+                       log, run_dir=run_dir)
+
+
 @pytest.mark.parametrize("data", TRACES.values(), ids=TRACES)
 def test_a_profiled_run_keeps_its_record_whatever_its_trace(tmp_path: Path, launch,
                                                             data: bytes) -> None:
+    record = _profiled_record(tmp_path, launch, data)
     trace = tmp_path / PROFILE_DIR / TRACE_NAME
-    trace.parent.mkdir(parents=True)
-    trace.write_bytes(data)
-    log = OK_LOG.read_text()
-    record = make_record(replace(launch, profile_steps=2), parse_log(log, exit_code=0), 0.0, 60.0,
-                         log, run_dir=tmp_path)
     assert record.status is Status.OK and record.metrics is not None and record.profile is None
     note = record.notes["profile"]
     assert note.startswith(f"--profile: the trace {trace} could not be read (") and len(note) < 800
 
 
 def test_a_whole_trace_still_gives_its_breakdown(tmp_path: Path, launch) -> None:
-    trace = tmp_path / PROFILE_DIR / TRACE_NAME
-    trace.parent.mkdir(parents=True)
-    trace.write_bytes(WHOLE)
-    log = OK_LOG.read_text()
-    record = make_record(replace(launch, profile_steps=2), parse_log(log, exit_code=0), 0.0, 60.0,
-                         log, run_dir=tmp_path)
+    record = _profiled_record(tmp_path, launch, WHOLE)
     assert record.profile is not None and "profile" not in record.notes
 
 
