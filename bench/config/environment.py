@@ -74,6 +74,11 @@ CHECKED: dict[str, tuple[Callable[[str], str | None], str]] = {
        for key in ("ACCOUNT", "PARTITION", "QUEUE", "WALLTIME")},
 }
 
+# Version stamps that NVIDIA's CUDA and PyTorch images export to say what they installed: they
+# share the run-changing prefixes below, but nothing reads them, so they never make a variant.
+VERSION_STAMPS = frozenset({"NCCL_VERSION", "PYTORCH_VERSION", "PYTORCH_BUILD_VERSION",
+                            "PYTORCH_BUILD_NUMBER"})
+
 FREE_TEXT: dict[str, str] = {
     "PATH": "where docker, podman, singularity or apptainer are looked for",
     "DOCKER_HOST": "whether docker talks to a remote engine (only its scheme is looked at)",
@@ -83,7 +88,8 @@ FREE_TEXT: dict[str, str] = {
     "BENCH_PYTHON312": "a Python 3.12; checked by running it (an error if it is not one)",
     "NCCL_*, TORCH_NCCL_*, PYTORCH_*, NVTE_*, TORCH_CUDNN_*, CUDA_DEVICE_MAX_CONNECTIONS, "
     "CUDA_LAUNCH_BLOCKING, CUBLAS_WORKSPACE_CONFIG":
-        "passed to a run here as they are and recorded as its variant (env:NAME)",
+        "passed to a run here as they are and recorded as its variant (env:NAME), except the "
+        "images' version stamps (NCCL_VERSION, PYTORCH_VERSION, PYTORCH_BUILD_*)",
 }
 
 

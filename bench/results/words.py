@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Mapping
 
+from bench.config.environment import VERSION_STAMPS
 from bench.records.record import Record
 from bench.results.hardware import hardware_name
 
@@ -74,7 +75,10 @@ def settings(run: Record) -> dict[str, object]:
     apex = run.engine_notes.get("apex")
     older = dict(setting for key, value, since, setting in CODE_CHANGES
                  if run.variant.get(key) == value and run.started_at < since)
-    return {**run.variant, **({"apex": apex} if apex is not None else {}), **older}
+    # Records from before VERSION_STAMPS was kept out of variants carry them: not a setting.
+    chosen = {key: value for key, value in run.variant.items()
+              if key.removeprefix("env:") not in VERSION_STAMPS}
+    return {**chosen, **({"apex": apex} if apex is not None else {}), **older}
 
 
 def precision_words(run: Record) -> str:

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from bench.config.environment import VERSION_STAMPS
 from bench.measure.flops import flops_per_iteration
 from bench.measure.logparse import ParseResult, parse_iteration, parse_log
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV, TRACE_NAME, breakdown, read_trace
@@ -236,7 +237,7 @@ def shell_variant(summary: PlanSummary, launch: LaunchPlan) -> PlanSummary:
     A run in an image gets only the plan's environment, so nothing is added there."""
     planned = dict(launch.env)
     found = {name: value for name, value in sorted(os.environ.items())
-             if name.startswith(_RUN_CHANGING) and name not in planned}
+             if name.startswith(_RUN_CHANGING) and name not in planned and name not in VERSION_STAMPS}
     if launch.in_docker or not found:
         return summary
     return summary.model_copy(update={

@@ -3,14 +3,18 @@ worker failed), and the best-per-model table says where its rows are not like wi
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 from bench.records.record import build_record
+from bench.records.store import load_record
 from bench.results import markdown
 from bench.results.runs import failure_reason
+from bench.results.words import settings, variant_text
 from tests.record_factory import failed_fields
 
 LAUNCHER = "exit code 1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"
+REPO = Path(__file__).parents[2]
 TORCHRUN_TAIL = ["Traceback (most recent call last):", "    raise ChildFailedError(",
                  "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: "]
 
@@ -58,3 +62,13 @@ def test_the_best_table_says_when_a_models_rows_are_not_like_with_like() -> None
     assert note[0].startswith("Not like with like: the best rows of 1.3B ran on different hardware")
     assert "13B" not in note[0]
     assert markdown._unlike_note([_best("13b", "h200-sxm", 4, 1, 64)]) == []
+
+
+def test_an_images_version_stamp_is_not_a_setting_of_the_row() -> None:
+    # A real record from four H200s whose shell had NVIDIA's NCCL_VERSION exported before the kit
+    # kept version stamps out of variants: its row is the configuration's, capped at 80 GB.
+    path = REPO / "results" / "records" / "13b_tp2pp2dp1sp_local_20261127T100626Z-b08dd2-c3.json"
+    run = load_record(path)
+    assert run.variant["env:NCCL_VERSION"] == "2.28.3-1"
+    assert settings(run) == {"gpu_memory_cap_gb": "80"}
+    assert "NCCL_VERSION" not in variant_text(run)
