@@ -157,6 +157,8 @@ PY
 }
 
 wait_for() {  # wait_for MARKER: until setup made it, or stop when setup has ended without it
+  # A fresh machine (the last one given back) has no setup at all: stop at once, not after waiting.
+  [ -e "$WORK/$1" ] || [ -e "$WORK/setup.started" ] || { echo "setup has not run on this machine" | tee -a "$summary"; return 1; }
   while [ ! -e "$WORK/$1" ]; do
     if [ -e "$WORK/setup.ended" ]; then echo "setup ended without $1" | tee -a "$summary"; return 1; fi
     sleep 5
@@ -195,7 +197,7 @@ group() {  # group NAME: the campaign's runs of that group
 }
 
 case ${1:?setup, smoke, collect or groups} in
-  setup) rm -f "$WORK/setup.ended"; setup; touch "$WORK/setup.ended" ;;
+  setup) rm -f "$WORK/setup.ended"; touch "$WORK/setup.started"; setup; touch "$WORK/setup.ended" ;;
   fp8-allreduce) wait_for wheels.done && kit; (cd "$KIT" && step fp8-allreduce env PYTHONPATH="$SITE:$KIT" \
            "$PYTHON" -m torch.distributed.run --standalone --nproc-per-node 2 -m bench.train.fp8_allreduce \
            --out "$WORK/records/$(date -u +%Y-%m-%d)-h100x2-fp8-allreduce.json"); cat "$WORK/logs/fp8-allreduce.txt" ;;
@@ -207,7 +209,7 @@ case ${1:?setup, smoke, collect or groups} in
            step "paper-adam-$check" env PYTHONPATH="$SITE:$KIT" PAPER_ADAM_CHECK_DEVICE=cuda "$PYTHON" tests/train/paper_adam_checks.py "$check"
            tail -n 2 "$WORK/logs/paper-adam-$check.txt"; done) ;;
   smoke) wait_for wheels.done && kit; (cd "$KIT" && step smoke env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \
-           --checks nccl,gemm --out "$WORK/records/2026-11-25-h100x2-smoke.json"); cat "$WORK/logs/smoke.txt" ;;
+           --checks nccl,gemm --out "$WORK/records/$(date -u +%Y-%m-%d)-smoke.json"); cat "$WORK/logs/smoke.txt" ;;
   te-split) cat .te/chunk0 .te/chunk1 .te/chunk2 .te/chunk3 .te/chunk4 | split -b 46100000 -d -a1 - .te/p ;;
   te-join)  # install.sh joins chunk0..4: the whole wheel in chunk0, the rest empty
     mkdir -p /tmp/te-chunks && cat /tmp/te-parts/p0 /tmp/te-parts/p1 /tmp/te-parts/p2 /tmp/te-parts/p3 \
