@@ -14,6 +14,7 @@ other state (MS-AMP, ``--optimizer-states paper``), whose saved bytes the kit do
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Annotated
 
@@ -31,6 +32,8 @@ Directory = Annotated[str, Field(min_length=1, max_length=MAX_LINE_CHARS)]  # pa
 # fp32 Adam state: Transformer Engine's fp8 casts its weights for each GEMM and keeps no fp8 master.
 ESTIMATED_PRECISIONS = frozenset({"bf16", "fp16", "fp8-delayed", "fp8-current"})
 WEIGHT_BYTES = 2
+BYTES_PER_PARAMETER = WEIGHT_BYTES + state_bytes("bf16")  # 14: 2 + fp32 master 4 + moments 4 + 4
+LISTED_SAVES = 4  # a run's summary lists this many saves one by one
 STATES_VARIANT = "optimizer_states"  # the variant of a run whose optimizer keeps other state
 TOTAL_RTOL = 1e-6
 
@@ -76,11 +79,26 @@ class Checkpoint(Strict):
         return self.estimated_bytes / 1e9 / save.seconds_max
 
 
+    def describe(self) -> str:
+        """One line for a run's summary: the saves (the slowest and the median past
+        :data:`LISTED_SAVES`), their wait and the estimated bandwidth."""
+        n, where = len(self.saves), self.directory + (f" ({self.format})" if self.format else "")
+        times = [save.seconds_max for save in self.saves]
+        each = (", ".join(f"iteration {save.iteration} {save.seconds_max:.1f} s" for save in self.saves)
+                if n <= LISTED_SAVES else f"slowest {max(times):.1f} s, median {statistics.median(times):.1f} s")
+        line = f"{n} checkpoint save{'s' * (n > 1)} into {where}, {self.seconds_total:.1f} s waited: {each}"
+        if self.estimated_bytes is None:
+            return line
+        rate = f"{self.estimated_bytes / 1e9 / max(times):.2f} GB/s at the slowest" if max(times) else ""
+        return (f"{line}; ~{self.estimated_bytes / 1e9:.1f} GB each (estimated, {BYTES_PER_PARAMETER} B "
+                f"a parameter)" + (f", ~{rate}" if rate else ""))
+
+
 def estimated_bytes(preset: Preset, precision: str, optimizer_states: str) -> int | None:
     """The bytes of one checkpoint of ``preset`` (module docstring), or None where not known."""
     if precision not in ESTIMATED_PRECISIONS or optimizer_states != "default":
         return None
-    return model_parameters(preset) * (WEIGHT_BYTES + state_bytes(precision, optimizer_states))
+    return model_parameters(preset) * BYTES_PER_PARAMETER
 
 
 def checkpoint_of(saves: Sequence[CheckpointSave], preset: Preset, precision: str,
