@@ -78,20 +78,20 @@ class Checkpoint(Strict):
             return None
         return self.estimated_bytes / 1e9 / save.seconds_max
 
-
     def describe(self) -> str:
         """One line for a run's summary: the saves (the slowest and the median past
-        :data:`LISTED_SAVES`), their wait and the estimated bandwidth."""
+        :data:`LISTED_SAVES`), their wait and the estimated bandwidth of the slowest."""
         n, where = len(self.saves), self.directory + (f" ({self.format})" if self.format else "")
-        times = [save.seconds_max for save in self.saves]
+        slowest = max(self.saves, key=lambda save: save.seconds_max)
+        median = statistics.median(save.seconds_max for save in self.saves)
         each = (", ".join(f"iteration {save.iteration} {save.seconds_max:.1f} s" for save in self.saves)
-                if n <= LISTED_SAVES else f"slowest {max(times):.1f} s, median {statistics.median(times):.1f} s")
+                if n <= LISTED_SAVES else f"slowest {slowest.seconds_max:.1f} s, median {median:.1f} s")
         line = f"{n} checkpoint save{'s' * (n > 1)} into {where}, {self.seconds_total:.1f} s waited: {each}"
         if self.estimated_bytes is None:
             return line
-        rate = f"{self.estimated_bytes / 1e9 / max(times):.2f} GB/s at the slowest" if max(times) else ""
+        rate = self.gb_per_s(slowest)
         return (f"{line}; ~{self.estimated_bytes / 1e9:.1f} GB each (estimated, {BYTES_PER_PARAMETER} B "
-                f"a parameter)" + (f", ~{rate}" if rate else ""))
+                "a parameter)" + (f", ~{rate:.2f} GB/s at the slowest" if rate is not None else ""))
 
 
 def estimated_bytes(preset: Preset, precision: str, optimizer_states: str) -> int | None:

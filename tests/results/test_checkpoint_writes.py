@@ -58,3 +58,12 @@ def test_the_run_summary_says_what_the_saves_cost() -> None:
     assert rows[4] == ("1.3b tp1pp1dp4: 2 checkpoint saves into checkpoints/x4 (torch_dist), 46.7 s "
                        "waited: iteration 5 31.3 s, iteration 10 15.5 s; ~18.4 GB each (estimated, "
                        "14 B a parameter), ~0.59 GB/s at the slowest")
+
+
+def test_a_run_of_many_saves_says_the_slowest_and_the_median() -> None:
+    """Past four saves the line names the slowest and the median (the real two saves, thrice)."""
+    with gzip.open(SAVED_LOG, "rt") as log:
+        saves = parse_log(log.read()).checkpoint_saves
+    line = checkpoint_of(saves * 3, get_preset("1.3b"), "bf16", "default").describe()
+    assert line.startswith("6 checkpoint saves into checkpoints/x4 (torch_dist), 140.2 s waited: "
+                           "slowest 31.3 s, median 23.4 s; ~18.4 GB each")
