@@ -9,6 +9,16 @@ Both engines print one line per logged iteration, descended from Megatron-LM's `
 
 Megatron-DeepSpeed adds ``samples per second`` and ``TFLOPs``. Every regex below is named for the
 exact phrase it reads. A log that cannot be read gives a status, never an exception or a zero.
+
+A checkpoint save (``--save``) is read from the line that starts it to Megatron's timer of it
+(:func:`checkpoint_saves`); Megatron-Core 0.19.2 prints
+
+    [2026-11-27 09:49:59.384435] saving checkpoint at iteration       5 to checkpoints/x4 in torch_dist format
+    ...
+    INFO:megatron.core.timers:(min, max) time across ranks (ms):
+        save-checkpoint ................................: (31219.82, 31261.89)
+
+and Megatron-DeepSpeed the first line without the format, then the same timer.
 """
 
 from __future__ import annotations
@@ -37,6 +47,15 @@ MAX_ALLOCATED_MB = re.compile(r"max allocated:\s*" + _DECIMAL)  # Megatron's mem
 MEMORY_BY_PART = re.compile(r"kit memory by part: parameters (?P<parameters>\d+) \| weights (?P<weights>\d+)"
                             r" \| gradients (?P<gradients>\d+) \| master (?P<master>\d+)"
                             r" \| moments (?P<moments>\d+)$")
+# The line each engine prints as a save starts (Megatron-DeepSpeed names no format), and the
+# save-checkpoint timer after it: "(min, max)" across ranks in ms (--timing-log-option minmax, the
+# default of both engines) or the max alone ("max"). Megatron stops the timer after a barrier, so the
+# max is the time the job waited on the save.
+SAVING_CHECKPOINT = re.compile(r"\bsaving checkpoint at iteration\s+(?P<i>\d+) to (?P<directory>.+?)"
+                               r"(?: in (?P<format>\w+) format)?\s*$")
+_MS = r"\d+(?:\.\d*)?|\.\d+"
+SAVE_CHECKPOINT_TIMER = re.compile(rf"^\s*save-checkpoint\s*\.*:\s*(?:\((?P<min>{_MS}),\s*(?P<max>{_MS})\)"
+                                   rf"|(?P<only>{_MS}))\s*$")
 # The exception line a failed allocation ends a traceback with, after any launcher prefix
 # ("[rank0]: ", srun's "0: "): torch's caching allocator ("torch.OutOfMemoryError: CUDA out of
 # memory. Tried to allocate ...", torch.cuda.OutOfMemoryError before torch 2.5, RuntimeError before
@@ -115,6 +134,19 @@ class MemoryParts:
 
 
 @dataclass(frozen=True)
+class CheckpointSave:
+    """One timed checkpoint save: after ``iteration``, into ``directory``, in ``format`` (None:
+    Megatron-DeepSpeed does not say); Megatron's save-checkpoint timer across ranks in ms, the
+    min None where the timer printed the max alone."""
+
+    iteration: int
+    directory: str
+    format: str | None
+    ms_max: float
+    ms_min: float | None
+
+
+@dataclass(frozen=True)
 class ParseResult:
     """What a log says: the status, a reason when not ok, every iteration, peak memory."""
 
@@ -124,6 +156,7 @@ class ParseResult:
     train_iters: int | None
     peak_mem_mb: float | None  # MiB, as Megatron prints it
     memory_parts: MemoryParts | None = None  # the kit's entry prints it; other engines do not
+    checkpoint_saves: tuple[CheckpointSave, ...] = ()
 
     @property
     def peak_mem_gb(self) -> float | None:
@@ -169,6 +202,27 @@ def memory_parts(lines: list[str]) -> MemoryParts | None:
     return MemoryParts(**{key: int(value) for key, value in found.groupdict().items()}) if found else None
 
 
+def checkpoint_saves(lines: list[str]) -> tuple[CheckpointSave, ...]:
+    """Every save the log times, in order: a save's first line, then its timer before the next
+    save or logged iteration. A save without one is no measurement and is left out: Megatron's save
+    after the last iteration (when the save interval did not fall on it) is not timed, and a run
+    can die saving."""
+    found: list[CheckpointSave] = []
+    started: re.Match[str] | None = None
+    for line in lines:
+        saving, timer = SAVING_CHECKPOINT.search(line), SAVE_CHECKPOINT_TIMER.search(line)
+        if saving or ITERATION.search(line):
+            started = saving
+        elif timer and started:
+            low, high = timer["min"], timer["max"] or timer["only"]
+            found.append(CheckpointSave(
+                iteration=int(started["i"]), directory=started["directory"],
+                format=started["format"], ms_max=float(high),
+                ms_min=float(low) if low is not None else None))
+            started = None
+    return tuple(found)
+
+
 def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
     return next((line.strip() for line in lines if pattern.search(line)), None)
 
@@ -182,10 +236,10 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
     total = iterations[-1].total if iterations else None
     peaks = [v for v in (_number(MAX_ALLOCATED_MB, line) for line in lines) if v is not None]
     peak = max(peaks) if peaks else None
-    parts = memory_parts(lines)
+    parts, saves = memory_parts(lines), checkpoint_saves(lines)
 
     def result(status: Status, reason: str | None) -> ParseResult:
-        return ParseResult(status, reason, iterations, total, peak, parts)
+        return ParseResult(status, reason, iterations, total, peak, parts, saves)
 
     finished = bool(iterations) and iterations[-1].index == iterations[-1].total
     oom = _first(OUT_OF_MEMORY, lines)

@@ -67,11 +67,23 @@ def refuse_fraction(allocator: str) -> float:
     return EXPANDABLE_REFUSE_FRACTION if allocator == "expandable" else REFUSE_FRACTION
 
 
+def _layer_parameters(preset: Preset) -> int:
+    h = preset.hidden
+    return 4 * h * h + 2 * h * preset.ffn_hidden + 13 * h  # QKV, proj, MLP, biases, norms
+
+
 def params_per_gpu(preset: Preset, layout: Layout) -> float:
     """Parameters held by the most loaded GPU (a first pipeline stage, with the embeddings)."""
     h, s, v = preset.hidden, preset.seq_length, preset.vocab_size
-    per_layer = 4 * h * h + 2 * h * preset.ffn_hidden + 13 * h  # QKV, proj, MLP, biases, norms
-    return preset.layers * per_layer / (layout.tp * layout.pp) + (v * h + s * h) / layout.tp
+    return preset.layers * _layer_parameters(preset) / (layout.tp * layout.pp) + (v * h + s * h) / layout.tp
+
+
+def model_parameters(preset: Preset) -> int:
+    """Parameters of the whole model: the layers, the word and position embeddings (the output
+    layer shares the word embedding) and the final norm; 1,317,654,528 for 1.3b, as Megatron-Core
+    counted it (``memory_parts`` of its 1.3b tp1pp1 records)."""
+    h = preset.hidden
+    return preset.layers * _layer_parameters(preset) + (preset.vocab_size + preset.seq_length) * h + 2 * h
 
 
 # Adam state per parameter: fp32 master weights and moments (12 B); MS-AMP O2's LBAdamW keeps the

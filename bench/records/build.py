@@ -20,6 +20,7 @@ from bench.config.schema import Strict
 from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines, log_lines
 from bench.measure.protocol import ShortWindow, metrics
 from bench.planning.plan import LaunchPlan
+from bench.records.checkpoint import STATES_VARIANT, Checkpoint, checkpoint_of
 from bench.records.expected import Expected, expected_of
 from bench.records.migrate import facts_from_argv
 from bench.records.record import (
@@ -123,7 +124,7 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
     are the kit's patch series as found in the tree that ran. Only the plan's ``iters`` are
     measured: steps trained after them were profiled (``profile``), which slows them. The
     bytes held per part (``memory_parts``) are kept whatever the status: they were measured after
-    the first step.
+    the first step; so are the timed checkpoint saves (``checkpoint``).
     """
     status, run_metrics = Status(status), None
     if status is Status.OK:
@@ -157,7 +158,14 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         patches=[series.model_dump() for series in patches],
         profile=profile if status is Status.OK else None,
         memory_parts=MemoryParts(**vars(parsed.memory_parts)) if parsed and parsed.memory_parts else None,
-        expected=plan.expected, **facts)
+        expected=plan.expected, checkpoint=_checkpoint(plan, parsed), **facts)
+
+
+def _checkpoint(plan: PlanSummary, parsed: ParseResult | None) -> Checkpoint | None:
+    """The record's ``checkpoint`` of the saves the log timed; the estimate of their bytes needs
+    the plan's optimizer states (a variant where not megatron-core's default)."""
+    states = str(plan.variant.get(STATES_VARIANT, "default"))
+    return checkpoint_of(parsed.checkpoint_saves if parsed else (), plan.preset, plan.precision, states)
 
 
 def _facts_of_old_plan(plan: PlanSummary) -> dict[str, object]:

@@ -84,7 +84,7 @@ def facts_from_argv(record: Data) -> Data:
     notes = record.get("engine_notes")
     series = notes.get("patch_series") if isinstance(notes, dict) else None
     layers = layers_of(argv) if "--transformer-impl" in argv[:-1] else ""
-    found = {"implementation": OLD_LAYERS[layers], "data": _data(_flag_value(argv, "--data-path")),
+    found = {"implementation": OLD_LAYERS[layers], "data": data_fields(_flag_value(argv, "--data-path")),
              "patches": _patch_series(series)}
     return {**{name: value for name, value in found.items() if name not in record}, **record}
 
@@ -94,8 +94,9 @@ def _flag_value(argv: Sequence[str], flag: str) -> str:
     return argv[list(argv).index(flag) + 1] if flag in argv[:-1] else ""
 
 
-def _data(path: str) -> Data:
-    """``data`` of a run given ``path`` as its data prefix (:func:`bench.records.record.data_info`)."""
+def data_fields(path: str) -> Data:
+    """``data`` of a run given ``path`` as its data prefix ("": mock data), as JSON; the record's
+    model of it is :func:`bench.records.record.data_info`'s."""
     if not path:
         return {"kind": "mock", "name": None, "path_sha256": None}
     return {"kind": "real", "name": path.rstrip("/").rsplit("/", 1)[-1],

@@ -13,7 +13,6 @@ dense peak (0.42 is 42 %), memory in GB (10^9 bytes). ``flops_convention`` names
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Sequence
@@ -24,8 +23,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from bench.config.schema import Count, Finite, NonNegative, Positive, Strict, hinted, problems
 from bench.measure.status import Status
+from bench.records.checkpoint import Checkpoint
 from bench.records.expected import Expected
-from bench.records.migrate import OLDER, upgrade
+from bench.records.migrate import OLDER, data_fields, upgrade
 
 SCHEMA = "bench.record/2"
 # MFU must agree with tflops_per_gpu / peak_tflops and tokens/s/GPU with samples/s * seq / gpus to
@@ -170,10 +170,7 @@ class DataInfo(Strict):
 
 def data_info(path: str) -> DataInfo:
     """The :class:`DataInfo` of a run given ``path`` as its data prefix ("" or None: mock data)."""
-    if not path:
-        return DataInfo(kind="mock")
-    return DataInfo(kind="real", name=path.rstrip("/").rsplit("/", 1)[-1],
-                    path_sha256=hashlib.sha256(path.encode()).hexdigest()[:16])
+    return DataInfo(**data_fields(path or ""))
 
 
 class PatchSeries(Strict):
@@ -267,17 +264,18 @@ class Record(Strict):
     run's log before ``log_tail`` (the cause often scrolls out of the tail); older records lack it.
 
     What the record says beyond the shared schema keeps its kind: ``variant``, the settings away
-    from the defaults of its schema version (A/B tuning, ZeRO settings, sequence length,
-    recompute), which make the run a configuration of its own; ``engine_notes``, how the numbers
-    were made (the engine's own TFLOP/s, DeepSpeed's version, the patch series:
-    ``bench.records.engine_notes``); ``labels``, how the run was made (``sweep``, ``repeat_group``,
-    ``campaign``), which never split a configuration; ``notes``, the kit's bookkeeping.
-    ``lm_losses`` is the ``lm loss`` of every logged iteration in order, up to the first non-finite
-    one (loss curves are drawn from it); older records lack it. ``profile``: where the time of the
-    steps profiled after the window went (``--profile``), else null. ``memory_parts``: bytes held
-    per part after the first step, as the kit's training entry printed them; null for other
-    engines and for records written before it. ``expected``: what the step-time model expected
-    (:mod:`bench.records.expected`), null where it expected nothing and before it.
+    from the defaults of its schema version (A/B tuning, ZeRO settings, sequence length, recompute),
+    which make the run a configuration of its own; ``engine_notes``, how the numbers were made (the
+    engine's own TFLOP/s, DeepSpeed's version, the patch series: ``bench.records.engine_notes``);
+    ``labels``, how the run was made (``sweep``, ``repeat_group``, ``campaign``), which never split
+    a configuration; ``notes``, the kit's bookkeeping. ``lm_losses`` is the ``lm loss`` of every
+    logged iteration in order, up to the first non-finite one (loss curves are drawn from it); older
+    records lack it. ``profile``: where the time of the steps profiled after the window went
+    (``--profile``), else null. ``memory_parts``: bytes held per part after the first step, as the
+    kit's training entry printed them; null for other engines and for records written before it.
+    ``expected``: what the step-time model expected (:mod:`bench.records.expected`), null where it
+    expected nothing and before it; ``checkpoint``, the saves it timed
+    (:mod:`bench.records.checkpoint`).
     """
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
@@ -314,6 +312,7 @@ class Record(Strict):
     profile: Profile | None = None
     memory_parts: MemoryParts | None = None
     expected: Expected | None = None
+    checkpoint: Checkpoint | None = None
 
     @property
     def ok(self) -> bool:

@@ -1,9 +1,9 @@
 """The results page, ``results/README.md``, in page order: a head and summary, the best row per
 model, precision and hardware, then the sections of other modules (data-parallel scaling, where
 profiled runs' time goes, the smoke reports' node checks, precisions side by side, what fits a
-smaller GPU, bytes a parameter, the step-time model against the records), how to read the
-tables, one table per model size, the plots with the measured GEMM ceilings, loss curves by
-precision, failed runs, skipped files.
+smaller GPU, bytes a parameter, checkpoint writes, the step-time model against the records), how
+to read the tables, one table per model size, the plots with the measured GEMM ceilings, loss
+curves by precision, failed runs, skipped files.
 
 A section is a module's ``section`` function, which returns its lines (none where it has nothing
 to show); :func:`render` lists them in page order, so a new section is its module and one line
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from bench.records.record import Record
 from bench.records.store import Problem
 from bench.results import (
+    checkpoints,
     fits,
     fourgpu,
     hardware,
@@ -77,6 +78,7 @@ def render(page: Page) -> str:
         precisions.section(precisions.side_by_side(runs, page.pool_commits), records),
         fits.section(fits.fit_groups(runs), records),
         memory.section(memory.parts_rows(runs, page.published), records),
+        checkpoints.section(runs, records),
         predicted.section(page.step_model, records),
         _legend(),
         *(_model_section(model, records) for model in page.report.tables),

@@ -350,7 +350,8 @@ def _docker_origin(launch: LaunchPlan, workdir: str) -> dict[str, object]:
 
 def summary(records: list[Record]) -> str:
     """A fixed-width table of runs, for the end of a benchmark or sweep: a run's expected TFLOP/s/GPU
-    beside its own, and a flag where it came in more than 15 % below it (bench.records.expected)."""
+    beside its own, and a flag where it came in more than 15 % below it (bench.records.expected);
+    below it, a line for each run that timed checkpoint saves (bench.records.checkpoint)."""
     head = (f"{'preset':>6} {'layout':<14} {'status':<10} {'step s':>7} {'samples/s':>9} "
             f"{'tok/s/GPU':>9} {'TFLOP/s/GPU':>11} {'expected':>8} {'MFU %':>6} {'mem GB':>6}")
     rows = [head, "-" * len(head)]
@@ -367,4 +368,5 @@ def summary(records: list[Record]) -> str:
                     f"{m.step_time_s_median:7.3f} {m.samples_per_s:9.2f} "
                     f"{m.tokens_per_s_per_gpu:9.0f} {m.tflops_per_gpu:11.1f} {expected} "
                     f"{100 * m.mfu:6.1f} {mem}" + (f"  LOW: {low}" if low else ""))
+    rows += [f"{r.preset.name} {r.layout.name}: {r.checkpoint.describe()}" for r in records if r.checkpoint]
     return "\n".join(rows)
