@@ -1,8 +1,8 @@
 """Megatron-DeepSpeed at the pinned commit with the kit's series, on CPU with DeepSpeed 0.18.2 (as
 the images pin it): its own argument parser and validator on the kit's argv and on the campaign
-files' Megatron-DeepSpeed runs, the apex fallbacks,
-the fused-kernel architectures, its own tools/preprocess_data.py against ``bench data``, the torch
-SDPA attention against the unfused one, and the compiled element-wise fusions."""
+files' Megatron-DeepSpeed runs, the apex fallbacks, the fused-kernel architectures, its own
+tools/preprocess_data.py against ``bench data``, the torch SDPA attention against the unfused one,
+and the compiled element-wise fusions."""
 
 from __future__ import annotations
 
