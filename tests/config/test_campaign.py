@@ -6,7 +6,9 @@ to Slurm is in ``tests/running/jobs/test_slurm_sweep.py``.
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -136,3 +138,57 @@ def test_the_fp8_default_group_pairs_fp8_with_bf16_at_the_micro_batch_fp8_picks(
     campaign = load_campaign(path)
     fp8_runs = [r for r in campaign.runs if "fp8-default" in r.groups and "--precision" in r.argv]
     assert fp8_runs and not any("--mbs" in r.argv for r in fp8_runs)  # the planner's pick runs
+
+
+# The script that runs a campaign's groups on the GPU machine: its ``group`` function puts a group
+# on a stack (Python path and data) by the group's name, the first case that matches.
+RUNNER = REPO / "docs" / "reports" / "2026-11-25-h100x2-parallelism" / "h100x2.sh"
+
+
+def _runner_stack(group: str) -> str:
+    """The settings of the runner's first ``group`` case whose pattern matches ``group``."""
+    text = RUNNER.read_text()
+    body = text[text.index("group() {"):]
+    body = body[:body.index("esac")]
+    for patterns, settings in re.findall(r"^\s+([^\s()]+)\)\s+(.*)$", body, re.MULTILINE):
+        if any(fnmatch.fnmatchcase(group, pattern) for pattern in patterns.split("|")):
+            return settings
+    raise AssertionError(f"no case of {RUNNER.name}'s group function matches {group}")
+
+
+def _option(argv: tuple[str, ...], flag: str) -> str | None:
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+@pytest.mark.parametrize("path", CAMPAIGNS, ids=[p.stem for p in CAMPAIGNS])
+def test_each_group_lands_on_the_stack_its_runs_need(path: Path) -> None:
+    """Megatron-DeepSpeed's groups on apex with GPT-2's BPE files (and nothing else there: the
+    megatron engine refuses --vocab-file), MS-AMP's precisions on MS-AMP's path."""
+    campaign = load_campaign(path)
+    for group in sorted({g for run in campaign.runs for g in run.groups}):
+        runs = [run for run in campaign.runs if group in run.groups]
+        stack = _runner_stack(group)
+        mds = [_option(run.argv, "--engine") == "megatron-deepspeed" for run in runs]
+        assert all(mds) == ("data=gpt2" in stack), f"{path.stem} group {group}: {stack}"
+        assert all(mds) or not any(mds), f"{path.stem} group {group} mixes the engines"
+        if any(str(_option(run.argv, "--precision")).startswith(("msamp", "fp4")) for run in runs):
+            assert "$MSAMP_SITE" in stack, f"{path.stem} group {group}: {stack}"
+
+
+def test_the_four_gpu_engine_ab_is_one_configuration_on_the_same_data(tmp_path: Path) -> None:
+    """x4-engines.toml's engine A/B: the two sides differ in the engine alone, and every group of
+    the file reads the tokenized data on the GPU machine."""
+    path = REPO / "results" / "campaigns" / "x4-engines.toml"
+    campaign = load_campaign(path)
+    assert all("data=" in _runner_stack(g) and "data=none" not in _runner_stack(g)
+               for run in campaign.runs for g in run.groups)
+    plans = _plans(run_cli("run", "--campaign", str(path), "--only", "mds-x4-ab", "--only",
+                           "mds-core-x4-ab", "--platform", "azure-h200", "--dry-run", "--json",
+                           cwd=tmp_path))
+    sides = {p["engine"]: p for p in plans}
+    assert sorted(sides) == ["megatron", "megatron-deepspeed"]
+
+    def configuration(p: dict) -> tuple:
+        layout = {k: v for k, v in p["layout"].items() if k not in ("name", "zero")}
+        return p["preset"], layout, p["precision"], p["iters"], p["world_size"], p["data"]
+    assert configuration(sides["megatron"]) == configuration(sides["megatron-deepspeed"])

@@ -248,24 +248,33 @@ def test_every_campaign_run_for_two_h100s_is_accepted_by_megatron_and_the_entry(
 
 @pytest.mark.slow
 @pytest.mark.needs_megatron
-def test_every_run_of_the_four_gpu_campaign_is_accepted_by_megatron_and_the_entry(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """results/campaigns/x4.toml as four H200s capped at 80 GB plan it (Transformer Engine): its
-    CUDA-graph runs, dropout off where Megatron needs it, pass Megatron's validator and the
-    TransformerConfig it builds, where one crashed on the GPU machine before."""
+@pytest.mark.parametrize("name,caps,least", [
+    ("x4", Capabilities(transformer_engine=True), 20),
+    ("x4-engines", Capabilities(transformer_engine=True, msamp=True), 7)])
+def test_every_megatron_run_of_the_four_gpu_campaigns_is_accepted_by_megatron_and_the_entry(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, caps: Capabilities,
+        least: int) -> None:
+    """results/campaigns/x4.toml and x4-engines.toml's megatron-engine runs as four H200s capped
+    at 80 GB plan them (Transformer Engine; MS-AMP for x4-engines): its CUDA-graph runs, dropout
+    off where Megatron needs it, pass Megatron's validator and the TransformerConfig it builds,
+    where one crashed on the GPU machine before. (x4-engines' Megatron-DeepSpeed runs go through
+    Megatron-DeepSpeed's own parser: tests/train/test_megatron_deepspeed.py.)"""
+    from bench.config.campaign import load_campaign
     from bench.running import gpus as hardware
     from bench.running.trainenv import Facts
     from tests.inprocess import run_cli
     from tests.running.test_command import REPO
 
-    caps = Capabilities(transformer_engine=True)
     monkeypatch.setattr(hardware, "detect_gpus",
                         lambda: hardware.LocalGPUs(4, "NVIDIA H200", "580.00", 150.0))
     monkeypatch.setattr("bench.running.machine.facts", lambda **kw: Facts(python="python", capabilities=caps))
-    result = run_cli("run", "--campaign", str(REPO / "results" / "campaigns" / "x4.toml"),
-                     "--dry-run", "--json", cwd=tmp_path)
+    path = REPO / "results" / "campaigns" / f"{name}.toml"
+    only = [arg for run in load_campaign(path).runs if "megatron-deepspeed" not in run.argv
+            for arg in ("--only", run.name)]
+    result = run_cli("run", "--campaign", str(path), *only, "--dry-run", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     cases = [entry["plan"] for entry in json.loads(result.stdout)["runs"]]
+    assert all(p["engine"] == "megatron" for p in cases)
     payload = [{"argv": p["train_argv"][p["train_argv"].index(ENTRY[1]) + 1:], "env": p["env"],
                 "world_size": p["world_size"], "capabilities": asdict(caps), "config": True}
                for p in cases]
@@ -273,7 +282,7 @@ def test_every_run_of_the_four_gpu_campaign_is_accepted_by_megatron_and_the_entr
                          capture_output=True, text=True, timeout=600, check=True)
     results = json.loads(out.stdout.strip().splitlines()[-1])
     failures = [f"{p['run_id']}: {r['error']}" for p, r in zip(cases, results, strict=True) if not r["ok"]]
-    assert len(cases) >= 20 and not failures, "\n".join(failures)
+    assert len(cases) >= least and not failures, "\n".join(failures)
 
 
 @pytest.mark.slow

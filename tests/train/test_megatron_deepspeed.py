@@ -1,7 +1,8 @@
 """Megatron-DeepSpeed at the pinned commit with the kit's series, on CPU with DeepSpeed 0.18.2 (as
-the images pin it): its own argument parser and validator on the kit's argv, the apex fallbacks,
-the fused-kernel architectures, its own tools/preprocess_data.py against ``bench data``, the torch
-SDPA attention against the unfused one, and the compiled element-wise fusions."""
+the images pin it): its own argument parser and validator on the kit's argv and on the campaign
+files' Megatron-DeepSpeed runs, the apex fallbacks, the fused-kernel architectures, its own
+tools/preprocess_data.py against ``bench data``, the torch SDPA attention against the unfused one,
+and the compiled element-wise fusions."""
 
 from __future__ import annotations
 
@@ -13,13 +14,18 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.campaign import load_campaign
+from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.presets import load_presets
 from bench.dataset.npm import fetch_gpt2_files
 from bench.dataset.prepare import prepare
 from bench.images.pins import REPO_ROOT
 from bench.planning.plan import plan
+from bench.running import gpus as hardware
+from bench.running.trainenv import Facts
 from tests.conftest import options
+from tests.inprocess import run_cli
 
 CACHE = Path.home() / ".cache" / "megatron-bench"
 # DeepSpeed and the light dependencies of DeepSpeed and Megatron-DeepSpeed, as images/pins.toml pins
@@ -81,6 +87,52 @@ def test_kit_argv_is_accepted_by_megatron_deepspeeds_parser(megatron_python, dee
     assert selective["recompute_granularity"] == "selective"
     assert (zero2["zero_stage"], zero2["data_parallel_size"]) == (2, 2)
     assert big["data_parallel_size"] == 1 and big["checkpoint_activations"]
+
+
+# The campaign files with Megatron-DeepSpeed runs and the 80 GB GPUs the GPU machine plans them
+# for: Megatron-DeepSpeed has no memory cap of its own, so the estimate holds them to 80 GB here.
+MDS_CAMPAIGNS = {"h100x2": 2, "x4-engines": 4}
+
+
+def test_the_campaigns_megatron_deepspeed_runs_are_accepted_by_its_parser(
+        megatron_python, deepspeed_site, patched_tree, monkeypatch, tmp_path):
+    """Every Megatron-DeepSpeed run of the campaign files, planned as the GPU machine plans it
+    (80 GB H100s, real data, apex), through its own parser and validator: a flag or a layout it
+    refuses fails here, not after a machine's setup; the seeds' rows keep what the seeds set."""
+    monkeypatch.setattr("bench.running.machine.facts", lambda **kw: Facts(
+        python="python", capabilities=Capabilities(apex_layer_norm=True, fused_wgrad=True)))
+    names, plans = [], []
+    for campaign, gpus in MDS_CAMPAIGNS.items():
+        monkeypatch.setattr(hardware, "detect_gpus", lambda gpus=gpus: hardware.LocalGPUs(
+            gpus, "NVIDIA H100 80GB HBM3", "570.00", 85.0))
+        path = REPO_ROOT / "results" / "campaigns" / f"{campaign}.toml"
+        runs = [run.name for run in load_campaign(path).runs
+                if "--engine" in run.argv and run.argv[run.argv.index("--engine") + 1] == "megatron-deepspeed"]
+        result = run_cli("run", "--campaign", str(path), *(a for n in runs for a in ("--only", n)),
+                         "--data-path", "/data/gpt2_text_document", "--vocab-file", "vocab.json",
+                         "--merge-file", "merges.txt", "--dry-run", "--json", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr.count(" GB per GPU of 80 GB") == len(runs), result.stderr
+        names += runs
+        plans += [entry["plan"] for entry in json.loads(result.stdout)["runs"]]
+    # The plan's argv starts with the interpreter and Megatron-DeepSpeed's pretrain_gpt.py.
+    payload = json.dumps([{"argv": p["train_argv"][2:], "world_size": p["world_size"]}
+                          for p in plans])
+    assert all(p["train_argv"][1].endswith("/pretrain_gpt.py") for p in plans)
+    done = _run(megatron_python, deepspeed_site, patched_tree,
+                [str(REPO_ROOT / "tests/mds_argcheck.py")], stdin=payload)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = dict(zip(names, json.loads(done.stdout.strip().splitlines()[-1]), strict=True))
+    failures = [f"{name}: {r['error']}" for name, r in results.items() if not r["ok"]]
+    assert len(results) >= 16 and not failures, "\n".join(failures)
+    lumi = [results[n] for n in ("13b-tp2pp2-mds-fp16", "13b-tp4-mds-fp16", "13b-dp4-zero2-mds-fp16")]
+    assert all(r["fp16"] and r["checkpoint_activations"] for r in lumi)
+    assert [(r["zero_stage"], r["data_parallel_size"]) for r in lumi] == [(1, 1), (1, 1), (2, 4)]
+    seed003 = results["345m-tp4-zero3-offload-mds-fp16"]
+    assert (seed003["zero_stage"], seed003["cpu_optimizer"], seed003["fp16"]) == (3, True, True)
+    assert (seed003["micro_batch_size"], seed003["global_batch_size"]) == (1, 4)
+    polaris = results["6.7b-tp4sp-zero1-seq4096-mds"]
+    assert (polaris["seq_length"], polaris["sequence_parallel"], polaris["zero_stage"]) == (4096, True, 1)
 
 
 IMPORT_ON_CUDA = """
