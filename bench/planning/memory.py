@@ -46,15 +46,15 @@ from bench.planning.layout import Layout, valid_layouts
 GB = 1e9
 # Of the device's memory; the allocator needs head-room. The planner picks micro-batches and sweep
 # layouts within FIT_FRACTION, and refuses a plan the user asked for only beyond REFUSE_FRACTION.
-# The records on 80 GB bound the refusal: 6.7b tp2 sp fp8 at micro-batch 2 on an H100 trained
-# (estimate 75.3 GB, the step binding; 73.3 GB allocated), 2.7b dp2 te at micro-batch 8 under
-# --gpu-memory-cap 80 ran out of memory (estimate 76.8 GB; 6.6 GiB of the cap reserved but
-# unallocated by torch's allocator).
+# The records on 80 GB bound the refusal: 13b tp1pp4 fp8-delayed under --gpu-memory-cap 80 on
+# four H200s trained (estimate 76.7 GB, the step binding; 74.7 GB allocated), 2.7b dp2 te fp8 at
+# micro-batch 8 under the same cap ran out of memory (estimate 79.2 GB; 6.6 GiB of the cap reserved
+# but unallocated by torch's allocator).
 FIT_FRACTION = 0.92
-REFUSE_FRACTION = 0.95
+REFUSE_FRACTION = 0.96
 # With expandable segments (--allocator expandable) torch's allocator strands no reserved memory,
 # so a plan is refused only beyond the device. Bounded by records under --gpu-memory-cap 80 on two
-# H200s: 2.7b dp2 te at micro-batch 8 (estimate 76.8 GB, out of memory with the default allocator)
+# H200s: 2.7b dp2 te at micro-batch 8 (estimate 79.2 GB, out of memory with the default allocator)
 # trained at a 79.3 GB peak, and 6.7b dp2 msamp-o2 at micro-batch 1 (estimate 78.6) at 77.0.
 EXPANDABLE_REFUSE_FRACTION = 1.0
 
@@ -70,6 +70,11 @@ def refuse_fraction(allocator: str) -> float:
 def _layer_parameters(preset: Preset) -> int:
     h = preset.hidden
     return 4 * h * h + 2 * h * preset.ffn_hidden + 13 * h  # QKV, proj, MLP, biases, norms
+
+
+def _linear_parameters(preset: Preset) -> int:
+    h = preset.hidden
+    return 4 * h * h + 2 * h * preset.ffn_hidden  # QKV, proj, fc1, fc2 weights
 
 
 def params_per_gpu(preset: Preset, layout: Layout) -> float:
@@ -112,7 +117,10 @@ PAPER_STEP_BYTES = 12
 
 FP8_PRECISIONS = frozenset({"fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4"})
 FP8_WEIGHT_COPY_BYTES = 2  # the fp8 weight and its transpose
-FP8_SAVED_INPUTS_SBH = 7  # half the bf16 bytes of the qkv, proj, fc1 and fc2 inputs (2+2+2+8 sbh)
+# fp8 saves fewer activation bytes than half of the four linears' inputs (2+2+2+8 sbh: 7): fitted
+# to 2.7b dp2 te fp8 at micro-batch 8, whose activations bind its peak (79.3 GB allocated with
+# expandable segments; 7 put it 4.8 GB short, 5 within 2.1 GB).
+FP8_SAVED_INPUTS_SBH = 5
 
 
 def is_fp8(precision: str) -> bool:
@@ -155,7 +163,9 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     the step."""
     params = params_per_gpu(preset, layout)
     dp = layout.dp
-    states = (params * (2 + FP8_WEIGHT_COPY_BYTES * fp8) / (dp if zero_stage >= 3 else 1)
+    # Only the layers' linears get fp8 copies: the embeddings stay in 16 bits.
+    fp8_linears = preset.layers * _linear_parameters(preset) / (layout.tp * layout.pp) if fp8 else 0
+    states = ((params * 2 + fp8_linears * FP8_WEIGHT_COPY_BYTES) / (dp if zero_stage >= 3 else 1)
               + params * grad_bytes / (dp if zero_stage >= 2 else 1)
               + params * optimizer_bytes / (dp if zero_stage >= 1 else 1))
     s, b, h = preset.seq_length / layout.cp, layout.micro_batch, preset.hidden
@@ -170,8 +180,12 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     else:
         activations = layers * in_flight * s * b * h * per_sbh
     logits = 2 * 4 * s * b * preset.vocab_size / layout.tp
+    if layout.pp > 1:  # the logits are the last stage's, which keeps one micro-batch in flight
+        activations = max(activations, layers * s * b * h * per_sbh + logits)
+    else:
+        activations += logits
     step = params * optimizer_step_bytes / (dp if zero_stage >= 1 else 1)
-    return states + max(activations + logits, step) + _CONTEXT_BYTES
+    return states + max(activations, step) + _CONTEXT_BYTES
 
 
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
