@@ -169,16 +169,16 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
               + params * grad_bytes / (dp if zero_stage >= 2 else 1)
               + params * optimizer_bytes / (dp if zero_stage >= 1 else 1))
     s, b, h = preset.seq_length / layout.cp, layout.micro_batch, preset.hidden
-    in_flight = min(layout.pp, layout.grad_accumulation)
     per_sbh = 34 / layout.tp if layout.sp else 10 + 24 / layout.tp
     if fp8:
         per_sbh -= FP8_SAVED_INPUTS_SBH / layout.tp
     layers = preset.layers / layout.pp
+    kept = _layers_in_flight(preset, layout)
     if recompute == "full":  # layer inputs kept, one layer's activations rebuilt at a time
-        activations = (layers * in_flight * s * b * h * 2 / (layout.tp if layout.sp else 1)
+        activations = (kept * s * b * h * 2 / (layout.tp if layout.sp else 1)
                        + s * b * h * per_sbh)
     else:
-        activations = layers * in_flight * s * b * h * per_sbh
+        activations = kept * s * b * h * per_sbh
     logits = 2 * 4 * s * b * preset.vocab_size / layout.tp
     if layout.pp > 1:  # the logits are the last stage's, which keeps one micro-batch in flight
         activations = max(activations, layers * s * b * h * per_sbh + logits)
@@ -186,6 +186,18 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
         activations += logits
     step = params * optimizer_step_bytes / (dp if zero_stage >= 1 else 1)
     return states + max(activations, step) + _CONTEXT_BYTES
+
+
+def _layers_in_flight(preset: Preset, layout: Layout) -> float:
+    """Layer activations the first pipeline stage keeps at its peak: 1F1B warms it up with pp
+    micro-batches of its layers; the interleaved schedule with 2(pp - 1) + (vp - 1)pp + 1 chunks of
+    layers / (pp vp) (Megatron's warm-up count), 55 layers of 13b tp1pp4vp2 against 40 without vp,
+    5.4 GB more measured on four H200s."""
+    if layout.vp > 1:
+        chunks = min(2 * (layout.pp - 1) + (layout.vp - 1) * layout.pp + 1,
+                     layout.grad_accumulation * layout.vp)
+        return chunks * preset.layers / (layout.pp * layout.vp)
+    return min(layout.pp, layout.grad_accumulation) * preset.layers / layout.pp
 
 
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
