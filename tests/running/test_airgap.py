@@ -131,7 +131,7 @@ def test_provide_puts_the_builds_on_a_venvs_path_and_takes_them_off(tmp_path: Pa
         provide(["cuda"], data_wheelhouse, python, tmp_path / "builds", "9.0", 2, tmp_path / "m")
 
 
-@pytest.mark.slow  # a venv with its own pip (seconds); the quick tier puts builds on a venv above
+@pytest.mark.slow  # a venv with its own pip (seconds)
 def test_nox_bench_builds_from_the_wheelhouse_into_the_venv(tmp_path: Path, data_wheelhouse: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`--env venv --wheelhouse DIR --builds data`: the venv, then the build on its path."""
