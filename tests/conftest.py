@@ -9,6 +9,7 @@ skipped here, a failure in CI (``CI=true``), where everything must be present.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -43,6 +44,25 @@ def _own_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> object:
         patch.setenv("TMPDIR", str(folder))
         patch.setattr(tempfile, "tempdir", str(folder))
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _matplotlib_imported() -> None:
+    """matplotlib imported once in this test process. Each results page forks a drawing process
+    (bench.results.drawing) that imports it, about 0.45 s a page, unless the process forked has
+    it already. The bytes drawn are the same; without matplotlib the tests that draw say what is
+    missing."""
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.backends.backend_agg
+    import matplotlib.figure
+    import matplotlib.style  # noqa: F401  (what the drawing process imports)
+    from PIL import Image
+
+    Image.preinit()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -8,6 +8,7 @@ modules at the top (``bench.cli``, ``bench.__main__``) assemble the commands and
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -56,7 +57,10 @@ def _imports(module: str) -> set[str]:
     return found
 
 
-GRAPH = {module: _imports(module) for module in MODULES}
+@cache  # parsed when a test first asks: every pytest-xdist worker collects this module
+def graph() -> dict[str, set[str]]:
+    """Each kit module's kit imports."""
+    return {module: _imports(module) for module in MODULES}
 
 
 def _group(module: str) -> str:
@@ -111,12 +115,12 @@ def test_every_package_says_what_it_owns() -> None:
 
 
 def test_no_module_imports_another_that_imports_it_back() -> None:
-    assert _cycles(GRAPH) == []
+    assert _cycles(graph()) == []
 
 
 def test_no_sub_package_and_module_beside_it_import_each_other() -> None:
     grouped: dict[str, set[str]] = {}
-    for module, targets in GRAPH.items():
+    for module, targets in graph().items():
         grouped.setdefault(_group(module), set()).update(
             _group(t) for t in targets if _group(t) != _group(module))
     assert _cycles(grouped) == []
@@ -125,7 +129,7 @@ def test_no_sub_package_and_module_beside_it_import_each_other() -> None:
 @pytest.mark.parametrize("stage", STAGES)
 def test_a_stage_imports_only_itself_and_earlier_stages(stage: str) -> None:
     allowed = set(STAGES[:STAGES.index(stage) + 1])
-    upward = sorted(f"{module} -> {target}" for module, targets in GRAPH.items()
+    upward = sorted(f"{module} -> {target}" for module, targets in graph().items()
                     if _stage(module) == stage for target in targets
                     if target != ROOT and _stage(target) not in allowed)
     assert upward == []
@@ -146,7 +150,7 @@ def _loaded_with(module: str) -> set[str]:
         parts = current.split(".")
         for name in {current, *(".".join(parts[:i]) for i in range(1, len(parts)))} - seen:
             seen.add(name)
-            todo += GRAPH[name]
+            todo += graph()[name]
     return seen
 
 
@@ -158,7 +162,7 @@ def test_what_runs_on_the_gpu_node_needs_no_pydantic(module: str) -> None:
 
 def test_the_checks_see_the_kit() -> None:
     """The graph is not empty by mistake: the planner's imports are found."""
-    assert {"bench.planning.options", "bench.planning.checks"} <= GRAPH["bench.planning.plan"]
+    assert {"bench.planning.options", "bench.planning.checks"} <= graph()["bench.planning.plan"]
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert "pydantic" in _third_party("bench.config.schema")
     assert "bench.config" in _loaded_with("bench.train.msamp")

@@ -78,6 +78,7 @@ def test_venv_is_made_once_and_pip_runs_only_when_requirements_change(tmp_path: 
     assert [line.split()[0] for line in logs] == ["installing"]
 
 
+@pytest.mark.slow  # a pytest of its own in a child process
 def test_megatron_tests_skip_with_the_enabling_command() -> None:
     """Without a Megatron Python the checks are reported skipped, with the command that enables
     them, and the run passes (outside CI)."""
@@ -91,6 +92,7 @@ def test_megatron_tests_skip_with_the_enabling_command() -> None:
     assert "BENCH_PYTHON312=/path/to/python3.12 nox -s tests" in out.stdout
 
 
+@pytest.mark.slow  # a pytest of its own in a child process
 def test_in_ci_a_missing_megatron_python_fails() -> None:
     env = {**os.environ, "BENCH_MEGATRON_PYTHON": "", "BENCH_MEGATRON_SKIP": testenv.ENABLE_HINT,
            "CI": "true"}

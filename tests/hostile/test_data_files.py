@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.plan import plan
@@ -39,6 +41,7 @@ def _data(folder: Path, prefix: str) -> None:
         (folder / f"{prefix}{suffix}").write_bytes(b"")
 
 
+@pytest.mark.slow  # a real `python -m bench run` child: half a second and more
 def test_a_run_here_with_a_missing_data_file_writes_nothing(tmp_path: Path) -> None:
     _data(tmp_path, "data/half_text_document")
     (tmp_path / "data/half_text_document.idx").unlink()
@@ -54,6 +57,7 @@ def test_a_run_here_with_a_missing_data_file_writes_nothing(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
 
 
+@pytest.mark.slow  # a real `python -m bench run` child: half a second and more
 def test_a_run_here_with_its_data_runs(tmp_path: Path) -> None:
     _data(tmp_path, "data/d_text_document")
     run = bench_run(tmp_path, "run", "1.3b", "tp1pp1", "--mbs", "4", "--gbs", "32", "--iters", "15",

@@ -18,6 +18,7 @@ CLUSTER_SHELL = {"BENCH_ACCOUNT": "project_1", "BENCH_PARTITION": "standard-g",
                  "BENCH_WALLTIME": "01:00:00", "BENCH_QUEUE": "debug"}
 
 
+@pytest.mark.slow  # a real `python -m bench run` child: half a second and more
 def test_a_run_here_ignores_the_cluster_defaults_of_the_shell(tmp_path: Path) -> None:
     run = bench_run(tmp_path, env=CLUSTER_SHELL)
     out, err = run.communicate(timeout=120)
@@ -46,6 +47,7 @@ def test_a_slurm_job_takes_the_account_and_ignores_a_pbs_queue(tmp_path: Path) -
     assert "#SBATCH --time=01:00:00" in result.stdout
 
 
+@pytest.mark.slow  # a real `python -m bench run` child: half a second and more
 def test_a_shell_variable_that_changes_the_run_is_its_variant(tmp_path: Path) -> None:
     run = bench_run(tmp_path, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
                                    "NCCL_ALGO": "Ring", "HOME_LIKE": "ignored",

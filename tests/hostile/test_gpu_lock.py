@@ -17,6 +17,9 @@ from bench.running.gpulock import gpus_locked
 from tests.hostile.machine import bench_run
 from tests.running.test_reliability import OK_LOG
 
+# Real `python -m bench run` children holding, waiting on and sharing GPUs: seconds.
+pytestmark = pytest.mark.slow
+
 
 def _holding(folder: Path, uuid: str = "GPU-test-0") -> tuple[subprocess.Popen[str], str]:
     """A run that holds GPU ``uuid``: it printed its log and now hangs (until a test stops it);

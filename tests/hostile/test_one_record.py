@@ -70,6 +70,7 @@ def _limited_run(tmp_path: Path, file_limit: int) -> subprocess.CompletedProcess
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+@pytest.mark.slow  # the runner in a real child (file-size limit, signals): half a second and more
 def test_a_log_that_fills_the_disk_gives_one_failed_record(tmp_path: Path) -> None:
     # 16 KB: the 44 KB log does not fit, its record (7 KB) does.
     result = _limited_run(tmp_path, 16_000)
@@ -83,6 +84,7 @@ def test_a_log_that_fills_the_disk_gives_one_failed_record(tmp_path: Path) -> No
     assert record.log_tail, "the lines that were written are kept"
 
 
+@pytest.mark.slow  # the runner in a real child (file-size limit, signals): half a second and more
 def test_a_record_that_fits_nowhere_is_one_error_line(tmp_path: Path) -> None:
     result = _limited_run(tmp_path, 4_000)  # plan.json fits, the record does not
     assert result.returncode == 2
@@ -92,6 +94,7 @@ def test_a_record_that_fits_nowhere_is_one_error_line(tmp_path: Path) -> None:
     assert not (tmp_path / "records").exists() or not list((tmp_path / "records").iterdir())
 
 
+@pytest.mark.slow  # the runner in a real child (file-size limit, signals): half a second and more
 def test_a_plan_that_fills_the_disk_starts_nothing(tmp_path: Path) -> None:
     result = _limited_run(tmp_path, 1_000)  # plan.json (2 KB) does not fit
     assert result.returncode == 2
@@ -115,6 +118,7 @@ def _pids_running(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # the runner in a real child (file-size limit, signals): half a second and more
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
 def test_a_runner_killed_with_sigkill_takes_the_launcher_with_it(tmp_path: Path) -> None:
     log = tmp_path / "marker-of-this-test.log"  # the fake torchrun is found by its argument

@@ -71,6 +71,7 @@ def _wait_for_line(folder: Path, text: str) -> None:
     raise AssertionError(f"the run never printed {text!r}")
 
 
+@pytest.mark.slow  # a real `python -m bench run` child: half a second and more
 def test_ctrl_c_ends_quietly_after_the_record(tmp_path: Path) -> None:
     run = bench_run(tmp_path, fake=f"{OK_LOG} --then hang")
     try:

@@ -74,6 +74,7 @@ def test_data_into_a_read_only_folder_is_one_line(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.slow  # a real `python -m bench data` under a file-size limit, its tokenizer loaded: a second
 def test_data_on_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path: Path) -> None:
     out = tmp_path / "out"
     _one_error(_data(_corpus(tmp_path), out, file_limit=3_500_000),

@@ -19,7 +19,7 @@ from bench.records.record import PatchSeries, data_info
 from bench.records.store import load_records
 from bench.results.words import LAYERS
 from tests.conftest import options
-from tests.test_import_graph import GRAPH
+from tests.test_import_graph import graph
 
 REPO = Path(__file__).resolve().parents[2]
 LAYERS_INV = {shown: impl for impl, shown in LAYERS.items()}
@@ -71,7 +71,7 @@ def test_a_plan_json_written_before_the_fields_still_makes_a_full_record() -> No
 
 
 def test_records_do_not_import_the_images_package() -> None:
-    imports = {target for module, targets in GRAPH.items() if module.startswith("bench.records")
+    imports = {target for module, targets in graph().items() if module.startswith("bench.records")
                for target in targets}
     assert not {t for t in imports if t.startswith("bench.images")}
 

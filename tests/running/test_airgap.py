@@ -81,6 +81,7 @@ def test_gather_copies_the_snapshots_given_and_refuses_another_commit(tmp_path: 
         gather("cuda", dest, upstreams={"flash-attn": other}, parts=("sources",))
 
 
+@pytest.mark.slow  # real pip: the wheels downloaded, then installed (seconds)
 def test_the_data_build_is_made_once_then_reused_and_made_again_when_an_input_changes(
         tmp_path: Path, data_wheelhouse: Path) -> None:
     files = list(read_manifest(data_wheelhouse)["files"])  # type: ignore[call-overload]
@@ -108,6 +109,7 @@ def test_a_build_that_fails_is_one_line_and_leaves_no_stamp(tmp_path: Path) -> N
     assert not (tmp_path / "te" / ".stamp").exists()
 
 
+@pytest.mark.slow  # real pip: the wheels downloaded, then installed (seconds)
 def test_provide_puts_the_builds_on_a_venvs_path_and_takes_them_off(tmp_path: Path,
                                                                     data_wheelhouse: Path) -> None:
     venv = tmp_path / "venv"
@@ -129,7 +131,7 @@ def test_provide_puts_the_builds_on_a_venvs_path_and_takes_them_off(tmp_path: Pa
         provide(["cuda"], data_wheelhouse, python, tmp_path / "builds", "9.0", 2, tmp_path / "m")
 
 
-@pytest.mark.slow  # a venv with its own pip (seconds); the quick tier puts builds on a venv above
+@pytest.mark.slow  # a venv with its own pip (seconds)
 def test_nox_bench_builds_from_the_wheelhouse_into_the_venv(tmp_path: Path, data_wheelhouse: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """`--env venv --wheelhouse DIR --builds data`: the venv, then the build on its path."""

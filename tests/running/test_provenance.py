@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# A git clone of the kit and a Python child per commit read: seconds.
+pytestmark = pytest.mark.slow
 
 
 def _kit_commit(checkout: Path) -> str:

@@ -168,6 +168,7 @@ def test_the_real_stack_from_a_downloaded_wheelhouse_sees_the_machines_torch(tmp
         "needs 1; check the driver (`nvidia-smi`) and CUDA_VISIBLE_DEVICES"]
 
 
+@pytest.mark.slow  # real nox in a child process
 def test_nox_bench_with_env_current_runs_the_kit_in_place_without_the_option() -> None:
     """nox as the README's run line installs it (``pip install nox pydantic``): in a Python with
     the kit's pydantic, which reads the pins to choose the training Python. This Python has both

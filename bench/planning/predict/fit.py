@@ -10,6 +10,7 @@ starting from the fit with both added. Refit with ``python -m bench predict --re
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,7 +88,12 @@ def _outer(v: list[float]) -> list[float]:
 
 
 def _add(total: list[float], part: list[float], sign: float = 1.0) -> list[float]:
-    return [a + sign * b for a, b in zip(total, part, strict=True)]
+    """``total`` plus (``sign`` 1) or minus (-1) ``part``, term by term."""
+    # operator's add or sub mapped: twice a comprehension's speed (a leave-one-out calls this
+    # tens of thousands of times), and the very sums, since a + -1.0 * b is a - b exactly
+    if len(total) != len(part) or sign not in (1, -1):
+        raise ValueError(f"cannot add {len(part)} terms times {sign} to {len(total)}")
+    return list(map(operator.add if sign > 0 else operator.sub, total, part))
 
 
 class Fitter:
