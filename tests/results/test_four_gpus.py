@@ -40,7 +40,9 @@ def test_layouts_side_by_side_with_breakdown_ratio_and_whats_missing() -> None:
     assert rows[0].profile is not None and rows[1].profile is None
     missing = fourgpu.missing_layouts(rows)
     assert "tp2pp2sp bf16" not in missing and "tp4sp bf16" not in missing
-    assert "tp2pp2sp fp8-delayed" in missing and "tp2sp dp2 bf16" in missing
+    assert "tp2pp2sp fp8-delayed" in missing
+    # 13b tp2 dp2 keeps half the model's weights, gradients and their step per GPU: past 80 GB
+    assert "tp2sp dp2 bf16 (beyond 80 GB: ~79.1 GB by the memory estimate)" in missing
     page = "\n".join(fourgpu.section(rows, [], fourgpu.plan_plot(rows), "records"))
     first = next(line for line in page.splitlines() if line.startswith("| tp2pp2sp |"))
     assert "460.0 (n=2, 460.0–470.0)" in first and "| 1 |" in first
