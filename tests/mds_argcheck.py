@@ -17,7 +17,8 @@ from megatron.arguments import parse_args, validate_args  # noqa: E402
 
 FIELDS = ("data_parallel_size", "recompute_granularity", "checkpoint_activations", "zero_stage",
           "deepspeed", "fp16", "bf16", "gradient_accumulation_fusion", "micro_batch_size",
-          "global_batch_size", "seq_length", "sequence_parallel", "cpu_optimizer")
+          "global_batch_size", "seq_length", "sequence_parallel", "cpu_optimizer",
+          "deepspeed_activation_checkpointing", "recompute_method")
 
 
 def check(case: dict) -> dict:

@@ -84,9 +84,18 @@ def test_kit_argv_is_accepted_by_megatron_deepspeeds_parser(megatron_python, dee
     assert (fp16["fp16"], fp16["bf16"]) == (True, False)
     assert bf16["gradient_accumulation_fusion"] is False
     assert full["checkpoint_activations"] and full["recompute_granularity"] is None
+    assert _recomputes_without_a_pipeline(full)
     assert selective["recompute_granularity"] == "selective"
     assert (zero2["zero_stage"], zero2["data_parallel_size"]) == (2, 2)
     assert big["data_parallel_size"] == 1 and big["checkpoint_activations"]
+
+
+def _recomputes_without_a_pipeline(args: dict) -> bool:
+    """Megatron-DeepSpeed's ParallelTransformer._checkpointed_forward (megatron/model/transformer.py)
+    recomputes through DeepSpeed's checkpointing or by a --recompute-method, and raises "Invalid
+    activation recompute method" otherwise: without a pipeline, --checkpoint-activations alone
+    crashes at the first step (13b tp4 and dp4 ZeRO-2 did on four GPUs)."""
+    return bool(args["deepspeed_activation_checkpointing"] or args["recompute_method"])
 
 
 # The campaign files with Megatron-DeepSpeed runs and the 80 GB GPUs the GPU machine plans them
@@ -127,6 +136,7 @@ def test_the_campaigns_megatron_deepspeed_runs_are_accepted_by_its_parser(
     assert len(results) >= 16 and not failures, "\n".join(failures)
     lumi = [results[n] for n in ("13b-tp2pp2-mds-fp16", "13b-tp4-mds-fp16", "13b-dp4-zero2-mds-fp16")]
     assert all(r["fp16"] and r["checkpoint_activations"] for r in lumi)
+    assert all(_recomputes_without_a_pipeline(r) for r in results.values() if r["checkpoint_activations"])
     assert [(r["zero_stage"], r["data_parallel_size"]) for r in lumi] == [(1, 1), (1, 1), (2, 4)]
     seed003 = results["345m-tp4-zero3-offload-mds-fp16"]
     assert (seed003["zero_stage"], seed003["cpu_optimizer"], seed003["fp16"]) == (3, True, True)

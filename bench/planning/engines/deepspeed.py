@@ -27,8 +27,13 @@ from bench.planning.memory import deepspeed_frees_zero1_gradients
 # Where the kit's images put Megatron-DeepSpeed; a platform without images (Polaris) has a checkout.
 DEFAULT_ZERO_STAGE = 1
 DS_CONFIG_NAME = "ds_config.json"
-# Full recompute in Megatron-DeepSpeed: its DeepSpeed activation checkpointing (what the seeds use).
-FULL_RECOMPUTE = ("--checkpoint-activations", "--checkpoint-num-layers", "1")
+# Full recompute in Megatron-DeepSpeed: its DeepSpeed activation checkpointing (what the seeds use),
+# both flags as its rebase scripts pass them. --checkpoint-activations alone works only through
+# DeepSpeed's pipeline engine (pp > 1); without a pipeline the transformer's checkpointed forward
+# needs --deepspeed-activation-checkpointing (or a --recompute-method) and raises "Invalid
+# activation recompute method" at the first step otherwise (13b tp4 and dp4 on four GPUs did).
+FULL_RECOMPUTE = ("--checkpoint-activations", "--checkpoint-num-layers", "1",
+                  "--deepspeed-activation-checkpointing")
 
 
 @dataclass(frozen=True)
