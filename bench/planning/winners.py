@@ -59,6 +59,22 @@ WINNERS: tuple[Winner, ...] = (
            against=("13b_tp2pp2dp1sp_local_20261127T065217Z-d16e9a-c1", 362.6, "the graphs"),
            why="micro-batch 2 with selective recompute, Transformer Engine's CUDA graphs with "
                "attention and hidden dropout 0.0 (graphed recompute needs them off)"),
+    # The same settings on tp4 + sp (two machines of 4 x H200 at 80 GB, 2026-11-27): its
+    # un-graphed step is host-bound too (11.22 s against 5.93 with the graphs).
+    Winner("13b", "megatron", (4, 1, 1, 1, True), "bf16", "te", 2, "selective", TE_GRAPHS,
+           record=("13b_tp4pp1dp1sp_local_20261127T095255Z-32deb0-c12", 440.0),
+           against=("13b_tp4pp1dp1sp_local_20261127T114230Z-fde7a5-c11", 232.4,
+                    "the graphs and dropout 0.0"),
+           why="micro-batch 2 with selective recompute, Transformer Engine's CUDA graphs with "
+               "attention and hidden dropout 0.0 (graphed recompute needs them off)"),
+    # The best 13b layout on four GPUs: its preset settings (micro-batch 1, no recompute) with
+    # dropout off, 50.3 % MFU against 49.0 % (two machines of 4 x H200 at 80 GB, 2026-11-27; the
+    # kit's default on tp2pp2 + sp reproduced within 1.1 % across two such machines).
+    Winner("13b", "megatron", (1, 4, 2, 1, False), "bf16", "te", 1, None,
+           ("--attention-dropout", "0.0", "--hidden-dropout", "0.0"),
+           record=("13b_tp1pp4vp2dp1_local_20261127T114020Z-e266cd-c14", 497.8),
+           against=("13b_tp1pp4vp2dp1_local_20261127T094709Z-c995f3-c13", 484.8, "dropout 0.0"),
+           why="micro-batch 1 without recompute, attention and hidden dropout 0.0"),
 )
 
 

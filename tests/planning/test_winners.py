@@ -44,7 +44,10 @@ def test_a_winner_is_what_its_records_measured(winner: Winner) -> None:
     argv = " ".join(best["argv"])
     assert " ".join(winner.megatron_args) in argv
     assert best["layout"]["micro_batch"] == winner.micro_batch
-    assert f"--recompute-granularity {winner.recompute}" in argv
+    if winner.recompute is None:
+        assert "--recompute-granularity" not in argv
+    else:
+        assert f"--recompute-granularity {winner.recompute}" in argv
 
 
 def _plan(layout: str = "tp2pp2sp", **kw: object) -> LaunchPlan:
@@ -66,6 +69,19 @@ def test_13b_tp2pp2sp_gets_its_measured_defaults_and_says_why() -> None:
     note = next(n for n in launch.notes if n.startswith("measured defaults"))
     assert "468.9 TFLOP/s/GPU against 362.6 without the graphs" in note
     assert WINNERS[0].record[0] in note
+
+
+def test_13b_tp4sp_gets_the_graphs_and_tp1pp4vp2_dropout_off() -> None:
+    tp4 = _plan("tp4pp1sp")
+    assert (tp4.layout.micro_batch, tp4.recompute) == (2, "selective")
+    assert _arg(tp4, "--cuda-graph-impl") == "transformer_engine"
+    assert any("440.0 TFLOP/s/GPU against 232.4" in n for n in tp4.notes)
+    vp = _plan("tp1pp4vp2")
+    assert (vp.layout.micro_batch, vp.recompute) == (1, None)
+    assert _arg(vp, "--attention-dropout") == "0.0" and _arg(vp, "--hidden-dropout") == "0.0"
+    assert _arg(vp, "--cuda-graph-impl") is None and _arg(vp, "--recompute-granularity") is None
+    assert any("497.8 TFLOP/s/GPU against 484.8 without dropout 0.0" in n for n in vp.notes)
+    assert _arg(_plan("tp1pp4vp2", precision="fp8-delayed", force=True), "--attention-dropout") is None
 
 
 @pytest.mark.parametrize("kw", [{"mbs": 1}, {"recompute": "full"}, {"precision": "fp8-delayed"},
