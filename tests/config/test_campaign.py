@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -156,18 +159,33 @@ def _runner_stack(group: str) -> str:
     raise AssertionError(f"no case of {RUNNER.name}'s group function matches {group}")
 
 
+def _stack_of(path: Path, names: list[str]) -> dict[str, str]:
+    """The runner's own ``stack_of``, run by bash: per name, the group name that picks its stack."""
+    text = RUNNER.read_text()
+    function = text[text.index("stack_of() {"):text.index("\ngroup() {")]
+    done = subprocess.run(["bash", "-c", f'{function}\nstack_of "$@"', "stack_of", *names],
+                          env={**os.environ, "PYTHON": sys.executable, "CAMPAIGN": str(path)},
+                          capture_output=True, text=True, check=True)
+    return dict(zip(names, done.stdout.split(), strict=True))
+
+
 def _option(argv: tuple[str, ...], flag: str) -> str | None:
     return argv[argv.index(flag) + 1] if flag in argv else None
 
 
 @pytest.mark.parametrize("path", CAMPAIGNS, ids=[p.stem for p in CAMPAIGNS])
-def test_each_group_lands_on_the_stack_its_runs_need(path: Path) -> None:
+def test_each_group_and_run_lands_on_the_stack_its_runs_need(path: Path) -> None:
     """Megatron-DeepSpeed's groups on apex with GPT-2's BPE files (and nothing else there: the
-    megatron engine refuses --vocab-file), MS-AMP's precisions on MS-AMP's path."""
+    megatron engine refuses --vocab-file), MS-AMP's precisions on MS-AMP's path. A run named alone
+    (`h100x2.sh 13b-tp4-mds-fp16`) lands where its group does."""
     campaign = load_campaign(path)
-    for group in sorted({g for run in campaign.runs for g in run.groups}):
-        runs = [run for run in campaign.runs if group in run.groups]
-        stack = _runner_stack(group)
+    selections = {g: [run for run in campaign.runs if g in run.groups]
+                  for g in {g for run in campaign.runs for g in run.groups}}
+    selections.update({run.name: [run] for run in campaign.runs})
+    stacks = _stack_of(path, sorted(selections))
+    assert 'case $(stack_of "$name") in' in RUNNER.read_text()  # group() routes by it
+    for group, runs in sorted(selections.items()):
+        stack = _runner_stack(stacks[group])
         mds = [_option(run.argv, "--engine") == "megatron-deepspeed" for run in runs]
         assert all(mds) == ("data=gpt2" in stack), f"{path.stem} group {group}: {stack}"
         assert all(mds) or not any(mds), f"{path.stem} group {group} mixes the engines"
@@ -180,8 +198,9 @@ def test_the_four_gpu_engine_ab_is_one_configuration_on_the_same_data(tmp_path: 
     the file reads the tokenized data on the GPU machine."""
     path = REPO / "results" / "campaigns" / "x4-engines.toml"
     campaign = load_campaign(path)
+    names = sorted({g for run in campaign.runs for g in run.groups} | {r.name for r in campaign.runs})
     assert all("data=" in _runner_stack(g) and "data=none" not in _runner_stack(g)
-               for run in campaign.runs for g in run.groups)
+               for g in _stack_of(path, names).values())
     plans = _plans(run_cli("run", "--campaign", str(path), "--only", "mds-x4-ab", "--only",
                            "mds-core-x4-ab", "--platform", "azure-h200", "--dry-run", "--json",
                            cwd=tmp_path))

@@ -32,7 +32,8 @@
 #   bash h100x2.sh fp8-linear # python -m bench.train.fp8_linear: MS-AMP's FP8 linear against TE's (needs TE and MS-AMP)
 #   bash h100x2.sh te-cast-check  # MS-AMP's delayed casts: TE's kernel against the torch cast, byte for byte
 #   bash h100x2.sh paper-adam-check  # PaperAdamW's Triton kernel on the GPU: tests/train/paper_adam_checks.py
-#   bash h100x2.sh GROUP...   # the campaign's groups; te, te-*, rest-te*, fp8-*, scaling: TE on the path;
+#   bash h100x2.sh GROUP...   # the campaign's groups (or runs by name: a run takes its first group's stack),
+#                             # picked by the group's name: te, te-*, rest-te*, fp8-*, scaling: TE on the path;
 #                             # apex: TE and apex; no-te: neither; mds*, *-zero*, *-mds: apex, real
 #                             # data; mds-core: TE, real data; msamp campaign (CAMPAIGN=...): TE and
 #                             # MS-AMP, real data
@@ -173,9 +174,21 @@ kit() {  # the kit at the bundled commit, fresh for each command; KEEP_KIT=1 kee
   git -C "$KIT" log -1 --format='kit %h %s' >> "$summary"
 }
 
-group() {  # group NAME: the campaign's runs of that group
+stack_of() {  # stack_of NAME...: per NAME, the group whose name picks its stack (a run named
+  # alone takes its first group's; a group, its own)
+  "$PYTHON" - "$CAMPAIGN" "$@" <<'PY'
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    runs = tomllib.load(f).get("run", [])
+for name in sys.argv[2:]:
+    groups = next((run.get("group") for run in runs if run.get("name") == name), None)
+    print(groups if isinstance(groups, str) else (groups or [name])[0])
+PY
+}
+
+group() {  # group NAME: the campaign's runs of that group, or its run of that name
   local name=$1 path extra=() marker=wheels.done data=none
-  case $name in
+  case $(stack_of "$name") in
     no-te|*-no-te) path="$SITE" ;;
     apex|*-apex) path="$APEX_SITE:$TE_SITE:$SITE" marker=apex.done ;;
     mds-core|mds-core-*|*-megatron-core) path="$TE_SITE:$SITE" marker=setup.done data=tokens ;;
