@@ -211,3 +211,18 @@ def test_the_four_gpu_engine_ab_is_one_configuration_on_the_same_data(tmp_path: 
         layout = {k: v for k, v in p["layout"].items() if k not in ("name", "zero")}
         return p["preset"], layout, p["precision"], p["iters"], p["world_size"], p["data"]
     assert configuration(sides["megatron"]) == configuration(sides["megatron-deepspeed"])
+
+
+@pytest.mark.slow  # waits one of the script's 5 s polls
+def test_a_group_started_with_setup_in_one_command_waits_for_it(tmp_path: Path) -> None:
+    """`bg setup` marks setup started before it returns: a group in the same command waits for
+    setup's markers instead of stopping as on a machine where setup never ran. Here setup finds no
+    carried files and ends at once, so the group stops on that, not on a missing setup."""
+    env = {**os.environ, "WORK": str(tmp_path / "work"), "CARRY": str(tmp_path / "carry"),
+           "PYTHON": sys.executable, "CAMPAIGN": str(REPO / "results" / "campaigns" / "x4.toml")}
+    script = (f'bash {RUNNER} bg setup && test -e "$WORK/setup.started" && '
+              f'timeout 60 bash {RUNNER} 13b-tp1pp4vp2-bf16')
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, check=False)
+    assert "setup ended without wheels.done" in done.stdout, done.stdout + done.stderr
+    assert "setup has not run" not in done.stdout

@@ -48,7 +48,7 @@
 #   bash h100x2.sh te-join    # there: /tmp/te-parts/p0..p5 into /tmp/te-chunks (the wheel in chunk0)
 set -uo pipefail
 PYTHON=${PYTHON:-python3}
-CARRY=/tmp/carry  # setup's copy of .carry-mds
+CARRY=${CARRY:-/tmp/carry}  # setup's copy of .carry-mds
 WORK=${WORK:-/tmp/h100x2}
 SITE=$WORK/site APEX_SITE=$WORK/apex-site TE_SITE=${TE_SITE:-/tmp/te-site} MSAMP_SITE=$WORK/msamp-site
 MDS=${MDS:-/opt/Megatron-DeepSpeed}  # platforms/local.toml's megatron_deepspeed_dir
@@ -248,7 +248,10 @@ case ${1:?setup, smoke, collect or groups} in
     [ -e "$WORK/msamp.done" ] && tar czf "$OUT/msamp-site.tgz" -C "$MSAMP_SITE" . && msamp_stamp > "$OUT/msamp.stamp"
     cp /tmp/te-wheel/transformer_engine_torch-*.whl "$OUT/" 2>/dev/null && te_stamp > "$OUT/te-torch.stamp"
     ls -la "$OUT" ;;
-  bg) shift; (setsid nohup bash "$0" "$@" > "$WORK/logs/bg-$(date +%s).out" 2>&1 < /dev/null &) ;;
+  bg) shift
+    # Marked before it returns: a group in the same command must wait for setup, not find none.
+    [ "${1:-}" = setup ] && rm -f "$WORK/setup.ended" && touch "$WORK/setup.started"
+    (setsid nohup bash "$0" "$@" > "$WORK/logs/bg-$(date +%s).out" 2>&1 < /dev/null &) ;;
   wait)
     end=$(( $(date +%s) + ${3:?wait GROUP SECONDS} ))
     until grep -q "^group-$2: exit" "$summary" 2>/dev/null || [ "$(date +%s)" -ge "$end" ]; do sleep 5; done
