@@ -193,24 +193,32 @@ def test_each_group_and_run_lands_on_the_stack_its_runs_need(path: Path) -> None
             assert "$MSAMP_SITE" in stack, f"{path.stem} group {group}: {stack}"
 
 
-def test_the_four_gpu_engine_ab_is_one_configuration_on_the_same_data(tmp_path: Path) -> None:
-    """x4-engines.toml's engine A/B: the two sides differ in the engine alone, and every group of
-    the file reads the tokenized data on the GPU machine."""
+@pytest.mark.parametrize("pair", [("mds-x4-ab", "mds-core-x4-ab"), ("mds-x4-ab-sp", "mds-core-x4-ab-sp")])
+def test_the_four_gpu_engine_ab_is_one_configuration_on_the_same_data(tmp_path: Path,
+                                                                       pair: tuple[str, str]) -> None:
+    """x4-engines.toml's engine A/Bs: the two sides share layout, batch, recompute and data, and
+    every group of the file reads the tokenized data on the GPU machine. At the kit's default
+    (tp2pp2 + sp) megatron-core adds its measured CUDA graphs, and both sides run without dropout."""
     path = REPO / "results" / "campaigns" / "x4-engines.toml"
     campaign = load_campaign(path)
     names = sorted({g for run in campaign.runs for g in run.groups} | {r.name for r in campaign.runs})
     assert all("data=" in _runner_stack(g) and "data=none" not in _runner_stack(g)
                for g in _stack_of(path, names).values())
-    plans = _plans(run_cli("run", "--campaign", str(path), "--only", "mds-x4-ab", "--only",
-                           "mds-core-x4-ab", "--platform", "azure-h200", "--dry-run", "--json",
-                           cwd=tmp_path))
+    plans = _plans(run_cli("run", "--campaign", str(path), "--only", pair[0], "--only", pair[1],
+                           "--platform", "azure-h200", "--dry-run", "--json", cwd=tmp_path))
     sides = {p["engine"]: p for p in plans}
     assert sorted(sides) == ["megatron", "megatron-deepspeed"]
 
     def configuration(p: dict) -> tuple:
         layout = {k: v for k, v in p["layout"].items() if k not in ("name", "zero")}
-        return p["preset"], layout, p["precision"], p["iters"], p["world_size"], p["data"]
+        recompute = _option(tuple(p["train_argv"]), "--recompute-granularity")
+        return p["preset"], layout, p["precision"], recompute, p["iters"], p["world_size"], p["data"]
     assert configuration(sides["megatron"]) == configuration(sides["megatron-deepspeed"])
+    if pair[0].endswith("-sp"):
+        for side in sides.values():
+            argv = " ".join(side["train_argv"])
+            assert "--attention-dropout 0.0" in argv and "--hidden-dropout 0.0" in argv
+        assert "--cuda-graph-impl transformer_engine" in " ".join(sides["megatron"]["train_argv"])
 
 
 @pytest.mark.slow  # waits one of the script's 5 s polls
