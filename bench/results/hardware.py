@@ -116,7 +116,9 @@ class NodeCheck:
     ``all_reduce`` holds the bf16 sizes of a passed NCCL check over two GPUs or more (empty for a
     report before the check timed bf16 sizes, and for one GPU: nothing crosses a link).
     ``gemm_tflops`` is the bf16 8192³ median per GPU of a passed GEMM check; ``shapes`` its
-    ``"<shape> <dtype>"`` rates, TFLOP/s (empty in reports before the check timed them)."""
+    ``"<shape> <dtype>"`` rates, TFLOP/s (empty in reports before the check timed them).
+    ``nccl_settings``: the ``NCCL_*`` variables the caller set (``NCCL_PROTO=Simple``), none for
+    NCCL's defaults; ``gemm_checked``: whether the report ran the GEMM check at all."""
 
     file: str
     gpu_model: str
@@ -127,6 +129,8 @@ class NodeCheck:
     all_reduce: tuple[AllReduce, ...]
     gemm_tflops: float | None
     shapes: Mapping[str, float]
+    nccl_settings: tuple[str, ...] = ()
+    gemm_checked: bool = True
 
 
 def _all_reduce(report: dict[str, Any]) -> tuple[AllReduce, ...]:
@@ -152,7 +156,9 @@ def load_node_checks(folder: Path | str) -> tuple[NodeCheck, ...]:
             date=str(report.get("started_at", ""))[:10],
             nccl_version=str(nccl["nccl_version"]) if "nccl_version" in nccl else None,
             all_reduce=_all_reduce(report), gemm_tflops=None if median is None else float(median),
-            shapes={str(k): float(v) for k, v in (gemm.get("shapes") or {}).items()}))
+            shapes={str(k): float(v) for k, v in (gemm.get("shapes") or {}).items()},
+            nccl_settings=tuple(f"{k}={v}" for k, v in sorted((report.get("nccl_settings") or {}).items())),
+            gemm_checked="gemm" in (report.get("checks") or {})))
     return tuple(sorted(checks, key=lambda c: (c.date, c.file)))
 
 
@@ -190,13 +196,15 @@ def _all_reduce_table(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]
     rows = []
     for check in checks:
         measured = {a.bytes: a.busbw_gbps for a in check.all_reduce}
-        rows.append([_machine(check), str(check.gpus), text(check.date), text(check.nccl_version),
+        nccl = ", ".join(filter(None, (check.nccl_version, *check.nccl_settings))) or None
+        rows.append([_machine(check), str(check.gpus), text(check.date), text(nccl),
                      *(number(measured.get(n), 1) for n in sizes), *_link_cells(check),
                      _report_link(check, smoke_link)])
     return table(header, rows)
 
 
 def _gemm_table(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
+    checks = [check for check in checks if check.gemm_checked]  # an all-reduce A/B ran no GEMMs
     shapes = list(dict.fromkeys(name for check in checks for name in check.shapes))
     header = (("machine", False), ("GPUs", True), ("date", False),
               ("bf16 8192³, median per GPU", True), *((text(name), True) for name in shapes),
@@ -222,7 +230,8 @@ def section(checks: Sequence[NodeCheck], smoke_link: str) -> list[str]:
             ("From the smoke check's reports (`python -m bench.train.smoke`, kept with the dated "
              "report of the campaign that ran it), one row per report. All-reduce: the bus "
              "bandwidth (nccl-tests' convention) of bf16 all-reduces over all the machine's GPUs "
-             "per size, set beside the link's nominal bandwidth per GPU in one direction from the "
+             "per size (the NCCL column names the `NCCL_*` settings a report ran with, if any), "
+             "set beside the link's nominal bandwidth per GPU in one direction from the "
              "accelerator's data file: NCCL's bus bandwidth counts what each GPU sends one way, so "
              "the one-way figure, not the bidirectional one datasheets headline, is its ceiling. "
              f"`{DASH}`: not measured (one GPU crosses no link; reports before the check timed bf16 "

@@ -18,7 +18,9 @@ in order, on every visible GPU:
 Prints a compact report and, with ``--out``, writes it as JSON (schema ``bench.smoke/1``). Exit status:
 0 all checks passed, 1 a check failed, 3 no GPU or no torch here (nothing is measured or pretended).
 Spawned processes get the local platform's environment (``platforms/local.toml`` ``[env]``: on
-the shared hosts ``NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1``).
+the shared hosts ``NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1``);
+other ``NCCL_*`` variables set by the caller pass through and the report names them
+(``nccl_settings``), so ``NCCL_PROTO=Simple python -m bench.train.smoke --checks nccl`` is an A/B.
 """
 
 from __future__ import annotations
@@ -369,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     except NoGPUError as error:
         print(f"bench.train.smoke: {error}", file=sys.stderr)
         return EXIT_NO_GPU
+    # NCCL settings the caller chose (an A/B of NCCL's algorithms, say) are part of what was measured.
+    nccl_settings = {key: value for key, value in sorted(os.environ.items())
+                     if key.startswith("NCCL_") and key not in platform_env()}
     os.environ.update(platform_env())
     workdir = args.workdir or (args.out.parent if args.out else Path.cwd())
     workdir.mkdir(parents=True, exist_ok=True)
@@ -380,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         "gpu_model": gpu_model,
         "environment": environment,
         "env": platform_env(),
+        "nccl_settings": nccl_settings,
         "complete": False,
         "ok": False,
         "checks": {},

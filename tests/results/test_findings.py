@@ -11,7 +11,7 @@ import pytest
 
 from bench.records.record import Record, build_record
 from bench.records.store import write_record
-from bench.results import markdown
+from bench.results import hardware, markdown
 from bench.results.aggregate import build_report
 from bench.results.data import Published
 from bench.results.generate import generate
@@ -210,6 +210,24 @@ def test_node_checks_set_the_all_reduce_beside_the_link(tmp_path: Path) -> None:
     assert "one direction" in section and "900 GB/s NVLink per GPU" in section
     assert "| 8192^3 bf16 | 8192^3 fp8 | 2.7b fc1 bf16 |" in section
     assert "| 782.0 | 798.4 | 1486.2 | 764.6 |" in section and "| 280.0 | – | – | – |" in section
+
+
+def test_an_nccl_settings_a_b_is_named_and_runs_no_gemm_row(tmp_path: Path) -> None:
+    smoke = tmp_path / "docs" / "reports" / "h200x4"
+    _smoke(smoke, "h200x4-smoke.json", "NVIDIA H200", 4,
+           {"world_size": 4, "dtype": "bf16", "sizes": SIZES, "nccl_version": "2.28.9"},
+           {"tflops_median": 797.3})
+    simple = json.loads((smoke / "h200x4-smoke.json").read_text())
+    del simple["checks"]["gemm"]  # --checks nccl
+    simple["nccl_settings"] = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring"}
+    (smoke / "h200x4-nccl-simple-smoke.json").write_text(json.dumps(simple))
+    checks = load_node_checks(smoke)
+    assert [c.nccl_settings for c in checks] == [("NCCL_ALGO=Ring", "NCCL_PROTO=Simple"), ()]
+    section = hardware.section(checks, "reports")
+    all_reduce, gemm = "\n".join(section).split("GEMM ceilings", 1)
+    assert "| 2.28.9, NCCL_ALGO=Ring, NCCL_PROTO=Simple | 259.3 | 326.7 |" in all_reduce
+    assert "| 4 | 2026-11-24 | 2.28.9 | 259.3 |" in all_reduce
+    assert "h200x4-nccl-simple-smoke.json" not in gemm and "| 797.3 |" in gemm
 
 
 def test_repository_page_shows_the_h100_node_check() -> None:
