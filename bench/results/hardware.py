@@ -22,6 +22,7 @@ from typing import Any
 
 from bench.config.platforms import Accelerator, DataError, load_accelerator, match_accelerator
 from bench.results.table import DASH, link, number, table, text
+from bench.train.smoke import NCCL_LABELS
 
 SMOKE_SCHEMA = "bench.smoke/1"
 
@@ -157,7 +158,8 @@ def load_node_checks(folder: Path | str) -> tuple[NodeCheck, ...]:
             nccl_version=str(nccl["nccl_version"]) if "nccl_version" in nccl else None,
             all_reduce=_all_reduce(report), gemm_tflops=None if median is None else float(median),
             shapes={str(k): float(v) for k, v in (gemm.get("shapes") or {}).items()},
-            nccl_settings=tuple(f"{k}={v}" for k, v in sorted((report.get("nccl_settings") or {}).items())),
+            nccl_settings=tuple(f"{k}={v}" for k, v in sorted((report.get("nccl_settings") or {}).items())
+                                if k not in NCCL_LABELS),
             gemm_checked="gemm" in (report.get("checks") or {})))
     return tuple(sorted(checks, key=lambda c: (c.date, c.file)))
 

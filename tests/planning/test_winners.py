@@ -84,6 +84,15 @@ def test_13b_tp4sp_gets_the_graphs_and_tp1pp4vp2_dropout_off() -> None:
     assert _arg(_plan("tp1pp4vp2", precision="fp8-delayed", force=True), "--attention-dropout") is None
 
 
+def test_6_7b_data_parallel_gets_dropout_off_with_or_without_apex() -> None:
+    for capabilities in (TE, Capabilities(transformer_engine=True, fused_wgrad=True)):
+        launch = plan(get_preset("6.7b"), "tp1pp1", load_platform("local"),
+                      options(**{**FOUR_H200, "capabilities": capabilities}))
+        assert (launch.layout.micro_batch, launch.recompute) == (2, None)
+        assert _arg(launch, "--attention-dropout") == "0.0" and _arg(launch, "--hidden-dropout") == "0.0"
+        assert any("536.0 TFLOP/s/GPU against 507.4 without dropout 0.0" in n for n in launch.notes)
+
+
 @pytest.mark.parametrize("kw", [{"mbs": 1}, {"recompute": "full"}, {"precision": "fp8-delayed"},
                                 {"capabilities": Capabilities(apex_layer_norm=True)}])
 def test_what_the_user_or_the_environment_sets_stands(kw: dict) -> None:
