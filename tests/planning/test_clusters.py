@@ -429,6 +429,18 @@ def test_seed_003_deepspeed_config() -> None:
     assert ds_config(launch.layout, "fp16")["zero_optimization"] == {"stage": 3}
 
 
+def test_sequence_parallel_through_deepspeeds_pipeline_sends_whole_slices() -> None:
+    """13b tp2pp2 + sp crashed at its first step with DeepSpeed's partitioned pipeline sends."""
+    def pipeline(layout: str) -> dict | None:
+        launch = plan(get_preset("13b"), layout, load_platform("local"),
+                      options(engine="megatron-deepspeed", gpus_present=4, gbs=64, force=True,
+                              data_path="d", vocab_file="v", merge_file="m"))
+        return json.loads(launch.ds_config).get("pipeline")
+
+    assert pipeline("tp2pp2sp") == {"pipe_partitioned": False, "grad_partitioned": False}
+    assert pipeline("tp2pp2") is None and pipeline("tp4pp1sp") is None
+
+
 def test_deepspeed_settings_are_refused_with_the_megatron_engine() -> None:
     with pytest.raises(ValueError, match="are DeepSpeed settings: use --engine megatron-deepspeed"):
         plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),

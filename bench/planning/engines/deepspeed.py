@@ -106,6 +106,13 @@ def ds_config(layout: Layout, precision: str,
                           "hysteresis": 2, "min_loss_scale": 1, "initial_scale_power": 12}
     else:
         config["bf16"] = {"enabled": True}
+    if layout.sp and layout.pp > 1:
+        # DeepSpeed's pipeline engine sends a stage's output in slices across the tensor-parallel
+        # ranks and joins them on the next stage, which holds only where those ranks hold the same
+        # activations; sequence parallelism splits them by sequence (DeepSpeed issue 4196). Each
+        # rank then sends its own slice to its peer, as Megatron's pipeline does. 13b tp2pp2 + sp
+        # crashed at its first step without this on four H200s (2026-11-27).
+        config["pipeline"] = {"pipe_partitioned": False, "grad_partitioned": False}
     return config
 
 
