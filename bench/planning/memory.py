@@ -112,6 +112,9 @@ PAPER_KIT_STATE_BYTES = 5
 # (``FusedAdam.step``): 12 B; its gradients are the bf16 buffer itself (``decoupled_grad``).
 # ``paper-kit`` steps in registers (bench.train.paper_adam_kernel): no temporaries.
 DO_FP32_GRAD_BYTES = 4
+# DeepSpeed's ZeRO step (stages 1 and 2) likewise hands Adam an fp32 copy of each parameter group's
+# gradient partition (``stage_1_and_2.py``, ``step``): 4 B.
+DS_FP32_GRAD_BYTES = 4
 PAPER_STEP_BYTES = 12
 
 

@@ -88,6 +88,25 @@ def test_estimate_against_every_measured_peak() -> None:
     assert statistics.median(map(abs, errors)) <= 0.035
 
 
+def test_megatron_deepspeed_peaks_with_its_fp32_gradient_partition() -> None:
+    """13b on four H200s with torch's fused attention (uncapped): dp4 ZeRO-2 and tp4 in fp16 and
+    tp2pp2 in bf16 peaked within 4 % below the estimate, DeepSpeed's fp32 gradient partition at the
+    step counted (without it dp4 ZeRO-2's 83.8 GB was 11 % above)."""
+    records, _ = load_records(REPO / "results" / "records")
+    ids = ("13b_tp1pp1dp4zero2_local_20261127T131414Z-8e33fa-c3",
+           "13b_tp4pp1dp1_local_20261127T131929Z-112bce-c2",
+           "13b_tp2pp2dp1_local_20261127T114748Z-585a97-c6")
+    runs = [r for r in records if r.run_id in ids]
+    assert len(runs) == len(ids)
+    for r in runs:
+        engine = ENGINES[r.engine]
+        layout = _record_layout(r)
+        estimate = estimate_bytes(get_preset("13b"), layout, 2, engine.sharded_stage(layout),
+                                  recompute=_setting(r, "recompute"),
+                                  optimizer_step_bytes=_step(r, 2)) / GB
+        assert 0 <= estimate - _measured_gb(r) <= 0.04 * _measured_gb(r), (r.run_id, estimate)
+
+
 def _step(r, grad_bytes: int) -> int:
     return ENGINES[r.engine].step_bytes(_setting(r, "optimizer_states"), grad_bytes)
 
@@ -150,17 +169,17 @@ def test_zero_stages_and_sequence_parallelism_lower_the_estimate() -> None:
 def test_run_refuses_a_plan_that_cannot_fit_before_writing_anything(tmp_path: Path) -> None:
     refused = run_cli("run", "6.7b", "tp2pp1", "--platform", "polaris", cwd=tmp_path)
     assert refused.returncode == 2
-    assert refused.stderr.startswith("error: 6.7b tp2pp1dp1 (mbs 2) needs ~67.9 GB per GPU")
+    assert refused.stderr.startswith("error: 6.7b tp2pp1dp1 (mbs 2) needs ~68.6 GB per GPU")
     assert len(refused.stderr.splitlines()) == 1
     assert not list(tmp_path.iterdir())
     forced = run_cli("run", "6.7b", "tp2pp1", "--platform", "polaris", "--dry-run", "--force",
                      "--account", "datascience",
                      cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
-    assert "note: memory estimate: ~67.9 GB per GPU of 40 GB (--force)" in forced.stderr
+    assert "note: memory estimate: ~68.6 GB per GPU of 40 GB (--force)" in forced.stderr
     fits_ = run_cli("run", "6.7b", "tp4pp1", "--mbs", "1", "--platform", "polaris", "--dry-run",
                     "--account", "datascience", cwd=tmp_path)
-    assert "note: memory estimate: ~33.2 GB per GPU of 40 GB" in fits_.stderr
+    assert "note: memory estimate: ~35.3 GB per GPU of 40 GB" in fits_.stderr
 
 
 def test_full_recompute_keeps_only_layer_inputs() -> None:
@@ -210,7 +229,7 @@ def test_deepspeed_zero1_without_accumulation_keeps_no_full_gradient(tmp_path: P
     if plans:
         assert '"overlap_comm": true' in done.stdout
     else:
-        assert "needs ~74.8 GB" in done.stderr
+        assert "needs ~79.1 GB" in done.stderr  # with the step's fp32 gradient partition
 
 
 def test_only_deepspeed_frees_stage_one_gradients() -> None:

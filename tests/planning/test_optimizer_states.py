@@ -74,12 +74,13 @@ def test_state_bytes_per_parameter() -> None:
 def test_step_bytes_per_parameter() -> None:
     """Megatron's distributed optimizer copies a bf16 gradient shard to fp32 (4); TE's FusedAdam
     unscales both moments and the master weights of the paper's states to fp32 (12); fp32 main
-    gradients and the kit's PaperAdamW (its kernel keeps none) add none; DeepSpeed's step is not modelled."""
+    gradients and the kit's PaperAdamW (its kernel keeps none) add none; DeepSpeed's ZeRO step copies
+    its gradient partition to fp32 (4)."""
     assert ENGINES["megatron"].step_bytes("default", 2) == 4
     assert ENGINES["megatron"].step_bytes("default", 4) == 0
     assert ENGINES["megatron"].step_bytes("paper", 2) == 12
     assert ENGINES["megatron"].step_bytes("paper-kit", 2) == 0
-    assert ENGINES["megatron-deepspeed"].step_bytes("default", 2) == 0
+    assert ENGINES["megatron-deepspeed"].step_bytes("default", 2) == 4
 
 
 def test_the_step_binds_where_activations_are_few() -> None:
