@@ -20,9 +20,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bench.config.environment import VERSION_STAMPS
 from bench.config.platforms import Accelerator, DataError, load_accelerator, match_accelerator
 from bench.results.table import DASH, link, number, table, text
-from bench.train.smoke import NCCL_LABELS
 
 SMOKE_SCHEMA = "bench.smoke/1"
 
@@ -159,7 +159,7 @@ def load_node_checks(folder: Path | str) -> tuple[NodeCheck, ...]:
             all_reduce=_all_reduce(report), gemm_tflops=None if median is None else float(median),
             shapes={str(k): float(v) for k, v in (gemm.get("shapes") or {}).items()},
             nccl_settings=tuple(f"{k}={v}" for k, v in sorted((report.get("nccl_settings") or {}).items())
-                                if k not in NCCL_LABELS),
+                                if k not in VERSION_STAMPS),
             gemm_checked="gemm" in (report.get("checks") or {})))
     return tuple(sorted(checks, key=lambda c: (c.date, c.file)))
 

@@ -40,6 +40,7 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from bench.config.environment import VERSION_STAMPS
 from bench.measure.logparse import Iteration, parse_log
 from bench.train.timing import CudaClock, loop_seconds, median_seconds
 
@@ -58,8 +59,6 @@ NCCL_TIMEOUT_S = 120
 TRAIN_TIMEOUT_S = 420  # both within 10 minutes on the GPU machine, with the GEMM check
 EXIT_FAILED = 1
 EXIT_NO_GPU = 3
-# Set by CUDA images to describe their NCCL build, not read by NCCL: no setting of the run.
-NCCL_LABELS = ("NCCL_VERSION",)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The shared GPU hosts need NVLink multicast off; that is the local platform's data, read from here.
 LOCAL_PLATFORM = REPO_ROOT / "platforms" / "local.toml"
@@ -375,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NO_GPU
     # NCCL settings the caller chose (an A/B of NCCL's algorithms, say) are part of what was measured.
     nccl_settings = {key: value for key, value in sorted(os.environ.items())
-                     if key.startswith("NCCL_") and key not in (*platform_env(), *NCCL_LABELS)}
+                     if key.startswith("NCCL_") and key not in (*platform_env(), *VERSION_STAMPS)}
     os.environ.update(platform_env())
     workdir = args.workdir or (args.out.parent if args.out else Path.cwd())
     workdir.mkdir(parents=True, exist_ok=True)

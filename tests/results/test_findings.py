@@ -219,7 +219,7 @@ def test_an_nccl_settings_a_b_is_named_and_runs_no_gemm_row(tmp_path: Path) -> N
            {"tflops_median": 797.3})
     simple = json.loads((smoke / "h200x4-smoke.json").read_text())
     del simple["checks"]["gemm"]  # --checks nccl
-    # NCCL_VERSION: CUDA images' label of their NCCL build, not a setting (the smoke check of
+    # NCCL_VERSION: an image's version stamp, not a setting (the smoke check of
     # 2026-11-27 recorded it before it was left out).
     simple["nccl_settings"] = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring", "NCCL_VERSION": "2.28.3-1"}
     (smoke / "h200x4-nccl-simple-smoke.json").write_text(json.dumps(simple))
