@@ -232,6 +232,18 @@ def test_an_nccl_settings_a_b_is_named_and_runs_no_gemm_row(tmp_path: Path) -> N
     assert "h200x4-nccl-simple-smoke.json" not in gemm and "| 797.3 |" in gemm
 
 
+def test_repository_page_names_the_measured_nccl_settings() -> None:
+    """The four-H200 all-reduce A/B (real smoke reports): each row names its setting, none the
+    image's NCCL_VERSION stamp those reports carry."""
+    page = (REPO / "results" / "README.md").read_text()
+    section = page.split("## Node checks", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if "h200x4-nccl-" in line and "| 450 (" in line]
+    assert len(rows) == 8 and not any("NCCL_VERSION" in row for row in rows)
+    channels = [row for row in rows if "| 2.28.9, NCCL_MIN_NCHANNELS=32 |" in row]
+    assert len(channels) == 3 and all("| 356.8 |" in row or "| 357.7 |" in row for row in channels)
+    assert sum("| 2.28.9 |" in row for row in rows) == 3
+
+
 def test_repository_page_shows_the_h100_node_check() -> None:
     page = (REPO / "results" / "README.md").read_text()
     section = page.split("## Node checks", 1)[1].split("\n## ", 1)[0]
