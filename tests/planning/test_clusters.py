@@ -21,7 +21,7 @@ from bench.images import polaris
 from bench.images.pins import load_pins, load_polaris_recipe
 from bench.images.refs import image_file
 from bench.planning.engines.deepspeed import ZeroSettings, ds_config
-from bench.planning.plan import plan
+from bench.planning.plan import LaunchPlan, plan
 from bench.render import pbs, slurm
 from bench.results.data import load_published
 from bench.running.arguments import options_from
@@ -291,14 +291,14 @@ def test_polaris_megatron_deepspeed_jobs_run_without_the_hang_prone_plugin_varia
 
 def test_polaris_seed_run_is_preset_layout_and_options() -> None:
     args = build_parser().parse_args(
-        ["run", "25b", "tp4pp2spzero1", "--platform", "polaris", "--nodes", "8",
+        ["run", "25b", "tp4pp2zero1", "--platform", "polaris", "--nodes", "8",
          "--seq-length", "4096", "--mbs", "1", "--gbs", "4", "--account", "datascience"])
     args.megatron_args = ()
     launch = plan(get_preset("25b"), args.layout, load_platform("polaris"),
                   options_from(args, 0, ""))
     flags = " ".join(launch.train_args)
     assert "--seq-length 4096 --max-position-embeddings 4096" in flags
-    assert "--sequence-parallel" in flags and "--zero-stage 1" in flags
+    assert "--zero-stage 1" in flags
     assert "--use-flash-attn-v2" in flags  # the platform's module has flash-attention 2
     assert launch.layout.grad_accumulation == 1  # the seed's GAS=1
     # A run at another sequence length is a variant: only a range that names it judges it.
@@ -429,16 +429,19 @@ def test_seed_003_deepspeed_config() -> None:
     assert ds_config(launch.layout, "fp16")["zero_optimization"] == {"stage": 3}
 
 
-def test_sequence_parallel_through_deepspeeds_pipeline_sends_whole_slices() -> None:
-    """13b tp2pp2 + sp crashed at its first step with DeepSpeed's partitioned pipeline sends."""
-    def pipeline(layout: str) -> dict | None:
-        launch = plan(get_preset("13b"), layout, load_platform("local"),
-                      options(engine="megatron-deepspeed", gpus_present=4, gbs=64, force=True,
-                              data_path="d", vocab_file="v", merge_file="m"))
-        return json.loads(launch.ds_config).get("pipeline")
+def test_sequence_parallel_through_deepspeeds_pipeline_is_refused() -> None:
+    """13b tp2pp2 + sp crashed at its first step on four H200s, twice: Megatron-DeepSpeed's
+    pipeline batches do not split the sequence (records ...131818Z-469543-c8, ...151329Z-15b3fb-c8)."""
+    def launch(layout: str) -> LaunchPlan:
+        return plan(get_preset("13b"), layout, load_platform("local"),
+                    options(engine="megatron-deepspeed", gpus_present=4, gbs=64, force=True,
+                            data_path="d", vocab_file="v", merge_file="m"))
 
-    assert pipeline("tp2pp2sp") == {"pipe_partitioned": False, "grad_partitioned": False}
-    assert pipeline("tp2pp2") is None and pipeline("tp4pp1sp") is None
+    with pytest.raises(ValueError, match=r"layout tp2pp2dp1sp: Megatron-DeepSpeed's pipeline engine "
+                                         r"does not split a batch by sequence .*: drop sp, use pp 1"):
+        launch("tp2pp2sp")
+    assert "--sequence-parallel" in launch("tp4pp1sp").train_args
+    assert "--sequence-parallel" not in launch("tp2pp2").train_args
 
 
 def test_deepspeed_settings_are_refused_with_the_megatron_engine() -> None:

@@ -145,20 +145,6 @@ def test_the_campaigns_megatron_deepspeed_runs_are_accepted_by_its_parser(
     assert (polaris["seq_length"], polaris["sequence_parallel"], polaris["zero_stage"]) == (4096, True, 1)
 
 
-def test_deepspeed_reads_the_kits_pipeline_settings(megatron_python, deepspeed_site, patched_tree):
-    """The ds_config of a pipeline with sequence parallelism turns off the partitioned sends, as
-    DeepSpeed's own config parser reads it (its pipeline engine then sends each rank's slice)."""
-    config = _mds_plan("13b", "tp2pp2sp", 4, gbs=64, force=True).ds_config
-    code = ("import json, sys\nfrom deepspeed.runtime.config import get_pipeline_config\n"
-            "c = get_pipeline_config(json.loads(sys.stdin.read()))\n"
-            "print(c['pipe_partitioned'], c['grad_partitioned'])")
-    done = _run(megatron_python, deepspeed_site, patched_tree, ["-c", code], stdin=config)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines()[-1].split() == ["False", "False"]  # after DeepSpeed's log lines
-    engine = (deepspeed_site / "deepspeed" / "runtime" / "pipe" / "engine.py").read_text()
-    assert "self._config.pipeline['pipe_partitioned']" in engine
-
-
 IMPORT_ON_CUDA = """
 from deepspeed.accelerator import get_accelerator
 assert get_accelerator().device_name() == "cuda"

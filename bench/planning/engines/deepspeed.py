@@ -106,13 +106,6 @@ def ds_config(layout: Layout, precision: str,
                           "hysteresis": 2, "min_loss_scale": 1, "initial_scale_power": 12}
     else:
         config["bf16"] = {"enabled": True}
-    if layout.sp and layout.pp > 1:
-        # DeepSpeed's pipeline engine sends a stage's output in slices across the tensor-parallel
-        # ranks and joins them on the next stage, which holds only where those ranks hold the same
-        # activations; sequence parallelism splits them by sequence (DeepSpeed issue 4196). Each
-        # rank then sends its own slice to its peer, as Megatron's pipeline does. 13b tp2pp2 + sp
-        # crashed at its first step without this on four H200s (2026-11-27).
-        config["pipeline"] = {"pipe_partitioned": False, "grad_partitioned": False}
     return config
 
 
@@ -137,6 +130,15 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
     if layout.vp > 1 or layout.cp > 1:
         raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine has no "
                          "interleaved (vp) or context (cp) parallelism; use --engine megatron")
+    if layout.sp and layout.pp > 1:
+        # 13b tp2pp2 + sp crashed at its first step, twice, on four H200s (2026-11-27): the
+        # position embedding's gather indexed out of range (upstream: Megatron-DeepSpeed issue
+        # 170, DeepSpeed issue 4645, pipeline parallelism with sequence parallelism).
+        raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine does not "
+                         "split a batch by sequence for sequence parallelism (its get_batch_pipe "
+                         "hands every tensor-parallel rank the whole sequence, and the sequence-"
+                         "parallel position embedding then indexes past its slice): drop sp, "
+                         "use pp 1, or --engine megatron")
     missing = [name for name, value in (("--data-path", data.path), ("--vocab-file",
                data.vocab_file), ("--merge-file", data.merge_file)) if not value]
     if missing:
