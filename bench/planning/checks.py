@@ -23,7 +23,7 @@ from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.table import capabilities_source
 from bench.planning.layout import Layout
 from bench.planning.options import Options
-from bench.planning.tuning import Tuning
+from bench.planning.tuning import Tuning, flag_names
 
 MIN_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS
 """The fewest training iterations a run can be measured with: the warm-up plus the window."""
@@ -150,6 +150,26 @@ def check_resolved(precision: str, layout: Layout, tuning: Tuning, caps: Capabil
     check_grad_reduce_layout(tuning.grad_reduce, layout)
     check_optimizer_states(tuning.optimizer_states, precision, tuning.grad_reduce, caps, platform)
     check_msamp_modules(tuning.msamp_modules, precision, caps, platform)
+    check_deferred_embedding_wgrad(tuning.extra_args, layout, caps)
+
+
+DEFER_EMBEDDING_WGRAD = "--defer-embedding-wgrad-compute"
+
+
+def check_deferred_embedding_wgrad(extra: tuple[str, ...], layout: Layout, caps: Capabilities) -> None:
+    """Megatron defers the output layer's weight gradient to the pipeline's flush, inside the fused
+    weight-gradient accumulation: it refuses the flag at start-up without a pipeline or that kernel."""
+    if DEFER_EMBEDDING_WGRAD not in flag_names(extra):
+        return
+    if layout.pp == 1:
+        raise ValueError(f"{DEFER_EMBEDDING_WGRAD} overlaps the output layer's weight gradient with "
+                         f"the pipeline's flush, and {layout.name} has no pipeline (pp 1): drop it, "
+                         "or use a layout with pp > 1")
+    if not caps.fused_wgrad:
+        raise ValueError(f"{DEFER_EMBEDDING_WGRAD} needs the fused weight-gradient accumulation "
+                         "(apex's fused_weight_gradient_mlp_cuda), which this training environment "
+                         "lacks: build apex (python -m bench.running.provision setup --builds "
+                         "te,apex) or drop the flag")
 
 
 def check_grad_reduce_layout(grad_reduce: str, layout: Layout) -> None:

@@ -67,6 +67,20 @@ WINNERS: tuple[Winner, ...] = (
                     "the graphs and dropout 0.0"),
            why="micro-batch 2 with selective recompute, Transformer Engine's CUDA graphs with "
                "attention and hidden dropout 0.0 (graphed recompute needs them off)"),
+    # The best 13b layout with apex on the path (its fused weight-gradient accumulation, which
+    # the deferral runs inside): the output layer's weight gradient deferred to the pipeline's
+    # flush, 52.2 % MFU against 50.5 % on one machine of 4 x H200 at 80 GB (2026-11-27), where
+    # the same settings without apex ran 490.6. The deferred inputs and logit gradients of every
+    # micro-batch raise the last stage's peak from 74.2 to 82.5 GB (76.8 GiB, within an 80 GB
+    # card); the memory estimate does not count them and the plan says so.
+    Winner("13b", "megatron", (1, 4, 2, 1, False), "bf16", "te+apex", 1, None,
+           ("--attention-dropout", "0.0", "--hidden-dropout", "0.0",
+            "--defer-embedding-wgrad-compute"),
+           record=("13b_tp1pp4vp2dp1_local_20261127T151928Z-ea3ae7-c22", 516.3),
+           against=("13b_tp1pp4vp2dp1_local_20261127T151718Z-4c5fe1-c21", 499.5,
+                    "the deferred output-layer weight gradient"),
+           why="micro-batch 1 without recompute, attention and hidden dropout 0.0, the output "
+               "layer's weight gradient deferred to the pipeline's flush"),
     # The best 13b layout on four GPUs: its preset settings (micro-batch 1, no recompute) with
     # dropout off, 50.3 % MFU against 49.0 % (two machines of 4 x H200 at 80 GB, 2026-11-27; the
     # kit's default on tp2pp2 + sp reproduced within 1.1 % across two such machines).

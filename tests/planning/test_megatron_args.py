@@ -248,16 +248,19 @@ def test_every_campaign_run_for_two_h100s_is_accepted_by_megatron_and_the_entry(
 
 @pytest.mark.slow
 @pytest.mark.needs_megatron
-@pytest.mark.parametrize("name,caps,least", [
-    ("x4", Capabilities(transformer_engine=True), 20),
-    ("x4-engines", Capabilities(transformer_engine=True, msamp=True), 7)])
+@pytest.mark.parametrize("name,caps,apex,least", [
+    ("x4", Capabilities(transformer_engine=True), False, 20),
+    ("x4", Capabilities(transformer_engine=True, fused_wgrad=True), True, 5),
+    ("x4-engines", Capabilities(transformer_engine=True, msamp=True), False, 7)])
 def test_every_megatron_run_of_the_four_gpu_campaigns_is_accepted_by_megatron_and_the_entry(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, name: str, caps: Capabilities,
-        least: int) -> None:
+        apex: bool, least: int) -> None:
     """results/campaigns/x4.toml and x4-engines.toml's megatron-engine runs as four H200s capped
-    at 80 GB plan them (Transformer Engine; MS-AMP for x4-engines): its CUDA-graph runs, dropout
-    off where Megatron needs it, pass Megatron's validator and the TransformerConfig it builds,
-    where one crashed on the GPU machine before. (x4-engines' Megatron-DeepSpeed runs go through
+    at 80 GB plan them (Transformer Engine; MS-AMP for x4-engines; apex's fused weight-gradient
+    accumulation for the runs whose first group is an apex one, as the report's h100x2.sh puts
+    apex on their path): its CUDA-graph runs, dropout off where Megatron needs it, the deferred
+    output-layer gradient, pass Megatron's validator and the TransformerConfig it builds, where
+    one crashed on the GPU machine before. (x4-engines' Megatron-DeepSpeed runs go through
     Megatron-DeepSpeed's own parser: tests/train/test_megatron_deepspeed.py.)"""
     from bench.config.campaign import load_campaign
     from bench.running import gpus as hardware
@@ -270,6 +273,7 @@ def test_every_megatron_run_of_the_four_gpu_campaigns_is_accepted_by_megatron_an
     monkeypatch.setattr("bench.running.machine.facts", lambda **kw: Facts(python="python", capabilities=caps))
     path = REPO / "results" / "campaigns" / f"{name}.toml"
     only = [arg for run in load_campaign(path).runs if "megatron-deepspeed" not in run.argv
+            and apex == (run.groups[0] == "apex" or run.groups[0].endswith("-apex"))
             for arg in ("--only", run.name)]
     result = run_cli("run", "--campaign", str(path), *only, "--dry-run", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.plan import plan
@@ -120,3 +121,23 @@ def test_fp8_grad_reduce_refusals(layout: str, engine: str, message: str) -> Non
 def test_unknown_grad_reduce_is_refused() -> None:
     with pytest.raises(ValueError, match="--grad-reduce fp8: use one of bf16, fp32, fp8-allgather"):
         Tuning(grad_reduce="fp8")
+
+
+@pytest.mark.parametrize(("layout", "caps", "message"), [
+    ("tp1pp1", Capabilities(transformer_engine=True, fused_wgrad=True),
+     r"--defer-embedding-wgrad-compute overlaps .* tp1pp1dp4 has no pipeline \(pp 1\): drop it"),
+    ("tp1pp4", Capabilities(transformer_engine=True),
+     r"--defer-embedding-wgrad-compute needs the fused weight-gradient accumulation .* build apex"),
+])
+def test_deferred_output_layer_gradient_needs_a_pipeline_and_apex(
+        layout: str, caps: Capabilities, message: str) -> None:
+    """Megatron refuses the flag at start-up in both cases (13b tp1pp4vp2 ran it with apex)."""
+    tuning = Tuning(extra_args=("--defer-embedding-wgrad-compute",))
+    with pytest.raises(ValueError, match=message):
+        plan(get_preset("13b"), layout, load_platform("local"),
+             options(gpus=4, gpus_present=4, tuning=tuning, capabilities=caps, gpu_name="NVIDIA H200"))
+    fits = plan(get_preset("13b"), "tp1pp4vp2", load_platform("local"),
+                options(gpus=4, gpus_present=4, tuning=tuning, gpu_name="NVIDIA H200",
+                        capabilities=Capabilities(transformer_engine=True, fused_wgrad=True)))
+    assert "--defer-embedding-wgrad-compute" in fits.train_args
+    assert any("does not count the deferred output-layer inputs" in note for note in fits.notes)
