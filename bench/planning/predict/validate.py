@@ -21,6 +21,10 @@ from bench.planning.predict.terms import TERMS, step_terms
 
 MODELLED = tuple(name for name, engine in ENGINES.items() if engine.step_model)
 MIN_LAYOUTS = 3  # a ranking group has at least this many layouts
+# A predicted fastest layout whose best run measured within this of the measured fastest is a tie,
+# not a wrong pick: the kit's default on 13b tp2pp2 + sp reproduced within 1.1 % across two
+# machines of four H200s, and the same run differed 5.4 % on two others.
+RANK_TIE = 0.02
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,10 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (at - low) * (ordered[high] - ordered[low])
 
 
-def ranking(runs: Sequence[Observed], predicted: Sequence[float]) -> list[tuple[str, str, str]]:
+def ranking(runs: Sequence[Observed], predicted: Sequence[float]) -> list[tuple[str, str, str, float]]:
     """Per group of one preset on one GPU count with :data:`MIN_LAYOUTS` or more layouts: (group,
-    the measured fastest layout, the predicted fastest). A layout's speed is its best run's
-    samples per second, measured or predicted."""
+    the measured fastest layout, the predicted fastest, how much slower the predicted fastest
+    measured). A layout's speed is its best run's samples per second, measured or predicted."""
     groups: dict[tuple[str, int], dict[str, list[float]]] = {}
     for run, step in zip(runs, predicted, strict=True):
         best = groups.setdefault((run.preset, run.gpus), {}).setdefault(run.layout, [0.0, 0.0])
@@ -88,8 +92,10 @@ def ranking(runs: Sequence[Observed], predicted: Sequence[float]) -> list[tuple[
     found = []
     for (preset, gpus), layouts in sorted(groups.items()):
         if len(layouts) >= MIN_LAYOUTS:
-            found.append((f"{preset} on {gpus} GPUs", max(layouts, key=lambda n: layouts[n][0]),
-                          max(layouts, key=lambda n: layouts[n][1])))
+            measured = max(layouts, key=lambda n: layouts[n][0])
+            guessed = max(layouts, key=lambda n: layouts[n][1])
+            found.append((f"{preset} on {gpus} GPUs", measured, guessed,
+                          1 - layouts[guessed][0] / layouts[measured][0]))
     return found
 
 
@@ -113,11 +119,13 @@ def report(runs: Sequence[Observed]) -> tuple[list[str], dict[str, float]]:
     cross = errors(large, predict_from(small, large))
     lines.append(_line(f"fit on 1-2 GPUs ({len(small)}), predict {large[0].gpus}", cross))
     ranked = ranking(runs, predicted)
-    right = sum(measured == guessed for _, measured, guessed in ranked)
+    right = sum(slower <= RANK_TIE for *_, slower in ranked)
     lines += [f"  {group}: measured fastest {measured}, predicted {guessed}"
-              for group, measured, guessed in ranked]
+              + (f" (measured {100 * slower:.1f} % slower{': a tie' if slower <= RANK_TIE else ''})"
+                 if guessed != measured else "")
+              for group, measured, guessed, slower in ranked]
     lines.append(f"ranking: {right} of {len(ranked)} groups with >= {MIN_LAYOUTS} layouts rank the "
-                 "measured fastest first")
+                 f"measured fastest first (or one within {100 * RANK_TIE:.0f} % of it)")
     figures = {"median": statistics.median(errs), "p90": percentile(errs, 0.9),
                "cross_median": statistics.median(cross), "ranking": right / len(ranked) if ranked else 0.0}
     lines.append(f"median {100 * figures['median']:.1f} % p90 {100 * figures['p90']:.1f} %")
