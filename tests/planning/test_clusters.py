@@ -429,18 +429,19 @@ def test_seed_003_deepspeed_config() -> None:
     assert ds_config(launch.layout, "fp16")["zero_optimization"] == {"stage": 3}
 
 
-def test_sequence_parallel_through_deepspeeds_pipeline_is_refused() -> None:
-    """13b tp2pp2 + sp crashed at its first step on four H200s, twice: Megatron-DeepSpeed's
-    pipeline batches do not split the sequence (records ...131818Z-469543-c8, ...151329Z-15b3fb-c8)."""
+def test_sequence_parallelism_on_megatron_deepspeed_is_refused() -> None:
+    """13b tp2pp2 + sp crashed at its first step on four H200s, three times (records
+    ...131818Z-469543-c8, ...151329Z-15b3fb-c8, ...152337Z-833df7-c8); without a pipeline
+    Megatron-DeepSpeed splits the sequence twice (tests/train/test_megatron_deepspeed.py)."""
     def launch(layout: str) -> LaunchPlan:
         return plan(get_preset("13b"), layout, load_platform("local"),
                     options(engine="megatron-deepspeed", gpus_present=4, gbs=64, force=True,
                             data_path="d", vocab_file="v", merge_file="m"))
 
-    with pytest.raises(ValueError, match=r"layout tp2pp2dp1sp: Megatron-DeepSpeed's pipeline engine "
-                                         r"does not split a batch by sequence .*: drop sp, use pp 1"):
-        launch("tp2pp2sp")
-    assert "--sequence-parallel" in launch("tp4pp1sp").train_args
+    for layout in ("tp2pp2sp", "tp4pp1sp"):
+        with pytest.raises(ValueError, match=r"Megatron-DeepSpeed splits batches for sequence "
+                                             r"parallelism inconsistently: .* Drop sp from the layout"):
+            launch(layout)
     assert "--sequence-parallel" not in launch("tp2pp2").train_args
 
 

@@ -141,8 +141,8 @@ def test_the_campaigns_megatron_deepspeed_runs_are_accepted_by_its_parser(
     seed003 = results["345m-tp4-zero3-offload-mds-fp16"]
     assert (seed003["zero_stage"], seed003["cpu_optimizer"], seed003["fp16"]) == (3, True, True)
     assert (seed003["micro_batch_size"], seed003["global_batch_size"]) == (1, 4)
-    polaris = results["6.7b-tp4sp-zero1-seq4096-mds"]
-    assert (polaris["seq_length"], polaris["sequence_parallel"], polaris["zero_stage"]) == (4096, True, 1)
+    polaris = results["6.7b-tp4-zero1-seq4096-mds"]
+    assert (polaris["seq_length"], polaris["sequence_parallel"], polaris["zero_stage"]) == (4096, False, 1)
 
 
 IMPORT_ON_CUDA = """
@@ -280,3 +280,59 @@ def test_fusions_compile_and_keep_their_arithmetic(megatron_python, deepspeed_si
     done = _run(megatron_python, deepspeed_site, patched_tree, ["-c", COMPILED_FUSIONS])
     assert done.returncode == 0, done.stderr[-3000:]
     assert "compiled fusions ok" in done.stdout
+
+
+SEQUENCE_PARALLEL_BATCHES = """
+import types
+import torch
+import torch.distributed as dist
+import contextlib
+from megatron import global_vars
+from megatron.core import parallel_state, tensor_parallel
+from megatron.core.tensor_parallel.layers import SequenceParallelPositionEmbedding
+from megatron.model.language_model import Embedding
+
+# Rank `rank` of two tensor-parallel ranks, in one CPU process: a group of one stands in for the
+# tensor-parallel group, so its all-reduce leaves the rank's partial sum as it is.
+dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29533", rank=0, world_size=1)
+parallel_state._TENSOR_MODEL_PARALLEL_GROUP = dist.group.WORLD
+parallel_state.set_tensor_model_parallel_world_size(2)
+s, b, h, vocab = 16, 2, 8, 64
+positions = torch.arange(s).unsqueeze(0).expand(b, s)  # get_ltor_masks_and_position_ids'
+
+# DeepSpeed's pipeline path (pp > 1): get_batch_pipe hands each rank the whole sequence, and the
+# position embedding of rank 1 holds positions 8..15 only.
+parallel_state.set_tensor_model_parallel_rank(1)
+try:
+    SequenceParallelPositionEmbedding(s, h)(positions)
+    print("pipe: whole-sequence positions embedded")
+except IndexError as error:
+    print("pipe: IndexError", error)
+
+# Without a pipeline: get_batch gives rank 0 its half of the sequence (tokens and positions), and
+# the embedding then scatters that half over the two ranks again.
+parallel_state.set_tensor_model_parallel_rank(0)
+global_vars._GLOBAL_ARGS = types.SimpleNamespace(
+    sequence_parallel=True, add_position_embedding=True, params_dtype=torch.float32,
+    perform_initialization=True, zero_stage=1, fp32_residual_connection=False)
+config = types.SimpleNamespace(init_method=torch.nn.init.zeros_, use_cpu_initialization=True,
+                               perform_initialization=True, params_dtype=torch.float32)
+embedding = Embedding(h, vocab, s, 0.0, config)
+# CPU: no CUDA RNG tracker for the embedding's dropout (0.0 here).
+tensor_parallel.get_cuda_rng_tracker = lambda: types.SimpleNamespace(fork=contextlib.nullcontext)
+tokens = torch.randint(0, vocab // 2, (b, s // 2))  # rank 0's half of the vocabulary
+out = embedding(tokens, positions[:, : s // 2])
+print("no pipe: rank's sequence", s // 2, "embedding output", tuple(out.shape))
+"""
+
+
+def test_megatron_deepspeeds_sequence_parallelism_splits_batches_wrongly(
+        megatron_python, deepspeed_site, patched_tree):
+    """Why the planner refuses sp on Megatron-DeepSpeed: its own code on CPU. With a pipeline the
+    position embedding of rank 1 cannot take the whole sequence that get_batch_pipe hands it (the
+    IndexError behind 13b tp2pp2 + sp's three crashes on four H200s); without one, the half that
+    get_batch gives a rank is halved again by the embedding's scatter."""
+    done = _run(megatron_python, deepspeed_site, patched_tree, ["-c", SEQUENCE_PARALLEL_BATCHES])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "pipe: IndexError" in done.stdout, done.stdout
+    assert "no pipe: rank's sequence 8 embedding output (4, 2, 8)" in done.stdout, done.stdout

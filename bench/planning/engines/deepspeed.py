@@ -130,15 +130,17 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
     if layout.vp > 1 or layout.cp > 1:
         raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine has no "
                          "interleaved (vp) or context (cp) parallelism; use --engine megatron")
-    if layout.sp and layout.pp > 1:
-        # 13b tp2pp2 + sp crashed at its first step, twice, on four H200s (2026-11-27): the
-        # position embedding's gather indexed out of range (upstream: Megatron-DeepSpeed issue
-        # 170, DeepSpeed issue 4645, pipeline parallelism with sequence parallelism).
-        raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine does not "
-                         "split a batch by sequence for sequence parallelism (its get_batch_pipe "
-                         "hands every tensor-parallel rank the whole sequence, and the sequence-"
-                         "parallel position embedding then indexes past its slice): drop sp, "
-                         "use pp 1, or --engine megatron")
+    if layout.sp:
+        # 13b tp2pp2 + sp crashed at its first step, three times, on four H200s (2026-11-27), the
+        # position embedding's gather out of range; tests/train/test_megatron_deepspeed.py shows
+        # both paths on CPU with Megatron-DeepSpeed's own code (upstream: Megatron-DeepSpeed
+        # issue 170, DeepSpeed issue 4645).
+        raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed splits batches for sequence "
+                         "parallelism inconsistently: with a pipeline (get_batch_pipe) every "
+                         "tensor-parallel rank gets the whole sequence and the sequence-parallel "
+                         "position embedding indexes past its slice; without one, get_batch gives "
+                         "a rank its share of the sequence and the embedding splits that again. "
+                         "Drop sp from the layout, or use --engine megatron")
     missing = [name for name, value in (("--data-path", data.path), ("--vocab-file",
                data.vocab_file), ("--merge-file", data.merge_file)) if not value]
     if missing:
