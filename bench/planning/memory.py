@@ -26,6 +26,7 @@ no s x s scores):
   its backward pass are kept in fp8, half their bf16 bytes (7 of the 34 s*b*h). Without it, 6.7b
   with 5 B/param of optimizer state was estimated at 71.9 GB on one 80 GB H100, where it ran out
   of memory at 75 GiB allocated.
+- ``--hidden-dropout 0.0``: the layer keeps none of its two dropout masks (2 of the 34 s*b*h).
 
 Against the peaks measured on H200 and H100 (``results/records/``, tests/planning/test_memory.py) it
 is within -15% to +18% of every megatron-engine run, half of them within 2.5%; it is a filter, not
@@ -38,7 +39,7 @@ the same runs used 28-32 GB.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from bench.config.presets import Preset
 from bench.planning.layout import Layout, valid_layouts
@@ -124,6 +125,17 @@ FP8_WEIGHT_COPY_BYTES = 2  # the fp8 weight and its transpose
 # to 2.7b dp2 te fp8 at micro-batch 8, whose activations bind its peak (79.3 GB allocated with
 # expandable segments; 7 put it 4.8 GB short, 5 within 2.1 GB).
 FP8_SAVED_INPUTS_SBH = 5
+# The two hidden-dropout masks a layer keeps (a byte each, outside tensor parallelism unless sp):
+# --hidden-dropout 0.0 keeps none. 13b tp1pp4vp2 on four H200s at 80 GB peaked at 73.6 GB without
+# them and 74.8 GB with them, where 55 layers' masks are 1.15 GB.
+DROPOUT_MASKS_SBH = 2
+
+
+def keeps_dropout_masks(args: Sequence[str]) -> bool:
+    """Whether training with these Megatron flags keeps hidden-dropout masks (the last
+    ``--hidden-dropout`` given is not 0)."""
+    values = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--hidden-dropout"]
+    return not values or float(values[-1]) != 0.0
 
 
 def is_fp8(precision: str) -> bool:
@@ -157,13 +169,13 @@ def deepspeed_frees_zero1_gradients(layout: Layout) -> bool:
 
 def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,
                    optimizer_bytes: int = 12, recompute: str | None = None, fp8: bool = False,
-                   optimizer_step_bytes: int = 0) -> float:
+                   optimizer_step_bytes: int = 0, hidden_dropout: bool = True) -> float:
     """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what
     is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
     3: + weights). ``recompute``: activation recompute (None, "full" or "selective"). ``fp8``:
     FP8 linears (:func:`is_fp8`). ``optimizer_step_bytes``: the step's transient bytes per
     parameter (an engine's ``step_bytes``); the estimate is the larger of the activation peak and
-    the step."""
+    the step. ``hidden_dropout``: False with ``--hidden-dropout 0.0``, which keeps no masks."""
     params = params_per_gpu(preset, layout)
     dp = layout.dp
     # Only the layers' linears get fp8 copies: the embeddings stay in 16 bits.
@@ -175,6 +187,8 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     per_sbh = 34 / layout.tp if layout.sp else 10 + 24 / layout.tp
     if fp8:
         per_sbh -= FP8_SAVED_INPUTS_SBH / layout.tp
+    if not hidden_dropout:
+        per_sbh -= DROPOUT_MASKS_SBH / (layout.tp if layout.sp else 1)
     layers = preset.layers / layout.pp
     kept = _layers_in_flight(preset, layout)
     if recompute == "full":  # layer inputs kept, one layer's activations rebuilt at a time
@@ -205,16 +219,16 @@ def _layers_in_flight(preset: Preset, layout: Layout) -> float:
 
 def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
          zero_stage: int = 1, recompute: str | None = None, optimizer_bytes: int = 12,
-         fp8: bool = False, optimizer_step_bytes: int = 0) -> bool:
+         fp8: bool = False, optimizer_step_bytes: int = 0, hidden_dropout: bool = True) -> bool:
     need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
-                          optimizer_step_bytes)
+                          optimizer_step_bytes, hidden_dropout)
     return need <= FIT_FRACTION * device_gb * GB
 
 
 def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
                grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
                node_gpus: int | None = None, optimizer_bytes: int = 12, fp8: bool = False,
-               optimizer_step_bytes: int = 0, also: str = "",
+               optimizer_step_bytes: int = 0, hidden_dropout: bool = True, also: str = "",
                refuse_at: float = REFUSE_FRACTION,
                rate: Callable[[Layout], float] | None = None) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
@@ -225,7 +239,7 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
     device beyond which it refuses (:func:`refuse_fraction`). ``rate``: a layout's expected
     TFLOP/s/GPU (the step-time model); with it, the layouts on one GPU count go fastest first."""
     need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
-                          optimizer_step_bytes) / GB
+                          optimizer_step_bytes, hidden_dropout) / GB
     limit = refuse_at * device_gb
     if need <= limit:
         return need
@@ -238,7 +252,7 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
             for lay in valid_layouts(preset, gpus, node_gpus or gpus_per_node, mbs, layout.global_batch,
                                      cp=layout.cp, zero=layout.zero):
                 gb = estimate_bytes(preset, lay, grad_bytes, zero_stage, optimizer_bytes,
-                                    recompute, fp8, optimizer_step_bytes) / GB
+                                    recompute, fp8, optimizer_step_bytes, hidden_dropout) / GB
                 distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
                 if gb <= limit:
                     expected = rate(lay) if rate else 0.0

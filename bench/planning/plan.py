@@ -26,7 +26,7 @@ from bench.planning.engines.common import allocator_env, precision_env
 from bench.planning.engines.megatron import layer_capabilities
 from bench.planning.engines.table import ENGINES, Engine, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
-from bench.planning.memory import uncounted_note
+from bench.planning.memory import keeps_dropout_masks, uncounted_note
 from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
 from bench.planning.predict.expect import Asked, Expectation, expectation, rate
@@ -164,7 +164,8 @@ def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
     if winner is None or flag_names(winner.megatron_args) & flag_names(options.tuning.extra_args):
         return question, options, (), []
     asked = replace(question, layout=replace(question.layout, micro_batch=winner.micro_batch),
-                    recompute=winner.recompute)
+                    recompute=winner.recompute, hidden_dropout=keeps_dropout_masks(
+                        (*winner.megatron_args, *options.tuning.extra_args)))
     fit = asked.fit_test()
     if fit is not None and not fit(asked.layout):
         return question, options, (), []

@@ -25,6 +25,7 @@ from bench.planning.memory import (
     estimate_bytes,
     fits,
     is_fp8,
+    keeps_dropout_masks,
     refuse_fraction,
     state_bytes,
 )
@@ -70,6 +71,7 @@ class MemoryQuestion:
     device: Device | None
     optimizer_states: str
     refuse_at: float
+    hidden_dropout: bool = True
 
     @classmethod
     def ask(cls, preset: Preset, layout: Layout, engine: Engine, precision: str, tuning: Tuning,
@@ -79,7 +81,8 @@ class MemoryQuestion:
         return cls(preset, layout, engine, precision, grad,
                    state_bytes(precision, tuning.optimizer_states),
                    engine.step_bytes(tuning.optimizer_states, grad), recompute, device,
-                   tuning.optimizer_states, refuse_fraction(tuning.allocator))
+                   tuning.optimizer_states, refuse_fraction(tuning.allocator),
+                   keeps_dropout_masks(tuning.extra_args))
 
     def at(self, layout: Layout) -> MemoryQuestion:
         return replace(self, layout=layout)
@@ -95,7 +98,8 @@ class MemoryQuestion:
     def need_gb(self) -> float:
         """The estimated peak per GPU, GB."""
         return estimate_bytes(self.preset, self.layout, self.grad_bytes, self.zero_stage,
-                              self.state_bytes, self.recompute, self.fp8, self.step_bytes) / GB
+                              self.state_bytes, self.recompute, self.fp8, self.step_bytes,
+                              self.hidden_dropout) / GB
 
     def fit_test(self) -> Callable[[Layout], bool] | None:
         """Whether a layout fits the device with the planner's head-room, counted as the estimate
@@ -105,7 +109,7 @@ class MemoryQuestion:
             return None
         return lambda lay: fits(self.preset, lay, device.memory_gb, self.grad_bytes,
                                 self.engine.sharded_stage(lay), self.recompute, self.state_bytes,
-                                self.fp8, self.step_bytes)
+                                self.fp8, self.step_bytes, self.hidden_dropout)
 
     def estimate(self, per_node: int, force: bool, node_gpus: int | None,
                  rate: Callable[[Layout], float] | None = None) -> tuple[float, str]:
@@ -119,7 +123,8 @@ class MemoryQuestion:
             check_fits(self.preset, self.layout, self.device.memory_gb, self.device.model, per_node,
                        self.grad_bytes, self.zero_stage, self.recompute, node_gpus=node_gpus,
                        optimizer_bytes=self.state_bytes, fp8=self.fp8,
-                       optimizer_step_bytes=self.step_bytes, also=self.paper_kit_hint(),
+                       optimizer_step_bytes=self.step_bytes, hidden_dropout=self.hidden_dropout,
+                       also=self.paper_kit_hint(),
                        refuse_at=self.refuse_at, rate=rate)
         capped = " (--gpu-memory-cap)" if self.device.capped else ""
         return need, (f"memory estimate: ~{need:.1f} GB per GPU of {self.device.memory_gb:g} GB"

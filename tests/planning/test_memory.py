@@ -22,6 +22,7 @@ from bench.planning.memory import (
     estimate_bytes,
     fits,
     is_fp8,
+    keeps_dropout_masks,
     refuse_fraction,
     state_bytes,
     uncounted_note,
@@ -80,7 +81,8 @@ def test_estimate_against_every_measured_peak() -> None:
         estimate = estimate_bytes(get_preset(r.preset.name), _record_layout(r), grad_bytes,
                                   optimizer_bytes=state_bytes(r.precision, _setting(r, "optimizer_states")),
                                   recompute=_setting(r, "recompute"), fp8=is_fp8(r.precision),
-                                  optimizer_step_bytes=_step(r, grad_bytes)) / GB
+                                  optimizer_step_bytes=_step(r, grad_bytes),
+                                  hidden_dropout=keeps_dropout_masks(r.argv)) / GB
         errors.append((estimate - _measured_gb(r)) / _measured_gb(r))
     print(f"\nmemory estimate vs {len(errors)} measured peaks: {min(errors):+.1%} to "
           f"{max(errors):+.1%}, median |error| {statistics.median(map(abs, errors)):.1%}")
@@ -116,6 +118,13 @@ def _setting(r, key: str):
     return r.variant.get(key, "default" if key == "optimizer_states" else None)
 
 
+# Runs forced past the refusal line that trained. The line cannot sit above them: 6.7b dp2
+# msamp-o2 (estimate 78.2 GB, 97.7 % of 80) ran out of memory with 8.9 GiB of the cap reserved
+# but unallocated, where this pipeline run (78.6 GB, 98.2 %) trained at 77.6 GB allocated. Each
+# stays refused, so a better estimate that admits it fails here and drops it from the list.
+PAST_THE_LINE = {"13b_tp1pp4vp2dp1_local_20261127T172438Z-a04f5e-c23"}
+
+
 def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finished() -> None:
     """Each record on its own GPU (or its --gpu-memory-cap), with its precision, optimizer states,
     recompute and allocator."""
@@ -133,6 +142,7 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
                           recompute=_setting(r, "recompute"), fp8=is_fp8(r.precision),
                           optimizer_bytes=state_bytes(r.precision, _setting(r, "optimizer_states")),
                           optimizer_step_bytes=_step(r, grad_bytes),
+                          hidden_dropout=keeps_dropout_masks(r.argv),
                           refuse_at=refuse_fraction(r.variant.get("allocator", "default")))
 
     # The estimate leaves some buffers out (UNCOUNTED: CUDA graphs'); a run out of memory with such
@@ -141,7 +151,11 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
         with pytest.raises(ValueError, match=r"needs ~\d+\.\d GB per GPU"):
             check(r)
     for r in finished:
-        check(r)
+        if r.run_id in PAST_THE_LINE:
+            with pytest.raises(ValueError, match=r"needs ~\d+\.\d GB per GPU"):
+                check(r)
+        else:
+            check(r)
 
 
 def test_refusal_names_estimate_device_and_layouts_that_fit() -> None:
@@ -164,6 +178,23 @@ def test_zero_stages_and_sequence_parallelism_lower_the_estimate() -> None:
     assert zero1 > zero2 > zero3
     assert estimate_bytes(p, build_layout("tp4pp1sp", p, 4, 4)) < estimate_bytes(
         p, build_layout("tp4pp1", p, 4, 4))
+
+
+def test_hidden_dropout_off_drops_the_masks_the_pair_of_records_shows() -> None:
+    """13b tp1pp4vp2 on four H200s capped at 80 GB, dropout on and off: the masks' bytes are the
+    peaks' difference."""
+    records, _ = load_records(REPO / "results" / "records")
+    peaks = {r.run_id: r.metrics.peak_mem_gb for r in records if r.metrics is not None}
+    with_masks = peaks["13b_tp1pp4vp2dp1_local_20261127T094709Z-c995f3-c13"]
+    without = peaks["13b_tp1pp4vp2dp1_local_20261127T114020Z-e266cd-c14"]
+    p = get_preset("13b")
+    lay = build_layout("tp1pp4vp2", p, 4, 4, mbs=1, gbs=64)
+    saved = (estimate_bytes(p, lay) - estimate_bytes(p, lay, hidden_dropout=False)) / GB
+    assert saved == pytest.approx(with_masks - without, abs=0.1)
+    assert keeps_dropout_masks(["--hidden-dropout", "0.1"])
+    assert not keeps_dropout_masks(["--attention-dropout", "0.0", "--hidden-dropout", "0.0"])
+    assert keeps_dropout_masks(["--hidden-dropout", "0.0", "--hidden-dropout", "0.1"])
+    assert keeps_dropout_masks([])
 
 
 def test_run_refuses_a_plan_that_cannot_fit_before_writing_anything(tmp_path: Path) -> None:
