@@ -135,7 +135,10 @@ def keeps_dropout_masks(args: Sequence[str]) -> bool:
     """Whether training with these Megatron flags keeps hidden-dropout masks (the last
     ``--hidden-dropout`` given is not 0)."""
     values = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--hidden-dropout"]
-    return not values or float(values[-1]) != 0.0
+    try:
+        return not values or float(values[-1]) != 0.0
+    except ValueError:  # not a number: Megatron's parser refuses it, and the masks are counted
+        return True
 
 
 def is_fp8(precision: str) -> bool:
