@@ -429,6 +429,21 @@ def test_seed_003_deepspeed_config() -> None:
     assert ds_config(launch.layout, "fp16")["zero_optimization"] == {"stage": 3}
 
 
+def test_cpu_offload_says_torchrun_leaves_openmp_one_thread() -> None:
+    """torchrun sets OMP_NUM_THREADS=1 (seed 003's row on four H200s logged it), and DeepSpeed's
+    CPU Adam is an OpenMP loop: the plan says so unless the platform sets the threads."""
+    from bench.planning.engines.table import OFFLOAD_THREADS_NOTE
+    assert OFFLOAD_THREADS_NOTE in _seed_003(zero=SEED_003).notes
+    assert OFFLOAD_THREADS_NOTE not in _seed_003(zero=ZeroSettings(overlap_comm=True)).notes
+    local = load_platform("local")
+    threaded = local.model_copy(update={"env": {**local.env, "OMP_NUM_THREADS": "16"}})
+    launch = plan(get_preset("345m"), "tp4pp1zero3", threaded,
+                  options(engine="megatron-deepspeed", gpus_present=4, precision="fp16", mbs=1,
+                          gbs=4, data_path="d", vocab_file="v", merge_file="m", zero=SEED_003))
+    assert OFFLOAD_THREADS_NOTE not in launch.notes
+    assert dict(launch.env)["OMP_NUM_THREADS"] == "16"
+
+
 def test_sequence_parallelism_on_megatron_deepspeed_is_refused() -> None:
     """13b tp2pp2 + sp crashed at its first step on four H200s, three times (records
     ...131818Z-469543-c8, ...151329Z-15b3fb-c8, ...152337Z-833df7-c8); without a pipeline

@@ -205,6 +205,15 @@ class Megatron(Engine):
         return checkpoint_flags(save_dir, interval, CHECKPOINT_FLAGS)
 
 
+# torchrun sets OMP_NUM_THREADS=1 where it is unset (its log says so); DeepSpeed's launcher, which
+# the seeds used, leaves OpenMP its default. Seed 003's 345m row ran at 1.04 samples/s so on four
+# H200s, against the seed's 6.16 (not yet rerun with more threads).
+OFFLOAD_THREADS_NOTE = ("ZeRO-Offload steps Adam on the CPU with DeepSpeed's OpenMP kernel, and "
+                        "torchrun sets OMP_NUM_THREADS=1 where it is unset: one core per rank; set "
+                        "OMP_NUM_THREADS (a node's cores over its GPUs) in the platform's [env] or "
+                        "the shell")
+
+
 class MegatronDeepSpeed(Engine):
     """Megatron-DeepSpeed's ``pretrain_gpt.py`` with a DeepSpeed config
     (bench.planning.engines.deepspeed)."""
@@ -222,6 +231,8 @@ class MegatronDeepSpeed(Engine):
         problems, notes = zero_problems(run.zero, zero_stage(run.layout))
         if problems:
             raise ValueError("DeepSpeed settings are not possible: " + "; ".join(problems))
+        if run.zero.offload == "cpu" and "OMP_NUM_THREADS" not in run.platform.env_for(self.name):
+            notes.append(OFFLOAD_THREADS_NOTE)
         args = deepspeed_args(run.preset, run.layout, run.precision, run.iters, run.data,
                               f"{run.run_dir}/{DS_CONFIG_NAME}", run.zero,
                               run.platform.flash_attention, run.recompute, run.tuning.fused_attention)

@@ -5,7 +5,7 @@
 # Carry .carry-mds/ (made by the gather-mds-carry.sh script of the 2026-11-23 Megatron-DeepSpeed
 # report: DeepSpeed, Megatron-DeepSpeed and apex sources, cp312 wheels, GPT-2's BPE files) with
 # kit.bundle in it (`git bundle create .carry-mds/kit.bundle HEAD`: records carry the commit that
-# ran), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
+# ran; at 36 MB it leaves no room for .te-small/ and .carry-prebuilt/, sent in a command before), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
 # wheels/ (MS-AMP's logging imports it). `setup` copies it to /tmp/carry, so later commands need not
 # send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
 # alone, and with the working tree past 9 MB a 55 MB part no longer fits one command either: `te-split`
