@@ -227,8 +227,9 @@ def _profile(run_dir: Path) -> tuple[Profile | None, str | None]:
 
 # Variables a shell may carry that change how a run performs (the allocator, NCCL's algorithms
 # and channels, Transformer Engine's kernels, CUDA's launch queue); the plan's own win.
+# OMP_NUM_THREADS: DeepSpeed's CPU Adam (ZeRO-Offload) runs on that many cores a rank.
 _RUN_CHANGING = ("NCCL_", "TORCH_NCCL_", "PYTORCH_", "NVTE_", "CUDA_DEVICE_MAX_CONNECTIONS",
-                 "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_")
+                 "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_", "OMP_NUM_THREADS")
 
 
 def shell_variant(summary: PlanSummary, launch: LaunchPlan) -> PlanSummary:

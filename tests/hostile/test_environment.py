@@ -51,6 +51,7 @@ def test_a_slurm_job_takes_the_account_and_ignores_a_pbs_queue(tmp_path: Path) -
 def test_a_shell_variable_that_changes_the_run_is_its_variant(tmp_path: Path) -> None:
     run = bench_run(tmp_path, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
                                    "NCCL_ALGO": "Ring", "HOME_LIKE": "ignored",
+                                   "OMP_NUM_THREADS": "16",
                                    # NVIDIA's images export it; nothing reads it
                                    "NCCL_VERSION": "2.28.3-1"})
     out, err = run.communicate(timeout=120)
@@ -58,7 +59,7 @@ def test_a_shell_variable_that_changes_the_run_is_its_variant(tmp_path: Path) ->
     records, problems = load_records(tmp_path / "results" / "records")
     assert not problems and len(records) == 1
     record = records[0]
-    assert record.variant.items() >= {"env:NCCL_ALGO": "Ring",
+    assert record.variant.items() >= {"env:NCCL_ALGO": "Ring", "env:OMP_NUM_THREADS": "16",
                                       "env:PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}.items()
     assert all(key.startswith("env:") for key in record.variant)  # nothing else is a variant
     assert record.env["NCCL_ALGO"] == "Ring" and "HOME_LIKE" not in record.env
