@@ -5,8 +5,10 @@
 # Carry .carry-mds/ (made by the gather-mds-carry.sh script of the 2026-11-23 Megatron-DeepSpeed
 # report: DeepSpeed, Megatron-DeepSpeed and apex sources, cp312 wheels, GPT-2's BPE files) with
 # kit.bundle in it (`git bundle create .carry-mds/kit.bundle HEAD`: records carry the commit that
-# ran; at 36 MB it leaves no room for .te-small/ and .carry-prebuilt/, sent in a command before), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
-# wheels/ (MS-AMP's logging imports it). `setup` copies it to /tmp/carry, so later commands need not
+# ran), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
+# wheels/ (MS-AMP's logging imports it). With the bundle at 39 MB and the tree at 9.6 MB, .carry-mds/
+# keeps only kit.bundle: the rest moves to .carry-rest/, sent with .te-small/ and .carry-prebuilt/ in
+# a command before (`cp -r .carry-rest/. /tmp/carry/`). `setup` copies it to /tmp/carry, so later commands need not
 # send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
 # alone, and with the working tree past 9 MB a 55 MB part no longer fits one command either: `te-split`
 # (here) cuts the wheel into six parts of 46 MB, .te/p0..p5, each sent with its own command
@@ -39,7 +41,8 @@
 #                             # MS-AMP, real data
 #   bash h100x2.sh bg GROUP...  # the groups in their own process session: the command returns, they run on
 #   bash h100x2.sh wait GROUP S # until group GROUP has ended (its summary line), at most S seconds: a group
-#                             # longer than one command (msamp-loss-repeats) runs over several `wait`s
+#                             # longer than one command (msamp-loss-repeats) runs over several `wait`s;
+#                             # then `collect`, so every wait brings back the records made so far
 #   bash h100x2.sh collect    # $OUT: records.tgz, logs.tgz, summary.txt
 #   bash h100x2.sh pack       # $OUT: MS-AMP's build and TE's torch extension, each with its stamp
 #   bash h100x2.sh te-install # instead of `bash .te/install.sh`: skips the 90-110 s build of TE's torch
@@ -119,6 +122,9 @@ fused_kernels.load(types.SimpleNamespace(masked_softmax_fusion=True, rank=0))'"
 
 setup() {
   [ -e "$CARRY/kit.bundle" ] || { mkdir -p "$CARRY" && cp -r .carry-mds/. "$CARRY"/; } || return 1
+  # From a clone, not the working tree: each later command copies the tree afresh, and a patch
+  # read while that copy runs is missing (Megatron-DeepSpeed's series failed so once).
+  clone_kit "$WORK/setup-kit" && cd "$WORK/setup-kit" || return 1
   { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvidia-smi topo -m; "$PYTHON" --version; } >> "$summary" 2>&1
   # Only the wheels this Python lacks (a pinned copy on the path would shadow the machine's own);
   # pybind11 always (the pinned one knows NumPy 2's C API).
@@ -166,12 +172,15 @@ wait_for() {  # wait_for MARKER: until setup made it, or stop when setup has end
   done
 }
 
-kit() {  # the kit at the bundled commit, fresh for each command; KEEP_KIT=1 keeps the last clone
-  [ -n "${KEEP_KIT:-}" ] && return 0  # (a fix copied into it after it was cloned: say so in the report)
+clone_kit() {  # clone_kit DIR: the kit at the bundled commit (.carry-kit's bundle before /tmp/carry's)
   local bundle=$CARRY/kit.bundle
   [ -f .carry-kit/kit.bundle ] && bundle=$PWD/.carry-kit/kit.bundle
-  rm -rf "$KIT" && git clone -q "$bundle" "$KIT"
-  git -C "$KIT" log -1 --format='kit %h %s' >> "$summary"
+  rm -rf "$1" && git clone -q "$bundle" "$1"
+}
+
+kit() {  # the kit at the bundled commit, fresh for each command; KEEP_KIT=1 keeps the last clone
+  [ -n "${KEEP_KIT:-}" ] && return 0  # (a fix copied into it after it was cloned: say so in the report)
+  clone_kit "$KIT" && git -C "$KIT" log -1 --format='kit %h %s' >> "$summary"
 }
 
 stack_of() {  # stack_of NAME...: per NAME, the group whose name picks its stack (a run named
@@ -207,6 +216,15 @@ group() {  # group NAME: the campaign's runs of that group, or its run of that n
     [ -f "$dir/train.log" ] && cp "$dir/train.log" "$WORK/logs/$(basename "$dir").train.log"
     [ -f "$dir/profile/torch_profile/rank-0.json.gz" ] && cp "$dir/profile/torch_profile/rank-0.json.gz" "$WORK/logs/$(basename "$dir").trace.json.gz"
   done
+}
+
+collect() {  # $OUT: records.tgz, logs.tgz, summary.txt and the five newest profiler traces
+  mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
+  tar czf "$OUT/records.tgz" -C "$WORK" records
+  tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='*.trace.json.gz' logs
+  # Profiler traces one by one (each a few MB), beside the logs: the five newest, since at most
+  # eight files come back and three are taken above.
+  ls -t "$WORK"/logs/*.trace.json.gz 2>/dev/null | head -n 5 | while read -r trace; do cp "$trace" "$OUT/"; done
 }
 
 case ${1:?setup, smoke, collect or groups} in
@@ -256,14 +274,10 @@ case ${1:?setup, smoke, collect or groups} in
     end=$(( $(date +%s) + ${3:?wait GROUP SECONDS} ))
     until grep -q "^group-$2: exit" "$summary" 2>/dev/null || [ "$(date +%s)" -ge "$end" ]; do sleep 5; done
     tail -n 3 "$summary"; grep -E '^ +[0-9.]+[bm] |iteration +[0-9]+/' "$WORK/logs/group-$2.txt" 2>/dev/null | tail -n 4
+    # Every wait brings back what has finished: a machine lost between two commands loses nothing.
+    [ -z "${OUT:-}" ] || collect > /dev/null 2>&1
     grep -q "^group-$2: exit" "$summary" ;;  # exit status 0 once the group has ended
-  collect)
-    mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
-    tar czf "$OUT/records.tgz" -C "$WORK" records
-    tar czf "$OUT/logs.tgz" -C "$WORK" --exclude='*.trace.json.gz' logs
-    # Profiler traces one by one (each a few MB), beside the logs: the five newest, since at most
-    # eight files come back and three are taken above.
-    ls -t "$WORK"/logs/*.trace.json.gz 2>/dev/null | head -n 5 | while read -r trace; do cp "$trace" "$OUT/"; done ;;
+  collect) collect ;;
   *)
     wait_for wheels.done || exit 1
     kit
