@@ -267,7 +267,8 @@ class Record(Strict):
     from the defaults of its schema version (A/B tuning, ZeRO settings, sequence length, recompute),
     which make the run a configuration of its own; ``engine_notes``, how the numbers were made (the
     engine's own TFLOP/s, DeepSpeed's version, the patch series: ``bench.records.engine_notes``);
-    ``labels``, how the run was made (``sweep``, ``repeat_group``, ``campaign``), which never split
+    ``labels``, how the run was made (``sweep``, ``repeat_group``, ``campaign`` and ``campaign_run``, the
+    campaign file's run name, in records since 2026-11-27), which never split
     a configuration; ``notes``, the kit's bookkeeping. ``lm_losses`` is the ``lm loss`` of every
     logged iteration in order, up to the first non-finite one (loss curves are drawn from it); older
     records lack it. ``profile``: where the time of the steps profiled after the window went

@@ -306,8 +306,9 @@ def run_campaign(args: argparse.Namespace, results: list[dict[str, object]],
     for entry in campaign.selected(args.only):
         entry_args = parse_run_argv([*entry.argv[: _cut(entry.argv)], *common,
                                      *entry.argv[_cut(entry.argv):]])
-        launches = launches_for(entry_args, labels=(("campaign", campaign.name),),
-                                tag=f"c{entry.number}", machine=machine)
+        # The run's name too: a record then says which entry of the file it answers.
+        labels = (("campaign", campaign.name), ("campaign_run", entry.name))
+        launches = launches_for(entry_args, labels=labels, tag=f"c{entry.number}", machine=machine)
         planned.append((entry, entry_args, launches))
     code = 0
     for entry, entry_args, launches in planned:

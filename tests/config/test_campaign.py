@@ -47,6 +47,7 @@ def test_every_campaign_file_plans(tmp_path: Path, path: Path) -> None:
     assert len(plans) >= len(campaign.runs)
     assert len({p["run_id"] for p in plans}) == len(plans), "run ids must be unique"
     assert all(p["labels"]["campaign"] == path.stem for p in plans)
+    assert {p["labels"]["campaign_run"] for p in plans} == {run.name for run in campaign.runs}
     assert not list(tmp_path.iterdir())
 
 
