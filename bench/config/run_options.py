@@ -285,12 +285,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               engine="megatron-deepspeed", refusal="--no-fused-attention is a Megatron-DeepSpeed "
               "setting: the megatron engine's attention is torch's SDPA or Transformer Engine's"),
     RunOption("gpu_memory_cap", float, "plan and train as if each GPU had GB of memory (80 for an "
-              "H100 80GB; megatron engine)", metavar="GB", group="tuning",
+              "H100 80GB)", metavar="GB", group="tuning",
               field="tuning.gpu_memory_cap", variant="gpu_memory_cap_gb",
-              variant_text=lambda gb: f"{gb:g}", doc="what-fits-a-smaller-gpu---gpu-memory-cap",
-              engine="megatron", refusal="--gpu-memory-cap caps torch's allocator in the kit's "
-              "megatron-core entry; Megatron-DeepSpeed's pretrain_gpt.py has no such hook: use "
-              "--engine megatron, or drop it"),
+              variant_text=lambda gb: f"{gb:g}", doc="what-fits-a-smaller-gpu---gpu-memory-cap"),
     RunOption("allocator", str, "torch's caching allocator in the training processes: its own "
               "segments, or expandable ones that grow in place (PYTORCH_CUDA_ALLOC_CONF)",
               default="default", choices=ALLOCATORS, group="tuning", field="tuning.allocator",

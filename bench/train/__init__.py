@@ -10,7 +10,8 @@ The training entry, on megatron-core's own loop:
   :mod:`bench.train.attention`: core attention through torch's ``scaled_dot_product_attention``.
 - :mod:`bench.train.optimizer`: which torch AdamW steps the model where TE and apex are absent
   (``--kit-torch-adam``); :mod:`bench.train.memory_cap`: train as if each GPU had less memory
-  (``--kit-gpu-memory-cap``); :mod:`bench.train.memory_parts`: the bytes a parameter by part
+  (``--kit-gpu-memory-cap``), and :mod:`bench.train.capped` the same around Megatron-DeepSpeed's
+  script; :mod:`bench.train.memory_parts`: the bytes a parameter by part
   (weights, gradients, master, moments), one log line after the first optimizer step.
 
 Precision beyond Transformer Engine's recipes (about 1.3k lines, the FP8-LM paper's pieces):

@@ -1,8 +1,9 @@
 """--gpu-memory-cap: plan and train as if each GPU had less memory (e.g. what fits an 80 GB GPU, on
 a 141 GB H200): the memory estimate and the default micro-batch use the cap, the entry gets
-``--kit-gpu-memory-cap``, the record carries it as a variant, and what cannot be capped is refused
-before anything runs. The cap's arithmetic in the entry (bench.train.memory_cap) is checked here
-too; setting it on a GPU is the GPU machine's part."""
+``--kit-gpu-memory-cap`` (Megatron-DeepSpeed's script runs under the kit's capping wrapper), the
+record carries it as a variant, and a cap that cannot be is refused before anything runs. The
+cap's arithmetic in the entry (bench.train.memory_cap) is checked here too; setting it on a GPU
+is the GPU machine's part."""
 
 from __future__ import annotations
 
@@ -62,16 +63,26 @@ def test_the_entry_gets_the_cap_and_the_record_keeps_it_as_a_variant() -> None:
     assert plan_summary(capped).variant == {"gpu_memory_cap_gb": "80"}
 
 
-def test_a_cap_above_the_gpu_or_not_above_zero_or_on_megatron_deepspeed_is_refused() -> None:
+def test_a_cap_above_the_gpu_or_not_above_zero_is_refused() -> None:
     with pytest.raises(ValueError, match="--gpu-memory-cap 200 is more than the NVIDIA H200 .*141 GB: "
                        "a cap can only lower it"):
         _plan(Tuning(gpu_memory_cap=200))
     with pytest.raises(ValueError, match="--gpu-memory-cap 0: give the GB a GPU may use, more than 0"):
         Tuning(gpu_memory_cap=0)
-    with pytest.raises(ValueError, match="--gpu-memory-cap caps torch's allocator in the kit's "
-                       "megatron-core entry.*use --engine megatron"):
-        plan(get_preset("1.3b"), "tp1pp1zero1", load_platform("azure-h200"),
-             options(gpus=2, engine="megatron-deepspeed", tuning=CAP_80))
+
+
+def test_megatron_deepspeed_runs_its_script_through_the_kits_capping_wrapper() -> None:
+    """Its pretrain_gpt.py has no cap of its own: bench.train.capped caps the GPU, then runs it."""
+    def mds(tuning: Tuning):
+        return plan(get_preset("1.3b"), "tp1pp1zero1", load_platform("azure-h200"),
+                    options(gpus=2, engine="megatron-deepspeed", tuning=tuning))
+    whole, capped = mds(DEFAULT_TUNING), mds(CAP_80)
+    script = "/opt/Megatron-DeepSpeed/pretrain_gpt.py"
+    assert whole.entry == (script,)
+    assert capped.entry == ("-m", "bench.train.capped", "--kit-gpu-memory-cap", "80", script)
+    assert capped.train_args == whole.train_args
+    assert capped.variant == (("gpu_memory_cap_gb", "80"),)
+    assert "of 80 GB (--gpu-memory-cap)" in " ".join(capped.notes)
 
 
 def test_the_allocator_gets_the_cap_less_what_the_process_holds_outside_it() -> None:

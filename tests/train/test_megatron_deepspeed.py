@@ -99,7 +99,7 @@ def _recomputes_without_a_pipeline(args: dict) -> bool:
 
 
 # The campaign files with Megatron-DeepSpeed runs and the 80 GB GPUs the GPU machine plans them
-# for: Megatron-DeepSpeed has no memory cap of its own, so the estimate holds them to 80 GB here.
+# for (x4-engines.toml caps them at 80 GB as well, through the kit's wrapper).
 MDS_CAMPAIGNS = {"h100x2": 2, "x4-engines": 4}
 
 
@@ -124,10 +124,15 @@ def test_the_campaigns_megatron_deepspeed_runs_are_accepted_by_its_parser(
         assert result.stderr.count(" GB per GPU of 80 GB") == len(runs), result.stderr
         names += runs
         plans += [entry["plan"] for entry in json.loads(result.stdout)["runs"]]
-    # The plan's argv starts with the interpreter and Megatron-DeepSpeed's pretrain_gpt.py.
-    payload = json.dumps([{"argv": p["train_argv"][2:], "world_size": p["world_size"]}
-                          for p in plans])
-    assert all(p["train_argv"][1].endswith("/pretrain_gpt.py") for p in plans)
+    # The plan's argv starts with the interpreter and Megatron-DeepSpeed's pretrain_gpt.py, or under
+    # a memory cap (x4-engines.toml's) the kit's wrapper that caps the GPU and then runs it.
+    scripts = [next(i for i, a in enumerate(p["train_argv"]) if a.endswith("/pretrain_gpt.py"))
+               for p in plans]
+    payload = json.dumps([{"argv": p["train_argv"][i + 1:], "world_size": p["world_size"]}
+                          for p, i in zip(plans, scripts, strict=True)])
+    capped = ["python", "-m", "bench.train.capped", "--kit-gpu-memory-cap", "80"]
+    assert all(p["train_argv"][:i] in (["python"], capped) for p, i in zip(plans, scripts, strict=True))
+    assert sum(p["train_argv"][:i] == capped for p, i in zip(plans, scripts, strict=True)) >= 7
     done = _run(megatron_python, deepspeed_site, patched_tree,
                 [str(REPO_ROOT / "tests/mds_argcheck.py")], stdin=payload)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -237,7 +237,11 @@ class MegatronDeepSpeed(Engine):
                               f"{run.run_dir}/{DS_CONFIG_NAME}", run.zero,
                               run.platform.flash_attention, run.recompute, run.tuning.fused_attention)
         tree = run.platform.megatron_deepspeed_dir
-        return EngineFlags((f"{tree}/pretrain_gpt.py",), tuple(args),
+        script: tuple[str, ...] = (f"{tree}/pretrain_gpt.py",)
+        cap = run.tuning.gpu_memory_cap
+        if cap is not None:  # its script has no cap of its own: the kit's wrapper caps, then runs it
+            script = ("-m", "bench.train.capped", "--kit-gpu-memory-cap", f"{cap:g}", *script)
+        return EngineFlags(script, tuple(args),
                            ds_config_json(run.layout, run.precision, run.zero), tuple(notes),
                            patched_trees=(("megatron-deepspeed", tree),))
 
