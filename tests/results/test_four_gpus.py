@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench.config.campaign import load_campaign
+from bench.config.presets import get_preset
+from bench.planning.layout import build_layout
 from bench.records.record import Record
 from bench.records.store import load_records
 from bench.results import fourgpu, markdown
@@ -87,3 +90,23 @@ def test_the_plot_labels_every_kept_configuration_apart() -> None:
     assert len(set(labels)) == len(labels)
     assert any("TE CUDA graphs dropout 0, selective recompute" in label for label in labels)
     assert all("megatron_args" not in label for label in labels)
+
+
+def _option(argv: tuple[str, ...], name: str, default: str) -> str:
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def test_the_four_gpu_campaign_runs_every_layout_and_precision_the_section_asks_for() -> None:
+    """Each 13b layout and precision the section names as missing where no record has it, and that
+    fits 80 GB by the estimate, is a run of x4.toml: a gap in the campaign would stay a gap."""
+    preset = get_preset(fourgpu.MODEL)
+    planned = set()
+    for run in load_campaign(REPO / "results" / "campaigns" / "x4.toml").runs:
+        if run.argv[:1] == (fourgpu.MODEL,) and _option(run.argv, "--gpus", "4") == "4":
+            lay = build_layout(run.argv[1], preset, 4, 4, 1, 64)
+            planned.add((lay.tp, lay.pp, lay.dp, lay.sp, lay.vp > 1, _option(run.argv, "--precision", "bf16")))
+    unplanned = [(name, precision) for name, tp, pp, dp, sp, vp in fourgpu.CAMPAIGN_LAYOUTS
+                 for precision in fourgpu.CAMPAIGN_PRECISIONS
+                 if not fourgpu._beyond_80_gb(tp, pp, sp, vp, precision)
+                 and (tp, pp, dp, sp, vp, precision) not in planned]
+    assert not unplanned, f"x4.toml has no run of {unplanned}"
