@@ -10,6 +10,7 @@ and ``sys.argv`` its own.
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -44,7 +45,8 @@ def main(argv: list[str]) -> int:
     except ValueError as error:
         print(f"bench.train.capped: {error}", file=sys.stderr, flush=True)
         return 2
-    print(line, flush=True)
+    if os.environ.get("RANK", "0") == "0":  # once, as the megatron-core entry says it
+        print(f"> bench kit: {line}", flush=True)
     run_script(script, args)
     return 0
 
