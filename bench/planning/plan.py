@@ -155,7 +155,8 @@ def _micro_batch(question: MemoryQuestion, options: Options) -> tuple[MemoryQues
 def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
               ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
     """The measured winner's micro-batch, recompute and Megatron flags (bench.planning.winners)
-    where the user set none of them and the estimate fits: (the question and the options with the
+    where the user set none of them, the estimate is not refused and the default rule picks no
+    larger micro-batch: (the question and the options with the
     winner's micro-batch and recompute, flags, note)."""
     if options.mbs is not None or options.recompute is not None:
         return question, options, (), []
@@ -163,11 +164,16 @@ def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
                         implementation(layer_capabilities(caps, question.precision)))
     if winner is None or flag_names(winner.megatron_args) & flag_names(options.tuning.extra_args):
         return question, options, (), []
+    # A winner measured where no larger micro-batch fitted does not shrink the one the default
+    # rule picks on a larger device (fp8 on an uncapped H200): that was never measured against.
+    rule, _ = default_micro_batch(question.preset, question.layout, question.precision,
+                                  question.fit_test())
+    if rule.micro_batch > winner.micro_batch:
+        return question, options, (), []
     asked = replace(question, layout=replace(question.layout, micro_batch=winner.micro_batch),
                     recompute=winner.recompute, hidden_dropout=keeps_dropout_masks(
                         (*winner.megatron_args, *options.tuning.extra_args)))
-    fit = asked.fit_test()
-    if fit is not None and not fit(asked.layout):
+    if not asked.within_refusal():
         return question, options, (), []
     options = replace(options, mbs=winner.micro_batch, recompute=winner.recompute)
     return asked, options, winner.megatron_args, [winner_note(winner)]

@@ -111,6 +111,12 @@ class MemoryQuestion:
                                 self.engine.sharded_stage(lay), self.recompute, self.state_bytes,
                                 self.fp8, self.step_bytes, self.hidden_dropout)
 
+    def within_refusal(self) -> bool:
+        """Whether the estimate stays within the refusal's fraction of the device (True where its
+        memory is unknown): a measured winner has trained there, so the planner's head-room for its
+        own picks does not apply."""
+        return self.device is None or self.need_gb() <= self.refuse_at * self.device.memory_gb
+
     def estimate(self, per_node: int, force: bool, node_gpus: int | None,
                  rate: Callable[[Layout], float] | None = None) -> tuple[float, str]:
         """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless

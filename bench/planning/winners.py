@@ -89,6 +89,15 @@ WINNERS: tuple[Winner, ...] = (
            record=("13b_tp1pp4vp2dp1_local_20261127T114020Z-e266cd-c14", 497.8),
            against=("13b_tp1pp4vp2dp1_local_20261127T094709Z-c995f3-c13", 484.8, "dropout 0.0"),
            why="micro-batch 1 without recompute, attention and hidden dropout 0.0"),
+    # 6.7b tp2 + sp in fp8 on two GPUs: the un-graphed step is host-bound (the GPU idled 43 % of it
+    # on two H100s), more so than bf16's, whose kernels run longer; Transformer Engine's CUDA
+    # graphs (no recompute, so dropout may stay) ran 1.94x on one machine of 2 x H200 at 80 GB
+    # (2026-11-26) and 603.9 on another (2026-11-27), 1.38x bf16 with graphs (436.6) beside it.
+    Winner("6.7b", "megatron", (2, 1, 1, 1, True), "fp8-delayed", "te", 2, None,
+           ("--cuda-graph-impl", "transformer_engine"),
+           record=("6.7b_tp2pp1dp1sp_local_20261126T113323Z-c58cae-c61", 610.3),
+           against=("6.7b_tp2pp1dp1sp_local_20261126T113323Z-f5af1c-c60", 315.1, "the graphs"),
+           why="micro-batch 2 without recompute, Transformer Engine's CUDA graphs"),
     # 6.7b data-parallel: dropout off, 54.2 % MFU against 51.3 % on one machine of 4 x H200 at
     # 80 GB (2026-11-27). With apex on the path as well (its fused weight-gradient accumulation,
     # which the kit turns on where apex is found) the same settings ran 545.9 (55.2 %).

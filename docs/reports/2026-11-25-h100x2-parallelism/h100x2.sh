@@ -271,6 +271,8 @@ case ${1:?setup, smoke, collect or groups} in
     [ "${1:-}" = setup ] && rm -f "$WORK/setup.ended" && touch "$WORK/setup.started"
     (setsid nohup bash "$0" "$@" > "$WORK/logs/bg-$(date +%s).out" 2>&1 < /dev/null &) ;;
   wait)
+    # A machine started afresh since setup has nothing to wait for: say so at once.
+    [ -f "$summary" ] || { echo "wait: no $summary: this machine has not been set up (run setup)"; exit 3; }
     end=$(( $(date +%s) + ${3:?wait GROUP SECONDS} ))
     until grep -q "^group-$2: exit" "$summary" 2>/dev/null || [ "$(date +%s)" -ge "$end" ]; do sleep 5; done
     tail -n 3 "$summary"; grep -E '^ +[0-9.]+[bm] |iteration +[0-9]+/' "$WORK/logs/group-$2.txt" 2>/dev/null | tail -n 4
