@@ -66,6 +66,13 @@ def test_an_accelerator_without_measured_figures_gets_no_expectation_and_why() -
     assert "megatron-deepspeed engine is outside the model" in polaris.expected_none_why
 
 
+def test_context_parallelism_gets_no_expectation_and_why() -> None:
+    launch = plan(get_preset("1.3b"), "tp1cp2", load_platform("azure-h200"), options(gpus=2))
+    assert launch.expected is None
+    assert launch.expected_none_why == ("context parallelism is outside the model: its exchange of "
+                                        "keys and values has no term")
+
+
 def test_a_run_beyond_the_records_says_so() -> None:
     launch = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"), options(save=""))
     assert launch.expected is not None

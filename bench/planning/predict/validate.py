@@ -41,10 +41,11 @@ class Observed:
 
 
 def observed(records: Iterable[Any], performance: dict[str, Performance]) -> list[Observed]:
-    """The ok records of the modelled engines on an accelerator with measured ceilings, in order."""
+    """The ok records of the modelled engines on an accelerator with measured ceilings, without
+    context parallelism (:data:`bench.planning.predict.expect.UNMODELLED_CP`), in order."""
     found = []
     for record in records:
-        if not (record.ok and record.engine in MODELLED
+        if not (record.ok and record.engine in MODELLED and record.layout.cp == 1
                 and record.platform.accelerator in performance):
             continue
         case = case_from_record(record)
