@@ -6,10 +6,9 @@
 # report: DeepSpeed, Megatron-DeepSpeed and apex sources, cp312 wheels, GPT-2's BPE files) with
 # kit.bundle in it (`git bundle create .carry-mds/kit.bundle HEAD`: records carry the commit that
 # ran), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
-# wheels/ (MS-AMP's logging imports it). With the bundle at 39 MB and the tree at 9.6 MB, .carry-mds/
-# keeps only kit.bundle: the rest moves to .carry-rest/, sent with .te-small/ and .carry-prebuilt/ in
-# a command before (`cp -r .carry-rest/. /tmp/carry/`). `setup` copies it to /tmp/carry, so later commands need not
-# send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
+# wheels/ (MS-AMP's logging imports it). .carry-mds/ keeps only kit.bundle (39 MB); the rest is in
+# .carry-rest/, sent with .te-small/ and .carry-prebuilt/ before (`cp -r .carry-rest/. /tmp/carry/`).
+# `setup` copies it to /tmp/carry, so later commands need not send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
 # alone, and with the working tree past 9 MB a 55 MB part no longer fits one command either: `te-split`
 # (here) cuts the wheel into six parts of 46 MB, .te/p0..p5, each sent with its own command
 # (`mkdir -p /tmp/te-parts && cp .te/pN /tmp/te-parts/`), and `te-join` (there) joins them into the
@@ -28,7 +27,7 @@
 # cp .carry-prebuilt/* /tmp/carry/prebuilt/`), setup and `te-install` use them where the stamps still
 # match, and build otherwise.
 #   bash h100x2.sh setup      # wheels, DeepSpeed, apex, Megatron-DeepSpeed, MS-AMP, data (~5 min);
-#                             # NO_MDS=1: no DeepSpeed or Megatron-DeepSpeed (an MS-AMP-only machine)
+#                             # NO_MDS=1, NO_APEX=1, NO_MSAMP=1: without them (groups wait for setup)
 #   bash h100x2.sh smoke      # python -m bench.train.smoke: all-reduce and GEMM ceilings
 #   bash h100x2.sh fp8-allreduce  # bench.train.fp8_allreduce on both GPUs: FP8 against bf16 reduction
 #   bash h100x2.sh fp8-linear # python -m bench.train.fp8_linear: MS-AMP's FP8 linear against TE's (needs TE and MS-AMP)
@@ -143,8 +142,8 @@ PY
 )
   step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" || return 1
   touch "$WORK/wheels.done"
-  [ -e "$WORK/apex.done" ] || ( step apex-build apex_build && touch "$WORK/apex.done" ) &
-  [ -e "$WORK/msamp.done" ] || ( step msamp-build msamp_install && touch "$WORK/msamp.done" ) &
+  [ -e "$WORK/apex.done" ] || [ -n "${NO_APEX:-}" ] || ( step apex-build apex_build && touch "$WORK/apex.done" ) &
+  [ -e "$WORK/msamp.done" ] || [ -n "${NO_MSAMP:-}" ] || ( step msamp-build msamp_install && touch "$WORK/msamp.done" ) &
   [ -n "${NO_MDS:-}" ] || mds_setup || return 1
   # Real text for the engine A/B: the Python documentation's topics and the standard library.
   "$PYTHON" - "$WORK/corpus.jsonl" <<'PY'
@@ -206,6 +205,9 @@ group() {  # group NAME: the campaign's runs of that group, or its run of that n
     *) path="$TE_SITE:$SITE" ;;
   esac
   wait_for "$marker" || return 1
+  # No measured run beside setup's compilers: a host-bound step shares the CPU with them.
+  [ -e "$WORK/setup.ended" ] || echo "group-$name: waits for setup's builds" | tee -a "$summary"
+  while [ ! -e "$WORK/setup.ended" ]; do sleep 5; done
   # The data step's prefix, read once setup has made it (an empty --data-path is refused).
   [ "$data" = none ] || extra=(--data-path "$(sed -n 's/^use: --data-path \([^ ]*\) .*/\1/p' "$WORK/logs/data.txt")")
   [ "$data" = gpt2 ] && extra+=(--vocab-file "$CARRY/gpt2/gpt2-vocab.json" --merge-file "$CARRY/gpt2/gpt2-merges.txt")
