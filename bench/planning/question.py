@@ -144,8 +144,7 @@ class MemoryQuestion:
             return ""
         kit = replace(self, state_bytes=state_bytes(self.precision, "paper-kit"),
                       step_bytes=self.engine.step_bytes("paper-kit", self.grad_bytes))
-        need = kit.need_gb()
-        if need > self.refuse_at * self.device.memory_gb:
+        if not kit.within_refusal():
             return ""
         return (f"--optimizer-states paper-kit (the same states, stepped without TE FusedAdam's "
-                f"fp32 copies) needs ~{need:.1f} GB")
+                f"fp32 copies) needs ~{kit.need_gb():.1f} GB")
