@@ -64,6 +64,23 @@ def test_tensor_parallel_collectives() -> None:
     assert step_terms(replace(TINY, tp=2, sp=True), PERF)["tp_comm"] == pytest.approx(plain)
 
 
+def test_fp8_with_sequence_parallelism_casts_the_norm_shard_and_gathers_it_in_fp8() -> None:
+    """Transformer Engine quantizes the norm's output (QKV's and the MLP's first input) on the
+    rank's share of the sequence, then all-gathers it in fp8: the forward's two gathers carry half
+    the bytes, and those two inputs are cast on 32 / 2 tokens."""
+    act = 32 * 64 * 2
+    fp8 = step_terms(replace(TINY, tp=2, sp=True, family="fp8"), PERF)
+    bf16 = step_terms(replace(TINY, tp=2, sp=True), PERF)
+    saved = 2 * (0.5 * act / 100e9 - 0.5 * act / 2 / 100e9) * 2 * 1 * 2  # layers, forward, micro-batches
+    assert fp8["tp_comm"] == pytest.approx(bf16["tp_comm"] - saved)
+    inputs = 16 * (64 + 64) + 32 * (32 + 128)  # QKV and MLP up on 16 tokens; projection, MLP down on 32
+    weights = 64 * 96 + 32 * 64 + 64 * 128 + 128 * 64
+    assert fp8["cast_fp8"] == pytest.approx((inputs + weights) * 3 * 2 * 3 * 2 / 1e12)
+    unsplit = step_terms(replace(TINY, tp=2, family="fp8"), PERF)  # no sp: every token, bf16 gathers
+    assert unsplit["cast_fp8"] == pytest.approx((32 * (64 + 32 + 64 + 128) + weights) * 3 * 2 * 3 * 2 / 1e12)
+    assert unsplit["tp_comm"] == pytest.approx(step_terms(replace(TINY, tp=2), PERF)["tp_comm"])
+
+
 def test_pipeline_bubble_sends_and_virtual_stages() -> None:
     case = replace(TINY, pp=2, global_batch=4)  # 4 micro-batches, one layer per stage
     terms = step_terms(case, PERF)

@@ -78,7 +78,11 @@ def _gpu_terms(case: Case, perf: Performance) -> dict[str, float]:
     split = case.tp if case.sp else 1
     elementwise = ELEMENTWISE_TENSORS * act / split * stage_layers * passes / (perf.hbm_gbps * 1e9)
     weights = sum(k * n for k, n in _layer_gemms(case))
-    inputs = tokens * sum(k for k, _ in _layer_gemms(case))
+    # With sequence parallelism Transformer Engine's fp8 casts the norm's output (QKV's and the
+    # MLP's first input) on the rank's share of the sequence and gathers it in fp8.
+    te_fp8_sp = case.family == "fp8" and case.sp
+    qkv, proj, up, down = _layer_gemms(case)
+    inputs = (qkv[0] + up[0]) * tokens // (split if te_fp8_sp else 1) + (proj[0] + down[0]) * tokens
     cast = (inputs + weights) * CAST_BYTES * stage_layers * passes / (perf.hbm_gbps * 1e9)
     local = case.implementation == "local"
     terms = {"gemm": gemm, "gemm_small": small, "attention": attention,
@@ -91,6 +95,8 @@ def _gpu_terms(case: Case, perf: Performance) -> dict[str, float]:
         each = (_collective(perf, case.tp, share * act) if case.sp
                 else _collective(perf, case.tp, 2 * share * act))
         terms["tp_comm"] = each * (4 if case.sp else 2) * stage_layers * passes
+        if te_fp8_sp:  # the forward's two all-gathers carry 1 byte an element, not 2
+            terms["tp_comm"] -= 2 * (each - _collective(perf, case.tp, share * act / 2)) * stage_layers * (passes - 2)
     if case.pp > 1:  # an activation forward and its gradient back, per virtual stage
         terms["pp_p2p"] = 2 * case.vp * _collective(perf, 2, act / split)
     return terms
