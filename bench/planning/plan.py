@@ -156,8 +156,8 @@ def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
               ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
     """The measured winner's micro-batch, recompute and Megatron flags (bench.planning.winners)
     where the user set none of them, the estimate is not refused and the default rule picks no
-    larger micro-batch: (the question and the options with the
-    winner's micro-batch and recompute, flags, note)."""
+    larger micro-batch: (the question and the options with the winner's micro-batch and
+    recompute, flags, note)."""
     if options.mbs is not None or options.recompute is not None:
         return question, options, (), []
     winner = winner_for(question.preset, question.layout, question.engine.name, question.precision,

@@ -77,11 +77,11 @@ def _gpu_terms(case: Case, perf: Performance) -> dict[str, float]:
                  / (perf.gemm_tflops(8192, 8192, False) * 1e12))
     split = case.tp if case.sp else 1
     elementwise = ELEMENTWISE_TENSORS * act / split * stage_layers * passes / (perf.hbm_gbps * 1e9)
-    weights = sum(k * n for k, n in _layer_gemms(case))
+    qkv, proj, up, down = gemms = _layer_gemms(case)
+    weights = sum(k * n for k, n in gemms)
     # With sequence parallelism Transformer Engine's fp8 casts the norm's output (QKV's and the
     # MLP's first input) on the rank's share of the sequence and gathers it in fp8.
     te_fp8_sp = case.family == "fp8" and case.sp
-    qkv, proj, up, down = _layer_gemms(case)
     inputs = (qkv[0] + up[0]) * tokens // (split if te_fp8_sp else 1) + (proj[0] + down[0]) * tokens
     cast = (inputs + weights) * CAST_BYTES * stage_layers * passes / (perf.hbm_gbps * 1e9)
     local = case.implementation == "local"
