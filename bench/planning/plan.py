@@ -156,19 +156,19 @@ def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
               ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
     """The measured winner's micro-batch, recompute and Megatron flags (bench.planning.winners)
     where the user set none of them, the estimate is not refused and the default rule picks no
-    larger micro-batch: (the question and the options with the winner's micro-batch and
-    recompute, flags, note)."""
+    larger micro-batch than the winner was measured against: (the question and the options with
+    the winner's micro-batch and recompute, flags, note)."""
     if options.mbs is not None or options.recompute is not None:
         return question, options, (), []
     winner = winner_for(question.preset, question.layout, question.engine.name, question.precision,
                         implementation(layer_capabilities(caps, question.precision)))
     if winner is None or flag_names(winner.megatron_args) & flag_names(options.tuning.extra_args):
         return question, options, (), []
-    # A winner measured where no larger micro-batch fitted does not shrink the one the default
-    # rule picks on a larger device (fp8 on an uncapped H200): that was never measured against.
+    # A winner does not shrink a micro-batch the default rule picks (fp8 on an uncapped H200)
+    # larger than any it was measured against: the winner's own, or the rule's pick it beat.
     rule, _ = default_micro_batch(question.preset, question.layout, question.precision,
                                   question.fit_test())
-    if rule.micro_batch > winner.micro_batch:
+    if rule.micro_batch > max(winner.micro_batch, winner.rule_micro_batch):
         return question, options, (), []
     asked = replace(question, layout=replace(question.layout, micro_batch=winner.micro_batch),
                     recompute=winner.recompute, hidden_dropout=keeps_dropout_masks(

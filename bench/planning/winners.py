@@ -24,7 +24,9 @@ from bench.planning.layout import Layout
 class Winner:
     """``implementation``: the layers the settings need (``te``: Transformer Engine's).
     ``megatron_args``: flags appended to the kit's. ``record``/``against``: the winner's record
-    and the record of the setting it beat, with their TFLOP/s per GPU; ``why``: one line."""
+    and the record of the setting it beat, with their TFLOP/s per GPU; ``why``: one line.
+    ``rule_micro_batch``: where ``against`` is the kit's plan of its day, the micro-batch fp8's
+    rule picked there (0: none); a rule's pick larger than it and the winner's stands."""
 
     preset: str
     engine: str
@@ -37,6 +39,7 @@ class Winner:
     record: tuple[str, float]
     against: tuple[str, float, str]  # run id, TFLOP/s per GPU, what it ran without
     why: str
+    rule_micro_batch: int = 0
 
     @property
     def shape_name(self) -> str:
@@ -89,6 +92,17 @@ WINNERS: tuple[Winner, ...] = (
            record=("13b_tp1pp4vp2dp1_local_20261127T114020Z-e266cd-c14", 497.8),
            against=("13b_tp1pp4vp2dp1_local_20261127T094709Z-c995f3-c13", 484.8, "dropout 0.0"),
            why="micro-batch 1 without recompute, attention and hidden dropout 0.0"),
+    # 13b tp4 + sp in fp8: the kit's plan before (fp8's rule picked micro-batch 4 at ~72.7 GB, no
+    # recompute, no graphs) ran 396.3 and the same micro-batch 2 without graphs 171.4, both
+    # host-bound, on one machine of 4 x H100 80 GB (2026-11-28); with graphs 581.0 there (1.41x
+    # bf16 with graphs, 410.9, beside it) and 613.8 on 4 x H200 at 80 GB (2026-11-27).
+    Winner("13b", "megatron", (4, 1, 1, 1, True), "fp8-delayed", "te", 2, "selective", TE_GRAPHS,
+           record=("13b_tp4pp1dp1sp_local_20261128T004441Z-773592-c20", 581.0),
+           against=("13b_tp4pp1dp1sp_local_20261128T004441Z-da0365-c22", 396.3,
+                    "the graphs (fp8's rule: micro-batch 4, no recompute)"),
+           why="micro-batch 2 with selective recompute, Transformer Engine's CUDA graphs with "
+               "attention and hidden dropout 0.0 (graphed recompute needs them off)",
+           rule_micro_batch=4),
     # 6.7b tp2 + sp in fp8 on two GPUs: the un-graphed step is host-bound (the GPU idled 43 % of it
     # on two H100s), more so than bf16's, whose kernels run longer; Transformer Engine's CUDA
     # graphs (no recompute, so dropout may stay) ran 1.94x on one machine of 2 x H200 at 80 GB

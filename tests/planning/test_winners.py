@@ -48,6 +48,10 @@ def test_a_winner_is_what_its_records_measured(winner: Winner) -> None:
         assert "--recompute-granularity" not in argv
     else:
         assert f"--recompute-granularity {winner.recompute}" in argv
+    if winner.rule_micro_batch:  # the kit's plan of its day: the rule's micro-batch, nothing added
+        assert beaten["layout"]["micro_batch"] == winner.rule_micro_batch
+        assert "--recompute-granularity" not in " ".join(beaten["argv"])
+        assert beaten["variant"] == {"gpu_memory_cap_gb": "80"}
 
 
 def _plan(layout: str = "tp2pp2sp", **kw: object) -> LaunchPlan:
@@ -120,6 +124,25 @@ def test_6_7b_tp2sp_fp8_gets_the_graphs_at_80_gb_and_bf16_does_not() -> None:
     # Uncapped, fp8's rule fits micro-batch 8, which the winner (measured at 80 GB) never met.
     whole = tp2sp(precision="fp8-delayed", tuning=Tuning())
     assert whole.layout.micro_batch == 8 and _arg(whole, "--cuda-graph-impl") is None
+
+
+def test_13b_tp4sp_fp8_gets_the_graphs_over_the_rules_micro_batch_it_beat(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    import bench.planning.plan as plan_module
+    from bench.planning.tuning import Tuning
+    fp8 = _plan("tp4pp1sp", precision="fp8-delayed", tuning=Tuning(gpu_memory_cap=80))
+    assert (fp8.layout.micro_batch, fp8.recompute) == (2, "selective")
+    assert _arg(fp8, "--cuda-graph-impl") == "transformer_engine"
+    assert any("581.0 TFLOP/s/GPU against 396.3 without the graphs (fp8's rule: micro-batch 4"
+               in n for n in fp8.notes)
+    # Had it not been measured against the rule's pick, the rule's micro-batch 4 would stand.
+    winner = plan_module.winner_for
+    monkeypatch.setattr(plan_module, "winner_for",
+                        lambda *a: (w := winner(*a)) and replace(w, rule_micro_batch=0))
+    unmeasured = _plan("tp4pp1sp", precision="fp8-delayed", tuning=Tuning(gpu_memory_cap=80))
+    assert unmeasured.layout.micro_batch == 4 and _arg(unmeasured, "--cuda-graph-impl") is None
 
 
 @pytest.mark.parametrize("kw", [{"mbs": 1}, {"recompute": "full"}, {"precision": "fp8-delayed"},
