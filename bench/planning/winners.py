@@ -93,8 +93,8 @@ WINNERS: tuple[Winner, ...] = (
            against=("13b_tp1pp4vp2dp1_local_20261127T094709Z-c995f3-c13", 484.8, "dropout 0.0"),
            why="micro-batch 1 without recompute, attention and hidden dropout 0.0"),
     # 13b tp4 + sp in fp8: the kit's plan before (fp8's rule picked micro-batch 4 at ~72.7 GB, no
-    # recompute, no graphs) ran 396.3 and the same micro-batch 2 without graphs 171.4, both
-    # host-bound, on one machine of 4 x H100 80 GB (2026-11-28); with graphs 581.0 there (1.41x
+    # recompute, no graphs) ran 396.3 and the same micro-batch 2 without graphs 171.4 (neither
+    # profiled) on one machine of 4 x H100 80 GB (2026-11-28); with graphs 581.0 there (1.41x
     # bf16 with graphs, 410.9, beside it) and 613.8 on 4 x H200 at 80 GB (2026-11-27).
     Winner("13b", "megatron", (4, 1, 1, 1, True), "fp8-delayed", "te", 2, "selective", TE_GRAPHS,
            record=("13b_tp4pp1dp1sp_local_20261128T004441Z-773592-c20", 581.0),
