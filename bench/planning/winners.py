@@ -26,7 +26,8 @@ class Winner:
     ``megatron_args``: flags appended to the kit's. ``record``/``against``: the winner's record
     and the record of the setting it beat, with their TFLOP/s per GPU; ``why``: one line.
     ``rule_micro_batch``: where ``against`` is the kit's plan of its day, the micro-batch fp8's
-    rule picked there (0: none); a rule's pick larger than it and the winner's stands."""
+    rule picked there (0: none). The winner gives way only where the rule picks a micro-batch
+    larger than both this and its own."""
 
     preset: str
     engine: str
