@@ -28,6 +28,7 @@ import re
 import signal
 from dataclasses import dataclass
 
+from bench.measure.oom import oom_account
 from bench.measure.status import Status
 
 ITERATION = re.compile(r"\biteration\s+(?P<i>\d+)\s*/\s*(?P<n>\d+)\s*\|")
@@ -245,6 +246,10 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
     oom = _first(OUT_OF_MEMORY, lines)
     # A run that logged its last iteration and exited 0 had no fatal allocation failure.
     if oom and not (finished and exit_code == 0 and not timed_out):
+        account = oom_account(oom)
+        if account is not None and account.fragmented:
+            return result(Status.OOM, f"out of memory from fragmentation ({account.figures()}): "
+                          f"rerun with --allocator expandable; {oom[:300]}")
         return result(Status.OOM, f"out of memory: {oom[:300]}")
     bad = next((it for it in iterations if it.nan_iterations > 0 or (
         it.lm_loss is not None and not math.isfinite(it.lm_loss))), None)
