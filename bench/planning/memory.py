@@ -286,10 +286,14 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
 # 13b tp1pp4 peaked at 69.4 GB without them and ran out of memory with them; 13b tp2pp2sp
 # peaked at 66.3 GB with them, 67.2 without. The deferred output-layer weight gradient keeps the
 # layer's input and logit gradient of every micro-batch on the last stage until the flush: 13b
-# tp1pp4vp2 (64 micro-batches) peaked at 82.5 GB with it, 74.2 without.
+# tp1pp4vp2 (64 micro-batches) peaked at 82.5 GB with it, 74.2 without. Transformer Engine's
+# userbuffers, which overlap tensor parallelism's communication with the GEMMs: 13b tp4 + sp fp8 with
+# graphs at micro-batch 2 (estimate 72.6 GB) peaked at 71.2 GB without them on four H100s capped at
+# 80 GB, and ran out of memory with them as its graphs were captured.
 UNCOUNTED = {"--cuda-graph-impl": "CUDA graphs' static buffers",
              "--defer-embedding-wgrad-compute": "the deferred output-layer inputs and logit "
-                                                "gradients of every micro-batch"}
+                                                "gradients of every micro-batch",
+             "--tp-comm-overlap": "Transformer Engine's userbuffers"}
 
 
 def uncounted_note(train_args: tuple[str, ...]) -> list[str]:

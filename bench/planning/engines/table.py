@@ -207,7 +207,9 @@ class Megatron(Engine):
 
 # torchrun sets OMP_NUM_THREADS=1 where it is unset (its log says so); DeepSpeed's launcher, which
 # the seeds used, leaves OpenMP its default. Seed 003's 345m row ran at 1.04 samples/s so on four
-# H200s, against the seed's 6.16 (not yet rerun with more threads).
+# H200s, against the seed's 6.16. On four H100s (64 cores) it ran at 0.79 with one thread a rank and
+# 0.98 with OMP_NUM_THREADS=16 (step 5.09 s against 4.08): the threads are worth 1.25x, and most
+# of the gap to the seed is elsewhere (not yet profiled).
 OFFLOAD_THREADS_NOTE = ("ZeRO-Offload steps Adam on the CPU with DeepSpeed's OpenMP kernel, and "
                         "torchrun sets OMP_NUM_THREADS=1 where it is unset: one core per rank; set "
                         "OMP_NUM_THREADS (a node's cores over its GPUs) in the platform's [env] or "
