@@ -128,12 +128,14 @@ def _setting(r, key: str):
 # msamp-o2 (estimate 78.2 GB, 97.7 % of 80) ran out of memory with 8.9 GiB of the cap reserved
 # but unallocated, where this pipeline run (78.6 GB, 98.2 %) trained at 77.6 GB allocated. Each
 # stays refused, so a better estimate that admits it fails here and drops it from the list. 6.7b
-# tp1pp2vp2 fp8-delayed on two H200s at 80 GB (77.2 GB, 96.5 %) trained at 75.3. The 13b run twice
-# more (2026-11-27, group 13b-fp8-apex): profiled at 77.6 GB, and with --fp8-param-gather at 75.9.
+# tp1pp2vp2 fp8-delayed on two H200s at 80 GB (77.2 GB, 96.5 %) trained at 75.3, and in fp8-current
+# on two H100s at 75.3 too. The 13b run twice more (2026-11-27, group 13b-fp8-apex): profiled at
+# 77.6 GB, and with --fp8-param-gather at 75.9.
 PAST_THE_LINE = {"13b_tp1pp4vp2dp1_local_20261127T172438Z-a04f5e-c23",
                  "13b_tp1pp4vp2dp1_local_20261127T230014Z-e6507e-c27",
                  "13b_tp1pp4vp2dp1_local_20261127T230014Z-3beb63-c28",
-                 "6.7b_tp1pp2vp2dp1_local_20261127T205243Z-922ba0-c29"}
+                 "6.7b_tp1pp2vp2dp1_local_20261127T205243Z-922ba0-c29",
+                 "6.7b_tp1pp2vp2dp1_local_20261128T030845Z-881441-c30"}
 
 
 def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finished() -> None:
