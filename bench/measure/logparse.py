@@ -248,8 +248,9 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
     if oom and not (finished and exit_code == 0 and not timed_out):
         account = oom_account(oom)
         if account is not None and account.fragmented:
-            return result(Status.OOM, f"out of memory from fragmentation ({account.figures()}): "
-                          f"rerun with --allocator expandable; {oom[:300]}")
+            # The fix first: a run's summary row shows a reason's first 60 characters.
+            return result(Status.OOM, f"out of memory, fragmented (fix: --allocator expandable): "
+                          f"{account.figures()}; {oom[:300]}")
         return result(Status.OOM, f"out of memory: {oom[:300]}")
     bad = next((it for it in iterations if it.nan_iterations > 0 or (
         it.lm_loss is not None and not math.isfinite(it.lm_loss))), None)

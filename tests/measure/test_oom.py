@@ -25,8 +25,8 @@ def test_fragmentation_names_the_allocator_fix() -> None:
                        exit_code=1)
     assert result.status is Status.OOM
     assert result.reason.startswith(
-        "out of memory from fragmentation (12.24 GiB asked, 49.97 GiB allocated and 11.33 GiB reserved "
-        "but unallocated of 78.66 GiB allowed): rerun with --allocator expandable; [rank3]: "
+        "out of memory, fragmented (fix: --allocator expandable): 12.24 GiB asked, 49.97 GiB allocated "
+        "and 11.33 GiB reserved but unallocated of 78.66 GiB allowed; [rank3]: "
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 12.24 GiB")
 
 
