@@ -15,6 +15,7 @@ hand out whole nor give back: with expandable segments (--allocator expandable) 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 _SIZE = r"[\d.]+ (?:bytes|KiB|MiB|GiB|TiB)"
@@ -30,7 +31,7 @@ _UNIT_GIB = {"bytes": 2**-30, "KiB": 2**-20, "MiB": 2**-10, "GiB": 1.0, "TiB": 2
 # micro-batch 2 failed asking 12.24 GiB with 11.33 stranded and 49.97 allocated (it peaked at 66.8 GB
 # on H200s without the cap); megatron-core's with CUDA graphs, 80 MiB with 1.22 stranded and 73.59
 # allocated beside graphs' pools (a full device); on two H200s, 2.7b dp2 te fp8 at micro-batch 8
-# stranded 6.6 GiB and trained with expandable segments.
+# and 6.7b dp2 msamp-o2 at 1 stranded 6.6 and 8.6 GiB, and both trained with expandable segments.
 STRANDED_SHARE = 0.05
 
 
@@ -67,3 +68,9 @@ def oom_account(line: str) -> OomAccount | None:
     allowed = found["allowed"] or found["total"]
     return OomAccount(_gib(found["asked"]), _gib(found["allocated"]), _gib(found["stranded"]),
                       _gib(allowed))
+
+
+def fragmented(lines: Iterable[str]) -> bool:
+    """Whether any of these lines (a record's ``log_errors``) is torch's account of a failure that
+    fragmentation caused."""
+    return any(account is not None and account.fragmented for account in map(oom_account, lines))

@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench.measure.oom import fragmented
 from bench.planning.engines.table import ENGINES
 from bench.records.record import Record
 from bench.results.table import DASH, heading, number, record_link, table, text
@@ -118,7 +119,8 @@ FIT_COLUMNS: tuple[tuple[str, bool], ...] = (
 
 def _fit_cells(run: Record, configuration: str, records_link: str) -> list[str]:
     ok = run.metrics is not None
-    return [text(configuration), str(run.layout.micro_batch), "ok" if ok else "out of memory",
+    status = "ok" if ok else "out of memory, fragmented" if fragmented(run.log_errors) else "out of memory"
+    return [text(configuration), str(run.layout.micro_batch), status,
             number(run.metrics.tflops_per_gpu, 1) if ok else DASH,
             number(run.metrics.peak_mem_gb, 1) if ok else DASH, run.started_at[:10],
             record_link(run, records_link)]
@@ -143,9 +145,11 @@ def section(groups: Sequence[FitGroup], records_link: str) -> list[str]:
     lines = ["## What fits a smaller GPU", "",
              "Megatron-Core runs planned and trained with `--gpu-memory-cap` (torch's allocator "
              "capped, docs/running.md), every one a row: the configuration (precision, layers, "
-             "variant), micro-batch, whether it trained or ran out of memory, TFLOP/s per GPU "
-             "(causal count) and peak memory. Whether a micro-batch fits is the same on any "
-             "machine; TFLOP/s are the day's machine's, so compare them within a day "
+             "variant), micro-batch, whether it trained or ran out of memory (`fragmented` where "
+             "torch's account says fragmentation caused it, bench/measure/oom.py: such a run may "
+             "train with `--allocator expandable`), TFLOP/s per GPU (causal count) and peak "
+             "memory. Whether a micro-batch fits is the same on any machine; TFLOP/s are the "
+             "day's machine's, so compare them within a day "
              "(`bench/results/fits.py`).", ""]
     for group in groups:
         lines += _group_lines(group, records_link)

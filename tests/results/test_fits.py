@@ -69,3 +69,18 @@ def test_6_7b_across_layouts_sets_the_paper_s_states_at_dp2_beside_te_at_tp2() -
     assert ("fp8-delayed TE", "tp2pp1dp1sp") in [(r.configuration, r.run.layout.name) for r in across.best]
     assert across.none_trained == ("fp8-delayed TE optimizer_states=paper",
                                    "msamp-o1 no TE optimizer_states=paper", "msamp-o2 no TE")
+
+
+def test_an_out_of_memory_row_says_when_fragmentation_caused_it(groups) -> None:
+    """The two runs that ran out of memory with GiBs stranded by torch's allocator and trained when
+    rerun with expandable segments (2.7b te at 8, 6.7b msamp-o2 at 1) read `fragmented`; the 13b
+    runs whose CUDA graphs filled the device do not."""
+    from bench.results.fits import section
+
+    lines = section(list(groups.values()), "records")
+    status = {line.split("](records/")[1].split(".json")[0]: line.split(" | ")[2]
+              for line in lines if line.startswith("| ") and "](records/" in line}
+    assert status["2.7b_tp1pp1dp2_local_20261126T095541Z-d18b01-c39"] == "out of memory, fragmented"
+    assert status["6.7b_tp1pp1dp2_local_20261126T100614Z-cfa8e8-c42"] == "out of memory, fragmented"
+    assert status["13b_tp1pp4dp1_local_20261127T071534Z-5d8581-c5"] == "out of memory"
+    assert status["13b_tp4pp1dp1sp_local_20261128T023620Z-37ca82-c24"] == "out of memory"
