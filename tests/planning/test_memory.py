@@ -135,7 +135,8 @@ PAST_THE_LINE = {"13b_tp1pp4vp2dp1_local_20261127T172438Z-a04f5e-c23",
                  "13b_tp1pp4vp2dp1_local_20261127T230014Z-e6507e-c27",
                  "13b_tp1pp4vp2dp1_local_20261127T230014Z-3beb63-c28",
                  "6.7b_tp1pp2vp2dp1_local_20261127T205243Z-922ba0-c29",
-                 "6.7b_tp1pp2vp2dp1_local_20261128T030845Z-881441-c30"}
+                 "6.7b_tp1pp2vp2dp1_local_20261128T030845Z-881441-c30",
+                 "6.7b_tp1pp2vp2dp1_local_20261128T043414Z-5f8727-c29"}
 
 
 def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finished() -> None:
