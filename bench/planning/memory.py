@@ -296,6 +296,28 @@ UNCOUNTED = {"--cuda-graph-impl": "CUDA graphs' static buffers",
              "--tp-comm-overlap": "Transformer Engine's userbuffers"}
 
 
+# Torch's default allocator and Megatron-DeepSpeed's pipeline: DeepSpeed asks its fp32 copy of a
+# rank's parameters (12.24 GiB at 13b tp2pp2) in one piece at the step, after the pipeline's
+# activations have cut the cache into pieces. On 80 GB, 13b tp2pp2 ran out of memory so twice:
+# fp16 with full recompute at 85% of the device by the estimate (four H200s capped at 80, 17.34 GiB
+# reserved but unallocated), bf16 at micro-batch 2 at 89% (four H100s). With expandable segments
+# the bf16 run trained at 89% (four H200s capped at 80); 13b tp4 (no pipeline) trained at 83%
+# without them.
+FRAGMENTS_PAST = 0.80
+
+
+def fragmentation_note(one_piece_step: bool, pp: int, allocator: str, need_gb: float,
+                       device_gb: float) -> list[str]:
+    """A warning where a plan is where torch's default allocator has failed from fragmentation:
+    an engine whose step asks its fp32 copy in one piece (``Engine.one_piece_step``), behind a
+    pipeline, past FRAGMENTS_PAST of the device."""
+    if not one_piece_step or pp == 1 or allocator != "default" or need_gb <= FRAGMENTS_PAST * device_gb:
+        return []
+    return [f"Megatron-DeepSpeed's pipeline past {FRAGMENTS_PAST:.0%} of the device (~{need_gb:.1f} of "
+            f"{device_gb:g} GB) has run out of memory from fragmentation with torch's default "
+            "allocator (13b tp2pp2 on 80 GB, at 85% and 89%): --allocator expandable trained it"]
+
+
 def uncounted_note(train_args: tuple[str, ...]) -> list[str]:
     """A note for each flag whose memory the estimate leaves out."""
     return [f"the memory estimate does not count {what} ({flag}): it can run out of memory where "

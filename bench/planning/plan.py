@@ -370,13 +370,13 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
                   tuning.optimizer_states, nodes)
     expected, expected_none_why = expectation(options.step_model, asked, layout)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
-    memory_gb, memory_note = question.estimate(
+    memory_gb, memory_notes = question.estimate(
         platform.gpus_per_node or per_node, options.force,
         platform.gpus_per_node if platform.scheduler != "none" else None,
         rate(options.step_model, asked))
     notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes,
              *mbs_notes, *measured_notes, *msamp_seed_notes(precision, layout, options.mbs),
-             memory_note, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args))]
+             *memory_notes, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args))]
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine.name, precision=precision, nodes=nodes, gpus_per_node=per_node,

@@ -24,6 +24,7 @@ from bench.planning.memory import (
     check_fits,
     estimate_bytes,
     fits,
+    fragmentation_note,
     is_fp8,
     keeps_dropout_masks,
     refuse_fraction,
@@ -57,7 +58,7 @@ class MemoryQuestion:
     """What the memory estimate asks of one run. ``grad_bytes``, ``state_bytes`` and
     ``step_bytes``: bytes per parameter of gradients, optimizer state and the optimizer step's
     transients. ``optimizer_states`` and ``refuse_at`` (the fraction of the device beyond which a
-    plan is refused, by torch's allocator setting) serve the refusal and its hint. ``device``: None
+    plan is refused, by torch's ``allocator`` setting) serve the refusal and its hint. ``device``: None
     where its memory is unknown (nothing is checked then)."""
 
     preset: Preset
@@ -72,6 +73,7 @@ class MemoryQuestion:
     optimizer_states: str
     refuse_at: float
     hidden_dropout: bool = True
+    allocator: str = "default"
 
     @classmethod
     def ask(cls, preset: Preset, layout: Layout, engine: Engine, precision: str, tuning: Tuning,
@@ -82,7 +84,7 @@ class MemoryQuestion:
                    state_bytes(precision, tuning.optimizer_states),
                    engine.step_bytes(tuning.optimizer_states, grad), recompute, device,
                    tuning.optimizer_states, refuse_fraction(tuning.allocator),
-                   keeps_dropout_masks(tuning.extra_args))
+                   keeps_dropout_masks(tuning.extra_args), tuning.allocator)
 
     def at(self, layout: Layout) -> MemoryQuestion:
         return replace(self, layout=layout)
@@ -118,13 +120,14 @@ class MemoryQuestion:
         return self.device is None or self.need_gb() <= self.refuse_at * self.device.memory_gb
 
     def estimate(self, per_node: int, force: bool, node_gpus: int | None,
-                 rate: Callable[[Layout], float] | None = None) -> tuple[float, str]:
-        """(estimated GB per GPU, a note saying it); a ValueError when it cannot fit, unless
-        forced. ``node_gpus``: the GPUs of a node where jobs run over nodes (for the refusal);
-        ``rate``: a layout's expected TFLOP/s/GPU, which orders the refusal's layouts that fit."""
+                 rate: Callable[[Layout], float] | None = None) -> tuple[float, list[str]]:
+        """(estimated GB per GPU, notes: one saying it, and a warning of fragmentation where the
+        records saw it); a ValueError when it cannot fit, unless forced. ``node_gpus``: the GPUs
+        of a node where jobs run over nodes (for the refusal); ``rate``: a layout's expected
+        TFLOP/s/GPU, which orders the refusal's layouts that fit."""
         need = self.need_gb()
         if self.device is None:
-            return need, f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"
+            return need, [f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"]
         if not force:
             check_fits(self.preset, self.layout, self.device.memory_gb, self.device.model, per_node,
                        self.grad_bytes, self.zero_stage, self.recompute, node_gpus=node_gpus,
@@ -133,8 +136,10 @@ class MemoryQuestion:
                        also=self.paper_kit_hint(),
                        refuse_at=self.refuse_at, rate=rate)
         capped = " (--gpu-memory-cap)" if self.device.capped else ""
-        return need, (f"memory estimate: ~{need:.1f} GB per GPU of {self.device.memory_gb:g} GB"
-                      f"{capped}" + (" (--force)" if force else ""))
+        return need, [f"memory estimate: ~{need:.1f} GB per GPU of {self.device.memory_gb:g} GB"
+                      f"{capped}" + (" (--force)" if force else ""),
+                      *fragmentation_note(self.engine.one_piece_step, self.layout.pp,
+                                          self.allocator, need, self.device.memory_gb)]
 
     def paper_kit_hint(self) -> str:
         """For ``--optimizer-states paper``: the same states in the kit's PaperAdamW, where they

@@ -3,11 +3,12 @@
 Targets: leave-one-out median <= 10 % and 90th percentile <= 20 %; fitted on 1-2 GPUs, the
 4-GPU records within 15 % median; the measured fastest layout ranked first in >= 80 % of groups
 (a predicted fastest that measured within validate.RANK_TIE of it counts as a tie).
-Two are not met on the 257 records of 2026-11-28; their tests hold the figures reached, so that a
+Two are not met on the 261 records of 2026-11-28; their tests hold the figures reached, so that a
 change of the model making them worse fails:
-- the 90th percentile, 21.2 % (21.0 % on 244 before thirteen of 6.7b on two H200s at 80 GB and two
-  H100s, whose un-graphed steps left the GPU idle a third of the time; 22.2 % on 236 before four
-  H100s);
+- the 90th percentile, 21.3 % (21.2 % on 257 before four from four H200s at 80 GB: the engine A/B's
+  megatron-core side, 2.7b dp2, 6.7b tp2 + sp on the paper's states in bf16 and fp8; 21.0 % on 244
+  before thirteen of 6.7b on two H200s at 80 GB and two H100s, whose un-graphed steps left the GPU
+  idle a third of the time; 22.2 % on 236 before four H100s);
 - the ranking, 3 of 4 groups: 13b on four GPUs measures fastest at tp4 + sp in fp8-delayed
   with CUDA graphs (613.8 TFLOP/s/GPU on four H200s at 80 GB), whose step the model puts 17 % too
   long, and picks tp1pp1dp4 (the path without TE, uncapped), 16.1 % slower.
@@ -51,7 +52,7 @@ def test_leave_one_out_median_meets_its_target(figures: tuple[list[str], dict[st
 
 
 def test_leave_one_out_p90_holds_the_figure_reached(figures: tuple[list[str], dict[str, float]]) -> None:
-    assert figures[1]["p90"] <= 0.2123  # target 0.20, not met: see the module docstring
+    assert figures[1]["p90"] <= 0.2132  # target 0.20, not met: see the module docstring
 
 
 def test_fewer_gpus_predict_four(figures: tuple[list[str], dict[str, float]]) -> None:

@@ -125,7 +125,10 @@ class Engine(ABC):
     ``step_model``: whether the step-time model (bench.planning.predict) is fitted on its records.
     ``display``: its name in the results page's labels. ``kit_layers``: whether its runs are built
     from the kit's own layer and precision choices (TE or not, apex, fp8, MS-AMP, the A/B settings),
-    so the results page sets them side by side by precision, memory cap and GPU count."""
+    so the results page sets them side by side by precision, memory cap and GPU count.
+    ``one_piece_step``: whether its optimizer step asks a rank's fp32 copy of the parameters in one
+    piece, which torch's default allocator has failed from fragmentation behind a pipeline
+    (``bench.planning.memory.fragmentation_note``)."""
 
     name: str
     display: str
@@ -134,6 +137,7 @@ class Engine(ABC):
     chooses_layers: bool
     step_model: bool
     preflight: Preflight
+    one_piece_step: bool = False
 
     @abstractmethod
     def flags(self, run: Resolved) -> EngineFlags:
@@ -227,6 +231,7 @@ class MegatronDeepSpeed(Engine):
                       "recompute: hardware FLOPs)")
     chooses_layers = False
     step_model = False  # its attention and ZeRO stages are outside the model's terms
+    one_piece_step = True  # DeepSpeed's fp32 partition
     preflight = Preflight("deepspeed", "deepspeed", no_deps=False, needs_tree=True)
 
     def flags(self, run: Resolved) -> EngineFlags:
