@@ -342,3 +342,20 @@ def test_expandable_segments_refuse_only_beyond_the_device() -> None:
     with pytest.raises(ValueError, match="more than 96% of the 80 GB"):
         check_fits(*args, **kwargs, refuse_at=refuse_fraction("default"))
     assert check_fits(*args, **kwargs, refuse_at=refuse_fraction("expandable")) == pytest.approx(79.2, abs=0.05)
+
+
+def test_the_plan_warns_of_fragmentation_where_megatron_deepspeed_failed_so(tmp_path: Path) -> None:
+    """LUMI's 13b tp2pp2 fp16 row on 80 GB (it fragmented), beside what the warning spares: tp4 (no
+    pipeline, trained at 83 %), the same with expandable segments, and megatron-core."""
+    options = ("--gpus", "4", "--gbs", "64", "--mbs", "2", "--recompute", "full",
+               "--gpu-memory-cap", "80", "--platform", "azure-h100", "--dry-run")
+    mds = ("--engine", "megatron-deepspeed", "--precision", "fp16")
+    warned = run_cli("run", "13b", "tp2pp2", *options, *mds, cwd=tmp_path)
+    assert warned.returncode == 0, warned.stderr
+    assert ("note: Megatron-DeepSpeed's pipeline past 80% of the device (~67.7 of 80 GB) has run out of "
+            "memory from fragmentation with torch's default allocator") in warned.stderr
+    assert "--allocator expandable trained it" in warned.stderr
+    for layout, *rest in (("tp4pp1", *mds), ("tp2pp2", *mds, "--allocator", "expandable"), ("tp2pp2sp",)):
+        result = run_cli("run", "13b", layout, *options, *rest, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "fragmentation" not in result.stderr, (layout, rest)
