@@ -57,9 +57,10 @@ def device_for(accelerator: Accelerator | None, cap: float | None) -> Device | N
 class MemoryQuestion:
     """What the memory estimate asks of one run. ``grad_bytes``, ``state_bytes`` and
     ``step_bytes``: bytes per parameter of gradients, optimizer state and the optimizer step's
-    transients. ``optimizer_states`` and ``refuse_at`` (the fraction of the device beyond which a
-    plan is refused, by torch's ``allocator`` setting) serve the refusal and its hint. ``device``: None
-    where its memory is unknown (nothing is checked then)."""
+    transients. ``optimizer_states`` and torch's ``allocator`` setting (which sets the fraction of
+    the device beyond which a plan is refused, and whether fragmentation is warned of) serve the
+    refusal, its hint and the notes. ``device``: None where its memory is unknown (nothing is
+    checked then)."""
 
     preset: Preset
     layout: Layout
@@ -71,9 +72,8 @@ class MemoryQuestion:
     recompute: str | None
     device: Device | None
     optimizer_states: str
-    refuse_at: float
+    allocator: str
     hidden_dropout: bool = True
-    allocator: str = "default"
 
     @classmethod
     def ask(cls, preset: Preset, layout: Layout, engine: Engine, precision: str, tuning: Tuning,
@@ -83,11 +83,14 @@ class MemoryQuestion:
         return cls(preset, layout, engine, precision, grad,
                    state_bytes(precision, tuning.optimizer_states),
                    engine.step_bytes(tuning.optimizer_states, grad), recompute, device,
-                   tuning.optimizer_states, refuse_fraction(tuning.allocator),
-                   keeps_dropout_masks(tuning.extra_args), tuning.allocator)
+                   tuning.optimizer_states, tuning.allocator, keeps_dropout_masks(tuning.extra_args))
 
     def at(self, layout: Layout) -> MemoryQuestion:
         return replace(self, layout=layout)
+
+    @property
+    def refuse_at(self) -> float:
+        return refuse_fraction(self.allocator)
 
     @property
     def fp8(self) -> bool:
