@@ -141,7 +141,7 @@ def test_the_results_page_checks_the_model_on_the_records_and_flags_low_runs() -
     runs, _ = load_records(RECORDS)
     found = predicted.checked(runs)
     assert found is not None
-    assert found.median <= 0.10 and found.p90 <= 0.2132  # the validation's figures (test_validate)
+    assert found.median <= 0.10 and found.p90 <= 0.2252  # the validation's figures (test_validate)
     assert found.low and all(item.below > 0.15 for item in found.low)
     assert [item.below for item in found.low] == sorted((item.below for item in found.low), reverse=True)
     assert len(found.plot.points) == found.count

@@ -3,15 +3,19 @@
 Targets: leave-one-out median <= 10 % and 90th percentile <= 20 %; fitted on 1-2 GPUs, the
 4-GPU records within 15 % median; the measured fastest layout ranked first in >= 80 % of groups
 (a predicted fastest that measured within validate.RANK_TIE of it counts as a tie).
-Two are not met on the 261 records of 2026-11-28; their tests hold the figures reached, so that a
+Two are not met on the 265 records of 2026-11-28; their tests hold the figures reached, so that a
 change of the model making them worse fails:
-- the 90th percentile, 21.3 % (21.2 % on 257 before four from four H200s at 80 GB: the engine A/B's
-  megatron-core side, 2.7b dp2, 6.7b tp2 + sp on the paper's states in bf16 and fp8; 21.0 % on 244
-  before thirteen of 6.7b on two H200s at 80 GB and two H100s, whose un-graphed steps left the GPU
-  idle a third of the time; 22.2 % on 236 before four H100s);
-- the ranking, 3 of 4 groups: 13b on four GPUs measures fastest at tp4 + sp in fp8-delayed
-  with CUDA graphs (613.8 TFLOP/s/GPU on four H200s at 80 GB), whose step the model puts 17 % too
-  long, and picks tp1pp1dp4 (the path without TE, uncapped), 16.1 % slower.
+- the 90th percentile, 22.5 % (21.3 % on 261 before four 13b runs on four H200s at 80 GB with the
+  FP8-LM paper's optimizer states, three of them fp8-delayed whose steps the fit they ran under put 13-28 % too
+  long: it casts Transformer Engine's weights every micro-batch, where megatron-core's
+  first-micro-batch flag has them cast once a step. Casting them once a step was tried: fp8's
+  median fell from 9.5 % to 7.0 % and the ranking below went to 4 of 4, but the shared factors
+  moved bf16's median from 4.3 % to 5.4 % and the p90 to 23.2 %, so the model kept its terms;
+  21.2 % on 257 before four from four H200s at 80 GB; 21.0 % on 244 before thirteen of 6.7b on
+  two H200s at 80 GB and two H100s; 22.2 % on 236 before four H100s);
+- the ranking, 3 of 4 groups: 13b on four GPUs measures fastest at tp2pp2 + sp in fp8-delayed
+  on the paper's states with CUDA graphs (760.8 TFLOP/s/GPU on four H200s at 80 GB), and the
+  model picks tp4 + sp, which measured 5.6 % slower.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ def test_leave_one_out_median_meets_its_target(figures: tuple[list[str], dict[st
 
 
 def test_leave_one_out_p90_holds_the_figure_reached(figures: tuple[list[str], dict[str, float]]) -> None:
-    assert figures[1]["p90"] <= 0.2132  # target 0.20, not met: see the module docstring
+    assert figures[1]["p90"] <= 0.2252  # target 0.20, not met: see the module docstring
 
 
 def test_fewer_gpus_predict_four(figures: tuple[list[str], dict[str, float]]) -> None:
