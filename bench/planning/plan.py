@@ -32,8 +32,8 @@ from bench.planning.options import Options
 from bench.planning.predict.expect import Asked, Expectation, expectation, rate
 from bench.planning.question import MemoryQuestion, device_for
 from bench.planning.tuning import Tuning, check_extra_args, flag_names
+from bench.planning.winners import beyond_for, beyond_note, winner_for
 from bench.planning.winners import note as winner_note
-from bench.planning.winners import winner_for
 
 MASTER_PORT = 29500
 RUNS_DIR = "runs"
@@ -154,6 +154,14 @@ def _micro_batch(question: MemoryQuestion, options: Options) -> tuple[MemoryQues
 
 def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
               ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
+    """What the records say of this configuration: its winner (:func:`_winner`) and a faster
+    configuration the kit does not pick (:func:`_beyond`)."""
+    asked, chosen, args, notes = _winner(question, caps, options)
+    return asked, chosen, args, [*notes, *_beyond(question, caps, options)]
+
+
+def _winner(question: MemoryQuestion, caps: Capabilities, options: Options
+            ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
     """The measured winner's micro-batch, recompute and Megatron flags (bench.planning.winners)
     where the user set none of them, the estimate is not refused and the default rule picks no
     larger micro-batch than the winner was measured against: (the question and the options with
@@ -177,6 +185,16 @@ def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
         return question, options, (), []
     options = replace(options, mbs=winner.micro_batch, recompute=winner.recompute)
     return asked, options, winner.megatron_args, [winner_note(winner)]
+
+
+def _beyond(question: MemoryQuestion, caps: Capabilities, options: Options) -> list[str]:
+    """The note of a faster measured configuration the kit does not pick (bench.planning.winners),
+    where the user's run is not already on its optimizer states."""
+    if options.tuning.optimizer_states != "default":
+        return []
+    found = beyond_for(question.preset, question.layout, question.engine.name, question.precision,
+                       implementation(layer_capabilities(caps, question.precision)))
+    return [beyond_note(found)] if found else []
 
 
 def _bound(path: str, binds: tuple[str, ...]) -> bool:

@@ -44,10 +44,14 @@ class Winner:
 
     @property
     def shape_name(self) -> str:
-        """The shape as a layout name without dp, e.g. ``tp2pp2sp``."""
-        tp, pp, vp, cp, sp = self.shape
-        return (f"tp{tp}pp{pp}" + (f"vp{vp}" if vp > 1 else "") + (f"cp{cp}" if cp > 1 else "")
-                + ("sp" if sp else ""))
+        return shape_name(self.shape)
+
+
+def shape_name(shape: tuple[int, int, int, int, bool]) -> str:
+    """A shape as a layout name without dp, e.g. ``tp2pp2sp``."""
+    tp, pp, vp, cp, sp = shape
+    return (f"tp{tp}pp{pp}" + (f"vp{vp}" if vp > 1 else "") + (f"cp{cp}" if cp > 1 else "")
+            + ("sp" if sp else ""))
 
 
 # Transformer Engine's CUDA graphs, with the selective recompute they graph, need dropout off
@@ -147,3 +151,66 @@ def note(winner: Winner) -> str:
             f"{winner.why}: {winner.record[1]:.1f} TFLOP/s/GPU against {tflops:.1f} without "
             f"{without} (records {winner.record[0]}, {run}); --mbs, --recompute or your own "
             "flags after '--' replace them")
+
+
+@dataclass(frozen=True)
+class Beyond:
+    """A measured configuration faster than the shape's defaults that the kit does not pick,
+    because it changes what is trained: the plan names it, its figure and why it is no default.
+    ``asks``: what to type for it; ``record``/``against``: the fastest record with it and the
+    fastest of the same shape without it, with their TFLOP/s per GPU."""
+
+    preset: str
+    engine: str
+    shape: tuple[int, int, int, int, bool]  # tp, pp, vp, cp, sp
+    precision: str
+    implementation: str
+    asks: str
+    record: tuple[str, float]
+    against: tuple[str, float]
+    why_not: str
+
+    @property
+    def shape_name(self) -> str:
+        return shape_name(self.shape)
+
+
+# The FP8-LM paper's optimizer states (the kit's PaperAdamW: fp16 master weights, fp8 first and
+# fp16 second moments) free the memory for the micro-batch that feeds fp8's GEMMs; fp8-delayed's
+# loss followed megatron-core's states on 13b (9.007 at step 10 on both), bf16's did not.
+PAPER_STATES = ("the FP8-LM paper's optimizer states (fp16 master weights, fp8 first moment) "
+                "change the optimizer's numerics")
+BEYOND: tuple[Beyond, ...] = (
+    # 4 x H200 at 80 GB (2026-11-28): megatron-core's states leave no room for the graphs here
+    # (they ran out of memory at micro-batch 2, 2026-11-27).
+    Beyond("13b", "megatron", (2, 2, 1, 1, True), "fp8-delayed", "te",
+           "--optimizer-states paper-kit --mbs 4 --recompute selective -- " + " ".join(TE_GRAPHS),
+           record=("13b_tp2pp2dp1sp_local_20261128T084516Z-d254d6-c28", 760.8),
+           against=("13b_tp2pp2dp1sp_local_20261127T115331Z-81e0a3-c16", 395.1), why_not=PAPER_STATES),
+    Beyond("13b", "megatron", (4, 1, 1, 1, True), "fp8-delayed", "te",
+           "--optimizer-states paper-kit --mbs 8",
+           record=("13b_tp4pp1dp1sp_local_20261128T084710Z-fa1813-c25", 717.9),
+           against=("13b_tp4pp1dp1sp_local_20261127T224848Z-6e973e-c20", 613.8), why_not=PAPER_STATES),
+    # 2 x H200 at 80 GB, global batch 16 on both (2026-11-28 and 2026-11-26).
+    Beyond("6.7b", "megatron", (2, 1, 1, 1, True), "fp8-delayed", "te",
+           "--optimizer-states paper-kit --mbs 8",
+           record=("6.7b_tp2pp1dp1sp_local_20261128T062830Z-abdd69-c45", 684.6),
+           against=("6.7b_tp2pp1dp1sp_local_20261126T113323Z-c58cae-c61", 610.3), why_not=PAPER_STATES),
+)
+
+
+def beyond_for(preset: Preset, layout: Layout, engine: str, precision: str, implementation: str
+               ) -> Beyond | None:
+    """The faster configuration the kit does not pick for this preset, shape, engine and precision
+    on these layers, if one was measured."""
+    key = (preset.name, engine, _shape(layout), precision)
+    return next((b for b in BEYOND if (b.preset, b.engine, b.shape, b.precision) == key
+                 and implementation.startswith(b.implementation)), None)
+
+
+def beyond_note(beyond: Beyond) -> str:
+    """The plan's note: what was measured faster, against what, and why it is not the default."""
+    return (f"measured faster, not a default, for {beyond.preset} {beyond.shape_name} "
+            f"{beyond.precision}: {beyond.asks} ran {beyond.record[1]:.1f} TFLOP/s/GPU, the fastest "
+            f"run of this shape without it {beyond.against[1]:.1f} (records {beyond.record[0]}, "
+            f"{beyond.against[0]}); not picked: {beyond.why_not}")

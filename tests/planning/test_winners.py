@@ -1,5 +1,7 @@
 """The measured defaults (bench.planning.winners): each stands on records that exist and say what
-the table says, and a plan gets them only where the user set none of them and they fit."""
+the table says, and a plan gets them only where the user set none of them and they fit. The faster
+configurations the kit does not pick (BEYOND) are the fastest records with and without them, and a
+plan names them."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.plan import LaunchPlan, plan
-from bench.planning.winners import WINNERS, Winner
+from bench.planning.winners import BEYOND, WINNERS, Beyond, Winner
 from tests.conftest import options
 
 RECORDS = Path(__file__).resolve().parents[2] / "results" / "records"
@@ -179,3 +181,45 @@ def test_a_plan_with_cuda_graphs_says_the_estimate_leaves_them_out() -> None:
     note = "the memory estimate does not count CUDA graphs' static buffers (--cuda-graph-impl)"
     assert any(n.startswith(note) for n in _plan().notes)
     assert not any(n.startswith(note) for n in _plan(mbs=1).notes)
+
+
+def _fastest(beyond: Beyond, paper: bool) -> tuple[str, float]:
+    """The fastest ok record of the entry's preset, shape, engine and precision, on the paper's
+    optimizer states or not."""
+    found = []
+    for path in RECORDS.glob(f"{beyond.preset}_*.json"):
+        record = json.loads(path.read_text())
+        if (record["status"] == "ok" and record["preset"]["name"] == beyond.preset
+                and _shape(record) == beyond.shape and record["engine"] == beyond.engine
+                and record["precision"] == beyond.precision
+                and (record.get("variant") or {}).get("optimizer_states", "default").startswith("paper") == paper):
+            found.append((round(record["metrics"]["tflops_per_gpu"], 1), record["run_id"]))
+    tflops, run_id = max(found)
+    return run_id, tflops
+
+
+@pytest.mark.parametrize("beyond", BEYOND, ids=lambda b: f"{b.preset}-{b.shape_name}-{b.precision}")
+def test_a_faster_configuration_not_picked_is_the_fastest_with_and_without_it(beyond: Beyond) -> None:
+    assert beyond.record == _fastest(beyond, paper=True)
+    assert beyond.against == _fastest(beyond, paper=False)
+    assert beyond.record[1] > beyond.against[1]
+    best = _record(beyond.record[0])
+    assert best["implementation"] == beyond.implementation
+    states = best["variant"]["optimizer_states"]
+    asks, _, after = beyond.asks.partition(" -- ")
+    assert f"--optimizer-states {states}" in asks and f"--mbs {best['layout']['micro_batch']}" in asks
+    assert after in " ".join(best["argv"])
+    assert ("--recompute selective" in asks) == (best["variant"].get("recompute") == "selective")
+
+
+def test_a_plan_names_the_faster_configuration_it_does_not_pick() -> None:
+    from bench.planning.tuning import Tuning
+    capped = Tuning(gpu_memory_cap=80)
+    launch = _plan(precision="fp8-delayed", tuning=capped)
+    note = next(n for n in launch.notes if n.startswith("measured faster, not a default"))
+    assert "ran 760.8 TFLOP/s/GPU, the fastest run of this shape without it 395.1" in note
+    assert "change the optimizer's numerics" in note and BEYOND[0].record[0] in note
+    assert "--optimizer-states" not in launch.train_args  # named, not picked
+    on_them = _plan(precision="fp8-delayed", tuning=Tuning(gpu_memory_cap=80, optimizer_states="paper-kit"))
+    assert not any(n.startswith("measured faster") for n in on_them.notes)
+    assert not any(n.startswith("measured faster") for n in _plan().notes)  # bf16: none measured
