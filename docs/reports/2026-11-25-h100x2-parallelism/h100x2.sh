@@ -4,9 +4,9 @@
 #
 # Carry .carry-mds/ (made by the gather-mds-carry.sh script of the 2026-11-23 Megatron-DeepSpeed
 # report: DeepSpeed, Megatron-DeepSpeed and apex sources, cp312 wheels, GPT-2's BPE files) with
-# kit.bundle in it (`git bundle create .carry-mds/kit.bundle HEAD`: records carry the commit that
-# ran), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
-# wheels/ (MS-AMP's logging imports it). .carry-mds/ keeps only kit.bundle (39 MB); the rest is in
+# kit.bundle in it (`bash h100x2.sh kit-bundle` here: records carry the commit that ran; the
+# bundle holds that commit alone, 7 MB where the whole history grew past 54 MB beside the tree), MS-AMP's snapshot (../shared/upstreams/ms-amp-<commit>.tar.gz) and colorlog's wheel in
+# wheels/ (MS-AMP's logging imports it). .carry-mds/ keeps only kit.bundle (7 MB); the rest is in
 # .carry-rest/, sent with .te-small/ and .carry-prebuilt/ before (`cp -r .carry-rest/. /tmp/carry/`).
 # `setup` copies it to /tmp/carry, so later commands need not send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
 # alone, and with the working tree past 9 MB a 55 MB part no longer fits one command either: `te-split`
@@ -46,6 +46,7 @@
 #   bash h100x2.sh pack       # $OUT: MS-AMP's build and TE's torch extension, each with its stamp
 #   bash h100x2.sh te-install # instead of `bash .te/install.sh`: skips the 90-110 s build of TE's torch
 #                             # extension where a packed one of the same stamp is in /tmp/carry/prebuilt
+#   bash h100x2.sh kit-bundle # here: the kit at HEAD, one commit, into .carry-mds/kit.bundle
 #   bash h100x2.sh te-split   # here: .te/chunk0..4 into .te/p0..p5 (46 MB each)
 #   bash h100x2.sh te-join    # there: /tmp/te-parts/p0..p5 into /tmp/te-chunks (the wheel in chunk0)
 set -uo pipefail
@@ -174,7 +175,9 @@ wait_for() {  # wait_for MARKER: until setup made it, or stop when setup has end
 clone_kit() {  # clone_kit DIR: the kit at the bundled commit (.carry-kit's bundle before /tmp/carry's)
   local bundle=$CARRY/kit.bundle
   [ -f .carry-kit/kit.bundle ] && bundle=$PWD/.carry-kit/kit.bundle
-  rm -rf "$1" && git clone -q "$bundle" "$1"
+  rm -rf "$1" && git -c advice.detachedHead=false clone -q "$bundle" "$1" || return 1
+  # A bundle of one commit (kit-bundle) clones without its parents: mark the clone shallow there.
+  git -C "$1" cat-file -e 'HEAD^' 2>/dev/null || git -C "$1" rev-parse HEAD > "$1/.git/shallow"
 }
 
 kit() {  # the kit at the bundled commit, fresh for each command; KEEP_KIT=1 keeps the last clone
@@ -243,6 +246,9 @@ case ${1:?setup, smoke, collect or groups} in
            tail -n 2 "$WORK/logs/paper-adam-$check.txt"; done) ;;
   smoke) wait_for wheels.done && kit; (cd "$KIT" && step smoke env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \
            --checks nccl,gemm --out "$WORK/records/$(date -u +%Y-%m-%d)-smoke.json"); cat "$WORK/logs/smoke.txt" ;;
+  kit-bundle)  # here: HEAD alone (a depth-1 clone's bundle) into .carry-mds/kit.bundle
+    rm -rf /tmp/kit-shallow && git clone -q --depth 1 "file://$PWD" /tmp/kit-shallow &&
+      mkdir -p .carry-mds && git -C /tmp/kit-shallow bundle create "$PWD/.carry-mds/kit.bundle" HEAD ;;
   te-split) cat .te/chunk0 .te/chunk1 .te/chunk2 .te/chunk3 .te/chunk4 | split -b 46100000 -d -a1 - .te/p ;;
   te-join)  # install.sh joins chunk0..4: the whole wheel in chunk0, the rest empty
     mkdir -p /tmp/te-chunks && cat /tmp/te-parts/p0 /tmp/te-parts/p1 /tmp/te-parts/p2 /tmp/te-parts/p3 \
