@@ -223,3 +223,18 @@ def test_a_plan_names_the_faster_configuration_it_does_not_pick() -> None:
     on_them = _plan(precision="fp8-delayed", tuning=Tuning(gpu_memory_cap=80, optimizer_states="paper-kit"))
     assert not any(n.startswith("measured faster") for n in on_them.notes)
     assert not any(n.startswith("measured faster") for n in _plan().notes)  # bf16: none measured
+
+
+@pytest.mark.parametrize("beyond", BEYOND, ids=lambda b: f"{b.preset}-{b.shape_name}-{b.precision}")
+def test_what_a_faster_configuration_asks_plans_as_typed(beyond: Beyond, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from bench.cli import main
+    monkeypatch.chdir(tmp_path)
+    best = _record(beyond.record[0])
+    before, _, after = beyond.asks.partition(" -- ")
+    argv = ["run", beyond.preset, beyond.shape_name, "--gpus", str(best["gpus"]), "--gbs",
+            str(best["layout"]["global_batch"]), "--precision", beyond.precision,
+            "--platform", "azure-h100", "--dry-run", *before.split()]
+    assert main([*argv, *(["--", *after.split()] if after else [])]) == 0
+    notes = capsys.readouterr().err
+    assert "note: memory estimate" in notes and "measured faster" not in notes  # on those states now
