@@ -306,14 +306,14 @@ UNCOUNTED = {"--cuda-graph-impl": "CUDA graphs' static buffers",
 FRAGMENTS_PAST = 0.80
 
 
-def fragmentation_note(one_piece_step: bool, pp: int, allocator: str, need_gb: float,
-                       device_gb: float) -> list[str]:
+def fragmentation_note(one_piece_step: bool, engine: str, pp: int, allocator: str,
+                       need_gb: float, device_gb: float) -> list[str]:
     """A warning where a plan is where torch's default allocator has failed from fragmentation:
-    an engine whose step asks its fp32 copy in one piece (``Engine.one_piece_step``), behind a
-    pipeline, past FRAGMENTS_PAST of the device."""
+    an engine (named as ``engine``) whose step asks its fp32 copy in one piece
+    (``Engine.one_piece_step``), behind a pipeline, past FRAGMENTS_PAST of the device."""
     if not one_piece_step or pp == 1 or allocator != "default" or need_gb <= FRAGMENTS_PAST * device_gb:
         return []
-    return [f"Megatron-DeepSpeed's pipeline past {FRAGMENTS_PAST:.0%} of the device (~{need_gb:.1f} of "
+    return [f"{engine}'s pipeline past {FRAGMENTS_PAST:.0%} of the device (~{need_gb:.1f} of "
             f"{device_gb:g} GB) has run out of memory from fragmentation with torch's default "
             "allocator (13b tp2pp2 on 80 GB, at 85% and 89%): --allocator expandable trained it"]
 

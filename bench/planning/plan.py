@@ -190,11 +190,11 @@ def _winner(question: MemoryQuestion, caps: Capabilities, options: Options
 def _beyond(question: MemoryQuestion, caps: Capabilities, options: Options) -> list[str]:
     """The note of a faster measured configuration the kit does not pick (bench.planning.winners),
     where the user's run is not already on its optimizer states."""
-    if options.tuning.optimizer_states != "default":
-        return []
     found = beyond_for(question.preset, question.layout, question.engine.name, question.precision,
                        implementation(layer_capabilities(caps, question.precision)))
-    return [beyond_note(found)] if found else []
+    if found is None or options.tuning.optimizer_states == found.optimizer_states:
+        return []
+    return [beyond_note(found)]
 
 
 def _bound(path: str, binds: tuple[str, ...]) -> bool:

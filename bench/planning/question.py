@@ -141,8 +141,9 @@ class MemoryQuestion:
         capped = " (--gpu-memory-cap)" if self.device.capped else ""
         return need, [f"memory estimate: ~{need:.1f} GB per GPU of {self.device.memory_gb:g} GB"
                       f"{capped}" + (" (--force)" if force else ""),
-                      *fragmentation_note(self.engine.one_piece_step, self.layout.pp,
-                                          self.allocator, need, self.device.memory_gb)]
+                      *fragmentation_note(self.engine.one_piece_step, self.engine.display,
+                                          self.layout.pp, self.allocator, need,
+                                          self.device.memory_gb)]
 
     def paper_kit_hint(self) -> str:
         """For ``--optimizer-states paper``: the same states in the kit's PaperAdamW, where they

@@ -169,7 +169,7 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
                               state_bytes(r.precision, _setting(r, "optimizer_states")),
                               _setting(r, "recompute"), is_fp8(r.precision), _step(r, grad_bytes),
                               keeps_dropout_masks(r.argv)) / GB
-        return fragmentation_note(engine.one_piece_step, layout.pp,
+        return fragmentation_note(engine.one_piece_step, engine.display, layout.pp,
                                   r.variant.get("allocator", "default"), need, device_gb(r))
 
     # The estimate leaves some buffers out (UNCOUNTED: CUDA graphs'); a run out of memory with such
