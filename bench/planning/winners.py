@@ -46,11 +46,6 @@ class Winner:
     def shape_name(self) -> str:
         return shape_name(self.shape)
 
-    @property
-    def typed(self) -> str:
-        """The whole of what to type: its states, then the rest it asks."""
-        return f"--optimizer-states {self.optimizer_states} {self.asks}"
-
 
 def shape_name(shape: tuple[int, int, int, int, bool]) -> str:
     """A shape as a layout name without dp, e.g. ``tp2pp2sp``."""
