@@ -21,11 +21,10 @@ from pydantic import AfterValidator, Field, create_model, field_validator, model
 
 from bench.config.capabilities import Capabilities
 from bench.config.environment import env_value
+from bench.config.paths import PLATFORMS_DIR, platforms_dirs
 from bench.config.precisions import PeakFormat, Precision, peak_format
 from bench.config.schema import NonNegative, Positive, Strict, hinted, load_toml
 from bench.config.tomlfile import DataError
-
-REPO_PLATFORMS_DIR = Path(__file__).resolve().parents[2] / "platforms"
 
 Engine = Literal["megatron", "megatron-deepspeed"]
 ENGINES: tuple[str, ...] = get_args(Engine)
@@ -223,6 +222,10 @@ class PlatformFile(Strict):
     # [env], and unset in the script, since a module load may set them too (ALCF Polaris: the NCCL
     # plugin's variables can hang Megatron-DeepSpeed).
     unset_env: dict[Engine, tuple[Annotated[str, Field(pattern=_ENV_NAME.pattern)], ...]] = {}
+    # Folders of library_path an engine's jobs leave off, by engine name (none by default): NCCL
+    # loads a network plugin it finds on the library path whatever NCCL_NET says, so unsetting the
+    # plugin's variables alone does not turn it off (ALCF Polaris, Megatron-DeepSpeed).
+    unset_library_path: dict[Engine, tuple[LibraryDir, ...]] = {}
 
     @field_validator("capabilities", mode="before")
     @classmethod
@@ -261,6 +264,11 @@ class PlatformFile(Strict):
                              "'none'); job scripts start images with pyxis or Singularity")
         if self.unset_env and self.scheduler == "none":
             raise ValueError("unset_env applies to job scripts: it needs a scheduler")
+        for engine, folders in self.unset_library_path.items():
+            stray = [folder for folder in folders if folder not in self.library_path]
+            if stray:
+                raise ValueError(f"unset_library_path.{engine}: {stray} not in library_path; name "
+                                 "folders of library_path only")
         for key in _JOB_KEYS_UNUSED[self.scheduler]:
             if getattr(self.job, key):
                 raise ValueError(f"[job]: '{key}' does not apply to scheduler '{self.scheduler}', "
@@ -283,6 +291,12 @@ class Platform(PlatformFile):
         """The variables ``unset_env`` names for ``engine``'s jobs (none by default)."""
         return next((names for name, names in self.unset_env.items() if name == engine), ())
 
+    def library_path_for(self, engine: str) -> tuple[str, ...]:
+        """The library_path an ``engine``'s jobs put first: all of it but what
+        ``unset_library_path`` names for it."""
+        dropped = next((dirs for name, dirs in self.unset_library_path.items() if name == engine), ())
+        return tuple(folder for folder in self.library_path if folder not in dropped)
+
     def env_for(self, engine: str) -> dict[str, str]:
         """The [env] an ``engine``'s jobs export: all of it but what ``unset_env`` names for it."""
         dropped = self.unset_for(engine)
@@ -297,14 +311,6 @@ class Platform(PlatformFile):
         return _matching(self.accelerators, gpu_name, memory_gb) if gpu_name else None
 
 
-def platforms_dirs() -> list[Path]:
-    """The kit's platforms folder, then the user's ``BENCH_PLATFORMS_DIR`` (later ones win)."""
-    user = env_value("BENCH_PLATFORMS_DIR")
-    if not user:
-        return [REPO_PLATFORMS_DIR]
-    return [REPO_PLATFORMS_DIR] + ([Path(user)] if Path(user).resolve() != REPO_PLATFORMS_DIR else [])
-
-
 def _data_files(subfolder: str) -> dict[str, Path]:
     """name -> file over the platforms folders; a user's file of the same name wins."""
     found = {path.stem: path for folder in platforms_dirs() for path in (folder / subfolder).glob("*.toml")}
@@ -313,7 +319,7 @@ def _data_files(subfolder: str) -> dict[str, Path]:
 
 def origin(path: Path) -> str:
     """Where a data file came from: ``kit``, or ``user`` (``BENCH_PLATFORMS_DIR``)."""
-    return "kit" if path.resolve().is_relative_to(REPO_PLATFORMS_DIR) else "user"
+    return "kit" if path.resolve().is_relative_to(PLATFORMS_DIR) else "user"
 
 
 def platform_files() -> list[Path]:
@@ -345,7 +351,7 @@ def load_platform(name: str) -> Platform:
                          "by BENCH_PLATFORMS_DIR)")
     if name not in files:
         raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying "
-                         f"a file of {REPO_PLATFORMS_DIR} into a folder named by BENCH_PLATFORMS_DIR)")
+                         f"a file of {PLATFORMS_DIR} into a folder named by BENCH_PLATFORMS_DIR)")
     return load_platform_file(files[name])
 
 

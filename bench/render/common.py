@@ -71,7 +71,7 @@ def library_path_lines(plan: LaunchPlan) -> list[str]:
     """Put the platform's library folders first on the path the training processes see. A folder
     with a ``*`` is found when the job runs (the newest version, by ``sort -V``), and the job stops
     there if none matches: a site's version folders change under a fixed path."""
-    dirs = plan.platform.library_path
+    dirs = plan.platform.library_path_for(plan.engine)
     if not dirs:
         return []
     lines, parts = [], []

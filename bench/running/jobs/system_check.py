@@ -69,7 +69,8 @@ def check_plan(platform: Platform, nodes: int, now: datetime, nonce: str = "",
 
     It is the plan of the smallest preset, pure data parallel over ``nodes`` whole nodes, so the
     check goes through exactly the benchmark's launch path (directives, modules, environment,
-    container, launcher); only the command each rank runs differs. Its run id is
+    container, launcher), in the environment of the platform's default engine's jobs; only the
+    command each rank runs differs, and it reads no data. Its run id is
     ``check_{platform}_{nodes}n_{UTC timestamp}[-{nonce}]``. ``job`` overrides the platform's account,
     partition or queue (``None``: the platform's; the command line defaults them to ``$BENCH_<KEY>``).
     """
@@ -81,13 +82,18 @@ def check_plan(platform: Platform, nodes: int, now: datetime, nonce: str = "",
     launch = plan(smallest, "tp1pp1", platform,
                   Options(now=now, nodes=nodes, mbs=1, gbs=gpus, iters=MIN_ITERS, engine="megatron",
                           walltime=CHECK_WALLTIME, **job))
-    env = {**dict(launch.env), **CHECK_ENV}
+    # The environment of the platform's default engine's jobs (its [unset_env] and
+    # unset_library_path), the jobs the check is the first step of.
+    engine = platform.default_engine
+    env = {**{name: value for name, value in launch.env if name not in platform.unset_for(engine)},
+           **CHECK_ENV}
     report_env = tuple(arg for name in env for arg in ("--env", name))
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
     suffix = f"-{nonce}" if nonce else ""
+    # It reads no data: no data guard may stop it where the training data is not made yet.
     return replace(launch, run_id=f"check_{platform.name}_{nodes}n_{stamp}{suffix}",
                    entry=("-m", "bench.train.sysinfo"), train_args=(*report_env, "--all-reduce"),
-                   env=tuple(env.items()), ds_config=None)
+                   env=tuple(env.items()), ds_config=None, engine=engine, data_path="")
 
 
 def gather(output: str) -> list[dict]:

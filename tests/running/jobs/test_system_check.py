@@ -44,8 +44,33 @@ def test_the_check_job_runs_an_all_reduce_with_nccl_info(name: str) -> None:
     script = render_script(launch)[1]
     assert "export NCCL_DEBUG=INFO\n" in script and "export NCCL_DEBUG_SUBSYS=INIT,NET\n" in script
     assert "-m bench.train.sysinfo" in script and "--all-reduce" in script
-    # the platform's plugin settings stay on: the check is of the network the plugin gives
-    assert "export NCCL_NET='AWS Libfabric'" in script and "unset " not in script
+
+
+def test_the_check_tests_the_environment_of_the_platform_s_training_jobs() -> None:
+    # LUMI's jobs keep the RCCL plugin and its NCCL_NET; Polaris's Megatron-DeepSpeed jobs (its
+    # default engine) unset ALCF's four plugin variables and leave the plugin off the library path.
+    lumi = render_script(check_plan(load_platform("lumi"), 2, NOW, account="project_1"))[1]
+    assert "export NCCL_NET='AWS Libfabric'" in lumi and "unset " not in lumi
+    polaris = load_platform("polaris")
+    check = render_script(check_plan(polaris, 2, NOW, account="project_1"))[1]
+    assert "unset NCCL_NET_GDR_LEVEL NCCL_CROSS_NIC NCCL_COLLNET_ENABLE NCCL_NET\n" in check
+    assert "export NCCL_NET=" not in check and "aws-ofi-nccl" not in check
+    assert "export LD_LIBRARY_PATH=/soft/libraries/hwloc/lib" in check
+    from bench.config.presets import get_preset
+    from bench.planning.plan import plan
+    from tests.conftest import options
+    train = render_script(plan(get_preset("6.7b"), "tp4pp1", polaris,
+                               options(mbs=1, account="project_1")))[1]
+    environment = [line for line in train.splitlines() if line.startswith(("unset ", "export "))]
+    assert all(line in check.splitlines() for line in environment if "MASTER" not in line)
+
+
+@pytest.mark.parametrize("name", ["lumi", "polaris", "azure-h100"])
+def test_the_check_reads_no_data_and_has_no_data_guard(name: str) -> None:
+    # The documented first job on every site runs before any corpus is made.
+    launch = check_plan(load_platform(name), 2, NOW, account="project_1")
+    script = render_script(launch)[1]
+    assert "data file" not in script and "--data-path" not in script and not launch.data_path
 
 
 def test_a_loaded_plugin_is_shown_and_nothing_flagged() -> None:
