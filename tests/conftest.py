@@ -37,11 +37,13 @@ FIXTURE_MARKERS = {
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> object:
-    """A temporary folder of this test run's own, for it and every child it starts: the GPU locks
-    (bench.running.gpulock) of the stand-in GPUs then stay apart from another test run's."""
+    """A temporary folder of this test run's own, for it and every child it starts, and a folder of
+    GPU locks (bench.running.gpulock) in it: the stand-in GPUs' locks then stay apart from another
+    test run's."""
     folder = tmp_path_factory.mktemp("tmp")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TMPDIR", str(folder))
+        patch.setenv("BENCH_GPU_LOCK_DIR", str(folder / "gpu-locks"))
         patch.setattr(tempfile, "tempdir", str(folder))
         yield
 

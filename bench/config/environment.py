@@ -68,6 +68,9 @@ CHECKED: dict[str, tuple[Callable[[str], str | None], str]] = {
     "CUDA_VISIBLE_DEVICES": (_cuda_devices, "set it as CUDA takes it, or unset it for every GPU"),
     "BENCH_GPU_LOCK": (_choice(GPU_LOCK_MODES), "unset it to stop at a GPU another run holds, "
                                                 "'wait' to wait for it, 'off' to share it"),
+    "BENCH_GPU_LOCK_DIR": (_folder_or_new, "unset it for /tmp/megatron-bench-gpus, the folder "
+                                           "of every run of the machine, or give a folder (made "
+                                           "if missing) that every run here is given too"),
     "BENCH_PLATFORM": (lambda value: None, "name a platform (python -m bench platforms)"),
     # Job options' defaults: free in form, checked as the typed option is, but never raw text.
     **{f"BENCH_{key}": (lambda value: None, f"give the value of --{key.lower()}")

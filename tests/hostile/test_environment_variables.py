@@ -33,6 +33,7 @@ def _bad_values(tmp_path: Path) -> dict[str, tuple[str, str]]:
                                        "GPU indexes or UUIDs (0,1 or GPU-...); an empty value hides "
                                        "every GPU"),
         "BENCH_GPU_LOCK": ("yes", "BENCH_GPU_LOCK=yes is not one of fail, wait, off"),
+        "BENCH_GPU_LOCK_DIR": (str(a_file), f"BENCH_GPU_LOCK_DIR={a_file} is not a folder"),
         "BENCH_ACCOUNT": ("project\n#SBATCH --x", "BENCH_ACCOUNT=project\\n#SBATCH --x holds a "
                                                   "control character (shown escaped)"),
         "BENCH_PLATFORM": ("x" * 5000, "BENCH_PLATFORM=" + "x" * 200 + "... is longer than 4096"),
@@ -41,7 +42,8 @@ def _bad_values(tmp_path: Path) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("variable", ["BENCH_PRESETS_DIR", "BENCH_PLATFORMS_DIR", "BENCH_CACHE_DIR",
                                       "BENCH_IMAGE", "BENCH_KIT_COMMIT", "CUDA_VISIBLE_DEVICES",
-                                      "BENCH_GPU_LOCK", "BENCH_ACCOUNT", "BENCH_PLATFORM"])
+                                      "BENCH_GPU_LOCK", "BENCH_GPU_LOCK_DIR", "BENCH_ACCOUNT",
+                                      "BENCH_PLATFORM"])
 def test_a_bad_value_is_one_error_line_before_anything_is_written(tmp_path: Path,
                                                                   variable: str) -> None:
     value, words = _bad_values(tmp_path)[variable]
