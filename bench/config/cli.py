@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from bench.config.platforms import (
-    REPO_PLATFORMS_DIR,
-    accelerator_files,
-    load_platform,
-    origin,
-    platform_files,
-    platforms_dirs,
-)
+from bench.config.paths import PLATFORMS_DIR, platforms_dirs
+from bench.config.platforms import accelerator_files, load_platform, origin, platform_files
 from bench.config.presets import load_presets
 
 
@@ -32,7 +26,7 @@ def cmd_platforms(_: argparse.Namespace) -> int:
               f"{p.container_runtime:<12} {p.description}")
     accelerators = ", ".join(f"{path.stem} ({origin(path)})" for path in accelerator_files())
     print(f"accelerators: {accelerators}")
-    print(f"kit: {REPO_PLATFORMS_DIR}" + "".join(
+    print(f"kit: {PLATFORMS_DIR}" + "".join(
         f"; user: {folder} (BENCH_PLATFORMS_DIR, wins over the kit)" for folder in platforms_dirs()[1:]))
     return 0
 

@@ -21,11 +21,10 @@ from pydantic import AfterValidator, Field, create_model, field_validator, model
 
 from bench.config.capabilities import Capabilities
 from bench.config.environment import env_value
+from bench.config.paths import PLATFORMS_DIR, platforms_dirs
 from bench.config.precisions import PeakFormat, Precision, peak_format
 from bench.config.schema import NonNegative, Positive, Strict, hinted, load_toml
 from bench.config.tomlfile import DataError
-
-REPO_PLATFORMS_DIR = Path(__file__).resolve().parents[2] / "platforms"
 
 Engine = Literal["megatron", "megatron-deepspeed"]
 ENGINES: tuple[str, ...] = get_args(Engine)
@@ -312,14 +311,6 @@ class Platform(PlatformFile):
         return _matching(self.accelerators, gpu_name, memory_gb) if gpu_name else None
 
 
-def platforms_dirs() -> list[Path]:
-    """The kit's platforms folder, then the user's ``BENCH_PLATFORMS_DIR`` (later ones win)."""
-    user = env_value("BENCH_PLATFORMS_DIR")
-    if not user:
-        return [REPO_PLATFORMS_DIR]
-    return [REPO_PLATFORMS_DIR] + ([Path(user)] if Path(user).resolve() != REPO_PLATFORMS_DIR else [])
-
-
 def _data_files(subfolder: str) -> dict[str, Path]:
     """name -> file over the platforms folders; a user's file of the same name wins."""
     found = {path.stem: path for folder in platforms_dirs() for path in (folder / subfolder).glob("*.toml")}
@@ -327,8 +318,9 @@ def _data_files(subfolder: str) -> dict[str, Path]:
 
 
 def origin(path: Path) -> str:
-    """Where a data file came from: ``kit``, or ``user`` (``BENCH_PLATFORMS_DIR``)."""
-    return "kit" if path.resolve().is_relative_to(REPO_PLATFORMS_DIR) else "user"
+    """Where a data file came from: ``kit``, or ``user`` (``BENCH_PLATFORMS_DIR``, which may name a
+    site folder the kit ships, such as ``platforms/sites/shared-gpu-hosts``)."""
+    return "kit" if path.resolve().parent in (PLATFORMS_DIR, PLATFORMS_DIR / "accelerators") else "user"
 
 
 def platform_files() -> list[Path]:
@@ -360,7 +352,7 @@ def load_platform(name: str) -> Platform:
                          "by BENCH_PLATFORMS_DIR)")
     if name not in files:
         raise ValueError(f"unknown platform '{name}'; known: {known} (add one by copying "
-                         f"a file of {REPO_PLATFORMS_DIR} into a folder named by BENCH_PLATFORMS_DIR)")
+                         f"a file of {PLATFORMS_DIR} into a folder named by BENCH_PLATFORMS_DIR)")
     return load_platform_file(files[name])
 
 

@@ -11,9 +11,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, PrivateAttr, model_validator
 
+from bench.config.paths import KIT_ROOT
 from bench.config.schema import Strict, hinted, load_toml
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = KIT_ROOT  # images/ and patches/: a source checkout's
 PINS_FILE = REPO_ROOT / "images" / "pins.toml"
 POLARIS_RECIPE = REPO_ROOT / "images" / "polaris" / "recipe.toml"
 Pinned = tuple[Annotated[str, hinted("==", "is not pinned; write it as name==version")], ...]

@@ -41,7 +41,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from bench.images.pins import Pins
 
-REPO = Path(__file__).resolve().parents[2]
 FORMAT = "bench.wheelhouse/1"
 MANIFEST = "manifest.json"
 # Transformer Engine as it ran on the GPU machines (torch 2.11, CUDA 13; docs/reports/2026-11-23-h200-te.md).

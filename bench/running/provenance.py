@@ -17,9 +17,9 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from bench.config.environment import env_value
+from bench.config.paths import CHECKOUT
 from bench.running.gpus import detect_gpus
 
 _VERSIONS = r"""
@@ -68,7 +68,9 @@ def kit_commit() -> str | None:
     code that ran is then not that commit's."""
     if env_value("BENCH_KIT_COMMIT"):
         return env_value("BENCH_KIT_COMMIT")
-    repo = Path(__file__).resolve().parents[2]
+    repo = CHECKOUT
+    if repo is None:  # an installed wheel: no checkout, no commit to name
+        return None
     try:
         head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=10)

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.config.capabilities import Capabilities
+from bench.config.paths import KIT_ROOT
 
 if TYPE_CHECKING:  # the probe runs in the training Python, which may lack pydantic
     from bench.images.pins import Pins
     from bench.planning.engines.table import Preflight
 
 PROBE_TIMEOUT_S = 180  # imports torch, megatron-core, DeepSpeed: seconds, not minutes
-KIT = Path(__file__).resolve().parents[2]
 PROVISION_HINT = "or run through `nox -s bench`, which provisions a venv with the pins"
 IMAGE_HINT = ("use the kit's CUDA image (`python -m bench images pull cuda`, or `python -m bench "
               "images build cuda`) as --image")
@@ -105,7 +105,7 @@ def _probe(megatron_deepspeed_dir: str) -> dict[str, object]:
 
 def facts(python: str = sys.executable, megatron_deepspeed_dir: str = "") -> Facts:
     """Ask ``python`` on this machine what it has; a Python that does not run has nothing."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(KIT_ROOT), os.environ.get("PYTHONPATH")]))}
     try:
         done = subprocess.run([python, "-m", "bench.running.trainenv", megatron_deepspeed_dir],
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False,

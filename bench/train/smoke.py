@@ -17,8 +17,8 @@ in order, on every visible GPU:
 
 Prints a compact report and, with ``--out``, writes it as JSON (schema ``bench.smoke/1``). Exit status:
 0 all checks passed, 1 a check failed, 3 no GPU or no torch here (nothing is measured or pretended).
-Spawned processes get the local platform's environment (``platforms/local.toml`` ``[env]``: on
-the shared hosts ``NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1``);
+Spawned processes get the local platform's environment (the ``[env]`` of ``local.toml``, a site's own
+where its ``BENCH_PLATFORMS_DIR`` has one: the shared GPU hosts' sets ``NCCL_NVLS_ENABLE=0``);
 other ``NCCL_*`` variables set by the caller pass through and the report names them
 (``nccl_settings``), so ``NCCL_PROTO=Simple python -m bench.train.smoke --checks nccl`` is an A/B.
 """
@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.config.environment import VERSION_STAMPS
+from bench.config.paths import KIT_ROOT, platform_file
 from bench.measure.logparse import Iteration, parse_log
 from bench.train.timing import CudaClock, loop_seconds, median_seconds
 
@@ -59,9 +60,6 @@ NCCL_TIMEOUT_S = 120
 TRAIN_TIMEOUT_S = 420  # both within 10 minutes on the GPU machine, with the GEMM check
 EXIT_FAILED = 1
 EXIT_NO_GPU = 3
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# The shared GPU hosts need NVLink multicast off; that is the local platform's data, read from here.
-LOCAL_PLATFORM = REPO_ROOT / "platforms" / "local.toml"
 
 
 
@@ -114,15 +112,16 @@ def smoke_train_argv(gpus: int, environment_flags: list[str], train_iters: int =
 
 
 def platform_env() -> dict[str, str]:
-    """The local platform's ``[env]`` table, read with the standard library (no kit schema here)."""
-    with LOCAL_PLATFORM.open("rb") as fh:
+    """The local platform's ``[env]`` table, read with the standard library (no kit schema here): a
+    site's NCCL settings (NVLink multicast off on shared hosts) are that platform's data."""
+    with platform_file("local").open("rb") as fh:
         return {key: str(value) for key, value in tomllib.load(fh).get("env", {}).items()}
 
 
 def child_env() -> dict[str, str]:
     """Environment for spawned ranks: the local platform's, unbuffered output, the kit importable."""
     env = dict(os.environ, **platform_env(), PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(KIT_ROOT), env.get("PYTHONPATH")]))
     return env
 
 
@@ -135,7 +134,7 @@ def run_logged(argv: list[str], log_path: Path, timeout_s: int) -> int:
     """Run ``argv`` with stdout+stderr to ``log_path``; on timeout end its process group. Returns rc."""
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=REPO_ROOT,
+            argv, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=KIT_ROOT,
             start_new_session=True,  # own process group: a timeout ends torchrun and its ranks
         )
         try:

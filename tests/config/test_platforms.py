@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import build_parser, main
+from bench.config.paths import PLATFORMS_DIR
 from bench.config.platforms import (
-    REPO_PLATFORMS_DIR,
     load_accelerator,
     load_accelerator_file,
     load_platform,
@@ -20,13 +20,13 @@ from bench.config.platforms import (
 from bench.config.tomlfile import DataError
 
 
-@pytest.mark.parametrize("path", sorted(REPO_PLATFORMS_DIR.glob("*.toml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(PLATFORMS_DIR.glob("*.toml")), ids=lambda p: p.stem)
 def test_every_platform_loads(path: Path) -> None:
     platform = load_platform_file(path)
     assert platform.description
 
 
-@pytest.mark.parametrize("path", sorted((REPO_PLATFORMS_DIR / "accelerators").glob("*.toml")),
+@pytest.mark.parametrize("path", sorted((PLATFORMS_DIR / "accelerators").glob("*.toml")),
                          ids=lambda p: p.stem)
 def test_every_accelerator_loads_with_a_source(path: Path) -> None:
     acc = load_accelerator_file(path)
@@ -97,7 +97,7 @@ def test_equal_matches_are_refused_and_the_most_specific_wins(tmp_path: Path,
 
 def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    shutil.copytree(REPO_PLATFORMS_DIR, tmp_path / "platforms")
+    shutil.copytree(PLATFORMS_DIR, tmp_path / "platforms")
     text = (tmp_path / "platforms/lumi.toml").read_text().replace("standard-g", "small-g")
     (tmp_path / "platforms/mycluster.toml").write_text(text)
     monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "platforms"))
@@ -126,8 +126,8 @@ def test_user_adds_a_cluster_by_copying_a_file(tmp_path: Path,
 ])
 def test_bad_platform_file_names_file_and_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               change: tuple[str, str], message: str) -> None:
-    shutil.copytree(REPO_PLATFORMS_DIR, tmp_path / "platforms")
-    text = (REPO_PLATFORMS_DIR / "lumi.toml").read_text()
+    shutil.copytree(PLATFORMS_DIR, tmp_path / "platforms")
+    text = (PLATFORMS_DIR / "lumi.toml").read_text()
     assert change[0] in text
     (tmp_path / "platforms/broken.toml").write_text(text.replace(change[0], change[1]))
     monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(tmp_path / "platforms"))
@@ -154,10 +154,10 @@ def test_user_folder_adds_to_the_kit_and_its_files_win(tmp_path: Path, monkeypat
     """A folder holding just a copied file: the kit's platforms and accelerators stay known."""
     mine = tmp_path / "mine"
     (mine / "accelerators").mkdir(parents=True)
-    shutil.copy(REPO_PLATFORMS_DIR / "azure-h100.toml", mine / "mycluster.toml")
-    lumi = (REPO_PLATFORMS_DIR / "lumi.toml").read_text().replace("standard-g", "small-g")
+    shutil.copy(PLATFORMS_DIR / "azure-h100.toml", mine / "mycluster.toml")
+    lumi = (PLATFORMS_DIR / "lumi.toml").read_text().replace("standard-g", "small-g")
     (mine / "lumi.toml").write_text(lumi)
-    h100 = (REPO_PLATFORMS_DIR / "accelerators/h100-sxm.toml").read_text()
+    h100 = (PLATFORMS_DIR / "accelerators/h100-sxm.toml").read_text()
     (mine / "accelerators/h100-sxm.toml").write_text(h100.replace("memory_gb = 80", "memory_gb = 94"))
     monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(mine))
     assert load_platform("mycluster").accelerator == "h100-sxm"
@@ -181,7 +181,7 @@ def test_platforms_dir_that_is_not_a_folder_is_refused(tmp_path: Path, monkeypat
 @pytest.mark.parametrize("value", ["inf", "nan"])
 def test_accelerator_peak_must_be_a_finite_number(tmp_path: Path, value: str) -> None:
     """TOML spells inf and nan; a peak of either would make every MFU zero or undefined."""
-    text = (REPO_PLATFORMS_DIR / "accelerators/h100-sxm.toml").read_text()
+    text = (PLATFORMS_DIR / "accelerators/h100-sxm.toml").read_text()
     (tmp_path / "x.toml").write_text(text.replace("bf16 = 989.0", f"bf16 = {value}"))
     with pytest.raises(DataError, match="x.toml: key 'peak_tflops.bf16' must be a finite number"):
         load_accelerator_file(tmp_path / "x.toml")

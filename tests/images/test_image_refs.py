@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.config.platforms import REPO_PLATFORMS_DIR, load_platform_file
+from bench.config.paths import PLATFORMS_DIR
+from bench.config.platforms import load_platform_file
 from bench.images import refs
 from bench.images.pins import load_pins
 
@@ -25,7 +26,7 @@ def test_platform_defaults_are_what_pull_makes() -> None:
     sif = refs.image_file(pins.target("rocm"), "singularity")
     by_runtime = {"pyxis": release, "singularity": sif}
     checked = 0
-    for path in sorted(REPO_PLATFORMS_DIR.glob("*.toml")):
+    for path in sorted(PLATFORMS_DIR.glob("*.toml")):
         platform = load_platform_file(path)
         if platform.container_runtime in by_runtime:
             assert platform.image == by_runtime[platform.container_runtime], path.name
@@ -35,7 +36,7 @@ def test_platform_defaults_are_what_pull_makes() -> None:
     # The squashed image the Azure platforms start from is the file `pull --runtime enroot` writes.
     sqsh = refs.image_file(pins.target("cuda"), "enroot")
     for name in ("azure-h100", "azure-h200"):
-        squashed = load_platform_file(REPO_PLATFORMS_DIR / f"{name}.toml").storage.squashed_image
+        squashed = load_platform_file(PLATFORMS_DIR / f"{name}.toml").storage.squashed_image
         assert squashed.rpartition("/")[2] == sqsh == "megatron-bench-cuda.sqsh", name
     assert refs.image_file(pins.target("cuda"), "enroot", "0.1.0") == "megatron-bench-cuda_0.1.0.sqsh"
 

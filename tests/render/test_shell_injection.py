@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.config.platforms import REPO_PLATFORMS_DIR, load_platform
+from bench.config.paths import PLATFORMS_DIR
+from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.plan import plan
 from bench.render import slurm
@@ -36,8 +37,8 @@ if os.path.basename(sys.argv[0]) == "scontrol":
 def evil_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
     pwned = tmp_path / "pwned"
     payload = f'a b "c" \'d\' $(touch {pwned}) `touch {pwned}` ; touch {pwned}'
-    shutil.copytree(REPO_PLATFORMS_DIR, tmp_path / "platforms")
-    text = (REPO_PLATFORMS_DIR / "azure-h100.toml").read_text()
+    shutil.copytree(PLATFORMS_DIR, tmp_path / "platforms")
+    text = (PLATFORMS_DIR / "azure-h100.toml").read_text()
     text = text.replace('NCCL_DEBUG = "WARN"', f"NCCL_DEBUG = \"WARN\"\nEVIL = {json.dumps(payload)}")
     text = text.replace('image = "ghcr.io#megatron-bench-kit/cuda:latest"',
                         f"image = {json.dumps('img' + payload)}")

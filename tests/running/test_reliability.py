@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.config.platforms import REPO_PLATFORMS_DIR, load_platform
+from bench.config.paths import PLATFORMS_DIR
+from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.measure.logparse import parse_log
 from bench.planning.plan import plan
@@ -355,8 +356,8 @@ def test_valid_input_still_plans(tmp_path: Path, args: list[str]) -> None:
 # Case 10: a platform file that is not UTF-8 is named.
 def test_a_platform_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     platforms = tmp_path / "platforms"
-    shutil.copytree(REPO_PLATFORMS_DIR, platforms)
-    text = (REPO_PLATFORMS_DIR / "lumi.toml").read_bytes()
+    shutil.copytree(PLATFORMS_DIR, platforms)
+    text = (PLATFORMS_DIR / "lumi.toml").read_bytes()
     (platforms / "latin1.toml").write_bytes(text.replace(b"LUMI", "LUMI \u00e9t\u00e9".encode(
         "latin-1"), 1))
     work = tmp_path / "work"
@@ -380,7 +381,7 @@ def test_a_platform_file_that_is_not_utf8_is_named(tmp_path: Path) -> None:
 def test_a_platform_job_key_its_scheduler_ignores_is_refused(tmp_path: Path, platform: str,
                                                              old: str, new: str, key: str) -> None:
     platforms = tmp_path / "platforms"
-    shutil.copytree(REPO_PLATFORMS_DIR, platforms)
+    shutil.copytree(PLATFORMS_DIR, platforms)
     text = (platforms / f"{platform}.toml").read_text()
     assert old in text
     (platforms / f"{platform}.toml").write_text(text.replace(old, new))

@@ -10,10 +10,10 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
+from bench.config.paths import PERFORMANCE_DIR
 from bench.config.schema import Count, Positive, Strict, load_toml
 from bench.config.tomlfile import DataError
 
-PERFORMANCE_DIR = Path(__file__).resolve().parents[3] / "platforms" / "performance"
 Source = Annotated[str, Field(pattern=r"\S")]
 
 
