@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -170,6 +171,19 @@ def test_user_folder_adds_to_the_kit_and_its_files_win(tmp_path: Path, monkeypat
     rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:] if "  " in line}
     assert rows["mycluster"] == rows["lumi"] == "user" and rows["polaris"] == rows["local"] == "kit"
     assert "h100-sxm (user)" in out and "a100-sxm (kit)" in out and f"user: {mine}" in out
+
+
+def test_the_shared_gpu_hosts_site_is_the_kits_local_with_nvlink_multicast_off(monkeypatch, capsys) -> None:
+    """The site folder the kit is measured with replaces ``local`` and changes its environment only."""
+    kit = load_platform("local")
+    monkeypatch.setenv("BENCH_PLATFORMS_DIR", str(PLATFORMS_DIR / "sites/shared-gpu-hosts"))
+    site = load_platform("local")
+    assert site.env == {**kit.env, "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                        "NVSHMEM_DISABLE_NVLS": "1"}
+    differs = {"env", "description", "source"}
+    assert site.model_dump(exclude=differs) == kit.model_dump(exclude=differs)
+    assert main(["platforms"]) == 0
+    assert re.search(r"^local +user ", capsys.readouterr().out, re.MULTILINE)
 
 
 def test_platforms_dir_that_is_not_a_folder_is_refused(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -37,7 +37,7 @@ STANDIN = "megatron-bench-kit/local-standin:1"
 # Stands in for torchrun: what the container sees, then a captured log of a real 1.3b run.
 TORCHRUN = """#!/bin/sh
 echo "standin torchrun in $(pwd): $*"
-echo "NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-unset} PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-unset}"
+echo "CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-unset} PYTHONUNBUFFERED=${PYTHONUNBUFFERED:-unset}"
 ls runs
 cat /standin/train.log
 """
@@ -117,7 +117,7 @@ def test_a_run_in_the_image_goes_through_the_kits_runner(engine, standin, kit_do
     log = (tmp_path / "runs" / launch.run_id / "train.log").read_text()
     assert f"standin torchrun in {tmp_path}: --nnodes=1 --nproc-per-node=1 --standalone -m " \
            "bench.train.pretrain_gpt --num-layers 24" in log
-    assert "NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1" in log  # the plan's environment, inside
+    assert "CUDA_DEVICE_MAX_CONNECTIONS=1 PYTHONUNBUFFERED=1" in log  # the plan's environment, inside
     assert launch.run_id in log.splitlines()  # `ls runs`: the working folder is mounted
     image_id = engine.images.get(standin).id
     assert record.provenance.image == standin
