@@ -18,10 +18,11 @@ import statistics
 from collections.abc import Sequence
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from bench.config.presets import Preset
-from bench.config.schema import Count, Strict
+from bench.config.schema import Count, Strict, problems
+from bench.config.text import visible
 from bench.measure.logparse import MAX_LINE_CHARS, CheckpointSave
 from bench.planning.memory import model_parameters, state_bytes
 
@@ -36,6 +37,8 @@ BYTES_PER_PARAMETER = WEIGHT_BYTES + state_bytes("bf16")  # 14: 2 + fp32 master 
 LISTED_SAVES = 4  # a run's summary lists this many saves one by one
 STATES_VARIANT = "optimizer_states"  # the variant of a run whose optimizer keeps other state
 TOTAL_RTOL = 1e-6
+NOTE = "checkpoint"  # the record's note of saves it leaves out (checkpoint_notes)
+NOTE_CHARS = 1000  # of that note's reasons, at most
 
 
 class Save(Strict):
@@ -81,7 +84,8 @@ class Checkpoint(Strict):
     def describe(self) -> str:
         """One line for a run's summary: the saves (the slowest and the median past
         :data:`LISTED_SAVES`), their wait and the estimated bandwidth of the slowest."""
-        n, where = len(self.saves), self.directory + (f" ({self.format})" if self.format else "")
+        # The folder as the log named it: its control characters shown, never sent raw.
+        n, where = len(self.saves), visible(self.directory) + (f" ({self.format})" if self.format else "")
         slowest = max(self.saves, key=lambda save: save.seconds_max)
         median = statistics.median(save.seconds_max for save in self.saves)
         each = (", ".join(f"iteration {save.iteration} {save.seconds_max:.1f} s" for save in self.saves)
@@ -101,15 +105,39 @@ def estimated_bytes(preset: Preset, precision: str, optimizer_states: str) -> in
     return model_parameters(preset) * BYTES_PER_PARAMETER
 
 
-def checkpoint_of(saves: Sequence[CheckpointSave], preset: Preset, precision: str,
-                  optimizer_states: str) -> Checkpoint | None:
-    """The record's field of the saves a log timed (None without one); the directory and format
-    are the first save's, as one run saves into one folder in one format."""
-    if not saves:
-        return None
+def _checkpoint(saves: Sequence[CheckpointSave], size: int | None) -> Checkpoint:
+    """The :class:`Checkpoint` of ``saves``; a ``ValidationError`` where the record refuses them."""
     kept = tuple(Save(iteration=save.iteration, seconds_max=round(save.ms_max / 1000, 5),
                       seconds_min=None if save.ms_min is None else round(save.ms_min / 1000, 5))
                  for save in saves)
     return Checkpoint(format=saves[0].format, directory=saves[0].directory, saves=kept,
                       seconds_total=round(sum(save.seconds_max for save in kept), 5),
-                      estimated_bytes=estimated_bytes(preset, precision, optimizer_states))
+                      estimated_bytes=size)
+
+
+def checkpoint_of(saves: Sequence[CheckpointSave], preset: Preset, precision: str,
+                  optimizer_states: str) -> Checkpoint | None:
+    """The record's field of the saves a log timed; None without one, and where the record
+    refuses what the log says (:func:`checkpoint_notes` says why): the run keeps its record. The
+    directory and format are the first save's, as one run saves into one folder in one format."""
+    if not saves:
+        return None
+    try:
+        return _checkpoint(saves, estimated_bytes(preset, precision, optimizer_states))
+    except ValidationError:
+        return None
+
+
+def checkpoint_notes(saves: Sequence[CheckpointSave]) -> dict[str, str]:
+    """``{"checkpoint": why}`` where the record refuses the saves a log timed (a save at
+    iteration 0, a min above the max, a timer too large to be a time), else empty: the record's
+    note of the checkpoint :func:`checkpoint_of` leaves out, one line."""
+    if not saves:
+        return {}
+    try:
+        _checkpoint(saves, None)
+    except ValidationError as error:
+        why = "; ".join(problems(error, Checkpoint))
+        return {NOTE: f"the saves the log timed were left out, as a record takes none of them "
+                      f"as they are: {visible(why)[:NOTE_CHARS]}"}
+    return {}

@@ -24,6 +24,9 @@ RECORDS_DIR = Path("results") / "records"
 _TEMP_SUFFIX = ".tmp"
 RECORD_MODE = 0o644
 """A record file's permissions: its owner writes it, everyone reads it."""
+MAX_RECORD_BYTES = 32 * 2**20
+"""The largest record file read, in bytes (32 MiB): a run's record is tens of kB, and under two MB
+with every log line at its bound; a larger file is refused, not read into memory."""
 
 
 class RecordExistsError(FileExistsError):
@@ -112,14 +115,20 @@ def write_record(records_dir: Path | str, record: Record) -> Path:
 
 def load_record(path: Path | str) -> Record:
     """Read and validate one record file; whatever it holds (not JSON or UTF-8, 4300-digit numbers,
-    deep nesting, a FIFO that would block the read), a :class:`RecordError`, else ``OSError``."""
+    deep nesting, a FIFO that would block the read, more than :data:`MAX_RECORD_BYTES`), a
+    :class:`RecordError`, else ``OSError``."""
     path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise RecordError(["not a regular file"])
     with open(fd, "rb") as handle:
-        record = record_from_json(handle.read())
+        text = handle.read(MAX_RECORD_BYTES + 1)  # bounded, should the file grow as it is read
+        if len(text) > MAX_RECORD_BYTES:
+            raise RecordError([f"over {MAX_RECORD_BYTES // 2**20} MiB ({os.fstat(fd).st_size:,} "
+                               "bytes), far more than a run's record: not one the kit wrote; move "
+                               "it out of the records folder"])
+        record = record_from_json(text)
     name = os.path.basename(path)
     if record.run_id != name.removesuffix(".json"):
         raise RecordError([f"run_id {record.run_id!r} does not match the file name {name!r}"])

@@ -35,6 +35,7 @@ from bench.running.jobs.scheduler import SchedulerError, scheduler_for
 from bench.running.jobs.submit import check_submittable, submit_plan
 from bench.running.local import run_local, summary
 from bench.running.machine import Machine
+from bench.running.recordable import check_recordable
 from bench.running.trainenv import Facts, describe, problems
 
 
@@ -187,6 +188,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
             results: list[dict[str, object]], machine: Machine) -> int:
     """Print, submit or run ``launches``; appends one JSON entry per launch to ``results``."""
     say = partial(print, file=sys.stderr) if args.json else print
+    check_recordable(launches)
     # One plan summary per run, for its JSON entry, its plan.json and its record.
     summaries = [plan_summary(launch) if launch.accelerator is not None else None
                  for launch in launches]

@@ -236,14 +236,22 @@ def shell_variant(summary: PlanSummary, launch: LaunchPlan) -> PlanSummary:
     """The plan summary with the run-changing variables of this shell (not set by the plan) in its
     environment and, as ``env:NAME``, in its variant: such a run is a configuration of its own.
     A run in an image gets only the plan's environment, so nothing is added there."""
-    planned = dict(launch.env)
-    found = {name: value for name, value in sorted(os.environ.items())
-             if name.startswith(_RUN_CHANGING) and name not in planned and name not in VERSION_STAMPS}
-    if launch.in_docker or not found:
+    found = shell_variables(launch)
+    if not found:
         return summary
     return summary.model_copy(update={
         "env": {**summary.env, **found},
         "variant": {**summary.variant, **{f"env:{name}": value for name, value in found.items()}}})
+
+
+def shell_variables(launch: LaunchPlan) -> dict[str, str]:
+    """The run-changing variables of this shell that reach a run of ``launch`` here: those the
+    plan does not set itself; none for a run in an image."""
+    if launch.in_docker:
+        return {}
+    planned = dict(launch.env)
+    return {name: value for name, value in sorted(os.environ.items())
+            if name.startswith(_RUN_CHANGING) and name not in planned and name not in VERSION_STAMPS}
 
 
 def profile_env(launch: LaunchPlan, run_dir: Path) -> dict[str, str]:
