@@ -18,9 +18,11 @@ from datetime import UTC, datetime
 
 from bench.config.platforms import Platform
 from bench.config.presets import load_presets
+from bench.config.text import visible
 from bench.planning.checks import MIN_ITERS
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan
+from bench.running.jobs.rank_lines import rank_lines, unreadable_flag
 from bench.train.sysinfo import ALLREDUCE_PREFIX, LINE_PREFIX
 
 CHECK_WALLTIME = "00:10:00"
@@ -97,9 +99,9 @@ def check_plan(platform: Platform, nodes: int, now: datetime, nonce: str = "",
 
 
 def gather(output: str) -> list[dict]:
-    """The sysinfo reports in a job's output, sorted by rank (unranked ones last)."""
-    reports = [json.loads(line.split(LINE_PREFIX, 1)[1])
-               for line in output.splitlines() if LINE_PREFIX in line]
+    """The sysinfo reports in a job's output, sorted by rank (unranked ones last); a line that
+    holds none is left out (:func:`bench.running.jobs.rank_lines.rank_lines`)."""
+    reports, _ = rank_lines(output, LINE_PREFIX)
     return sorted(reports, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
 
 
@@ -119,10 +121,10 @@ def check_output(output: str, expected_ranks: int, platform_env: dict[str, str])
     all-reduce results and NCCL's network lines, flagging a rank that did not sum right or did not
     report, no NCCL line naming the network, or a network other than the ``NCCL_NET`` set."""
     report = compare(gather(output), expected_ranks, platform_env)
-    results = [json.loads(line.split(ALLREDUCE_PREFIX, 1)[1])
-               for line in output.splitlines() if ALLREDUCE_PREFIX in line]
-    flags = list(report.flags)
-    good = sorted(r["rank"] for r in results if r.get("ok"))
+    results, unreadable = rank_lines(output, ALLREDUCE_PREFIX)
+    flags = [*report.flags, *unreadable_flag("sysinfo", rank_lines(output, LINE_PREFIX)[1]),
+             *unreadable_flag("all-reduce", unreadable)]
+    good = sorted(r["rank"] for r in results if r.get("ok") and "rank" in r)
     failed = {r.get("rank"): r.get("error", "wrong sum") for r in results if not r.get("ok")}
     silent = sorted(set(range(expected_ranks)) - set(good) - set(failed))
     flags += [f"all-reduce failed on rank {rank}: {error}" for rank, error in sorted(
@@ -218,10 +220,11 @@ def _devices(report: dict) -> str:
 def format_report(report: CheckReport) -> str:
     """A fixed-width table of ranks, then the flags (or a line saying all ranks agree)."""
     header = ("rank", "host", "local", "devices", "container", "megatron", "torch", "comm vars")
-    rows = [header] + [
-        (str(r.get("rank")), str(r.get("host")), str(r.get("local_rank")), _devices(r),
-         str(_get(r, ("container", "runtime"))), str(_get(r, ("versions", "megatron_core"))),
-         str(_get(r, ("versions", "torch"))), str(len(r.get("communication", {}))))
+    # What the ranks printed, shown with its control characters escaped: never sent raw.
+    rows = [header] + [tuple(visible(cell) for cell in (
+        str(r.get("rank")), str(r.get("host")), str(r.get("local_rank")), _devices(r),
+        str(_get(r, ("container", "runtime"))), str(_get(r, ("versions", "megatron_core"))),
+        str(_get(r, ("versions", "torch"))), str(len(r.get("communication", {})))))
         for r in report.ranks
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -229,9 +232,9 @@ def format_report(report: CheckReport) -> str:
     if report.all_reduce:
         lines.append(report.all_reduce)
     if report.network:
-        lines += ["NCCL network (NCCL_DEBUG=INFO):", *(f"  {line}" for line in report.network)]
+        lines += ["NCCL network (NCCL_DEBUG=INFO):", *(f"  {visible(line)}" for line in report.network)]
     if report.ok:
         lines.append(f"all {len(report.ranks)} ranks agree")
     else:
-        lines += [f"FLAG {flag}" for flag in report.flags]
+        lines += [f"FLAG {visible(flag)}" for flag in report.flags]
     return "\n".join(lines)
