@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from bench.config.extras import require
 from bench.images import buildkit
 from bench.images.context import BuildContext
-from bench.measure.logparse import LOG_TAIL_LINES
 
+# The last lines of a failed build or run that its error shows: enough for the failing step.
+LOG_TAIL_LINES = 40
 STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3/17 : RUN ..."
 # What an engine says when a registry cannot be reached or its TLS certificate is not trusted.
 UNREACHABLE = re.compile(r"no such host|dial tcp|i/o timeout|connection refused|TLS handshake|"

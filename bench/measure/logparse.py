@@ -44,6 +44,9 @@ NUMBER_OF_SKIPPED_ITERATIONS = re.compile(r"number of skipped iterations:\s*(?P<
 SAMPLES_PER_SECOND = re.compile(r"samples per second:\s*" + _DECIMAL)  # Megatron-DeepSpeed
 DS_TFLOPS = re.compile(r"\bTFLOPs:\s*" + _DECIMAL)  # Megatron-DeepSpeed
 MAX_ALLOCATED_MB = re.compile(r"max allocated:\s*" + _DECIMAL)  # Megatron's memory report
+GRAD_NORM = re.compile(r"\bgrad norm:\s*" + _DECIMAL)
+# Megatron's memory report names the iteration it follows: "[Rank 0] (after 2 iterations) memory (MB)".
+AFTER_ITERATIONS_MEMORY = re.compile(r"\(after (?P<i>\d+) iterations\) memory \(MB\)")
 # The kit's entry after its first step (bench.train.memory_parts): bytes rank 0 holds per part.
 MEMORY_BY_PART = re.compile(r"kit memory by part: parameters (?P<parameters>\d+) \| weights (?P<weights>\d+)"
                             r" \| gradients (?P<gradients>\d+) \| master (?P<master>\d+)"
@@ -94,8 +97,10 @@ MAX_LINE_CHARS = 10_000
 """A log line is read (and kept in a record) up to this many characters. The default is 10,000:
 Megatron's longest lines are a few hundred, and a carriage-return progress bar or a dumped tensor
 must not make the patterns' work grow with the square of a line's length."""
-LOG_TAIL_LINES = 40
-"""How many last log lines a failed run's record keeps (``log_tail``). The default is 40."""
+LOG_TAIL_LINES = 200
+"""How many last log lines a run's record keeps (``log_tail``), whatever its status. The default is
+200: enough for a measured window of Megatron's lines with its memory reports, and for a crash's
+traceback behind the launcher's."""
 LOG_ERROR_LINES = 10
 """How many first error lines before the tail a failed run's record keeps (``log_errors``). The
 default is 10: the first error often explains a crash and scrolls out of the tail behind the
@@ -121,6 +126,7 @@ class Iteration:
     nan_iterations: int
     skipped_iterations: int
     samples_per_s: float | None
+    grad_norm: float | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +164,8 @@ class ParseResult:
     peak_mem_mb: float | None  # MiB, as Megatron prints it
     memory_parts: MemoryParts | None = None  # the kit's entry prints it; other engines do not
     checkpoint_saves: tuple[CheckpointSave, ...] = ()
+    # The largest "max allocated" (MiB) of any rank's memory report after each iteration that has one.
+    memory_after: dict[int, float] | None = None
 
     @property
     def peak_mem_gb(self) -> float | None:
@@ -189,7 +197,7 @@ def parse_iteration(line: str) -> Iteration | None:
         tflops_per_gpu=tflops if tflops is not None else _number(DS_TFLOPS, line),
         lm_loss=_number(LM_LOSS, line), global_batch=int(batch) if batch is not None else None,
         nan_iterations=int(nan or 0), skipped_iterations=int(skipped or 0),
-        samples_per_s=_number(SAMPLES_PER_SECOND, line))
+        samples_per_s=_number(SAMPLES_PER_SECOND, line), grad_norm=_number(GRAD_NORM, line))
 
 
 def log_lines(text: str) -> list[str]:
@@ -201,6 +209,18 @@ def memory_parts(lines: list[str]) -> MemoryParts | None:
     """The first ``kit memory by part`` line's numbers; None without one."""
     found = next((m for m in map(MEMORY_BY_PART.search, lines) if m), None)
     return MemoryParts(**{key: int(value) for key, value in found.groupdict().items()}) if found else None
+
+
+def memory_after_iterations(lines: list[str]) -> dict[int, float]:
+    """Iteration -> the largest ``max allocated`` (MiB) across the ranks' reports after it."""
+    found: dict[int, float] = {}
+    for line in lines:
+        after = AFTER_ITERATIONS_MEMORY.search(line)
+        allocated = _number(MAX_ALLOCATED_MB, line) if after else None
+        if after and allocated is not None:
+            index = int(after["i"])
+            found[index] = max(found.get(index, 0.0), allocated)
+    return found
 
 
 def checkpoint_saves(lines: list[str]) -> tuple[CheckpointSave, ...]:
@@ -237,10 +257,10 @@ def parse_log(text: str, timed_out: bool = False, exit_code: int | None = 0,
     total = iterations[-1].total if iterations else None
     peaks = [v for v in (_number(MAX_ALLOCATED_MB, line) for line in lines) if v is not None]
     peak = max(peaks) if peaks else None
-    parts, saves = memory_parts(lines), checkpoint_saves(lines)
+    parts, saves, after = memory_parts(lines), checkpoint_saves(lines), memory_after_iterations(lines)
 
     def result(status: Status, reason: str | None) -> ParseResult:
-        return ParseResult(status, reason, iterations, total, peak, parts, saves)
+        return ParseResult(status, reason, iterations, total, peak, parts, saves, after)
 
     finished = bool(iterations) and iterations[-1].index == iterations[-1].total
     oom = _first(OUT_OF_MEMORY, lines)

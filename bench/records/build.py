@@ -21,6 +21,7 @@ from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_line
 from bench.measure.protocol import ShortWindow, metrics
 from bench.planning.plan import LaunchPlan
 from bench.records.checkpoint import STATES_VARIANT, Checkpoint, checkpoint_of
+from bench.records.evidence import LogFile, series_of
 from bench.records.expected import Expected, expected_of
 from bench.records.migrate import facts_from_argv
 from bench.records.record import (
@@ -113,14 +114,16 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
                      notes: Mapping[str, JsonScalar],
                      engine_notes: Mapping[str, JsonScalar] | None = None,
                      patches: Sequence[PatchSeries] = (),
-                     profile: Profile | None = None) -> Record:
+                     profile: Profile | None = None, log: LogFile | None = None) -> Record:
     """The validated record of a run; only an ok run with enough, plausible iterations gets
     metrics (implausible ones make it a failed record: :func:`bench.records.record.build_finished_record`).
 
-    ``parsed`` is the log parser's result (None when the log was not parsed); a failed run keeps
-    the log's first error lines and its last lines. ``notes`` is the kit's bookkeeping (a cluster
-    job's id and state), ``engine_notes`` how the numbers were made (:mod:`bench.records.engine_notes`);
-    the plan gives the variant and the labels, what built the layers and the data; ``patches``
+    ``parsed`` is the log parser's result (None when the log was not parsed): every run keeps its
+    logged iterations (``series``) and the log's last lines, a failed one also the first error
+    lines before them; ``log`` is the train log as kept beside the records
+    (:func:`bench.records.evidence.write_log`), None where it could not be kept. ``notes`` is the
+    kit's bookkeeping (a cluster job's id and state), ``engine_notes`` how the numbers were made
+    (:mod:`bench.records.engine_notes`); the plan gives the variant and the labels, what built the layers and the data; ``patches``
     are the kit's patch series as found in the tree that ran. Only the plan's ``iters`` are
     measured: steps trained after them were profiled (``profile``), which slows them. The
     bytes held per part (``memory_parts``) are kept whatever the status: they were measured after
@@ -141,18 +144,18 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
             status, reason = Status.FAILED, str(exc)
     facts = ({"implementation": plan.implementation, "data": plan.data}
              if "data" in plan.model_fields_set else _facts_of_old_plan(plan))
-    every = log_lines(log_text)  # bounded: a record stays loadable (MAX_LINE_CHARS)
-    lines = every if status is not Status.OK else []
+    lines = log_lines(log_text)  # bounded: a record stays loadable (MAX_LINE_CHARS)
+    errors = first_error_lines(lines[:-LOG_TAIL_LINES]) if status is not Status.OK else []
     p = plan.preset
     return build_finished_record(
-        failure_log_tail=every[-LOG_TAIL_LINES:],
         run_id=plan.run_id, status=status, reason=reason, started_at=started_at,
         finished_at=finished_at, engine=plan.engine, precision=plan.precision,
         preset=PresetInfo(name=p.name, layers=p.layers, hidden=p.hidden, heads=p.heads,
                           seq_length=p.seq_length, vocab_size=p.vocab_size),
         layout=plan.layout, platform=plan.platform, nodes=plan.nodes, gpus=plan.world_size,
         argv=plan.train_argv, env=plan.env, provenance=provenance, metrics=run_metrics,
-        log_tail=lines[-LOG_TAIL_LINES:], log_errors=first_error_lines(lines[:-LOG_TAIL_LINES]),
+        log_tail=lines[-LOG_TAIL_LINES:], log_errors=errors, log=log,
+        series=series_of(parsed, plan.layout.global_batch, p.seq_length),
         notes=notes, variant=plan.variant, engine_notes=engine_notes or {}, labels=plan.labels,
         lm_losses=list(itertools.takewhile(math.isfinite, parsed.losses)) if parsed else [],
         patches=[series.model_dump() for series in patches],

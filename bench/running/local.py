@@ -32,6 +32,7 @@ from bench.measure.logparse import ParseResult, parse_iteration, parse_log
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV, TRACE_NAME, breakdown, read_trace
 from bench.planning.plan import LaunchPlan
 from bench.records.build import PlanSummary, build_run_record, plan_summary
+from bench.records.evidence import LogFile, keep_log
 from bench.records.engine_notes import run_notes
 from bench.records.expected import shortfall
 from bench.records.record import JsonScalar, Profile, Record, Status
@@ -194,13 +195,16 @@ def _write_log(log: IO[str], path: Path, text: str) -> None:
 def make_record(launch: LaunchPlan, result: ParseResult, started: float, finished: float,
                 log_text: str, failure: tuple[Status, str] | None = None,
                 origin: dict[str, object] | None = None,
-                summary: PlanSummary | None = None, run_dir: Path | None = None) -> Record:
+                summary: PlanSummary | None = None, run_dir: Path | None = None,
+                kept: tuple[LogFile | None, str | None] = (None, None)) -> Record:
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C);
     ``origin``: :func:`provenance.collect`'s arguments for a run in an image; ``summary``: the
     plan's, where the caller has made it already; ``run_dir``: where a profiled run left its
-    trace."""
+    trace; ``kept``: the train log as kept beside the records, or why it is not
+    (:func:`bench.records.evidence.keep_log`)."""
     status, reason = failure or (result.status, result.reason)
-    notes: dict[str, JsonScalar] = {}
+    log, not_kept = kept
+    notes: dict[str, JsonScalar] = {"log": not_kept} if not_kept else {}
     profiled = None
     if launch.profile_steps and run_dir is not None and status is Status.OK:
         profiled, problem = _profile(run_dir)
@@ -209,7 +213,7 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     return build_run_record(summary or plan_summary(launch), status, reason, _utc(started), _utc(finished),
                             result, log_text, provenance.collect(**(origin or {})), notes,
                             engine_notes=run_notes(launch, result),
-                            patches=applied_series(launch.patched_trees), profile=profiled)
+                            patches=applied_series(launch.patched_trees), profile=profiled, log=log)
 
 
 def _profile(run_dir: Path) -> tuple[Profile | None, str | None]:
@@ -295,8 +299,9 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
                        stop_reason=stopped)
+    kept = keep_log(records_dir, launch.run_id, log_text)
     record = make_record(launch, result, started, time.time(), log_text, failure, origin, summary,
-                         run_dir)
+                         run_dir, kept)
     written = _write_or_keep(record, records_dir, run_dir)
     if stop is not None:  # the user asked to stop: after the record, not before
         print(f"record: {written} ({record.status.value}: {record.reason})", file=sys.stderr)

@@ -104,7 +104,8 @@ def test_sigterm_records_a_failed_run_and_no_partial_file(monkeypatch, launch,
     assert stopped.value.code == 143
     assert not _alive(int(pid_file.read_text()))
     files = sorted(p.name for p in (tmp_path / "records").iterdir())
-    assert files == [f"{launch.run_id}.json"], "only the finished record, no temporary file"
+    assert files == [f"{launch.run_id}.json", "logs"], "only the finished record, no temporary file"
+    assert [p.name for p in (tmp_path / "records" / "logs").iterdir()] == [f"{launch.run_id}.log.gz"]
     saved = json.loads((tmp_path / "records" / files[0]).read_text())
     assert saved["status"] == "failed" and "SIGTERM" in saved["reason"]
 
@@ -135,7 +136,7 @@ def test_ctrl_c_records_a_failed_run_and_stops(monkeypatch, launch, tmp_path: Pa
         signal.signal(signal.SIGINT, previous)
     assert not _alive(int(pid_file.read_text()))
     files = sorted(p.name for p in (tmp_path / "records").iterdir())
-    assert files == [f"{launch.run_id}.json"]
+    assert files == [f"{launch.run_id}.json", "logs"]
     saved = json.loads((tmp_path / "records" / files[0]).read_text())
     assert saved["status"] == "failed" and "Ctrl-C" in saved["reason"]
 
@@ -152,9 +153,9 @@ def test_a_variant_is_named_in_the_records_variant(monkeypatch, tmp_path: Path) 
 
 def test_a_crash_keeps_the_first_error_lines_and_argv_is_the_ranks_command(
         monkeypatch, launch, tmp_path: Path) -> None:
-    # The nvcc error that explains the crash scrolls out of the 40-line tail behind a traceback.
+    # The nvcc error that explains the crash scrolls out of the 200-line tail behind a traceback.
     program = ("print(\"nvcc fatal   : Unsupported gpu architecture 'compute_100a'\")\n"
-               "for i in range(80): print(f'filler line {i}')\n"
+               "for i in range(250): print(f'filler line {i}')\n"
                "raise RuntimeError('extension build failed')")
     record = _run_with(monkeypatch, [sys.executable, "-c", program], launch, tmp_path)
     assert record.status is Status.CRASHED

@@ -24,8 +24,9 @@ import pytest
 from bench.config.paths import PLATFORMS_DIR
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
-from bench.measure.logparse import parse_log
+from bench.measure.logparse import LOG_TAIL_LINES, parse_log
 from bench.planning.plan import plan
+from bench.records.evidence import read_log, text_sha256
 from bench.records.record import Status, build_record
 from bench.records.store import load_record, load_records, write_record
 from bench.running import local as runner
@@ -97,7 +98,12 @@ def altered_log(tmp_path: Path, change) -> Path:
 
 def test_a_real_ok_log_gives_an_ok_record(monkeypatch, launch, tmp_path: Path) -> None:
     record = run_fake(monkeypatch, launch, tmp_path, OK_LOG)
-    assert record.status is Status.OK and record.reason is None and not record.log_tail
+    assert record.status is Status.OK and record.reason is None
+    # The record carries what it was computed from: the tail, every iteration, the kept log.
+    assert record.log_tail == tuple(OK_LOG.read_text().splitlines()[-LOG_TAIL_LINES:])
+    assert [p.iteration for p in record.series] == list(range(1, 16))
+    assert read_log(tmp_path / "records", record.run_id, record.log.file) == OK_LOG.read_text()
+    assert record.log.sha256 == text_sha256(OK_LOG.read_text()) and not record.log.truncated
     # About 1.24 s per step in the window: 1.3b at gbs 32 is ~45 % of an H200's 989 TFLOP/s.
     assert 1.2 < record.metrics.step_time_s_median < 1.3
     assert 0.4 < record.metrics.mfu < 0.5
@@ -133,7 +139,7 @@ def test_a_finished_runs_record_survives_notes_that_json_cannot_hold() -> None:
     from bench.records.record import build_finished_record
     fields = record_fields()
     fields["metrics"] = {**fields["metrics"], "samples_per_s": float("inf")}
-    record = build_finished_record(failure_log_tail=["last line"], **fields)
+    record = build_finished_record(**{**fields, "log_tail": ["last line"]})
     assert record.status is Status.FAILED and record.log_tail == ("last line",)
     assert record.notes["metrics.samples_per_s"] == "inf"
     json.loads(record.to_json())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bench.config.tomlfile import DataError
 from bench.records.build import build_run_record
+from bench.records.evidence import LogFile, keep_log
 from bench.records.record import Record
 from bench.records.store import RecordExistsError, record_path, write_record
 from bench.running.jobs.outcome import Outcome, judge
@@ -35,8 +36,9 @@ def record_exists(records_dir: Path, run_id: str) -> bool:
     return record_path(records_dir, run_id).exists()
 
 
-def record_of(run: RunDir, outcome: Outcome) -> Record:
-    """The validated record of a finished run, from its plan.json, submission and outcome.
+def record_of(run: RunDir, outcome: Outcome, kept: tuple[LogFile | None, str | None] = (None, None)) -> Record:
+    """The validated record of a finished run, from its plan.json, submission and outcome;
+    ``kept``: its train log as kept beside the records, or why not (:func:`keep_log`).
 
     Provenance is what the kit knows here: the kit commit that submitted the run, its image, and
     the image digest the job printed before launch (null where it printed none, or no digest).
@@ -49,13 +51,14 @@ def record_of(run: RunDir, outcome: Outcome) -> Record:
         "scheduler_state": state.state if state else None,
         "exit_status": outcome.exit_status,
         "nodelist": state.nodes if state else None,
+        **({"log": kept[1]} if kept[1] else {}),
     }
     plan = run.plan
     provenance = {"kit_commit": run.submission["kit_commit"], "image": plan.image or None,
                   **image_digest_from_output(outcome.log_text)}
     return build_run_record(plan, outcome.status, outcome.reason, outcome.started_at,
                             outcome.finished_at, outcome.parsed, outcome.log_text, provenance,
-                            notes)
+                            notes, log=kept[0])
 
 
 def collect_run(run: RunDir, records_dir: Path, scheduler: Scheduler) -> Collected:
@@ -65,7 +68,7 @@ def collect_run(run: RunDir, records_dir: Path, scheduler: Scheduler) -> Collect
     if not outcome.finished:
         return Collected(run.run_id, "running", outcome.status, outcome.reason)
     try:
-        record = record_of(run, outcome)
+        record = record_of(run, outcome, keep_log(records_dir, run.run_id, outcome.log_text))
         write_record(records_dir, record)
     except RecordExistsError:  # another collect got there first
         return Collected(run.run_id, "exists")
