@@ -1,6 +1,7 @@
 """The kit and the evidence of how it was measured are kept apart: the kit's code and pages speak
-of its users' machines, campaign files are alone in results/campaigns/, the dated reports follow
-their template and their scripts are linted, and the README maps bench/ one line per package."""
+of its users' machines, campaign files are alone in results/campaigns/, the script that drives the
+GPU machine has one versioned place (docs/gpu-machine/), the dated reports follow their template
+and their scripts are linted, and the README maps bench/ one line per package."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from tests.test_import_graph import STAGES
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = REPO / "docs" / "reports"
+GPU_MACHINE = REPO / "docs" / "gpu-machine"
+# Reports written to the template that names the GPU-machine script and its commit (later days).
+NAMES_ITS_SCRIPT_FROM = "2026-11-29"
 # How the kit was developed, not what it is: the GPU machine is the user's, never "lent".
 DEVELOPMENT_WORDS = re.compile(r"\blent\b|device call", re.IGNORECASE)
 
@@ -23,6 +27,7 @@ def _product_files() -> list[Path]:
     campaign measures on which hardware, not on whose)."""
     return [*sorted((REPO / "bench").rglob("*.py")), REPO / "README.md",
             *sorted((REPO / "docs").glob("*.md")),  # dated reports keep their history
+            *sorted(GPU_MACHINE.iterdir()),
             *sorted((REPO / "results" / "campaigns").glob("*.toml"))]
 
 
@@ -56,10 +61,34 @@ def test_every_report_is_named_as_the_template_says() -> None:
             assert (REPORTS / f"{path.name}.md").is_file(), f"{path.name}/ has no report beside it"
 
 
-@pytest.mark.parametrize("script", sorted(REPORTS.rglob("*.sh")), ids=lambda p: str(p.relative_to(REPORTS)))
+@pytest.mark.parametrize("script", [*sorted(REPORTS.rglob("*.sh")), *sorted(GPU_MACHINE.glob("*.sh"))],
+                         ids=lambda p: str(p.relative_to(REPO / "docs")))
 def test_the_reports_shell_scripts_parse(script: Path) -> None:
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_template_names_the_gpu_machine_script_and_the_commits() -> None:
+    """A report names the kit commit it ran and the GPU-machine script with its commit; the
+    script lives in docs/gpu-machine/, never as a copy in a report's folder."""
+    template = (REPORTS / "README.md").read_text(encoding="utf-8").split("## Template", 1)[1]
+    assert "the kit at <commit>" in template
+    assert "Script: [`docs/gpu-machine/campaign.sh`](../gpu-machine/campaign.sh) at <commit>" in template
+    assert (GPU_MACHINE / "campaign.sh").is_file()
+
+
+@pytest.mark.parametrize("report", sorted(p for p in REPORTS.glob("2*.md") if p.stem >= NAMES_ITS_SCRIPT_FROM),
+                         ids=lambda p: p.name)
+def test_a_new_report_names_its_kit_and_script_commits(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert re.search(r"the kit at `?[0-9a-f]{7,40}\b", text), f"{report.name}: no 'the kit at <commit>'"
+    script = re.search(r"^Script: .*docs/gpu-machine/([\w.-]+\.sh).* at `?[0-9a-f]{7,40}\b", text, re.M)
+    assert script, f"{report.name}: no 'Script: docs/gpu-machine/<script>.sh at <commit>' line"
+    assert (GPU_MACHINE / script.group(1)).is_file(), script.group(1)
+    folder = REPORTS / report.stem
+    copies = [p.name for p in folder.rglob("*.sh") if p.name in {q.name for q in GPU_MACHINE.glob("*.sh")}] \
+        if folder.is_dir() else []
+    assert not copies, f"{report.stem}/ holds a copy of the GPU-machine script: {copies}"
 
 
 def test_the_lint_session_covers_the_reports_scripts() -> None:

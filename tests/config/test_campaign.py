@@ -144,9 +144,10 @@ def test_the_fp8_default_group_pairs_fp8_with_bf16_at_the_micro_batch_fp8_picks(
     assert fp8_runs and not any("--mbs" in r.argv for r in fp8_runs)  # the planner's pick runs
 
 
-# The script that runs a campaign's groups on the GPU machine: its ``group`` function puts a group
-# on a stack (Python path and data) by the group's name, the first case that matches.
-RUNNER = REPO / "docs" / "reports" / "2026-11-25-h100x2-parallelism" / "h100x2.sh"
+# The script that runs a campaign's groups on the GPU machine (its one versioned place): its
+# ``group`` function puts a group on a stack (Python path and data) by the group's name, the first
+# case that matches.
+RUNNER = REPO / "docs" / "gpu-machine" / "campaign.sh"
 
 
 def _runner_stack(group: str) -> str:
@@ -178,7 +179,7 @@ def _option(argv: tuple[str, ...], flag: str) -> str | None:
 def test_each_group_and_run_lands_on_the_stack_its_runs_need(path: Path) -> None:
     """Megatron-DeepSpeed's groups on apex with GPT-2's BPE files (and nothing else there: the
     megatron engine refuses --vocab-file), MS-AMP's precisions on MS-AMP's path. A run named alone
-    (`h100x2.sh 13b-tp4-mds-fp16`) lands where its group does."""
+    (`campaign.sh 13b-tp4-mds-fp16`) lands where its group does."""
     campaign = load_campaign(path)
     selections = {g: [run for run in campaign.runs if g in run.groups]
                   for g in {g for run in campaign.runs for g in run.groups}}

@@ -257,7 +257,7 @@ def test_every_megatron_run_of_the_four_gpu_campaigns_is_accepted_by_megatron_an
         apex: bool, least: int) -> None:
     """results/campaigns/x4.toml and x4-engines.toml's megatron-engine runs as four H200s capped
     at 80 GB plan them (Transformer Engine; MS-AMP for x4-engines; apex's fused weight-gradient
-    accumulation for the runs whose first group is an apex one, as the report's h100x2.sh puts
+    accumulation for the runs whose first group is an apex one, as docs/gpu-machine/campaign.sh puts
     apex on their path): its CUDA-graph runs, dropout off where Megatron needs it, the deferred
     output-layer gradient, pass Megatron's validator and the TransformerConfig it builds, where
     one crashed on the GPU machine before. (x4-engines' Megatron-DeepSpeed runs go through
