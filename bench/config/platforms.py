@@ -166,7 +166,8 @@ class Storage(Strict):
     writes to ``<stage>/checkpoints/<run id>``) and images, as the job sees it. ``filesystem``: what
     it is, for people. ``squashed_image``: an image already squashed onto that filesystem (pyxis
     starts from the file instead of pulling ``image``). ``save_interval``: iterations between
-    checkpoints when ``--save`` is given without ``--save-interval`` (0: once, at the end).
+    checkpoints when ``--save`` is given without ``--save-interval``, where it times two saves in
+    the run's iterations (else, and for 0, the plan saves every ``iters // 2``: bench.planning.saves).
     """
 
     filesystem: str = ""

@@ -224,8 +224,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("save", str, "save checkpoints to DIR (alone: the platform's storage stage "
               "checkpoints/<run id>); default: no checkpoints", metavar="DIR", field="save",
               extra=(("nargs", "?"), ("const", ""))),
-    RunOption("save_interval", int, "iterations between checkpoints (default: the platform's, "
-              "else once at the end)", field="save_interval"),
+    RunOption("save_interval", int, "iterations between checkpoints (default: the platform's "
+              "where it times two saves in --iters, else --iters // 2)", field="save_interval"),
     *(_job(key) for key in ("account", "partition", "queue", "walltime")),
     RunOption("zero_offload", str, "where the optimizer state and step live (cpu: ZeRO-Offload)",
               default="none", choices=OFFLOADS, field="zero.offload", variant="zero_offload",

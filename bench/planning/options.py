@@ -24,7 +24,8 @@ class Options:
     (``bench.planning.tuning``), for A/B runs. ``seq_length``: the preset's sequence length replaced (the
     Polaris seed trains at 4096). ``save``: write checkpoints there ("": the platform's
     ``<storage stage>/checkpoints/<run id>``; None: no checkpoints), every ``save_interval``
-    iterations (default: the platform's ``save_interval``, else once at the end). ``zero``:
+    iterations (default: the platform's ``save_interval`` where it times two saves, else
+    ``iters // 2``: bench.planning.saves). ``zero``:
     DeepSpeed ZeRO settings beyond the stage (Megatron-DeepSpeed engine).
     """
 

@@ -31,6 +31,7 @@ from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
 from bench.planning.predict.expect import Asked, Expectation, expectation, rate
 from bench.planning.question import MemoryQuestion, device_for
+from bench.planning.saves import save_interval
 from bench.planning.tuning import Tuning, check_extra_args, flag_names
 from bench.planning.winners import beyond_for, beyond_note, winner_for
 from bench.planning.winners import note as winner_note
@@ -328,14 +329,17 @@ def _accelerator(platform: Platform, options: Options, precision: str) -> Accele
 
 
 def _train_args(engine: Engine, args: tuple[str, ...], save: str, platform: Platform,
-                options: Options, tuning: Tuning) -> tuple[str, ...]:
-    """The engine's flags with its checkpoint flags where the run saves; the user's extra flags
-    are refused where they repeat one of these."""
+                options: Options, tuning: Tuning) -> tuple[tuple[str, ...], list[str]]:
+    """The engine's flags with its checkpoint flags where the run saves, and the notes on its save
+    interval (bench.planning.saves); the user's extra flags are refused where they repeat one of
+    these."""
+    notes: list[str] = []
     if save:
-        args += tuple(engine.checkpoint_flags(
-            save, options.save_interval or platform.storage.save_interval))
+        interval, notes = save_interval(options.iters, options.save_interval,
+                                        platform.storage.save_interval)
+        args += tuple(engine.checkpoint_flags(save, interval))
     check_extra_args(tuning.extra_args, args)
-    return args
+    return args, notes
 
 
 def _later_notes(platform: Platform, options: Options, accelerator: Accelerator | None,
@@ -381,7 +385,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         data=data, tuning=tuning, zero=options.zero, recompute=options.recompute,
         run_dir=f"{RUNS_DIR}/{rid}", image=image,
         profile_steps=PROFILE_STEPS if options.profile else 0))
-    args = _train_args(engine, flags.args + measured_args, save, platform, options, tuning)
+    args, saving = _train_args(engine, flags.args + measured_args, save, platform, options, tuning)
     # The step-time question, beside the memory one: the same plan at any layout.
     asked = Asked(accelerator.name if accelerator else None, engine.name, engine.step_model, preset,
                   precision, flags.implementation, (*args, *tuning.extra_args),
@@ -394,7 +398,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         rate(options.step_model, asked))
     notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes,
              *mbs_notes, *measured_notes, *msamp_seed_notes(precision, layout, options.mbs),
-             *memory_notes, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args))]
+             *memory_notes, *saving, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args))]
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine.name, precision=precision, nodes=nodes, gpus_per_node=per_node,

@@ -54,10 +54,14 @@ def container(plan: LaunchPlan) -> tuple[list[Token], list[Token]]:
     """(srun options, command prefix) that run the rest of the line inside the platform's image."""
     platform = plan.platform
     if platform.container_runtime == "pyxis":
+        # pyxis lets an image's own ENV win over the job's; --container-env names the variables
+        # whose job values must win (the seed's 04-gpt175B.sh does so for its own three).
+        names = [name for name, _ in plan.env]
         return [f"--container-image={plan.image}",
                 _list_with_submit_dir("--container-mounts=", list(platform.binds),
                                       f"{_SUBMIT_DIR}:{_SUBMIT_DIR}"),
-                Raw(f"--container-workdir={_SUBMIT_DIR}")], []
+                Raw(f"--container-workdir={_SUBMIT_DIR}"),
+                *([f"--container-env={','.join(names)}"] if names else [])], []
     if platform.container_runtime == "singularity":
         return [], ["singularity", "exec", "--bind",
                     _list_with_submit_dir("", list(platform.binds), _SUBMIT_DIR),

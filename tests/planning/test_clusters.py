@@ -353,7 +353,13 @@ def test_azure_175b_saves_checkpoints_on_amlfs_with_real_data() -> None:
     args = launch.train_args
     stage = load_platform("azure-h100").storage.stage
     assert args[args.index("--save") + 1] == f"{stage}/checkpoints/{launch.run_id}"
-    assert args[args.index("--save-interval") + 1] == "100"  # the seed's SAVE_INTERVAL
+    # The seed's SAVE_INTERVAL (100) times no save in 30 iterations: 15 times two, as the seed
+    # times its saves; a run long enough keeps the seed's interval.
+    assert args[args.index("--save-interval") + 1] == "15"
+    assert any("2 timed saves in 30 iterations" in note for note in launch.notes)
+    longer = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"),
+                  options(save="", iters=300)).train_args
+    assert longer[longer.index("--save-interval") + 1] == "100"
     assert args[args.index("--data-path") + 1].startswith(f"{stage}/slimpajama/preprocessed/")
     assert "--mock-data" not in args
     assert launch.layout.global_batch == 512  # the seed's GLOBAL_BATCH_SIZE

@@ -49,7 +49,7 @@ def evil_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str,
     image.write_bytes(b"squashfs stand-in")
     text = text.replace(f'squashed_image = "{squashed}"', f"squashed_image = {json.dumps(str(image))}")
     text = text.replace(
-        'binds = ["/shared:/shared", "/opt/microsoft:/opt/microsoft", "/data:/data"]',
+        'binds = ["/shared:/shared", "/opt/microsoft:/opt/microsoft", "/data:/data", "/var/tmp:/var/tmp"]',
         f"binds = [\"/data:/data\", {json.dumps('/x:' + payload)}]")
     text = text.replace('partition = "gpu"', 'partition = "gpu #1"')
     # The job checks that the data files exist before srun: make them, under a hostile name too.
