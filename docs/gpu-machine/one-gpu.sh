@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One GPU of the GPU machine (Python 3.12, torch 2.11 / CUDA 13, no network), Megatron-Core only:
+# repeated runs of one configuration key and the loss checks, each by the kit's own
+# `python -m bench run` from a clean clone of one kit commit, so every record names that commit and
+# keeps its evidence (its series, its log tail, its train log in records/logs/).
+#
+# Carry .carry/ (ignored by git), made here:
+#   bash docs/gpu-machine/one-gpu.sh kit-bundle   # .carry/kit.bundle: HEAD alone (one commit)
+#   nox -s wheelhouse -- cuda --dest .carry/w --without te --without sources --without gpt2
+#   .carry/data/: a corpus tokenized by `python -m bench data` (.bin/.idx) for the loss checks
+# Transformer Engine, where a step needs it, is installed as campaign.sh does (te-split here, the
+# parts sent one per command, te-join and `bash .te/install.sh` there: /tmp/te-site).
+# Steps (there, from the repository root; each in the foreground of one command):
+#   bash docs/gpu-machine/one-gpu.sh setup        # clone the kit, install the wheels this Python lacks
+#   bash docs/gpu-machine/one-gpu.sh run NAME ARGS...  # python -m bench run ARGS, logged as NAME
+#   bash docs/gpu-machine/one-gpu.sh collect      # $OUT: records.tgz (records and kept logs), summary.txt
+# The machine's platform is the shared GPU hosts' local (NVLink multicast off), which records carry.
+set -uo pipefail
+PYTHON=${PYTHON:-python3}
+WORK=${WORK:-/tmp/one-gpu}
+SITE=$WORK/site TE_SITE=${TE_SITE:-/tmp/te-site} KIT=$WORK/kit
+mkdir -p "$WORK/logs" "$WORK/records"
+export PYTHONUNBUFFERED=1 BENCH_PLATFORMS_DIR=platforms/sites/shared-gpu-hosts
+summary="$WORK/logs/summary.txt"
+
+step() {  # step NAME COMMAND...: run, log to $WORK/logs/NAME.txt, one summary line with the time
+  local name=$1 start rc
+  shift
+  start=$(date +%s)
+  "$@" > "$WORK/logs/$name.txt" 2>&1
+  rc=$?
+  echo "$name: exit $rc in $(( $(date +%s) - start )) s" | tee -a "$summary"
+  [ "$rc" -eq 0 ] || tail -n 25 "$WORK/logs/$name.txt" | tee -a "$summary"
+  return "$rc"
+}
+
+setup() {
+  rm -rf "$KIT" && git -c advice.detachedHead=false clone -q .carry/kit.bundle "$KIT" || return 1
+  # A bundle of one commit clones without its parents: mark the clone shallow.
+  git -C "$KIT" cat-file -e 'HEAD^' 2>/dev/null || git -C "$KIT" rev-parse HEAD > "$KIT/.git/shallow"
+  git -C "$KIT" log -1 --format='kit %h %s' >> "$summary"
+  { nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv,noheader
+    "$PYTHON" --version; } >> "$summary" 2>&1
+  # Only the wheels this Python lacks: a pinned copy on the path would shadow the machine's own.
+  mapfile -t wheels < <("$PYTHON" - .carry/w/*.whl <<'PY'
+import importlib.metadata as m, pathlib, sys
+for wheel in sys.argv[1:]:
+    try:
+        m.version(pathlib.Path(wheel).name.split("-")[0])
+    except m.PackageNotFoundError:
+        print(wheel)
+PY
+)
+  step install-wheels "$PYTHON" -m pip install -q --no-index --no-deps --target "$SITE" "${wheels[@]}" || return 1
+  rm -rf "$WORK/data" && cp -r .carry/data "$WORK/data"
+}
+
+run() {  # run NAME ARGS...: the kit's run with Transformer Engine on the path where installed
+  local name=$1
+  shift
+  (cd "$KIT" && step "$name" env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench run "$@" \
+     --records "$WORK/records")
+  grep -E 'TFLOP/s|recorded|record:|error' "$WORK/logs/$name.txt" | tail -n 12
+}
+
+collect() {
+  mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
+  tar czf "$OUT/records.tgz" -C "$WORK" records
+  tar czf "$OUT/logs.tgz" -C "$WORK" logs
+}
+
+case ${1:?kit-bundle, setup, run or collect} in
+  kit-bundle)
+    rm -rf /tmp/kit-shallow && git clone -q --depth 1 "file://$PWD" /tmp/kit-shallow &&
+      mkdir -p .carry && git -C /tmp/kit-shallow bundle create "$PWD/.carry/kit.bundle" HEAD ;;
+  setup) setup ;;
+  run) shift; run "$@" ;;
+  collect) collect ;;
+  *) echo "unknown step $1" >&2; exit 2 ;;
+esac
