@@ -58,8 +58,9 @@ PY
 run() {  # run NAME ARGS...: the kit's run with Transformer Engine on the path where installed
   local name=$1
   shift
-  (cd "$KIT" && step "$name" env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench run "$@" \
-     --records "$WORK/records")
+  # --records first: Megatron's own flags, after a '--', come last.
+  (cd "$KIT" && step "$name" env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench run \
+     --records "$WORK/records" "$@")
   grep -E 'TFLOP/s|recorded|record:|error' "$WORK/logs/$name.txt" | tail -n 12
 }
 
