@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 
 from bench.config.paths import PLATFORMS_DIR, platforms_dirs
-from bench.config.platforms import accelerator_files, load_platform, origin, platform_files
+from bench.config.platforms import (
+    accelerator_files,
+    load_platform,
+    misnamed_files,
+    origin,
+    platform_files,
+)
 from bench.config.presets import load_presets
+from bench.config.text import visible
 
 
 def cmd_presets(_: argparse.Namespace) -> int:
@@ -26,6 +33,9 @@ def cmd_platforms(_: argparse.Namespace) -> int:
               f"{p.container_runtime:<12} {p.description}")
     accelerators = ", ".join(f"{path.stem} ({origin(path)})" for path in accelerator_files())
     print(f"accelerators: {accelerators}")
+    for path in misnamed_files():
+        print(f"not listed: {visible(str(path))} (--platform takes no such name: rename the file "
+              "with letters, digits, '.', '_' or '-', starting with a letter or digit)")
     print(f"kit: {PLATFORMS_DIR}" + "".join(
         f"; user: {folder} (BENCH_PLATFORMS_DIR, wins over the kit)" for folder in platforms_dirs()[1:]))
     return 0

@@ -312,10 +312,24 @@ class Platform(PlatformFile):
         return _matching(self.accelerators, gpu_name, memory_gb) if gpu_name else None
 
 
+def _named(path: Path) -> bool:
+    """Whether a data file's name is a platform's or accelerator's name (``--platform`` takes)."""
+    return bool(_NAME.match(path.stem)) and not path.stem.endswith(".toml")
+
+
 def _data_files(subfolder: str) -> dict[str, Path]:
-    """name -> file over the platforms folders; a user's file of the same name wins."""
-    found = {path.stem: path for folder in platforms_dirs() for path in (folder / subfolder).glob("*.toml")}
+    """name -> file over the platforms folders; a user's file of the same name wins. A file whose
+    name no ``--platform`` could give (``my site.toml``) is not one: :func:`misnamed_files`."""
+    found = {path.stem: path for folder in platforms_dirs()
+             for path in (folder / subfolder).glob("*.toml") if _named(path)}
     return dict(sorted(found.items()))
+
+
+def misnamed_files() -> list[Path]:
+    """The ``*.toml`` files of the platforms folders whose names are no platform's or
+    accelerator's, so that ``bench platforms`` can say why they are not listed."""
+    return sorted(path for folder in platforms_dirs() for sub in ("", "accelerators")
+                  for path in (folder / sub).glob("*.toml") if not _named(path))
 
 
 def origin(path: Path) -> str:

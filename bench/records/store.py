@@ -115,8 +115,8 @@ def write_record(records_dir: Path | str, record: Record) -> Path:
 
 def load_record(path: Path | str) -> Record:
     """Read and validate one record file; whatever it holds (not JSON or UTF-8, 4300-digit numbers,
-    deep nesting, a FIFO that would block the read, more than :data:`MAX_RECORD_BYTES`), a
-    :class:`RecordError`, else ``OSError``."""
+    deep nesting, a FIFO that would block the read, more than :data:`MAX_RECORD_BYTES`, no
+    ``schema`` key), a :class:`RecordError`, else ``OSError``."""
     path = os.fspath(path)  # plain strings: pathlib's parsing costs more than the read
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -129,6 +129,10 @@ def load_record(path: Path | str) -> Record:
                                "bytes), far more than a run's record: not one the kit wrote; move "
                                "it out of the records folder"])
         record = record_from_json(text)
+    if "schema_" not in record.model_fields_set:  # read as the current version, it could be another
+        raise RecordError(['no "schema" key, so the version it was written in is unknown: add the '
+                           'one its kit wrote ("bench.record/1" before the record held its data '
+                           'and implementation, else "bench.record/2")'])
     name = os.path.basename(path)
     if record.run_id != name.removesuffix(".json"):
         raise RecordError([f"run_id {record.run_id!r} does not match the file name {name!r}"])

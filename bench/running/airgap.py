@@ -173,11 +173,19 @@ def read_manifest(wheelhouse: Path) -> dict[str, object]:
     if not path.is_file():
         raise ValueError(f"{wheelhouse} has no {MANIFEST}: fill it on a connected machine with "
                          f"`nox -s wheelhouse -- cuda --dest {wheelhouse}`")
-    manifest = json.loads(path.read_text())
-    if manifest.get("format") != FORMAT:
-        raise ValueError(f"{path}: format {manifest.get('format')!r}, not {FORMAT}; fill the "
-                         "wheelhouse again with this kit's `nox -s wheelhouse`")
-    wrong = [name for name, facts in manifest["files"].items()
+    refill = "fill the wheelhouse again with this kit's `nox -s wheelhouse`"
+    try:
+        manifest = json.loads(path.read_text())
+    except (ValueError, RecursionError) as error:  # not JSON, not UTF-8, nested too deeply
+        raise ValueError(f"{path} is not JSON ({str(error)[:200]}): {refill}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        found = manifest.get("format") if isinstance(manifest, dict) else type(manifest).__name__
+        raise ValueError(f"{path}: format {found!r}, not {FORMAT}; {refill}")
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not all(
+            isinstance(facts, dict) and type(facts.get("bytes")) is int for facts in files.values()):
+        raise ValueError(f"{path}: its 'files' are not each a file's facts with its bytes; {refill}")
+    wrong = [name for name, facts in files.items()
              if not (wheelhouse / name).is_file() or (wheelhouse / name).stat().st_size != facts["bytes"]]
     if wrong:
         raise ValueError(f"{wheelhouse} lacks or has cut files its manifest lists: "
