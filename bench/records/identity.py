@@ -4,6 +4,8 @@ Two ok records are *one configuration* when everything that changes the training
 speed is equal; the kit commit that rendered the command is not part of it, so repeats from
 different commits pool unless what the commit rendered changed. The key is built from:
 
+- the record's facts: engine, precision, preset shape and layout degrees and batches (the layout's
+  name is words for its degrees);
 - the normalised argv (:func:`normalised_argv`): the engine's flags as ``(flag, values)`` pairs
   sorted by flag, without the launcher and entry script (the engine and GPU count are keyed on
   their own) and without :data:`RUN_ONLY_FLAGS`, which set a run's length, where it reads and
@@ -98,7 +100,8 @@ def key_fields(record: Record) -> dict[str, Any]:
     prov, notes = record.provenance, record.engine_notes
     return {
         "engine": record.engine, "implementation": record.implementation,
-        "precision": record.precision,
+        "precision": record.precision, "preset": record.preset.model_dump(),
+        "layout": record.layout.model_dump(exclude={"name"}),
         "argv": [[flag, list(values)] for flag, values in normalised_argv(record.argv)],
         "env": {k: v for k, v in sorted(record.env.items()) if k not in VERSION_STAMPS},
         "software": {"megatron_core": prov.megatron_core, "torch": prov.torch, "cuda": prov.cuda,
