@@ -58,7 +58,8 @@ def test_locally_detected_msamp_plans_on_an_fp8_gpu_with_or_without_te(te) -> No
         # A100 (Polaris): no fp8 peak in its data, so nothing fp8 is planned there.
         ("polaris", {"engine": "megatron"}, "msamp-o2 cannot run on NVIDIA A100.*no dense fp8 peak"),
         ("azure-h200", {"nodes": 1, "engine": "megatron-deepspeed", "image": MSAMP_IMAGE, "image_msamp": True},
-         "through the Megatron engine: use --engine megatron"),
+         "^msamp-o2 needs MS-AMP through the Megatron engine, which the kit wires it into: use "
+         "--engine megatron"),
     ],
     ids=["azure-default-image", "option-without-image", "option-on-local", "local-no-msamp",
          "a100-no-fp8-peak", "megatron-deepspeed"],
@@ -105,3 +106,9 @@ def test_entry_check_refuses_fp4_switches_without_msamp_and_msamp_without_msamp(
     problem = msamp_problem("O2", FP4_ENV)  # this Python has no MS-AMP
     assert problem.startswith("--kit-msamp O2 needs MS-AMP") and "--option msamp=1" in problem
     assert "\n" not in problem
+
+
+def test_te_fp8_on_megatron_deepspeed_names_transformer_engine() -> None:
+    with pytest.raises(ValueError, match="^fp8-delayed needs Transformer Engine through the Megatron"):
+        plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h200"),
+             options(precision="fp8-delayed", nodes=1, engine="megatron-deepspeed"))

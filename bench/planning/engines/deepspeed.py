@@ -124,8 +124,12 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
                    fused_attention: bool = True) -> list[str]:
     """Megatron-DeepSpeed flags; it reads real data only, so ``data`` must name it."""
     if peak_format(precision) == "fp8":
-        raise ValueError(f"{precision} needs Transformer Engine (and MS-AMP for msamp-*/fp4) through "
-                         "the Megatron engine: use --engine megatron, or --precision bf16/fp16 with "
+        # MS-AMP's modes need MS-AMP, not Transformer Engine: the kit wires them into the Megatron
+        # engine's entry only, as it does TE's fp8.
+        needs = ("MS-AMP" if precision.startswith("msamp") or precision == "fp4"
+                 else "Transformer Engine")
+        raise ValueError(f"{precision} needs {needs} through the Megatron engine, which the kit "
+                         "wires it into: use --engine megatron, or --precision bf16/fp16 with "
                          "Megatron-DeepSpeed")
     if layout.vp > 1 or layout.cp > 1:
         raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine has no "
