@@ -16,10 +16,11 @@ from pathlib import Path
 from bench.config.campaign import load_campaign
 from bench.config.environment import env_value
 from bench.config.platforms import Platform, load_platform
-from bench.config.presets import get_preset
+from bench.config.presets import Preset, get_preset, load_presets
 from bench.config.run_options import HANG_TIMEOUT_S, TIMEOUT_S
 from bench.planning.checks import _JOB_OPTIONS, check_options
 from bench.planning.engines.table import ENGINES
+from bench.planning.layout import parse_layout_name
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import ranking, sweep_plans
@@ -53,6 +54,20 @@ MAX_REPEAT = 100
 planned before the first runs, so a typo of 10**9 must not fill the memory."""
 
 
+def _preset(name: str, layout: str | None) -> Preset:
+    """The preset ``name``, or a ValueError; where the two words came swapped (``run tp2pp8 13b``),
+    it says so instead of listing the presets."""
+    if layout and name.lower() not in load_presets() and layout.lower() in load_presets():
+        try:
+            parse_layout_name(name)
+        except ValueError:
+            pass  # not a layout either: get_preset lists the presets
+        else:
+            raise ValueError(f"'{name}' is a layout and '{layout}' a preset: the preset comes first "
+                             f"(python -m bench run {layout} {name})")
+    return get_preset(name)
+
+
 def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
                  tag: str | None = None, machine: Machine | None = None) -> list[LaunchPlan]:
     """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
@@ -64,7 +79,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
         raise ValueError(f"--repeat must be at least 1 and at most {MAX_REPEAT}, got "
                          f"{args.repeat}")
     repeats: list[int | None] = [None] if args.repeat == 1 else list(range(1, args.repeat + 1))
-    preset = get_preset(args.preset)
+    preset = _preset(args.preset, args.layout)
     platform = load_platform(args.platform)
     ignore_cluster_defaults(args, platform)
     check_run_options(args, platform)

@@ -36,6 +36,8 @@ def test_dry_run_prints_the_job_script(tmp_path: Path, args: list[str], expect: 
 @pytest.mark.parametrize("args,message", [
     (["13b", "tp2pp8", "--platform", "lumi", "--gpus", "8"], "= 16 GPUs, but the run has 8"),
     (["14b", "tp1pp1"], "unknown preset '14b'"),
+    (["tp2pp8", "13b"], "'tp2pp8' is a layout and '13b' a preset: the preset comes first "
+                        "(python -m bench run 13b tp2pp8)"),
     (["13b", "tp1pp1", "--platform", "frontier"], "unknown platform 'frontier'"),
     (["13b", "tp3pp1", "--platform", "lumi"], "40 attention heads, not divisible by tp3"),
     (["13b", "tp1pp1", "--platform", "lumi", "--gpus", "12"], "do not fill whole nodes of 8"),
