@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.config.text import visible
 from bench.planning.layout import parse_layout_name
 from bench.planning.tuning import TUNING_NOTE_KEYS, flag_names
 from bench.records.record import Record
@@ -185,7 +186,7 @@ def select(records: Sequence[Record], text: str, skipped: Sequence[Problem] = ()
                       if skipped else "")
             raise ValueError(f"no ok record matches {text!r} (without an A/B key or notes=..., "
                              f"a selector takes runs at the kit's defaults only){unread}")
-    configs = {configuration(r, pool_commits=True) for r in chosen}  # a side pools commits
+    configs = {configuration(r) for r in chosen}  # a side pools commits
     if len(configs) > 1:
         raise ValueError(f"{text!r} matches {len(configs)} configurations; narrow it with "
                          f"{_differences(chosen)}")
@@ -289,7 +290,9 @@ def format_text(c: Comparison) -> str:
                      f"{f'{delta:+.1f} ({100 * delta / a.memory[0]:+.1f} %)':>18}"
                      f"{f'±{band:.1f}':>24}")
     lines += ["", f"{c.verdict}."]
-    return "\n".join(lines)
+    # Record text (a platform's name, a shell variable's value) shown with its control characters
+    # escaped: it never redraws the terminal.
+    return "\n".join(map(visible, lines))
 
 
 def _side_json(side: Side) -> dict[str, Any]:
@@ -330,4 +333,10 @@ def compare_in(records_dir: Path, a: str, b: str) -> Comparison:
     if not records_dir.is_dir():
         raise ValueError(f"{records_dir} is not a folder of run records (give --records DIR)")
     records, skipped = load_records(records_dir)
-    return Comparison(select(records, a, skipped), select(records, b, skipped))
+    sides = select(records, a, skipped), select(records, b, skipped)
+    shared = sorted({r.run_id for r in sides[0].runs} & {r.run_id for r in sides[1].runs})
+    if shared:
+        raise ValueError(f"A and B share {len(shared)} run(s) ({', '.join(shared[:3])}"
+                         f"{', ...' if len(shared) > 3 else ''}): a run compared with itself "
+                         "measures no difference; give two sides with no run in common")
+    return Comparison(*sides)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from bench.config.text import visible
 from bench.records.record import Record
 
 DASH = "–"
@@ -32,9 +33,15 @@ def integer(value: int | None) -> str:
     return DASH if value is None else str(value)
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: its runs of white space one space, every other control character (an
+    escape sequence from a shell variable or a training log) as its escape, never sent raw."""
+    return visible(" ".join(text.split()))
+
+
 def escape(text: str) -> str:
     """Record text as literal Markdown on one line."""
-    return _escape_markup(" ".join(text.split()))
+    return _escape_markup(one_line(text))
 
 
 def _escape_markup(text: str) -> str:
@@ -50,7 +57,7 @@ def with_code(text: str) -> str:
     """Text with the kit's code spans (`` `name` ``) kept and everything between escaped: what is
     inside a code span is shown literally, HTML included."""
     return "".join(part if i % 2 else _escape_markup(part)
-                   for i, part in enumerate(_CODE_SPAN.split(" ".join(text.split()))))
+                   for i, part in enumerate(_CODE_SPAN.split(one_line(text))))
 
 
 def code(text: str) -> str:
@@ -63,15 +70,21 @@ def code(text: str) -> str:
     return f"{fence}{pad}{shown}{pad}{fence}"
 
 
+def cell_code(text: str) -> str:
+    """:func:`code` for a table cell: a ``|`` in it escaped, as a table reads one even inside a
+    code span as the end of the cell (the page shows it plain)."""
+    return code(text).replace("|", "\\|")
+
+
 def plain(text: str) -> str:
     """Untrusted text (a skipped file's problem, quoting its contents) as literal Markdown:
     one line, with every character that could start a link, emphasis, code or HTML escaped."""
-    return re.sub(r"([\\`*_\[\]<>|~&])", r"\\\1", " ".join(text.split())) or DASH
+    return re.sub(r"([\\`*_\[\]<>|~&])", r"\\\1", one_line(text)) or DASH
 
 
 def link(text: str, target: str | None) -> str:
     # A link's text ends at its first "]": every bracket in it is escaped.
-    label = _LABEL_MARKUP.sub(lambda m: "\\" + m[0], " ".join(text.split())) or DASH
+    label = _LABEL_MARKUP.sub(lambda m: "\\" + m[0], one_line(text)) or DASH
     return label if target is None else f"[{label}]({target.replace(' ', '%20')})"
 
 

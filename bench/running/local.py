@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import IO
 
 from bench.config.environment import VERSION_STAMPS
+from bench.config.text import visible
 from bench.measure.flops import flops_per_iteration
 from bench.measure.logparse import ParseResult, parse_iteration, parse_log
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV, TRACE_NAME, breakdown, read_trace
 from bench.planning.plan import LaunchPlan
 from bench.records.build import PlanSummary, build_run_record, plan_summary
-from bench.records.evidence import LogFile, keep_log
 from bench.records.engine_notes import run_notes
+from bench.records.evidence import LogFile, keep_log
 from bench.records.expected import shortfall
 from bench.records.record import JsonScalar, Profile, Record, Status
 from bench.records.store import check_records_dir, write_record
@@ -373,7 +374,7 @@ def summary(records: list[Record]) -> str:
         m = r.metrics
         if m is None:
             rows.append(f"{r.preset.name:>6} {r.layout.name:<14} {r.status.value:<10} "
-                        f"{(r.reason or '')[:60]}")
+                        f"{visible((r.reason or '')[:60])}")  # a log's words, never raw
             continue
         mem = f"{m.peak_mem_gb:6.1f}" if m.peak_mem_gb is not None else f"{'-':>6}"
         expected = f"{r.expected.tflops_per_gpu:8.1f}" if r.expected else f"{'-':>8}"
