@@ -142,4 +142,8 @@ def load_campaign(path: Path | str) -> Campaign:
         runs.append(CampaignRun(index + 1, name, groups, _argv(entry)))
     if not runs:
         raise ValueError(f"{path}: no [[run]] entries")
+    clash = sorted({group for run in runs for group in run.groups} & names)
+    if clash:  # --only NAME would select that run and the whole group
+        raise ValueError(f"{path}: group {clash[0]!r} is also a run's name, so --only {clash[0]} "
+                         "would select both: rename the group or the run")
     return Campaign(path.stem, data.description, tuple(runs))
