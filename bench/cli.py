@@ -2,9 +2,9 @@
 cluster login node where only Python exists. Each command lives with the package that owns it:
 ``run`` (``bench.running.command``), ``jobs``/``collect``/``check`` (``bench.running.jobs``),
 ``results`` and ``compare`` (``bench.results``), ``presets``/``platforms`` (``bench.config``),
-``data`` (``bench.dataset``), ``images`` (``bench.images``) and ``evidence``
-(``bench.records.manifest``); ``predict`` checks and refits the step-time model
-(``bench.planning.predict``) on the records, so it is assembled here.
+``data`` (``bench.dataset``), ``images`` (``bench.images``), ``evidence``
+(``bench.records.manifest``) and ``verify`` (``bench.records.verify``); ``predict`` checks and
+refits the step-time model (``bench.planning.predict``) on the records, so it is assembled here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from bench.config.text import error_text, visible
 from bench.dataset import cli as dataset_cli
 from bench.images import cli as images_cli
 from bench.planning.predict import facts, fit, validate
-from bench.records import manifest
+from bench.records import manifest, verify
 from bench.records.store import add_records_option, load_records, records_dir
 from bench.results import cli as results_cli
 from bench.running import command
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     config_cli.register(sub)
     jobs_cli.register(sub)
     manifest.register(sub)
+    verify.register(sub)
     predict = sub.add_parser("predict", help="check the step-time model on the records, or refit it",
                              description="--validate: fit on all ok megatron records but one, predict "
                              "it, for each; fit on 1-2 GPUs, predict 4; rank layouts. --refit: fit "
