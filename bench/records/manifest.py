@@ -24,9 +24,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError
 
+from bench.config.paths import CHECKOUT
 from bench.config.schema import Strict, Text, hinted, load_toml, problems
 from bench.config.tomlfile import DataError
-from bench.images.pins import REPO_ROOT
 from bench.records.evidence import LOG_DIR, LOG_SUFFIX
 from bench.records.store import RECORDS_DIR
 
@@ -191,6 +191,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--update-manifest", action="store_true",
                         help=f"append the evidence files not yet listed to {MANIFEST.as_posix()}; "
                         "listed entries are never rewritten")
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, metavar="DIR",
-                        help="the repository whose evidence to check (default: the kit's checkout)")
+    parser.add_argument("--root", type=Path, default=CHECKOUT or Path(), metavar="DIR",
+                        help="the repository whose evidence to check (default: the kit's checkout, "
+                        "else the current folder)")
     parser.set_defaults(func=cmd_evidence)
