@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-GIB = 2**30
+from bench.measure.memory_cap_line import GIB, cap_line
 
 
 def cap_fraction(cap_gb: float, total_bytes: int, outside_bytes: int) -> float:
@@ -41,5 +41,4 @@ def apply(cap_gb: float | None) -> str | None:
     outside = total - free - torch.cuda.memory_reserved(device)
     fraction = cap_fraction(cap_gb, total, outside)
     torch.cuda.set_per_process_memory_fraction(fraction, device)
-    return (f"gpu memory cap {cap_gb:g} GiB: torch's allocator may hold {fraction * total / GIB:.1f} "
-            f"of the GPU's {total / GIB:.1f} GiB ({outside / GIB:.2f} GiB held outside it)")
+    return cap_line(cap_gb, fraction * total, total, outside)
