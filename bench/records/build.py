@@ -25,6 +25,7 @@ from bench.records.evidence import LogFile, series_of
 from bench.records.expected import Expected, expected_of
 from bench.records.migrate import facts_from_argv
 from bench.records.record import (
+    Conditions,
     DataInfo,
     Implementation,
     JsonScalar,
@@ -114,7 +115,8 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
                      notes: Mapping[str, JsonScalar],
                      engine_notes: Mapping[str, JsonScalar] | None = None,
                      patches: Sequence[PatchSeries] = (),
-                     profile: Profile | None = None, log: LogFile | None = None) -> Record:
+                     profile: Profile | None = None, log: LogFile | None = None,
+                     conditions: Conditions | None = None) -> Record:
     """The validated record of a run; only an ok run with enough, plausible iterations gets
     metrics (implausible ones make it a failed record: :func:`bench.records.record.build_finished_record`).
 
@@ -127,7 +129,8 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
     are the kit's patch series as found in the tree that ran. Only the plan's ``iters`` are
     measured: steps trained after them were profiled (``profile``), which slows them. The
     bytes held per part (``memory_parts``) are kept whatever the status: they were measured after
-    the first step; so are the timed checkpoint saves (``checkpoint``).
+    the first step; so are the timed checkpoint saves (``checkpoint``). ``conditions``: what the
+    GPUs and host were while the run went (:mod:`bench.running.conditions`), None where not watched.
     """
     status, run_metrics = Status(status), None
     if status is Status.OK:
@@ -161,7 +164,7 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
         patches=[series.model_dump() for series in patches],
         profile=profile if status is Status.OK else None,
         memory_parts=MemoryParts(**vars(parsed.memory_parts)) if parsed and parsed.memory_parts else None,
-        expected=plan.expected, checkpoint=_checkpoint(plan, parsed), **facts)
+        expected=plan.expected, checkpoint=_checkpoint(plan, parsed), conditions=conditions, **facts)
 
 
 def _checkpoint(plan: PlanSummary, parsed: ParseResult | None) -> Checkpoint | None:

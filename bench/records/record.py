@@ -44,9 +44,9 @@ from bench.records.parts import (
     Timestamp,
     data_info,
 )
-from bench.records.provenance import Provenance
+from bench.records.provenance import Conditions, Provenance
 
-__all__ = ["MAX_NAME_CHARS", "MAX_TEXT_CHARS", "SCHEMA", "DataInfo", "Implementation", "JsonScalar",
+__all__ = ["MAX_NAME_CHARS", "MAX_TEXT_CHARS", "SCHEMA", "Conditions", "DataInfo", "Implementation", "JsonScalar",
            "LayoutInfo", "LogFile", "MemoryParts", "Metrics", "PatchSeries", "PlatformInfo",
            "PresetInfo", "Profile", "Provenance", "Record", "RecordError", "SeriesPoint", "Status",
            "build_finished_record", "build_record", "data_info", "record_from_dict",
@@ -90,7 +90,9 @@ class Record(Strict):
     (:mod:`bench.records.checkpoint`). What the numbers were computed from
     (:mod:`bench.records.evidence`): ``series``, every logged iteration, and ``log``, the train log
     kept beside the records; ``log_tail`` holds the log's last lines whatever the status. Records
-    written before 2026-11-29 lack both and keep a tail only when they failed.
+    written before 2026-11-29 lack both and keep a tail only when they failed. ``conditions``: what
+    the GPUs and host were while a local run went, power limit, clocks, throttling, links, CPU and
+    the memory cap (:class:`bench.records.provenance.Conditions`); null before it and for cluster runs.
     """
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
@@ -130,6 +132,7 @@ class Record(Strict):
     checkpoint: Checkpoint | None = None
     series: tuple[SeriesPoint, ...] = ()
     log: LogFile | None = None
+    conditions: Conditions | None = None
 
     @property
     def ok(self) -> bool:

@@ -29,8 +29,10 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.running.airgap import BUILDS, PTH, REPO, TE_VERSION, Build, Log, Step
+from bench.config.paths import KIT_ROOT
+from bench.running.airgap import BUILDS, PTH, TE_VERSION, Build, Log, Step
 
+REPO = KIT_ROOT  # images/ and patches/: a source checkout's
 SERIES = REPO / "bench" / "images" / "series.py"
 TORCH_PROBE = "import sys, torch; print(torch.__version__, '%d.%d' % sys.version_info[:2])"
 ARCH_PROBE = "import torch; print('%d.%d' % torch.cuda.get_device_capability())"

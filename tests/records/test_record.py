@@ -26,7 +26,7 @@ def test_ok_record_round_trips_through_json(tmp_path: Path) -> None:
         "preset", "layout", "platform", "nodes", "gpus", "argv", "env", "provenance", "metrics",
         "log_tail", "notes", "log_errors", "variant", "engine_notes", "labels", "lm_losses",
         "implementation", "data", "patches", "profile", "memory_parts", "expected", "checkpoint",
-        "series", "log",
+        "series", "log", "conditions",
     ]  # fmt: skip
     assert record_from_dict(data) == record
     assert record.ok

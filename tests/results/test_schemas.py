@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from bench.config.platforms import REPO_PLATFORMS_DIR
+from bench.config.paths import PLATFORMS_DIR
 from bench.images.pins import PINS_FILE
 from bench.records.record import SCHEMA
 from bench.records.store import load_record
@@ -40,8 +40,8 @@ def _record_schema(path: Path) -> str:
 
 DATA = [
     *((p, _record_schema(p)) for p in sorted((ROOT / "results/records").glob("*.json"))),
-    *((p, "platform.schema.json") for p in sorted(REPO_PLATFORMS_DIR.glob("*.toml"))),
-    *((p, "accelerator.schema.json") for p in sorted(REPO_PLATFORMS_DIR.glob("accelerators/*.toml"))),
+    *((p, "platform.schema.json") for p in sorted(PLATFORMS_DIR.glob("*.toml"))),
+    *((p, "accelerator.schema.json") for p in sorted(PLATFORMS_DIR.glob("accelerators/*.toml"))),
     (PINS_FILE, "pins.schema.json"),
 ]
 
