@@ -94,15 +94,22 @@ def _kept_log(record: Record, folder: Path) -> tuple[str | None, list[Mismatch]]
     return text, found
 
 
+def _cut(record: Record) -> bool:
+    """Whether the kept log is cut to its head, iteration lines and tail (past its budget): the
+    memory reports between were left out, so memory is not checked against it."""
+    return record.log is not None and record.log.truncated
+
+
 def _series_mismatches(record: Record, parsed: ParseResult) -> list[Mismatch]:
     """The record's series against the one the kept log gives, point by point."""
     again = series_of(parsed, record.layout.global_batch, record.preset.seq_length)
     if len(again) != len(record.series):
         return [Mismatch(record.run_id, "series", f"{len(record.series)} points", "log",
                          f"{len(again)} points")]
+    fields = [field for field in SERIES_FIELDS if not (_cut(record) and field == "mem_mb")]
     return [Mismatch(record.run_id, f"series[{i}].{field}", getattr(mine, field), "log", getattr(theirs, field))
             for i, (mine, theirs) in enumerate(zip(record.series, again, strict=True))
-            for field in SERIES_FIELDS if getattr(mine, field) != getattr(theirs, field)]
+            for field in fields if getattr(mine, field) != getattr(theirs, field)]
 
 
 def _metrics_mismatches(record: Record, parsed: ParseResult | None) -> list[Mismatch]:
@@ -115,7 +122,7 @@ def _metrics_mismatches(record: Record, parsed: ParseResult | None) -> list[Mism
         found = recompute.recomputed(record, iterations, parsed.peak_mem_gb if parsed else None)
     except ValueError as error:  # too short a window, zero step times, a model that is no model
         return [Mismatch(record.run_id, "metrics", "present", source, f"gives none ({error})")]
-    fields = [*recompute.METRIC_FIELDS, *(["peak_mem_gb"] if parsed else []),
+    fields = [*recompute.METRIC_FIELDS, *(["peak_mem_gb"] if parsed and not _cut(record) else []),
               *(["mfu_bf16_peak"] if None not in (record.metrics.mfu_bf16_peak, found["mfu_bf16_peak"]) else [])]
     return [Mismatch(record.run_id, field, mine, source, theirs)
             for field, mine, theirs in recompute.differences(record, found, fields)]

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.measure.logparse import parse_log
-from bench.records import claims, recompute, verify
-from bench.records.evidence import log_path, series_of, write_log
+from bench.records import claims, evidence, recompute, verify
+from bench.records.evidence import log_path, series_of
 from bench.records.record import record_from_dict
 from bench.records.store import load_record, record_path, write_record
 from tests.inprocess import run_cli
@@ -38,7 +38,7 @@ def _with_evidence(folder: Path, run_id: str) -> None:
     report's copy), the series parsed from it and the log's tail."""
     data = json.loads(record_path(RECORDS, run_id).read_text())
     text = _report_log(run_id)
-    kept = write_log(folder, run_id, text)
+    kept = evidence.write_log(folder, run_id, text)
     series = series_of(parse_log(text), data["layout"]["global_batch"], data["preset"]["seq_length"])
     data.update(series=[p.model_dump() for p in series], log=kept.model_dump(), log_tail=text.splitlines()[-200:])
     write_record(folder, record_from_dict(data))
@@ -205,3 +205,21 @@ def test_the_claims_read_the_flags_as_megatron_does() -> None:
     fp8 = virtual.model_copy(update={"precision": "fp8-delayed"})
     assert [(d.field, d.flag, d.found) for d in claims.disagreements(fp8)] == [
         ("precision", "--fp8-recipe", "absent")]
+
+
+def test_a_log_cut_to_its_budget_is_checked_but_for_memory(folder: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real log cut as a log past its budget is: its memory reports after iterations 1 and 2
+    # (lines 1502-1522) fall between the head and the tail and are left out.
+    run_id = "13b_tp2pp2dp1sp_local_20261127T100153Z-84cc29-c4"
+    with monkeypatch.context() as small:  # kept as a run past the budget would keep it
+        small.setattr(evidence, "LOG_BUDGET_BYTES", 1024)
+        small.setattr(evidence, "HEAD_LINES", 1000)
+        small.setattr(evidence, "TAIL_LINES", 10)
+        _with_evidence(folder, run_id)
+    record = load_record(record_path(folder, run_id))
+    assert record.log.truncated and record.series[0].mem_mb is not None
+    assert verify.verify_record(record, folder).mismatches == ()
+    _edit(folder, run_id, lambda d: d["series"][7].update(step_ms=1.0))
+    found = verify.verify_record(load_record(record_path(folder, run_id)), folder).mismatches
+    assert [m.field for m in found][:1] == ["series[7].step_ms"]
