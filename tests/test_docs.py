@@ -256,7 +256,8 @@ def test_the_quick_run_names_the_install_it_needs(doc: Path) -> None:
     # a fresh checkout without the extras fails the quick run on tiktoken, numpy, matplotlib, ...
     text = doc.read_text(encoding="utf-8")
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-    extras = set(pyproject["project"]["optional-dependencies"]) - {"train"}  # train: GPU nodes only
+    # train and gpu-state (NVML, beside nvidia-smi): GPU machines only; no quick test needs them
+    extras = set(pyproject["project"]["optional-dependencies"]) - {"train", "gpu-state"}
     named = re.search(r"pip install -e '\.\[([\w,]+)\]'\n+python -m pytest -m \"not slow\"", text)
     assert named, f"{_relative(doc)} shows no install line before the quick run"
     assert set(named.group(1).split(",")) == extras

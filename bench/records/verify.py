@@ -5,7 +5,7 @@ A record's *evidence* is its ``series`` (every logged iteration) and its kept tr
 :func:`bench.records.evidence.log_path`). For each record in the records folder, verify checks
 
 - the kept log: its sha256 and size are the record's (``log.sha256``, ``log.bytes``), and the
-  series parsed from it is the record's;
+  series and the loss curve (``lm_losses``) parsed from it are the record's;
 - the metrics: computed again from the series (from the log where the record has none) with the
   kit's protocol and FLOPs function (:mod:`bench.records.recompute`), each within
   :data:`bench.records.recompute.RTOL` of the record's;
@@ -18,6 +18,8 @@ nothing is written, records and logs are only read.
 from __future__ import annotations
 
 import argparse
+import itertools
+import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -112,6 +114,19 @@ def _series_mismatches(record: Record, parsed: ParseResult) -> list[Mismatch]:
             for field in fields if getattr(mine, field) != getattr(theirs, field)]
 
 
+def _loss_mismatches(record: Record, parsed: ParseResult) -> list[Mismatch]:
+    """The record's ``lm_losses`` (the loss curve) against the log's, up to its first non-finite
+    loss; a record written before records carried them, with none and no ``log``, is not checked."""
+    again = tuple(itertools.takewhile(math.isfinite, parsed.losses))
+    if record.lm_losses == again or (not record.lm_losses and record.log is None):
+        return []
+    if len(again) != len(record.lm_losses):
+        return [Mismatch(record.run_id, "lm_losses", f"{len(record.lm_losses)} losses", "log",
+                         f"{len(again)} losses")]
+    return [Mismatch(record.run_id, f"lm_losses[{i}]", mine, "log", theirs)
+            for i, (mine, theirs) in enumerate(zip(record.lm_losses, again, strict=True)) if mine != theirs]
+
+
 def _metrics_mismatches(record: Record, parsed: ParseResult | None) -> list[Mismatch]:
     """The record's metrics against those computed again from its series, else from its log."""
     if record.metrics is None or not (record.series or parsed):
@@ -134,8 +149,9 @@ def verify_record(record: Record, folder: Path | str) -> Verdict:
              for d in claims.disagreements(record)]
     text, log_problems = _kept_log(record, Path(folder))
     parsed = parse_log(text) if text is not None else None
-    if parsed is not None and record.series:
-        found += _series_mismatches(record, parsed)
+    if parsed is not None:
+        found += _series_mismatches(record, parsed) if record.series else []
+        found += _loss_mismatches(record, parsed)
     found += log_problems + _metrics_mismatches(record, parsed)
     evidence = bool(record.series) or text is not None or record.log is not None
     return Verdict(record.run_id, evidence, tuple(found))

@@ -36,9 +36,11 @@ from bench.records.build import PlanSummary, build_run_record, plan_summary
 from bench.records.engine_notes import run_notes
 from bench.records.evidence import LogFile, keep_log
 from bench.records.expected import shortfall
-from bench.records.record import JsonScalar, Profile, Record, Status
+from bench.records.identity import CAP_KEY
+from bench.records.record import Conditions, JsonScalar, Profile, Record, Status
 from bench.records.store import check_records_dir, write_record
 from bench.render import docker, torchrun
+from bench.running import conditions as watching
 from bench.running import docker as dockerrun
 from bench.running import provenance
 from bench.running.patches import applied_series
@@ -197,15 +199,20 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
                 log_text: str, failure: tuple[Status, str] | None = None,
                 origin: dict[str, object] | None = None,
                 summary: PlanSummary | None = None, run_dir: Path | None = None,
-                kept: tuple[LogFile | None, str | None] = (None, None)) -> Record:
+                kept: tuple[LogFile | None, str | None] = (None, None),
+                conditions: tuple[Conditions | None, str | None] = (None, None)) -> Record:
     """The run's record from its parsed log; ``failure`` overrides the status (e.g. Ctrl-C);
     ``origin``: :func:`provenance.collect`'s arguments for a run in an image; ``summary``: the
     plan's, where the caller has made it already; ``run_dir``: where a profiled run left its
     trace; ``kept``: the train log as kept beside the records, or why it is not
-    (:func:`bench.records.evidence.keep_log`)."""
+    (:func:`bench.records.evidence.keep_log`); ``conditions``: what the GPUs and host were, and what
+    of it could not be read (:func:`bench.running.conditions.observed`)."""
     status, reason = failure or (result.status, result.reason)
     log, not_kept = kept
+    observed, unread = conditions
     notes: dict[str, JsonScalar] = {"log": not_kept} if not_kept else {}
+    if unread:
+        notes[watching.NOTE] = unread
     profiled = None
     if launch.profile_steps and run_dir is not None and status is Status.OK:
         profiled, problem = _profile(run_dir)
@@ -214,7 +221,8 @@ def make_record(launch: LaunchPlan, result: ParseResult, started: float, finishe
     return build_run_record(summary or plan_summary(launch), status, reason, _utc(started), _utc(finished),
                             result, log_text, provenance.collect(**(origin or {})), notes,
                             engine_notes=run_notes(launch, result),
-                            patches=applied_series(launch.patched_trees), profile=profiled, log=log)
+                            patches=applied_series(launch.patched_trees), profile=profiled, log=log,
+                            conditions=observed)
 
 
 def _profile(run_dir: Path) -> tuple[Profile | None, str | None]:
@@ -290,19 +298,22 @@ def run_local(launch: LaunchPlan, runs_root: Path, records_dir: Path, timeout_s:
 
     started = time.time()
     origin = None
+    watched = watching.watch(launch.gpus_per_node)  # never raises: what fails is a note
     try:
         code, stopped, failure, stop = _execute_stoppable(
             torchrun.launch_command(launch, workdir), env, log_path, timeout_s, hang_s, on_line)
     finally:
         progress.done()
+        watched.stop()
         if launch.in_docker:
             origin = _docker_origin(launch, workdir)
     log_text = log_path.read_text(errors="replace")
     result = parse_log(log_text, timed_out=stopped is not None, exit_code=code,
                        stop_reason=stopped)
     kept = keep_log(records_dir, launch.run_id, log_text)
+    cap = summary.variant.get(CAP_KEY)
     record = make_record(launch, result, started, time.time(), log_text, failure, origin, summary,
-                         run_dir, kept)
+                         run_dir, kept, watching.observed(watched, cap and float(cap), log_text))
     written = _write_or_keep(record, records_dir, run_dir)
     if stop is not None:  # the user asked to stop: after the record, not before
         print(f"record: {written} ({record.status.value}: {record.reason})", file=sys.stderr)
@@ -366,7 +377,8 @@ def _docker_origin(launch: LaunchPlan, workdir: str) -> dict[str, object]:
 def summary(records: list[Record]) -> str:
     """A fixed-width table of runs, for the end of a benchmark or sweep: a run's expected TFLOP/s/GPU
     beside its own, and a flag where it came in more than 15 % below it (bench.records.expected);
-    below it, a line for each run that timed checkpoint saves (bench.records.checkpoint)."""
+    below it, a line for each run that timed checkpoint saves (bench.records.checkpoint) and one for
+    each run whose GPUs were watched (bench.records.provenance.Conditions)."""
     head = (f"{'preset':>6} {'layout':<14} {'status':<10} {'step s':>7} {'samples/s':>9} "
             f"{'tok/s/GPU':>9} {'TFLOP/s/GPU':>11} {'expected':>8} {'MFU %':>6} {'mem GB':>6}")
     rows = [head, "-" * len(head)]
@@ -384,4 +396,6 @@ def summary(records: list[Record]) -> str:
                     f"{m.tokens_per_s_per_gpu:9.0f} {m.tflops_per_gpu:11.1f} {expected} "
                     f"{100 * m.mfu:6.1f} {mem}" + (f"  LOW: {low}" if low else ""))
     rows += [f"{r.preset.name} {r.layout.name}: {r.checkpoint.describe()}" for r in records if r.checkpoint]
+    rows += [f"{r.preset.name} {r.layout.name}: GPUs {r.conditions.describe()}" for r in records
+             if r.conditions and r.conditions.gpus]
     return "\n".join(rows)

@@ -223,3 +223,10 @@ def test_a_log_cut_to_its_budget_is_checked_but_for_memory(folder: Path,
     _edit(folder, run_id, lambda d: d["series"][7].update(step_ms=1.0))
     found = verify.verify_record(load_record(record_path(folder, run_id)), folder).mismatches
     assert [m.field for m in found][:1] == ["series[7].step_ms"]
+
+
+def test_a_changed_loss_is_reported(folder: Path) -> None:
+    _edit(folder, VIRTUAL, lambda d: d["lm_losses"].__setitem__(3, 1.5))
+    done = _verify(folder)
+    assert done.returncode == 1
+    assert f"{VIRTUAL}: lm_losses[3]: record 1.5, log " in done.stdout

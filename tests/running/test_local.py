@@ -163,3 +163,14 @@ def test_a_crash_keeps_the_first_error_lines_and_argv_is_the_ranks_command(
     assert record.log_errors == ("nvcc fatal   : Unsupported gpu architecture 'compute_100a'",)
     assert record.argv == launch.train_argv and record.argv[:3] == ("python", "-m",
                                                                     "bench.train.pretrain_gpt")
+
+
+def test_a_watch_of_the_gpus_that_fails_is_a_note_and_the_run_keeps_its_record(
+        monkeypatch, launch, tmp_path: Path) -> None:
+    def broken():
+        raise RuntimeError("nvidia-smi crashed")
+    monkeypatch.setattr(runner.watching, "detect_gpus", broken)
+    record = _run_with(monkeypatch, [sys.executable, "-c", "print('x')"], launch, tmp_path)
+    assert "nvidia-smi crashed" in record.notes["conditions"]
+    assert record.conditions.gpus == [] and record.conditions.cpu_count
+    assert [r.run_id for r in load_records(tmp_path / "records")[0]] == [launch.run_id]
