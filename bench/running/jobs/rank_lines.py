@@ -2,8 +2,9 @@
 {json}``: :mod:`bench.train.sysinfo`), read from a job's output that no rank controls alone: ranks
 write into one stream, so a line can be cut, or hold another rank's text after its own or inside
 it. Each prefix on a line is read (two ranks' lines run into one give two objects); one not
-followed by a JSON object is counted, not parsed; text after the object is left out; a value of a known key that has not its kind (a rank that is no integer, a GPU
-list that is no list) is dropped, so that the report reads every line it can and flags the rest.
+followed by a JSON object is counted, not parsed; text after the object is left out; a value of a
+known key that has not its kind (a rank that is no integer, a GPU list that is no list) is dropped,
+so that the report reads every line it can and flags the rest.
 """
 
 from __future__ import annotations
