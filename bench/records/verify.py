@@ -170,7 +170,7 @@ def report(verdicts: Sequence[Verdict], problems: Sequence[Problem]) -> tuple[li
     """The lines verify prints, the summary last, and how many mismatches (files that are no
     record count as one each: they cannot be vouched for)."""
     lines = [str(m) for v in verdicts for m in v.mismatches]
-    lines += [f"{problem}: not a record, so not verified" for problem in problems]
+    lines += [visible(f"{problem}: not a record, so not verified") for problem in problems]
     count = len(lines)
     with_evidence = sum(v.evidence for v in verdicts)
     lines.append(f"verified {with_evidence} with evidence, {len(verdicts) - with_evidence} without "
