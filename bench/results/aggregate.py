@@ -1,11 +1,12 @@
 """Runs + published figures + reference ranges -> one report of rows grouped by model.
 
-Ok runs of the same configuration (platform, engine, precision, preset shape, layout, batches,
-nodes, GPUs, the record's variant, apex, the patch series and the kit commit, unless commits are
-pooled) become one measured row: the median run by TFLOP/s/GPU (the lower median for an even
-count, ties broken by run id), so every figure in a row comes from one run and the row links it;
-the row also keeps the lowest and highest TFLOP/s/GPU of its runs and their commits. Failed
-runs (any status but ok) never enter a throughput table.
+Ok runs of one configuration key (:func:`bench.records.identity.config_key`: everything that
+changes the math or the speed, not the kit commit; split by kit commit too with ``by_commit``)
+become one measured row: its TFLOP/s/GPU is the median of the runs (the mean of the middle two for
+an even count) with their lowest, highest and CV (:class:`bench.results.spread.Figure`); its other
+cells are the middle run's (the lower middle for an even count, ties broken by run id), whose
+record the row links. A row is headline grade or quick (:mod:`bench.records.headline`): only a
+headline row may be a "best". Failed runs (any status but ok) never enter a throughput table.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from dataclasses import dataclass
 from bench.config.precisions import peak_format
 from bench.planning.layout import LayoutSpec
 from bench.planning.tuning import TUNING_NOTE_KEYS
+from bench.records.headline import Grade, grade, long_runs
+from bench.records.identity import config_key
 from bench.records.record import LayoutInfo, Record
 from bench.records.store import Problem
 from bench.results.data import Published, PublishedRow, ReferenceRange
 from bench.results.hardware import hardware_id
 from bench.results.runs import label_of
 from bench.results.spread import Figure, commits_words, kit_commit
-from bench.results.words import CAP_KEY, engine_words, layers, model_sort_key, variant_text
+from bench.results.words import CAP_KEY, engine_words, layers, model_sort_key, recipe, variant_text
 
 
 class Verdict(enum.StrEnum):
@@ -83,6 +86,11 @@ class Row:
     figure: Figure | None = None  # measured rows: the median, n and spread of the runs' TFLOP/s/GPU
     commits: str = ""  # measured rows: "kit 74d8988" (or "kits ..." where pooled)
     memory_cap_gb: str | None = None  # the --gpu-memory-cap the runs planned with, if any
+    key: str = ""  # measured rows: the configuration key's digest (bench.records.identity)
+    grade: Grade | None = None  # measured rows: headline or quick
+    evidenced: int | None = None  # measured rows: how many of the runs have a series or a kept log
+    recipe: str = ""  # a recipe that changes the training math (bench.results.words.recipe)
+    best_figure: Figure | None = None  # headline rows: the figure of their long runs
 
     @property
     def flagged(self) -> bool:
@@ -117,17 +125,25 @@ class Report:
 
     @property
     def best_rows(self) -> list[Row]:
-        """The measured row with the most TFLOP/s/GPU per model, precision and accelerator: one
-        GPU model's figure never stands for another's. In table order of model and precision,
-        each precision's rows side by side by accelerator name."""
+        """The headline-grade row with the most median TFLOP/s/GPU (of its long runs) per model,
+        precision and recipe, and accelerator: one GPU model's figure never stands for another's,
+        and a quick row is never a best. In table order of model and precision, each precision's
+        rows side by side by accelerator name."""
         best: dict[tuple[str, str, str], Row] = {}
         for row in self.measured_rows:  # a capped GPU is its own hardware, never the larger's best
-            key = (row.model, row.precision, hardware_id(row.accelerator) + (
-                f" capped at {row.memory_cap_gb} GB" if row.memory_cap_gb else ""))
-            if key not in best or (row.tflops_per_gpu or 0.0) > (best[key].tflops_per_gpu or 0.0):
+            if row.best_figure is None:
+                continue
+            key = (row.model, " ".join(filter(None, (row.precision, row.recipe))),
+                   hardware_id(row.accelerator) + (f" capped at {row.memory_cap_gb} GB" if row.memory_cap_gb else ""))
+            if key not in best or row.best_figure.median > best[key].best_figure.median:  # type: ignore[union-attr]
                 best[key] = row
         first_seen = {key[:2]: i for i, key in reversed(list(enumerate(best)))}
         return [best[key] for key in sorted(best, key=lambda k: (first_seen[k[:2]], k[2]))]
+
+    @property
+    def quick_rows(self) -> int:
+        """How many measured rows are quick: shown, never a best."""
+        return sum(1 for row in self.measured_rows if row.grade is Grade.QUICK)
 
 
 def _sweep(run: Record) -> str | None:
@@ -135,17 +151,10 @@ def _sweep(run: Record) -> str | None:
     return None if sweep is None else str(sweep)
 
 
-def configuration(run: Record, pool_commits: bool = False) -> tuple:
-    """What makes two runs the same configuration (ok runs of one are pooled): the kit commit
-    too, unless ``pool_commits``."""
-    p, lay = run.preset, run.layout
-    return (
-        p.name, p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
-        label_of(run), run.engine, layers(run), run.precision, run.nodes, run.gpus,
-        lay.name, lay.tp, lay.pp, lay.dp, lay.vp, lay.cp, lay.sp, lay.zero,
-        lay.micro_batch, lay.global_batch, variant_text(run),
-        None if pool_commits else kit_commit(run),
-    )  # fmt: skip
+def configuration(run: Record, by_commit: bool = False) -> tuple[str, str | None]:
+    """What makes two runs the same configuration (ok runs of one are pooled): its key's digest,
+    and with ``by_commit`` the kit commit too."""
+    return config_key(run).digest, kit_commit(run) if by_commit else None
 
 
 def _shape(run: Record) -> str:
@@ -211,8 +220,9 @@ def median_run(runs: Sequence[Record]) -> Record:
     return ranked[(len(ranked) - 1) // 2]
 
 
-def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
+def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange], evidenced: frozenset[str]) -> Row:
     median = median_run(runs)
+    graded = grade(runs)
     m, lay = median.metrics, median.layout
     assert m is not None  # only ok runs are grouped, and ok runs have metrics
     entry = find_range(ranges, median)
@@ -234,8 +244,15 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange]) -> Row:
         percent_of_bf16_peak=(m.mfu_bf16_peak * 100 if m.mfu_bf16_peak is not None
                               and peak_format(median.precision) == "fp8" else None),
         figure=Figure.of_runs(runs), commits=commits_words(runs),
-        memory_cap_gb=median.variant.get(CAP_KEY),
+        memory_cap_gb=_cap(median), key=config_key(median).digest, grade=graded,
+        evidenced=sum(1 for run in runs if run.run_id in evidenced), recipe=recipe(median),
+        best_figure=Figure.of_runs(long_runs(runs)) if graded is Grade.HEADLINE else None,
     )  # fmt: skip
+
+
+def _cap(run: Record) -> str | None:
+    cap = run.variant.get(CAP_KEY)
+    return None if cap is None else str(cap)
 
 
 def _published_row(row: PublishedRow, published: Published) -> Row:
@@ -260,7 +277,7 @@ def _published_row(row: PublishedRow, published: Published) -> Row:
 def _measured_order(row: Row) -> tuple:
     return (row.platform, row.engine, row.precision, row.gpus, row.tp, row.pp, row.dp, row.cp,
             row.vp or 0, -1 if row.zero is None else row.zero, row.sp, row.micro_batch,
-            row.global_batch, row.variant, row.commits, row.label)
+            row.global_batch, row.variant, row.commits, row.key, row.label)
 
 
 def build_report(
@@ -268,22 +285,24 @@ def build_report(
     problems: Sequence[Problem],
     published: Published,
     ranges: Sequence[ReferenceRange],
-    pool_commits: bool = False,
+    by_commit: bool = False,
+    evidenced: frozenset[str] = frozenset(),
 ) -> Report:
     """Group, select and order everything; the result does not depend on the input order. Runs
-    of different kit commits are rows of their own unless ``pool_commits``."""
+    of different kit commits share a row unless ``by_commit``; ``evidenced`` are the run ids with
+    a series or a kept log (:func:`bench.results.evidence.evidenced`)."""
     groups: dict[tuple, list[Record]] = defaultdict(list)
     shapes: dict[str, set[str]] = defaultdict(set)
     failed = []
     for run in runs:
         if run.ok:
-            groups[configuration(run, pool_commits)].append(run)
+            groups[configuration(run, by_commit)].append(run)
             shapes[run.preset.name.lower()].add(_shape(run))
         else:
             failed.append(run)
     by_model: dict[str, list[Row]] = defaultdict(list)
     for group in groups.values():
-        row = _measured_row(group, ranges)
+        row = _measured_row(group, ranges, evidenced)
         by_model[row.model].append(row)
     for rows in by_model.values():
         rows.sort(key=_measured_order)

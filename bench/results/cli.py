@@ -1,11 +1,12 @@
-"""``python -m bench results [--check | --csv] [--pool-commits] [--records DIR] [--out DIR]`` and
+"""``python -m bench results [--check | --csv] [--by-commit] [--records DIR] [--out DIR]`` and
 ``python -m bench compare A B``.
 
 Without ``--check``: regenerate ``<out>/README.md`` and ``<out>/plots/`` (exit 0).
 With ``--check``: write nothing; exit 1 when a measured row is outside its reference range.
 With ``--csv``: write nothing; print every table row (measured and published) as CSV.
-With ``--pool-commits``: runs of one configuration from different kit commits share a row (by
-default each kit commit's runs are a row, a table or a pair of their own).
+By default the runs of one configuration key (``bench/records/identity.py``) share a row whatever
+kit commit ran them; with ``--by-commit`` each kit commit's runs are a row, a table or a pair of
+their own.
 Skipped record files are listed on stderr in both modes; a broken TOML data file exits 2.
 """
 
@@ -40,9 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="write nothing; exit 1 if a measured row is outside its range")
     mode.add_argument("--csv", action="store_true",
                       help="write nothing; print the table rows as CSV on stdout")
-    parser.add_argument("--pool-commits", action="store_true",
-                        help="pool runs of one configuration from different kit commits (default: "
-                        "each kit commit's runs apart)")
+    parser.add_argument("--by-commit", action="store_true",
+                        help="split each configuration's runs by kit commit (default: runs of one "
+                        "configuration key share a row whatever commit ran them)")
     add_records_option(parser)
     parser.add_argument("--out", type=Path, default=gen.RESULTS_DIR,
                         help="where README.md and plots/ go (default: %(default)s)")
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             gen.check_out_dir(args.out)
         generated = gen.generate(records_dir(args), args.out, args.published, args.ranges,
                                  draw_plots=writes, smoke_dir=args.smoke,
-                                 pool_commits=args.pool_commits)
+                                 by_commit=args.by_commit)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-CSV_SKIP = ("reference", "verdict", "figure")
+CSV_SKIP = ("reference", "verdict", "figure", "best_figure")
 # A text cell a spreadsheet would read as a formula (=, +, -, @; tab and carriage return start
 # one too): record text such as a variant or a label could run one on the reader's machine.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -1,19 +1,19 @@
 """Four GPUs: the 13b layouts side by side with their time breakdowns, and data-parallel scaling
 over 1, 2 and 4 GPUs at one batch per GPU.
 
-A 13b row is one configuration of ok four-GPU runs (of one kit commit unless commits are pooled):
-its median TFLOP/s/GPU with run count and spread, its ratio to the fastest row on the same
-hardware, precision and global batch with that ratio's noise, and where one of its runs was made with
-``--profile``, that run's time at the measured step by class (:mod:`bench.results.profiles`).
-The layouts and precisions of the four-GPU campaign (issue 46: ``results/campaigns/x4.toml``)
-without a row are named as missing. The plot draws each row's TFLOP/s/GPU, split by its profile's
-shares of the step where it has one.
+A 13b row is one configuration key's ok four-GPU runs (split by kit commit with ``by_commit``):
+its median TFLOP/s/GPU with run count and spread, its ratio to the fastest headline-grade row on the
+same hardware, precision, recipe and global batch with that ratio's noise (``quick`` where either
+is not headline grade), and where one of its runs was made with ``--profile``, that run's time at
+the measured step by class (:mod:`bench.results.profiles`). The layouts and precisions of the
+four-GPU campaign (``results/campaigns/x4.toml``) without a row are named as missing. The plot
+draws each row's median with its runs' lowest–highest.
 
 A scaling row is one pure data-parallel configuration (TP 1, PP 1) measured on four GPUs: model,
 engine, layers, precision, hardware with its cap, micro-batch, batch per GPU (global batch / GPUs)
-and settings. Its 1- and 2-GPU cells are the runs of the four-GPU cell's kit commit where there
-are some, else of the newest commit measured at that count (each cell names its commit), and
-``not measured`` where none ran.
+and settings. Its 1- and 2-GPU cells are all runs at that count (with ``by_commit``, those of the
+four-GPU cell's kit commit where there are some, else of the newest commit there), and ``not
+measured`` where none ran.
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from bench.config.presets import get_preset
 from bench.planning.engines.table import ENGINES
 from bench.planning.layout import build_layout
 from bench.planning.memory import GB, REFUSE_FRACTION, estimate_bytes, is_fp8
+from bench.records.headline import is_headline_grade
+from bench.records.identity import config_key
 from bench.records.record import Record
 from bench.results import plots
 from bench.results.aggregate import configuration, median_run
 from bench.results.profiles import STACK, STACK_COLOURS, STACK_NAMES, TimeRow, time_rows
-from bench.results.spread import RATIO_WORDS, Figure, Ratio, commits_words, kit_commit
+from bench.results.spread import RATIO_WORDS, Figure, commits_words, kit_commit, ratio_text
 from bench.results.table import DASH, record_link, table, text
 from bench.results.words import (
     CAP_KEY,
@@ -38,6 +40,7 @@ from bench.results.words import (
     hardware_words,
     layers,
     model_sort_key,
+    recipe,
     settings,
     variant,
     variant_text,
@@ -54,8 +57,8 @@ SCALING_GPUS = (1, 2, 4)
 
 @dataclass(frozen=True)
 class LayoutRow:
-    """One four-GPU 13b configuration; ``best`` the fastest row's runs on its hardware, precision
-    and global batch."""
+    """One four-GPU 13b configuration; ``best`` the runs of the fastest headline-grade row on its
+    hardware, precision, recipe and global batch (none where no row there is headline grade)."""
 
     runs: tuple[Record, ...]
     best: tuple[Record, ...]
@@ -66,27 +69,28 @@ class LayoutRow:
         return median_run(self.runs)
 
 
-def layout_rows(runs: Sequence[Record], pool_commits: bool = False) -> tuple[LayoutRow, ...]:
+def layout_rows(runs: Sequence[Record], by_commit: bool = False) -> tuple[LayoutRow, ...]:
     """The ok 13b four-GPU configurations, fastest first within each hardware and precision."""
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for run in runs:
         if run.ok and run.preset.name.lower() == MODEL and run.gpus == GPUS:
-            groups[configuration(run, pool_commits)].append(run)
+            groups[configuration(run, by_commit)].append(run)
     members = [tuple(sorted(group, key=lambda r: r.run_id)) for group in groups.values()]
     members.sort(key=lambda g: (*_alike(g[0]), -Figure.of_runs(g).median, g[0].run_id))
     profiled = {row.run.run_id: row for row in time_rows(runs)}
     best: dict[tuple, tuple[Record, ...]] = {}
-    for group in members:  # fastest first: the first of each hardware, precision and batch is its best
-        best.setdefault(_alike(group[0]), group)
-    return tuple(LayoutRow(group, best[_alike(group[0])],
+    for group in members:  # fastest first: the first headline row of each setup is its best
+        if is_headline_grade(group):
+            best.setdefault(_alike(group[0]), group)
+    return tuple(LayoutRow(group, best.get(_alike(group[0]), ()),
                            next((profiled[r.run_id] for r in (median_run(group), *reversed(group))
                                  if r.run_id in profiled), None))
                  for group in members)
 
 
-def _alike(run: Record) -> tuple[str, str, int]:
-    """What rows share to be set against each other: hardware, precision, global batch."""
-    return hardware_words(run), run.precision, run.layout.global_batch
+def _alike(run: Record) -> tuple[str, str, str, int]:
+    """What rows share to be set against each other: hardware, precision, recipe, global batch."""
+    return hardware_words(run), run.precision, recipe(run), run.layout.global_batch
 
 
 def missing_layouts(rows: Sequence[LayoutRow]) -> list[str]:
@@ -114,11 +118,11 @@ def _beyond_80_gb(tp: int, pp: int, sp: bool, vp: bool, precision: str) -> str:
 def _scaling_key(run: Record) -> tuple:
     lay = run.layout
     return (model_sort_key(run.preset.name.lower()), run.preset.name.lower(), run.engine, layers(run),
-            run.precision, hardware_words(run), lay.micro_batch, lay.global_batch / run.gpus,
-            variant_text(run))
+            run.precision, hardware_words(run), str(run.variant.get(CAP_KEY)), lay.micro_batch,
+            lay.global_batch / run.gpus, variant_text(run))
 
 
-def scaling_rows(runs: Sequence[Record], pool_commits: bool = False) -> list[dict[int, tuple[Record, ...]]]:
+def scaling_rows(runs: Sequence[Record], by_commit: bool = False) -> list[dict[int, tuple[Record, ...]]]:
     """Per pure data-parallel configuration measured on four GPUs: its runs at 1, 2 and 4 GPUs."""
     by_key: dict[tuple, dict[int, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for run in runs:
@@ -130,15 +134,16 @@ def scaling_rows(runs: Sequence[Record], pool_commits: bool = False) -> list[dic
         counts = by_key[key]
         if GPUS not in counts:
             continue
-        top = _one_commit(counts[GPUS], None, pool_commits)
-        rows.append({gpus: _one_commit(counts[gpus], kit_commit(median_run(top)), pool_commits)
+        top = _one_commit(counts[GPUS], None, by_commit)
+        rows.append({gpus: _one_commit(counts[gpus], kit_commit(median_run(top)), by_commit)
                      for gpus in SCALING_GPUS if gpus in counts})
     return rows
 
 
-def _one_commit(runs: Sequence[Record], wanted: str | None, pool_commits: bool) -> tuple[Record, ...]:
-    """The runs of ``wanted``'s commit, else of the newest commit among them (all where pooled)."""
-    if pool_commits:
+def _one_commit(runs: Sequence[Record], wanted: str | None, by_commit: bool) -> tuple[Record, ...]:
+    """The runs of ``wanted``'s commit, else of the newest commit among them; all of them unless
+    ``by_commit``."""
+    if not by_commit:
         return tuple(runs)
     commits = {kit_commit(run) for run in runs}
     commit = wanted if wanted in commits else kit_commit(max(runs, key=lambda r: r.started_at))
@@ -161,9 +166,15 @@ def _layout_cells(row: LayoutRow, records_link: str) -> list[str]:
     return [text(lay.name), text(" ".join(filter(None, (run.precision, variant_text(run))))),
             text(engine_words(run)), text(hardware_words(run)), f"{lay.micro_batch}/{lay.global_batch}",
             Figure.of_runs(row.runs).text(), f"{m.mfu * 100:.1f}",
-            "1" if row.runs == row.best else Ratio.of(row.runs, row.best).text(),
+            _times_fastest(row),
             DASH if m.peak_mem_gb is None else f"{m.peak_mem_gb:.1f}", *shares,
             text(commits_words(row.runs)), record_link(run, records_link)]
+
+
+def _times_fastest(row: LayoutRow) -> str:
+    if row.runs == row.best:
+        return "1"
+    return ratio_text(row.runs, row.best) if row.best else f"quick (n={len(row.runs)}; no headline row)"
 
 
 def _scaling_cells(cells: dict[int, tuple[Record, ...]], records_link: str) -> list[str]:
@@ -171,7 +182,7 @@ def _scaling_cells(cells: dict[int, tuple[Record, ...]], records_link: str) -> l
     lay = top.layout
     figures = [f"{Figure.of_runs(cells[g]).text()}, {commits_words(cells[g])}" if g in cells
                else "not measured" for g in SCALING_GPUS]
-    efficiency = Ratio.of(cells[GPUS], cells[1]).text(3) if 1 in cells else DASH
+    efficiency = ratio_text(cells[GPUS], cells[1], 3) if 1 in cells else DASH
     return [text(top.preset.name.upper()), text(top.precision), text(engine_words(top)),
             text(hardware_words(top)), f"{lay.micro_batch}/{lay.global_batch // top.gpus}",
             *map(text, figures), efficiency, text(variant_text(top)), record_link(top, records_link)]
@@ -185,12 +196,13 @@ SCALING_COLUMNS: tuple[tuple[str, bool], ...] = (
 
 
 def section(rows: Sequence[LayoutRow], scaling: Sequence[dict[int, tuple[Record, ...]]],
-            plot: TimeShares | None, records_link: str) -> list[str]:
+            plot: LayoutBars | None, records_link: str) -> list[str]:
     """The 13b layouts on four GPUs, what is missing of them, the plot, the scaling table."""
     lines = ["## Four GPUs", "", "### 13B layouts on four GPUs", "",
              ("Every ok 13B configuration on four GPUs, fastest first per hardware, precision and global batch: "
               "median TFLOP/s/GPU (causal count) with run count and lowest–highest, its ratio to the "
-              "fastest on the same hardware, precision and global batch, and where a run of it was profiled "
+              "fastest headline-grade row on the same hardware, precision, recipe and global batch, and "
+              "where a run of it was profiled "
               "(`bench run --profile`), that run's step by class as a share of the measured step "
               f"(`{DASH}`: no profile). " + RATIO_WORDS), ""]
     lines += (table(LAYOUT_COLUMNS, [_layout_cells(row, records_link) for row in rows]) if rows
@@ -205,8 +217,7 @@ def section(rows: Sequence[LayoutRow], scaling: Sequence[dict[int, tuple[Record,
               ("Each pure data-parallel configuration (TP 1, PP 1) measured on four GPUs, beside "
                "the same configuration on one and two GPUs at the same micro-batch and batch per "
                "GPU (global batch / GPUs): model, engine and layers, precision, hardware and its "
-               "cap, settings. A cell is one kit commit's runs: the four-GPU cell's commit where it "
-               "ran at that count, else the newest there, named in the cell. `efficiency` = "
+               "cap, settings. A cell is every run at that count, their kit commits named in the cell. `efficiency` = "
                "TFLOP/s/GPU on 4 GPUs over 1 GPU (1.000: perfect scaling)."), ""]
     lines += (table(SCALING_COLUMNS, [_scaling_cells(c, records_link) for c in scaling]) if scaling
               else ["No data-parallel run on four GPUs yet."])
@@ -214,12 +225,14 @@ def section(rows: Sequence[LayoutRow], scaling: Sequence[dict[int, tuple[Record,
 
 
 @dataclass(frozen=True)
-class TimeShares:
-    """Each 13b row's TFLOP/s/GPU as a bar, split by its profile's shares of the step."""
+class LayoutBars:
+    """Each 13b row's median TFLOP/s/GPU as a bar with its runs' lowest–highest as an error bar;
+    quick rows are drawn pale (a profile's time split is in the table and the time plot, never
+    here: most rows have no profile)."""
 
     filename: str
     title: str
-    bars: tuple[tuple[str, float, tuple[float, ...] | None], ...]  # label, TFLOP/s, shares or None
+    bars: tuple[tuple[str, Figure, bool], ...]  # label, figure, headline grade
 
     def render(self, key: str) -> bytes:
         return _render(self, key)
@@ -231,7 +244,7 @@ SHORT_FLAGS = (("megatron_args=", ""), ("--cuda-graph-impl transformer_engine", 
                ("recompute=selective", "selective recompute"))
 
 
-def plan_plot(rows: Sequence[LayoutRow]) -> TimeShares | None:
+def plan_plot(rows: Sequence[LayoutRow]) -> LayoutBars | None:
     if not rows:
         return None
     bars = []
@@ -243,41 +256,34 @@ def plan_plot(rows: Sequence[LayoutRow]) -> TimeShares | None:
             changed = changed.replace(flags, short)
         label = (f"{run.layout.name} {run.layout.micro_batch}/{run.layout.global_batch} {run.precision} "
                  f"{engine_words(run)}{f' {changed}' if changed else ''}, {hardware_words(run)}, "
-                 f"{commits_words(row.runs)}")
-        shares = (tuple(row.profile.classes[name] / row.profile.step_ms for name in STACK)
-                  if row.profile is not None else None)
-        bars.append((label, Figure.of_runs(row.runs).median, shares))
-    return TimeShares(PLOT, "13B on four GPUs: median TFLOP/s per GPU, split by where a profiled step's "
-                      "time goes", tuple(bars))
+                 f"key {config_key(run).digest}")
+        bars.append((label, Figure.of_runs(row.runs), is_headline_grade(row.runs)))
+    return LayoutBars(PLOT, "13B on four GPUs: median TFLOP/s per GPU, bars from the lowest to the "
+                      "highest run; pale: quick (fewer than 3 runs of 20 measured steps)", tuple(bars))
 
 
-def _render(spec: TimeShares, key: str) -> bytes:
+def _render(spec: LayoutBars, key: str) -> bytes:
     from matplotlib.figure import Figure as Drawing
 
     count = len(spec.bars)
-    label_in = 0.3 + 0.061 * max(len(label) for label, _, _ in spec.bars)
-    width, height = label_in + 6.9, count * 0.32 + 1.55
+    label_in = plots.label_width_in([label for label, _, _ in spec.bars], 8)
+    width, height = label_in + 6.9, count * 0.32 + 1.3
     figure = Drawing(figsize=(width, height), dpi=plots.DPI)
-    axes = figure.add_axes((label_in / width, 1.1 / height, 6.0 / width, count * 0.32 / height))
-    legend_done = False  # the classes are named once, at the first profiled bar
-    for position, (_, value, shares) in zip(range(count - 1, -1, -1), spec.bars, strict=True):
-        left = 0.0
-        for name, share in zip(STACK, shares or (1.0,) + (0.0,) * (len(STACK) - 1), strict=True):
-            colour = STACK_COLOURS[name] if shares else "#8c8c8c"
-            axes.barh(position, value * share, left=left, height=0.7, color=colour, edgecolor="white",
-                      linewidth=0.5, label=STACK_NAMES[name] if shares and not legend_done else None)
-            left += value * share
-        legend_done = legend_done or shares is not None
-        axes.text(value, position, f" {value:.0f}{'' if shares else ' (no profile)'}", va="center", fontsize=8)
-    axes.set_yticks(list(range(count - 1, -1, -1)), [label for label, _, _ in spec.bars], fontsize=8)
+    axes = figure.add_axes((label_in / width, 0.85 / height, 6.0 / width, count * 0.32 / height))
+    positions = list(range(count - 1, -1, -1))
+    medians = [fig.median for _, fig, _ in spec.bars]
+    axes.barh(positions, medians, height=0.7, edgecolor="white",
+              color=[STACK_COLOURS["gemm"] if headline else "#c6c6c6" for _, _, headline in spec.bars])
+    axes.errorbar(medians, positions, fmt="none", ecolor="black", elinewidth=0.8, capsize=2,
+                  xerr=[[fig.median - fig.low for _, fig, _ in spec.bars],
+                        [fig.high - fig.median for _, fig, _ in spec.bars]])
+    for position, (_, fig, _) in zip(positions, spec.bars, strict=True):
+        axes.text(fig.high, position, f"  {fig.median:.0f} (n={fig.n})", va="center", fontsize=8)
+    axes.set_yticks(positions, [label for label, _, _ in spec.bars], fontsize=8)
     axes.set_ylim(-0.5, count - 0.5)
-    axes.set_xlim(0, max(value for _, value, _ in spec.bars) * 1.2)
-    axes.set_xlabel("TFLOP/s per GPU (causal count); coloured by share of the measured step")
+    axes.set_xlim(0, max(fig.high for _, fig, _ in spec.bars) * 1.2)
+    axes.set_xlabel("TFLOP/s per GPU (causal count): median, lowest–highest of the runs")
     axes.grid(axis="x", linewidth=0.4, alpha=0.5)
     axes.set_axisbelow(True)
-    handles = axes.get_legend_handles_labels()
-    if handles[0]:
-        figure.legend(*handles, loc="lower left", ncols=3, fontsize=8, frameon=False,
-                      bbox_to_anchor=(label_in / width, 0.05 / height))
-    figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top")
+    figure.suptitle(spec.title, x=0.01, y=1 - 0.12 / height, ha="left", va="top", fontsize=9)
     return plots.png_bytes(figure, key)

@@ -19,6 +19,7 @@ from bench.results import fourgpu, losses, markdown, plots, predicted
 from bench.results.aggregate import Report, build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.drawing import Drawer
+from bench.results.evidence import evidenced
 from bench.results.hardware import load_ceilings, load_node_checks
 from bench.results.profiles import plan_time_plot, time_rows
 
@@ -45,15 +46,15 @@ def generate(
     ranges_file: Path = RANGES_FILE,
     draw_plots: bool = True,
     smoke_dir: Path = SMOKE_DIR,
-    pool_commits: bool = False,
+    by_commit: bool = False,
 ) -> Generated:
     """Load everything and render the page (and, with ``draw_plots``, the PNGs) in memory.
 
     A PNG already in ``out_dir/plots`` whose inputs key matches is reused, not drawn again
     (:func:`bench.results.plots.reuse_or_render`).
 
-    Runs of different kit commits stay apart unless ``pool_commits``. Bad records are skipped and
-    listed in the report; a bad TOML file raises ValueError.
+    Runs of one configuration key share a row whatever their kit commit unless ``by_commit``. Bad
+    records are skipped and listed in the report; a bad TOML file raises ValueError.
     """
     # The drawing process imports matplotlib while this one loads the inputs.
     with Drawer() if draw_plots else contextlib.nullcontext() as drawer:
@@ -61,17 +62,17 @@ def generate(
         ranges = load_ranges(ranges_file)
         ceilings = load_ceilings(smoke_dir)
         runs, problems = load_records(records_dir)
-        report = build_report(runs, problems, published, ranges, pool_commits)
+        report = build_report(runs, problems, published, ranges, by_commit, evidenced(records_dir, runs))
         platform_specs = plots.plan_plots(report, ceilings)
         loss_specs = losses.plan_losses(runs)
         profiles = time_rows(runs)
         time_plot = plan_time_plot(profiles)
-        four_gpu_plot = fourgpu.plan_plot(fourgpu.layout_rows(runs, pool_commits))
+        four_gpu_plot = fourgpu.plan_plot(fourgpu.layout_rows(runs, by_commit))
         model = predicted.checked(runs)
         page = markdown.render(markdown.Page(
             report, Path(os.path.relpath(records_dir, out_dir)).as_posix(), tuple(runs), published,
             tuple(platform_specs), tuple(loss_specs), tuple(profiles), tuple(load_node_checks(smoke_dir)),
-            Path(os.path.relpath(smoke_dir, out_dir)).as_posix(), pool_commits, four_gpu_plot, model))
+            Path(os.path.relpath(smoke_dir, out_dir)).as_posix(), by_commit, four_gpu_plot, model))
         files = {PAGE: page.encode()}
         model_plot = model.plot if model else None
         specs: list[plots.Drawable] = [*platform_specs, *loss_specs, *(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from bench.records.record import Record
 from bench.records.store import Problem
 from bench.results import (
+    best,
     checkpoints,
     fits,
     fourgpu,
@@ -31,14 +32,15 @@ from bench.results import (
     scaling,
 )
 from bench.results.aggregate import ModelTable, Report, Row
+from bench.results.best import percent_cell, tflops_cell
 from bench.results.data import CONVENTION_LABELS, Published
-from bench.results.hardware import NodeCheck, hardware_id, hardware_name
+from bench.results.hardware import NodeCheck
 from bench.results.loss_plot import LossPlot
 from bench.results.plots import PlotSpec
 from bench.results.profiles import TimeRow
 from bench.results.runs import failure_reason, label_of
 from bench.results.table import DASH, code, integer, link, number, plain, table, text, with_code
-from bench.results.words import display_name
+from bench.results.words import cap_words, display_name
 
 NOTHING_PUBLISHED = Published({}, ())
 
@@ -58,8 +60,8 @@ class Page:
     profiles: tuple[TimeRow, ...] = ()
     node_checks: tuple[NodeCheck, ...] = ()
     smoke_link: str = ""
-    pool_commits: bool = False  # runs of one configuration from several kit commits share a row
-    four_gpu_plot: fourgpu.TimeShares | None = None
+    by_commit: bool = False  # each kit commit's runs of a configuration are a row of their own
+    four_gpu_plot: fourgpu.LayoutBars | None = None
     step_model: predicted.Checked | None = None  # the step-time model checked on the runs
 
 
@@ -69,13 +71,13 @@ def render(page: Page) -> str:
     sections = (
         _head(records),
         _summary(page.report, records),
-        _best_section(page.report, records),
-        scaling.section(scaling.scaling_pairs(runs, page.pool_commits), records),
-        fourgpu.section(fourgpu.layout_rows(runs, page.pool_commits),
-                        fourgpu.scaling_rows(runs, page.pool_commits), page.four_gpu_plot, records),
+        best.section(page.report, records),
+        scaling.section(scaling.scaling_pairs(runs, page.by_commit), records),
+        fourgpu.section(fourgpu.layout_rows(runs, page.by_commit),
+                        fourgpu.scaling_rows(runs, page.by_commit), page.four_gpu_plot, records),
         profiles.section(page.profiles, records),
         hardware.section(page.node_checks, page.smoke_link),
-        precisions.section(precisions.side_by_side(runs, page.pool_commits), records),
+        precisions.section(precisions.side_by_side(runs, page.by_commit), records),
         fits.section(fits.fit_groups(runs), records),
         memory.section(memory.parts_rows(runs, page.published), records),
         checkpoints.section(runs, records),
@@ -119,6 +121,9 @@ COLUMNS: tuple[tuple[str, bool], ...] = (
     ("notes", False),
     ("sweep", False),
     ("runs", True),
+    ("grade", False),
+    ("evidence", True),
+    ("configuration key", False),
     ("kit commit", False),
     ("date", False),
     ("record / source", False),
@@ -127,14 +132,22 @@ COLUMNS: tuple[tuple[str, bool], ...] = (
 )
 
 
-def _tflops(row: Row) -> str:
-    """A measured row's median TFLOP/s/GPU with its run count and spread; a published figure."""
-    return number(row.tflops_per_gpu, 1) if row.figure is None else row.figure.text()
+def _grade(row: Row) -> str:
+    """``headline`` or ``quick``; a recipe row says its recipe."""
+    shown = str(row.grade) if row.grade is not None else DASH
+    return f"{shown}, recipe: {row.recipe}" if row.recipe else shown
 
 
-def _hardware(row: Row) -> str:
-    cap = f" capped at {row.memory_cap_gb} GB" if row.memory_cap_gb else ""
-    return hardware_name(row.accelerator) + cap
+def _evidence(row: Row) -> str:
+    """How many of the row's runs carry a series or a kept log, ``**none**`` where none does."""
+    if row.evidenced is None:
+        return DASH
+    return "**none**" if row.evidenced == 0 else f"{row.evidenced}/{row.runs}"
+
+
+def _platform(row: Row) -> str:
+    """The platform, with the memory cap a measured row ran under where it is below the card's."""
+    return row.platform + cap_words(row.accelerator, row.memory_cap_gb)
 
 
 def _sp(value: bool | None) -> str:
@@ -154,7 +167,7 @@ def _row_cells(row: Row, records_link: str) -> list[str]:
         reference = f"{row.reference.tflops_per_gpu:.0f} ± {row.reference.tolerance * 100:.0f} %"
     target = row.link if row.published else f"{records_link}/{row.link}"
     return [
-        f"published: {text(row.platform)}" if row.published else text(row.platform),
+        f"published: {text(row.platform)}" if row.published else text(_platform(row)),
         text(row.engine),
         text(row.precision),
         integer(row.nodes),
@@ -167,13 +180,16 @@ def _row_cells(row: Row, records_link: str) -> list[str]:
         batch,
         number(row.samples_per_s, 2),
         number(row.tokens_per_s_per_gpu, 0),
-        _tflops(row),
-        _percent(row),
+        tflops_cell(row),
+        percent_cell(row),
         CONVENTION_LABELS.get(row.flops_convention, row.flops_convention),
         number(row.peak_mem_gb, 1),
         text(row.variant),
         text(row.sweep),
         integer(row.runs),
+        DASH if row.published else text(_grade(row)),
+        _evidence(row),
+        code(row.key) if row.key else DASH,
         text(row.commits.removeprefix("kit ").removeprefix("kits ")) if row.commits else DASH,
         text(row.date),
         link(row.label, target),
@@ -210,11 +226,22 @@ def _legend() -> list[str]:
     return [
         "## How to read the tables",
         "",
-        ("- A measured row is one configuration and one figure: its TFLOP/s/GPU cell is the median "
-        "of its ok runs with their count and lowest–highest (`537.2 (n=3, 468.2–575.0)`); the "
-        "other cells are the median run's, whose record the row links. Runs of different kit "
-        "commits (`provenance.kit_commit`, the `kit commit` column) are rows of their own unless "
-        "the page is made with `python -m bench results --pool-commits`."),
+        ("- A measured row is one configuration and one figure. A configuration is its key "
+         "(`configuration key`, `bench/records/identity.py`): the normalised argv without the run's "
+         "length, paths, seed and profiler, the environment that reached training, the software "
+         "versions, card, GPU count and memory cap, not the kit commit; runs of one key from "
+         "different commits share a row (the `kit commit` column names them all) unless the page "
+         "is made with `python -m bench results --by-commit`. Its TFLOP/s/GPU cell is the median "
+         "of its ok runs with their count, lowest–highest and coefficient of variation "
+         "(`537.2 (n=3, 468.2–575.0, CV 10.3 %)`); the median of an even count is the mean of the "
+         "middle two and says so. The other cells are the middle run's, whose record the row links "
+         "(the lower middle one for an even count)."),
+        ("- `grade`: `headline` where the key has n ≥ 3 runs of ≥ 20 measured steps each "
+         "(`bench/records/headline.py`), else `quick`: shown, never a best, never in a ratio. "
+         "`recipe:` names what changes the training math (MS-AMP's modes, fp4, the paper's "
+         "optimizer states, dropout 0): such a row is its own recipe, never the plain precision's."),
+        ("- `evidence`: how many of the row's runs carry their per-iteration series or a kept train "
+         "log (`records/logs/<run_id>.log.gz`); `none` in bold where not one does."),
         ("- Rows whose platform starts with `published:` are copied from the linked source "
         "(`results/published.toml`); tokens/s/GPU is derived from samples/s where the source "
         "gives samples/s, sequence length and GPU count."),
@@ -258,63 +285,6 @@ def _summary(report: Report, records_link: str) -> list[str]:
         lines.append(f"{len(report.problems)} file(s) in `{records_link}/` were skipped; "
                      "see the end.")
     return [" ".join(lines), ""]
-
-
-SUMMARY_COLUMNS: tuple[tuple[str, bool], ...] = (
-    ("model", False), ("precision", False), ("hardware", False), ("platform", False),
-    ("GPUs", True), ("layout", False), ("micro/global batch", True), ("TFLOP/s/GPU", True),
-    ("% of peak", True), ("tokens/s/GPU", True), ("peak mem (GB)", True), ("notes", False),
-    ("record", False),
-)
-
-
-def _percent(row: Row) -> str:
-    """% of the precision's dense peak; an fp8 row also says its share of the bf16 peak."""
-    if row.percent_of_bf16_peak is None:
-        return number(row.percent_of_peak, 1)
-    return f"{number(row.percent_of_peak, 1)} of fp8 ({number(row.percent_of_bf16_peak, 1)} of bf16)"
-
-
-def _best_section(report: Report, records_link: str) -> list[str]:
-    rows = report.best_rows
-    if not rows:
-        return []
-    cells = [
-        [text(display_name(row.model)), text(row.precision), text(_hardware(row)),
-         text(row.platform), integer(row.gpus), text(row.layout),
-         f"{integer(row.micro_batch)}/{integer(row.global_batch)}",
-         _tflops(row), _percent(row),
-         number(row.tokens_per_s_per_gpu, 0), number(row.peak_mem_gb, 1), text(row.variant),
-         link(row.label, f"{records_link}/{row.link}")]
-        for row in rows
-    ]
-    return ["## Best measured per model, precision and hardware", "",
-            ("The measured row with the most median TFLOP/s/GPU (causal count) of each model, "
-             "precision and GPU model, from the full tables below: a figure from one GPU model "
-             "never stands for another's, so each precision's rows on different hardware sit side "
-             "by side, and a GPU run under `--gpu-memory-cap` is its own hardware (`capped at 80 "
-             "GB`), never the larger GPU's best. TFLOP/s/GPU is the row's median with its run "
-             "count and lowest–highest. `notes` names an A/B setting a row ran with."),
-            "", *table(SUMMARY_COLUMNS, cells), "", *_unlike_note(rows)]
-
-
-def _unlike_note(rows: Sequence[Row]) -> list[str]:
-    """Say where one model's best rows on one GPU model ran on other hardware, GPU counts or
-    batches: their precisions are then not compared like with like, and a reader should not rank
-    them. Rows on other GPU models are apart already; a model with rows on several is named
-    with the GPU model whose rows differ."""
-    setups: dict[tuple[str, str], set[tuple[object, ...]]] = {}
-    for row in rows:
-        setups.setdefault((row.model, hardware_id(row.accelerator)), set()).add(
-            (row.accelerator, row.gpus, row.micro_batch, row.global_batch))
-    several = {model for model, _ in setups if sum(m == model for m, _ in setups) > 1}
-    unlike = [display_name(model) + (f" on {hardware_name(hardware)}" if model in several else "")
-              for (model, hardware), seen in setups.items() if len(seen) > 1]
-    if not unlike:
-        return []
-    return [(f"Not like with like: the best rows of {', '.join(unlike)} ran on different "
-             "hardware, GPU counts or batches, so their precisions are not compared here; the "
-             "model's table below has the rows that share a setup."), ""]
 
 
 def _ceiling_lines(plots: Sequence[PlotSpec]) -> list[str]:

@@ -1,9 +1,12 @@
-"""PNG plots of measured rows: one figure per platform.
+"""PNG plots of measured rows: one figure per platform, or per platform and model where a platform
+has more than :data:`MAX_BARS` rows (a figure of hundreds of bars is taller than any screen).
 
 Left panel: TFLOP/s per GPU of every measured configuration (one bar per table row, grouped and
-coloured by model), each bar labelled with its TFLOP/s and % of peak (MFU, causal count), its
-reference range drawn as a black line, bars of runs from a sweep hatched, and the GEMM ceiling the
-smoke check measured on the platform's GPU as a dashed vertical line. Right panel, when a
+coloured by model, pale where the row is quick), each bar its median with its runs'
+lowest–highest as an error bar and labelled with its TFLOP/s and % of peak (MFU, causal count)
+and its configuration key, its reference range drawn as a black line, bars of runs from a sweep
+hatched, and the GEMM ceiling the smoke check measured on the platform's GPU as a dashed vertical
+line. Right panel, when a
 model was measured on several GPU counts at one micro-batch and batch per GPU: tokens/s of all
 GPUs against GPUs for the best row per count, with dashed ideal linear scaling from the smallest
 count. A line joins like with like only: one engine, precision, micro-batch and batch per GPU
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Protocol
 
 from bench.planning.engines.table import ENGINES
+from bench.records.headline import Grade
 from bench.results.aggregate import Report, Row
 from bench.results.hardware import Ceiling, accelerator_of
 from bench.results.words import display_name
@@ -47,7 +51,8 @@ DPI = 100
 PANEL_WIDTH_IN = 6.5  # the bar panel, without its labels
 SCALING_WIDTH_IN = 4.2
 BAR_HEIGHT_IN = 0.24
-LABEL_CHAR_IN = 0.068  # average width of one 9 pt DejaVu Sans character
+MAX_BARS = 60  # more rows on one platform: a plot per model
+NOTES_CHARS = 70  # a bar's notes are cut to this many characters: the table has them whole
 FIXED_RC = {
     "font.family": "DejaVu Sans",
     "font.size": 9.0,
@@ -75,6 +80,9 @@ class Bar:
     low: float | None
     high: float | None
     peak: str = ""  # the peak % of peak is against, when it is not the bf16 one ("fp8")
+    low_run: float | None = None  # the lowest and highest run's TFLOP/s/GPU, for an error bar
+    high_run: float | None = None
+    quick: bool = False  # drawn pale: not headline grade
 
 
 @dataclass(frozen=True)
@@ -123,14 +131,20 @@ def _bar(row: Row, with_precision: bool) -> Bar:
         parts.append(row.engine[row.engine.index("(") + 1:-1])
     elif row.engine in ENGINES and not ENGINES[row.engine].kit_layers:  # beside Megatron-Core's bars
         parts.append(ENGINES[row.engine].display)
+    if row.memory_cap_gb:
+        parts.append(f"cap {row.memory_cap_gb} GB")
     if row.variant:
-        parts.append(row.variant)
-    ref = row.reference
+        parts.append(row.variant if len(row.variant) <= NOTES_CHARS else row.variant[:NOTES_CHARS - 1] + "…")
+    parts.append(f"[{row.key}]")
+    ref, figure = row.reference, row.figure
     return Bar(
-        label=" ".join(parts), model=row.model, tflops_per_gpu=row.tflops_per_gpu or 0.0,
+        label=" ".join(parts), model=row.model,
+        tflops_per_gpu=figure.median if figure else row.tflops_per_gpu or 0.0,
         percent_of_peak=row.percent_of_peak or 0.0, sweep=row.sweep is not None,
         peak="fp8" if row.percent_of_bf16_peak is not None else "",
         low=None if ref is None else ref.low, high=None if ref is None else ref.high,
+        low_run=figure.low if figure else None, high_run=figure.high if figure else None,
+        quick=row.grade is Grade.QUICK,
     )  # fmt: skip
 
 
@@ -172,30 +186,54 @@ def _ceiling(rows: Sequence[Row], ceilings: Mapping[str, Ceiling]) -> Ceiling | 
 
 
 def plan_plots(report: Report, ceilings: Mapping[str, Ceiling] | None = None) -> list[PlotSpec]:
-    """One plot per platform with measured rows, in platform order; bars in table order."""
+    """One plot per platform with measured rows (per platform and model past :data:`MAX_BARS`
+    rows), in platform order; bars in table order."""
     by_platform: dict[str, list[Row]] = defaultdict(list)
     for row in report.measured_rows:  # tables are ordered by model size
         by_platform[row.platform].append(row)
     specs = []
-    for platform, rows in sorted(by_platform.items()):
-        with_precision = len({row.precision for row in rows}) > 1
-        series = _series(rows)
-        title = f"{platform}: TFLOP/s per GPU and % of peak (causal count) per model and layout"
-        if series:
-            title += "; tokens/s against GPUs"
-        ceiling = _ceiling(rows, ceilings or {})
-        specs.append(PlotSpec(
-            filename=f"platform-{slug(platform)}.png", title=title,
-            bars=_distinct([_bar(row, with_precision) for row in rows], rows), series=series,
-            ceiling=ceiling.tflops_per_gpu if ceiling else None,
-            ceiling_label=(f"measured {ceiling.dtype} GEMM ceiling, {ceiling.gpu_model}: "
-                           f"{ceiling.tflops_per_gpu:.0f}" if ceiling else ""),
-            ceiling_source=(f"{ceiling.gpu_model}: {ceiling.tflops_per_gpu:.1f} TFLOP/s "
-                            f"({ceiling.dtype}, {ceiling.date}, `{ceiling.file}`)"
-                            if ceiling else ""),
-        ))  # fmt: skip
+    for name, rows in sorted(by_platform.items()):
+        if len(rows) <= MAX_BARS:
+            specs.append(_platform_plot(name, name, rows, ceilings))
+            continue
+        by_model: dict[str, list[Row]] = defaultdict(list)
+        for row in rows:
+            by_model[row.model].append(row)
+        specs += [_platform_plot(f"{name} {model}", f"{name}, {display_name(model)}", model_rows, ceilings)
+                  for model, model_rows in by_model.items()]
     return specs
 
+
+def _platform_plot(name: str, platform: str, rows: Sequence[Row],
+                   ceilings: Mapping[str, Ceiling] | None) -> PlotSpec:
+    """The plot of one platform's (or one platform's model's) rows, named ``platform-<name>.png``."""
+    with_precision = len({row.precision for row in rows}) > 1
+    series = _series(rows)
+    title = f"{platform}: TFLOP/s per GPU (median, lowest–highest run) and % of peak (causal count)"
+    if series:
+        title += "; tokens/s against GPUs"
+    ceiling = _ceiling(rows, ceilings or {})
+    return PlotSpec(
+        filename=f"platform-{slug(name)}.png", title=title,
+        bars=_distinct([_bar(row, with_precision) for row in rows], rows), series=series,
+        ceiling=ceiling.tflops_per_gpu if ceiling else None,
+        ceiling_label=(f"measured {ceiling.dtype} GEMM ceiling, {ceiling.gpu_model}: "
+                       f"{ceiling.tflops_per_gpu:.0f}" if ceiling else ""),
+        ceiling_source=(f"{ceiling.gpu_model}: {ceiling.tflops_per_gpu:.1f} TFLOP/s "
+                        f"({ceiling.dtype}, {ceiling.date}, `{ceiling.file}`)"
+                        if ceiling else ""),
+    )  # fmt: skip
+
+
+def label_width_in(labels: Sequence[str], fontsize: float) -> float:
+    """Inches the widest label takes in DejaVu Sans at ``fontsize`` points, measured by
+    matplotlib's text layout (an average character width clipped wide labels), plus a margin."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    font, measure = FontProperties(family="DejaVu Sans", size=fontsize), TextToPath()
+    widest = max(measure.get_text_width_height_descent(label, font, ismath=False)[0] for label in labels)
+    return 0.3 + widest / 72  # points to inches
 
 def inputs_key(spec: Drawable) -> str:
     """Hash of the spec, the code that draws it and the versions that shape the PNG bytes."""
@@ -266,7 +304,7 @@ def render_pngs(specs: Sequence[tuple[Drawable, str]]) -> list[bytes]:
 def _render(spec: PlotSpec, key: str) -> bytes:
     from matplotlib.figure import Figure
 
-    label_in = 0.45 + LABEL_CHAR_IN * max(len(bar.label) for bar in spec.bars)
+    label_in = label_width_in([bar.label for bar in spec.bars], FIXED_RC["font.size"])
     scaling_in = SCALING_WIDTH_IN + 0.9 if spec.series else 0.0
     width = label_in + PANEL_WIDTH_IN + 0.3 + scaling_in
     height = max(3.2, 1.3 + BAR_HEIGHT_IN * len(spec.bars))
@@ -296,14 +334,22 @@ def png_bytes(figure, key: str) -> bytes:
 
 
 def _draw_bars(axes, bars: Sequence[Bar], ceiling: float | None, ceiling_label: str) -> None:
+    from matplotlib.colors import to_rgba
+
     models = list(dict.fromkeys(bar.model for bar in bars))
     colours = {model: f"C{i % 10}" for i, model in enumerate(models)}
     positions = range(len(bars))
     axes.barh(
         positions, [bar.tflops_per_gpu for bar in bars], height=0.7,
-        color=[colours[bar.model] for bar in bars], edgecolor="white",
-        hatch=["///" if bar.sweep else "" for bar in bars],
+        color=[to_rgba(colours[bar.model], 0.45 if bar.quick else 1.0) for bar in bars],
+        edgecolor="white", hatch=["///" if bar.sweep else "" for bar in bars],
     )  # fmt: skip
+    spread = [(i, bar) for i, bar in enumerate(bars) if bar.low_run is not None and bar.high_run is not None]
+    if spread:
+        axes.errorbar([b.tflops_per_gpu for _, b in spread], [i for i, _ in spread], fmt="none",
+                      ecolor="dimgray", elinewidth=0.8, capsize=2,
+                      xerr=[[b.tflops_per_gpu - b.low_run for _, b in spread],  # type: ignore[operator]
+                            [b.high_run - b.tflops_per_gpu for _, b in spread]])  # type: ignore[operator]
     ranged = [(i, bar) for i, bar in enumerate(bars) if bar.low is not None]
     if ranged:
         axes.hlines([i for i, _ in ranged], [b.low for _, b in ranged],
@@ -312,14 +358,14 @@ def _draw_bars(axes, bars: Sequence[Bar], ceiling: float | None, ceiling_label: 
     if ceiling is not None:
         axes.axvline(ceiling, color="dimgray", linestyle="--", linewidth=1.2, label=ceiling_label)
     top = max(max(bar.tflops_per_gpu for bar in bars), max(b.high or 0.0 for b in bars),
-              ceiling or 0.0)
+              max(b.high_run or 0.0 for b in bars), ceiling or 0.0)
     axes.set_xlim(0, top * 1.22)  # room for the value labels
     axes.set_ylim(len(bars) - 0.5, -0.5)  # first row on top, like the tables
     axes.set_yticks([])
     transform = axes.get_yaxis_transform()  # x in axes fraction, y in data
     for i, bar in enumerate(bars):
         axes.text(-0.01, i, bar.label, transform=transform, ha="right", va="center")
-        axes.text(max(bar.tflops_per_gpu, bar.high or 0.0) + top * 0.015, i,
+        axes.text(max(bar.tflops_per_gpu, bar.high or 0.0, bar.high_run or 0.0) + top * 0.015, i,
                   f"{bar.tflops_per_gpu:.0f} · {bar.percent_of_peak:.1f} %"
                   + (f" of {bar.peak} peak" if bar.peak else ""),
                   va="center", fontsize=8)

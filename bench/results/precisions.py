@@ -3,18 +3,18 @@ the layers, one small table each, so that "fp8 is 1.23x bf16" is read from recor
 
 Ok Megatron-Core records are grouped by setup: preset, layout, micro and global batch, the GPU
 model with its memory cap (a run under ``--gpu-memory-cap`` is other hardware), data (mock, or the
-corpus's name), measured iterations and kit commit (``provenance.kit_commit``; runs of several
-commits share a table only with ``--pool-commits``): fp8 is set beside bf16 only at the same batch,
-so an fp8 run at its larger default micro-batch (``bench.planning.microbatch``) needs a bf16 run
-given that micro-batch. Within a group each column is one configuration: a precision, with the
-layers' builder added where a group holds more than one (``bf16 TE``, ``bf16 TE+apex``, ``msamp-o2
-TE modules``), and the variant where one is set. A column is every run of its configuration, so
-one claim has one figure: the median TFLOP/s/GPU with its run count and spread
-(:class:`bench.results.spread.Figure`), and its ratio to the group's bf16 column with that ratio's
-noise (:class:`bench.results.spread.Ratio`). Machines of one GPU model differ by 10 % and more, and
-one H200 pair ran te at 468.2 and 537.2 TFLOP/s/GPU ten minutes apart: that spread is the noise a
-ratio carries, shown rather than hidden in several tables. The title names the hardware the runs
-ran on, never a campaign's name. A group of two or more columns is a table on the page.
+corpus's name), and with ``by_commit`` the kit commit: fp8 is set beside bf16 only at the same
+batch, so an fp8 run at its larger default micro-batch (``bench.planning.microbatch``) needs a bf16
+run given that micro-batch. Within a group each column is one configuration key
+(:func:`bench.records.identity.config_key`): a precision, with the layers' builder added where a
+group holds more than one (``bf16 TE``, ``bf16 TE+apex``, ``msamp-o2 TE modules``), the variant where
+one is set, and the key where two columns would share a name. One claim has one figure: the median
+TFLOP/s/GPU with its run count and spread (:class:`bench.results.spread.Figure`). A ratio is like
+for like: to a bf16 column whose key differs from the column's in the precision alone, or in what
+built the layers alone (:data:`COMPARED_PARTS`), named with its key, and drawn only between
+headline-grade columns (:func:`bench.results.spread.ratio_text`). A recipe that changes the
+training math (:func:`bench.results.words.recipe`) is said so in its column. The title names the
+hardware the runs ran on, never a campaign's name. A group of two or more columns is a table.
 """
 
 from __future__ import annotations
@@ -24,14 +24,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
-from bench.measure.protocol import WARMUP_ITERS
 from bench.planning.engines.table import ENGINES
+from bench.records.identity import config_key, differences
 from bench.records.record import Record
 from bench.results.aggregate import median_run
 from bench.results.losses import BASELINE  # the precision others are set against
-from bench.results.spread import RATIO_WORDS, Figure, Ratio, commits_words, kit_commit
-from bench.results.table import heading, link, number, table, text
-from bench.results.words import CAP_KEY, TE_MODULES, group_title, layers, model_sort_key, settings, variant
+from bench.results.spread import RATIO_WORDS, Figure, commits_words, kit_commit, ratio_text
+from bench.results.table import code, heading, link, number, table, text
+from bench.results.words import CAP_KEY, TE_MODULES, group_title, layers, model_sort_key, recipe, settings, variant
+
+# The parts of a configuration key (bench.records.identity.key_fields) that are the precision, or
+# what built the layers; a name ending in * is a prefix. A like-for-like ratio differs in one set.
+COMPARED_PARTS = {
+    "precision": ("precision", "argv.--bf16", "argv.--fp16", "argv.--fp8-*", "argv.--kit-msamp*",
+                  "env.MSAMP_*", "settings.msamp_*"),
+    "layers": ("implementation", "argv.--transformer-impl", "argv.--no-persist-layer-norm",
+               "argv.--no-rope-fusion", "argv.--no-masked-softmax-fusion", "argv.--kit-attention",
+               "settings.msamp_modules", "software.apex"),
+}
 
 
 @dataclass(frozen=True)
@@ -50,23 +60,17 @@ class PrecisionGroup:
     title: str
     columns: tuple[Column, ...]
 
-    @property
-    def baseline(self) -> Column | None:
-        return next((c for c in self.columns if c.run.precision == BASELINE), None)
 
-
-def _key(run: Record, pool_commits: bool) -> tuple:
+def _key(run: Record, by_commit: bool) -> tuple:
     data = run.data.name if run.data is not None and run.data.kind == "real" else "mock"
     lay = run.layout
     return (run.preset.name, lay.name, lay.micro_batch, lay.global_batch, run.platform.accelerator,
-            run.variant.get(CAP_KEY), data, run.metrics.window_iters,
-            None if pool_commits else kit_commit(run))
+            run.variant.get(CAP_KEY), data, kit_commit(run) if by_commit else None)
 
 
 def _title(runs: Sequence[Record]) -> str:
     run, lay = runs[0], runs[0].layout
-    return (group_title(run, f"micro/global batch {lay.micro_batch}/{lay.global_batch}",
-                        f"{run.metrics.window_iters + WARMUP_ITERS} iterations")
+    return (group_title(run, f"micro/global batch {lay.micro_batch}/{lay.global_batch}")
             + f", {commits_words(runs)}")
 
 
@@ -77,19 +81,36 @@ def _name(run: Record, builders: int) -> str:
     return " ".join(filter(None, (run.precision, layers(run) if builders > 1 else "", variant(shown))))
 
 
-def side_by_side(runs: Sequence[Record], pool_commits: bool = False) -> list[PrecisionGroup]:
+def compared(part: str) -> str | None:
+    """What a difference between two keys (:func:`bench.records.identity.differences`) compares:
+    ``precision`` or ``layers``; None for anything else (a version, a setting, a batch)."""
+    for thing, parts in COMPARED_PARTS.items():
+        if part in parts or part.startswith(tuple(p[:-1] for p in parts if p.endswith("*"))):
+            return thing
+    return None
+
+
+def like_for_like(run: Record, base: Record) -> str | None:
+    """The one thing two runs' keys differ in (``precision`` or ``layers``), or None where they
+    differ in anything else as well (or in both)."""
+    things = {compared(part) for part in differences(run, base)}
+    return things.pop() if len(things) == 1 and None not in things else None
+
+
+def side_by_side(runs: Sequence[Record], by_commit: bool = False) -> list[PrecisionGroup]:
     """The groups of two or more columns, in model-size order, then by title."""
     grouped: dict[tuple, list[Record]] = defaultdict(list)
     for run in runs:
         if run.ok and ENGINES[run.engine].kit_layers:
-            grouped[_key(run, pool_commits)].append(run)
+            grouped[_key(run, by_commit)].append(run)
     order = {p: i for i, p in enumerate(PRECISIONS)}
     groups = []
     for members in grouped.values():
         builders = len({layers(run) for run in members})
         columns: dict[str, list[Record]] = defaultdict(list)
-        for run in members:
+        for run in members:  # a column is one key; a name two keys share gets the key's digest
             columns[_name(run, builders)].append(run)
+        columns = _one_key_each(columns)
         if len(columns) < 2:
             continue
         ordered = sorted((Column(name, tuple(sorted(col, key=lambda r: r.run_id)))
@@ -99,32 +120,66 @@ def side_by_side(runs: Sequence[Record], pool_commits: bool = False) -> list[Pre
     return sorted(groups, key=lambda g: (model_sort_key(g.columns[0].run.preset.name), g.title))
 
 
+def _one_key_each(columns: dict[str, list[Record]]) -> dict[str, list[Record]]:
+    split: dict[str, list[Record]] = {}
+    for name, runs in columns.items():
+        keys: dict[str, list[Record]] = defaultdict(list)
+        for run in runs:
+            keys[config_key(run).digest].append(run)
+        for digest, keyed in keys.items():
+            split[name if len(keys) == 1 else f"{name} [{digest}]"] = keyed
+    return split
+
+
 def section(groups: Sequence[PrecisionGroup], records_link: str) -> list[str]:
     """One small table per group of runs that differ only in precision or layers."""
     if not groups:
         return []
     lines = ["## Precisions side by side", "",
-             "Runs that differ only in precision or in what built the layers (TE, TE+apex, no TE, "
-             "TE modules: MS-AMP's FP8 linears among Transformer Engine's modules): same model, "
-             "layout, micro and global batch, GPU model and memory cap, data, iterations and kit "
-             "commit (an fp8 run at its larger default micro-batch is set beside a bf16 run at "
-             "that micro-batch only). A column is every run of one configuration: its median "
-             "TFLOP/s per GPU (causal count) with the run count and lowest–highest, the ratio "
-             f"to the group's {BASELINE} column with its noise, the median run's peak memory; "
-             "each column links its median run's record (`bench/results/precisions.py`). "
+             "Runs of one model, layout, micro and global batch, GPU model and memory cap and data "
+             "(an fp8 run at its larger default micro-batch is set beside a bf16 run at that "
+             "micro-batch only). A column is every run of one configuration key: its median "
+             "TFLOP/s per GPU (causal count) with the run count, lowest–highest and CV, and its "
+             f"ratio to a {BASELINE} column whose key differs from its own in one thing only, the "
+             "precision or what built the layers (TE, TE+apex, no TE, TE modules: MS-AMP's FP8 "
+             "linears among Transformer Engine's modules), named with that key; `not like for "
+             "like` where no column differs in that alone (another version, setting or recipe). "
+             "A recipe (MS-AMP's modes, fp4, the paper's optimizer states, dropout 0) changes the "
+             "training math: its ratio says what the recipe gains, not what the number format "
+             "does. Each column links its median run's record (`bench/results/precisions.py`). "
              + RATIO_WORDS, ""]
     for group in groups:
         lines += [*heading(group.title), *_group_table(group, records_link), ""]
     return lines
 
 
+def _partner(column: Column, group: PrecisionGroup) -> tuple[Column, str] | None:
+    """The group's first bf16 column whose key differs from ``column``'s in one compared thing
+    (precision or layers only), with that thing; None where there is none."""
+    for other in group.columns:
+        if other is not column and other.run.precision == BASELINE:
+            thing = like_for_like(column.run, other.run)
+            if thing is not None:
+                return other, thing
+    return None
+
+
+def _ratio_cell(column: Column, group: PrecisionGroup) -> str:
+    found = _partner(column, group)
+    if found is None:
+        return "1" if column.run.precision == BASELINE else "not like for like"
+    other, thing = found
+    return f"{ratio_text(column.runs, other.runs)} ({thing}, vs {config_key(other.run).digest})"
+
+
 def _group_table(group: PrecisionGroup, records_link: str) -> list[str]:
-    """A column per precision: TFLOP/s per GPU, the ratio to the baseline's, peak memory."""
-    base = group.baseline
+    """A column per key: TFLOP/s per GPU, the like-for-like ratio to a bf16 column, the key, the
+    recipe, peak memory."""
     runs = [c.run for c in group.columns]
     header = [("", False), *((link(text(c.name), f"{records_link}/{c.run.run_id}.json"), True)
                              for c in group.columns)]
-    ratio = [[f"× {BASELINE}", *("1" if c is base else Ratio.of(c.runs, base.runs).text()
-                                 for c in group.columns)]] if base is not None else []
     return table(header, [["TFLOP/s/GPU", *(Figure.of_runs(c.runs).text() for c in group.columns)],
-                          *ratio, ["peak memory (GB)", *(number(r.metrics.peak_mem_gb, 1) for r in runs)]])
+                          [f"× {BASELINE}, like for like", *(_ratio_cell(c, group) for c in group.columns)],
+                          ["configuration key", *(code(config_key(r).digest) for r in runs)],
+                          ["recipe", *(text(recipe(r)) for r in runs)],
+                          ["peak memory (GB)", *(number(r.metrics.peak_mem_gb, 1) for r in runs)]])

@@ -12,7 +12,8 @@ which the kit's defaults changed, such as the fused loss, do not pair). A side i
 configuration's runs (of one kit commit unless commits are pooled, as on the page's tables),
 shown as their median TFLOP/s/GPU with run count and spread; its median run is the one whose flags
 are compared. *Efficiency* is TFLOP/s/GPU with DP N over TFLOP/s/GPU with DP 1, with its noise
-(:class:`bench.results.spread.Ratio`): 1.0 is perfect scaling, above 1 a faster N-GPU run.
+(:func:`bench.results.spread.ratio_text`, headline-grade sides only): 1.0 is perfect scaling,
+above 1 a faster N-GPU run.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from bench.records.record import Record
 from bench.results.aggregate import configuration, median_run
 from bench.results.hardware import hardware_id, hardware_name
 from bench.results.runs import label_of
-from bench.results.spread import RATIO_WORDS, Figure, Ratio, commits_words
+from bench.results.spread import RATIO_WORDS, Figure, commits_words, ratio_text
 from bench.results.table import record_link, table, text
-from bench.results.words import engine_words, model_name, model_sort_key, variant_text
+from bench.results.words import CAP_KEY, engine_words, model_name, model_sort_key, variant_text
 
 # Flags the planner adds only when DP > 1 (bench.planning.engines.megatron): not a difference.
 DP_FLAGS = frozenset({"--overlap-grad-reduce", "--overlap-param-gather"})
@@ -52,8 +53,9 @@ class ScalingPair:
         return median_run(self.scaled_runs)
 
     @property
-    def efficiency(self) -> Ratio:
-        return Ratio.of(self.scaled_runs, self.base_runs)
+    def efficiency(self) -> str:
+        """DP N over DP 1 with its noise where both sides are headline grade, else ``quick``."""
+        return ratio_text(self.scaled_runs, self.base_runs, 3)
 
 
 def scaling_key(run: Record) -> tuple:
@@ -62,20 +64,20 @@ def scaling_key(run: Record) -> tuple:
     return (
         p.name.lower(), p.layers, p.hidden, p.heads, p.seq_length, p.vocab_size,
         run.engine, run.implementation, run.precision, label_of(run),
-        hardware_id(run.platform.accelerator), lay.tp, lay.pp, lay.vp or 1, lay.cp, lay.sp,
+        hardware_id(run.platform.accelerator), run.variant.get(CAP_KEY), lay.tp, lay.pp, lay.vp or 1, lay.cp, lay.sp,
         lay.zero, lay.micro_batch, lay.global_batch // lay.dp, variant_text(run),
         run.labels.get("campaign"),
     )  # fmt: skip
 
 
-def scaling_pairs(runs: Sequence[Record], pool_commits: bool = False) -> tuple[ScalingPair, ...]:
+def scaling_pairs(runs: Sequence[Record], by_commit: bool = False) -> tuple[ScalingPair, ...]:
     """Every DP > 1 configuration of ok megatron runs beside its DP 1 one, by model, hardware,
     precision, the rest of the key and DP; the result does not depend on the input order. A
-    configuration's runs are taken within each campaign and, unless ``pool_commits``, kit commit."""
+    configuration's runs are taken within each campaign and, with ``by_commit``, kit commit."""
     groups: dict[tuple, list[Record]] = defaultdict(list)
     for run in runs:
         if run.ok and ENGINES[run.engine].kit_layers:
-            groups[(configuration(run, pool_commits), run.labels.get("campaign"))].append(run)
+            groups[(configuration(run, by_commit), run.labels.get("campaign"))].append(run)
     by_key: dict[tuple, tuple[list[tuple], list[tuple]]] = defaultdict(lambda: ([], []))
     for group in groups.values():
         members = tuple(sorted(group, key=lambda r: r.run_id))
@@ -115,7 +117,7 @@ def _scaling_cells(pair: ScalingPair, records_link: str) -> list[str]:
             text(hardware_name(base.platform.accelerator)),
             f"{lay.micro_batch}/{lay.global_batch // lay.dp}", text(lay.name), str(base.gpus),
             Figure.of_runs(pair.base_runs).text(), text(scaled.layout.name), str(scaled.gpus),
-            Figure.of_runs(pair.scaled_runs).text(), pair.efficiency.text(3),
+            Figure.of_runs(pair.scaled_runs).text(), pair.efficiency,
             text(f"{_commits(pair.base_runs)} / {_commits(pair.scaled_runs)}"),
             record_link(base, records_link), record_link(scaled, records_link)]
 
@@ -135,7 +137,7 @@ def section(pairs: Sequence[ScalingPair], records_link: str) -> list[str]:
              "micro-batch, batch per DP rank (global batch / DP), notes and campaign (runs "
              "without a campaign label pair with each other), and the same engine "
              "flags but those DP adds (runs of commits between which the kit's defaults changed "
-             "do not pair). Each side is its configuration's runs of one kit commit, as in the "
+             "do not pair). Each side is its configuration's runs, as in the "
              "tables below: median TFLOP/s/GPU with run count and lowest–highest. `efficiency` = "
              "TFLOP/s/GPU at DP N / TFLOP/s/GPU at DP 1 (1.000: perfect scaling). " + RATIO_WORDS),
             "", *table(SCALING_COLUMNS, [_scaling_cells(p, records_link) for p in pairs]), ""]

@@ -1,17 +1,19 @@
 """One figure per claim: a configuration's median with its run count and spread, and a ratio of
 two configurations with its noise.
 
-A figure is the median TFLOP/s/GPU of a configuration's ok runs (the lower median for an even
-count: the run whose record a row shows), written with ``n`` and, for two or more runs, the lowest
-and highest (``586.8 (n=3, 578.0–587.1)``), so that a reader sees how far one
-run could have landed from another. A ratio (precision against bf16, DP N against DP 1, one layout
+A figure is the median TFLOP/s/GPU of a configuration's ok runs (for an even count the mean of
+the middle two, and said so), written with ``n`` and, for two or more runs, the lowest and highest
+and the coefficient of variation (``586.8 (n=3, 578.0–587.1, CV 0.9 %)``), so that a reader sees
+how far one run could have landed from another. A ratio (precision against bf16, DP N against DP 1, one layout
 against another) is the ratio of the two sides' figures with two standard errors, from the noise
 ``python -m bench compare`` gives a difference: per run from its p10/p90 step times
 (:func:`run_se`), per side the larger of the pooled within-run error and the spread between its
 runs. Where a side ran once, its run-to-run noise is unknown and the ratio says ``1 run``.
 
-Runs of different kit commits are kept apart (:func:`kit_commit` is part of a configuration)
-unless the user pools them (``python -m bench results --pool-commits``).
+A configuration is its key (:func:`bench.records.identity.config_key`), whatever kit commit ran
+it; ``python -m bench results --by-commit`` splits each by :func:`kit_commit`. A ratio is only
+drawn between headline-grade sides (:mod:`bench.records.headline`): :func:`ratio_text` says
+``quick`` otherwise.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.records.headline import is_headline_grade, long_runs
 from bench.records.record import Record
 
 NORMAL_P10_P90_WIDTH = 2.5631  # p90 - p10 of a standard normal distribution
@@ -57,26 +60,34 @@ def run_se(record: Record) -> float:
 
 @dataclass(frozen=True)
 class Figure:
-    """A configuration's TFLOP/s/GPU: the median of its ``n`` runs, their lowest and highest."""
+    """A configuration's TFLOP/s/GPU: the median of its ``n`` runs (the mean of the middle two
+    for an even ``n``), their lowest and highest, and ``cv`` their sample standard deviation over
+    their mean (a fraction; None for one run)."""
 
     median: float
     n: int
     low: float
     high: float
+    cv: float | None = None
 
     @classmethod
     def of(cls, values: Sequence[float]) -> Figure:
         ranked = sorted(values)
-        return cls(ranked[(len(ranked) - 1) // 2], len(ranked), ranked[0], ranked[-1])
+        cv = statistics.stdev(ranked) / statistics.fmean(ranked) if len(ranked) > 1 else None
+        return cls(statistics.median(ranked), len(ranked), ranked[0], ranked[-1], cv)
 
     @classmethod
     def of_runs(cls, runs: Sequence[Record]) -> Figure:
         return cls.of([tflops(run) for run in runs])
 
     def text(self, decimals: int = 1) -> str:
-        """``578.0 (n=1)``; ``586.8 (n=3, 578.0–587.1)``."""
-        spread = f", {self.low:.{decimals}f}–{self.high:.{decimals}f}" if self.n > 1 else ""
-        return f"{self.median:.{decimals}f} (n={self.n}{spread})"
+        """``578.0 (n=1)``; ``586.8 (n=3, 578.0–587.1, CV 0.9 %)``; ``142.5 (n=2, mean of the
+        middle two, 121.5–163.4, CV 20.8 %)``."""
+        if self.n == 1:
+            return f"{self.median:.{decimals}f} (n=1)"
+        even = ", mean of the middle two" if self.n % 2 == 0 else ""
+        return (f"{self.median:.{decimals}f} (n={self.n}{even}, {self.low:.{decimals}f}–"
+                f"{self.high:.{decimals}f}, CV {100 * (self.cv or 0.0):.1f} %)")
 
 
 def side_se(runs: Sequence[Record]) -> float:
@@ -109,7 +120,17 @@ class Ratio:
         return f"{self.value:.{decimals}f} ± {self.noise:.{decimals}f}{', 1 run' if self.single else ''}"
 
 
-RATIO_WORDS = ("Every ratio is the ratio of the two sides' median TFLOP/s/GPU ± two standard "
-               "errors (from the noise `python -m bench compare` gives: each run's from its p10/p90 step times, a "
-               "side's the larger of those and the spread between its runs); `1 run` marks a ratio "
-               "one of whose sides ran once, whose run-to-run noise (often larger) is then not in it.")
+def ratio_text(top: Sequence[Record], bottom: Sequence[Record], decimals: int = 2) -> str:
+    """:meth:`Ratio.text` of two configurations' long runs where both are headline grade, else
+    ``quick (n=1 / 2)``: a quick side's figure is shown, never set against another."""
+    if not (is_headline_grade(top) and is_headline_grade(bottom)):
+        return f"quick (n={len(top)} / {len(bottom)})"
+    return Ratio.of(long_runs(top), long_runs(bottom)).text(decimals)
+
+
+RATIO_WORDS = ("A ratio is drawn only between headline-grade sides (n ≥ 3 runs of ≥ 20 measured "
+               "steps on one configuration key, `bench/records/headline.py`), from their long runs; "
+               "`quick (n=a / b)` marks a pair that is not. A ratio is the ratio of the two sides' "
+               "median TFLOP/s/GPU ± two standard errors (from the noise `python -m bench compare` "
+               "gives: each run's from its p10/p90 step times, a side's the larger of those and the "
+               "spread between its runs).")

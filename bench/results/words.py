@@ -10,9 +10,10 @@ import math
 import re
 from collections.abc import Mapping
 
-from bench.config.environment import VERSION_STAMPS
+from bench.records import identity
+from bench.records.identity import CAP_KEY, normalised_argv
 from bench.records.record import Record
-from bench.results.hardware import hardware_name
+from bench.results.hardware import accelerator_of, hardware_name
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt])$")
 _SIZE_FACTOR = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -21,13 +22,10 @@ LAYERS = {"te+apex": "TE+apex", "te": "TE", "local": "no TE", None: ""}
 # MS-AMP's FP8 linears are the kit's own (implementation ``local``); with ``--msamp-modules te``
 # the layer norms and core attention around them are Transformer Engine's: not "no TE".
 TE_MODULES = "TE modules"
-CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
-# Kit changes after which a variant runs other code, as (variant key, value, the new code's first
-# start time, the setting a run started before it shows): the tables then do not pool the two.
-CODE_CHANGES = (
-    # Kit 74d8988: PaperAdamW steps with its Triton kernel, where it had a chunked torch step.
-    ("optimizer_states", "paper-kit", "2026-11-26T11:27:50Z", ("paper_adam", "chunked")),
-)
+# Precisions whose training math is not bf16's with other number formats: MS-AMP's modes (fp8
+# weights, gradients and optimizer states) and fp4's simulated weights are recipes of their own.
+RECIPE_PRECISIONS = ("msamp-", "fp4")
+DROPOUT_FLAGS = ("--attention-dropout", "--hidden-dropout")
 
 
 def model_sort_key(name: str) -> tuple[float, str]:
@@ -71,14 +69,25 @@ def variant(settings: Mapping[str, object]) -> str:
 def settings(run: Record) -> dict[str, object]:
     """What ran away from the kit's defaults: the record's variant, the apex version where the
     training Python had NVIDIA apex (Megatron-DeepSpeed then uses its kernels: other code), and
-    the older code of a :data:`CODE_CHANGES` entry where the run started before that change."""
+    the older code of a :data:`bench.records.identity.CODE_CHANGES` entry where the run started
+    before that change."""
     apex = run.engine_notes.get("apex")
-    older = dict(setting for key, value, since, setting in CODE_CHANGES
-                 if run.variant.get(key) == value and run.started_at < since)
-    # Records from before VERSION_STAMPS was kept out of variants carry them: not a setting.
-    chosen = {key: value for key, value in run.variant.items()
-              if key.removeprefix("env:") not in VERSION_STAMPS}
-    return {**chosen, **({"apex": apex} if apex is not None else {}), **older}
+    return {**identity.settings(run), **({"apex": apex} if apex is not None else {})}
+
+
+def recipe(run: Record) -> str:
+    """The ways a run changes the training math, not only its speed, in words (``MS-AMP o2``,
+    ``fp4``, ``optimizer states paper-kit``, ``dropout 0``), "" for none: such a run is a recipe
+    row of its own, never the plain precision's."""
+    flags = dict(normalised_argv(run.argv))
+    dropout_off = any(flags.get(flag) in (("0",), ("0.0",)) for flag in DROPOUT_FLAGS) or any(
+        f"{flag} 0.0" in str(run.variant.get("megatron_args", "")) for flag in DROPOUT_FLAGS)
+    states = run.variant.get("optimizer_states")
+    return ", ".join(filter(None, (
+        f"MS-AMP {run.precision.removeprefix('msamp-')}" if run.precision.startswith("msamp-") else
+        run.precision if run.precision.startswith(RECIPE_PRECISIONS) else "",
+        f"optimizer states {states}" if states not in (None, "default") else "",
+        "dropout 0" if dropout_off else "")))
 
 
 def precision_words(run: Record) -> str:
@@ -105,19 +114,32 @@ def data_words(run: Record) -> str:
 
 
 def variant_text(run: Record) -> str:
-    """The variant text of a run's row: its settings, its patch series, and ``data=real`` for a
-    run on a tokenized corpus rather than the engine's mock data, which the kit's throughput rows
+    """The variant text of a run's row: its settings but the memory cap (every row names its
+    hardware with the cap: :func:`hardware_words`), its patch series, and ``data=real`` for a run on
+    a tokenized corpus rather than the engine's mock data, which the kit's throughput rows
     otherwise use."""
-    return ", ".join(filter(None, (variant(settings(run)), _patches(run),
+    shown = {key: value for key, value in settings(run).items() if key != CAP_KEY}
+    return ", ".join(filter(None, (variant(shown), _patches(run),
                                    "data=real" if real_data(run) else "")))
 
 
 def hardware_words(run: Record) -> str:
     """The GPU model a run ran on, with the cap it ran under: ``NVIDIA H200 SXM 141GB capped at
     80 GB`` (a capped run never stands for the larger GPU's best)."""
-    cap = run.variant.get(CAP_KEY)
-    name = hardware_name(run.platform.accelerator)
-    return f"{name} capped at {cap} GB" if cap is not None else name
+    return hardware_name(run.platform.accelerator) + cap_words(run.platform.accelerator,
+                                                               run.variant.get(CAP_KEY))
+
+
+def cap_words(accelerator: str, cap: object) -> str:
+    """`` capped at 80 GB`` for a run under ``--gpu-memory-cap``, "" for none. A cap at or above
+    the card's nominal memory says that the card holds more than its name (an H100 80GB has
+    81,559 MiB, 85.5 GB): `` capped at 80 GB (the card holds more than its nominal 80)``."""
+    if cap is None:
+        return ""
+    card = accelerator_of(accelerator)
+    if card is not None and float(str(cap)) >= card.memory_gb:
+        return f" capped at {cap} GB (the card holds more than its nominal {card.memory_gb:g})"
+    return f" capped at {cap} GB"
 
 
 def group_title(run: Record, *details: str, head: str = "") -> str:

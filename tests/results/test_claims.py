@@ -1,5 +1,5 @@
-"""One figure per claim: a configuration's median with n and spread, kit commits apart unless
-pooled, every ratio with its noise, hardware named from the records (caps included), TE-module
+"""One figure per claim: a configuration's median with n, spread and CV, kit commits pooled unless
+split, every ratio with its noise, hardware named from the records (caps included), TE-module
 MS-AMP named as such; and the kept page free of the cases issue 48 found."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from bench.records.record import Record
 from bench.results import markdown
 from bench.results.aggregate import build_report
 from bench.results.data import Published
-from bench.results.spread import Figure, Ratio, kit_commit
+from bench.results.spread import Figure, Ratio, kit_commit, ratio_text
 from bench.results.words import engine_words, hardware_words, layers
 from tests.record_factory import make_record
 from tests.results.test_results import FIXTURES, _fixture_args
@@ -35,36 +35,46 @@ def _run(minute: int, tflops: float, commit: str, **fields) -> Record:
 
 
 def test_a_figure_is_the_median_with_its_count_and_spread() -> None:
-    assert Figure.of([578.0, 587.1, 586.8]).text() == "586.8 (n=3, 578.0–587.1)"
-    assert Figure.of([121.5, 163.4]).text() == "121.5 (n=2, 121.5–163.4)"  # the lower median: a run's
+    assert Figure.of([578.0, 587.1, 586.8]).text() == "586.8 (n=3, 578.0–587.1, CV 0.9 %)"
+    # A true median: the mean of the middle two, said so.
+    assert Figure.of([121.5, 163.4]).text() == "142.4 (n=2, mean of the middle two, 121.5–163.4, CV 20.8 %)"
     assert Figure.of([447.3]).text() == "447.3 (n=1)"
 
 
 def test_a_ratio_carries_the_spread_between_runs_where_a_side_ran_twice() -> None:
     steady = [_run(10, 400.0, "a"), _run(20, 400.0, "a")]
-    noisy = [_run(30, 300.0, "a"), _run(40, 500.0, "a")]
+    noisy = [_run(30, 300.0, "a"), _run(40, 600.0, "a")]
     ratio = Ratio.of(noisy, steady)
-    assert ratio.value == pytest.approx(0.75) and not ratio.single
-    # The between-run spread (stdev 141 / sqrt 2 = 100 on a mean of 400) dominates the step times'.
-    assert ratio.noise == pytest.approx(2 * 0.75 * 100 / 400, rel=0.01)
-    assert ratio.text() == "0.75 ± 0.38"
+    assert ratio.value == pytest.approx(1.125) and not ratio.single  # medians 450 / 400
+    # The between-run spread (stdev 212 / sqrt 2 = 150 on a mean of 450) dominates the step times'.
+    assert ratio.noise == pytest.approx(2 * 1.125 * 150 / 450, rel=0.01)
+    assert ratio.text() == "1.12 ± 0.75"
 
 
-def test_kit_commits_are_rows_of_their_own_unless_pooled() -> None:
+def test_a_ratio_is_drawn_between_headline_grade_sides_only() -> None:
+    three = [_run(m, 400.0, "a") for m in (10, 20, 30)]
+    other = [_run(m, 440.0, "a", precision="fp8-delayed") for m in (40, 50)]
+    assert ratio_text(other, three) == "quick (n=2 / 3)"
+    other.append(_run(35, 440.0, "a", precision="fp8-delayed"))
+    assert ratio_text(other, three).startswith("1.10 ± ")
+
+
+def test_kit_commits_share_a_row_unless_split_by_commit() -> None:
     runs = [_run(10, 450.0, "1111111aaaa"), _run(20, 470.0, "1111111aaaa"), _run(30, 380.0, "2222222bbbb")]
-    apart = build_report(runs, (), NO_PUBLISHED, ()).measured_rows
+    apart = build_report(runs, (), NO_PUBLISHED, (), by_commit=True).measured_rows
     assert sorted((row.commits, row.figure.text()) for row in apart) == [
-        ("kit 1111111", "450.0 (n=2, 450.0–470.0)"), ("kit 2222222", "380.0 (n=1)")]
-    (pooled,) = build_report(runs, (), NO_PUBLISHED, (), pool_commits=True).measured_rows
+        ("kit 1111111", "460.0 (n=2, mean of the middle two, 450.0–470.0, CV 3.1 %)"),
+        ("kit 2222222", "380.0 (n=1)")]
+    (pooled,) = build_report(runs, (), NO_PUBLISHED, ()).measured_rows
     assert (pooled.commits, pooled.figure.text(), pooled.runs) == ("kits 1111111, 2222222",
-                                                                   "450.0 (n=3, 380.0–470.0)", 3)
+                                                                   "450.0 (n=3, 380.0–470.0, CV 10.9 %)", 3)
     assert kit_commit(make_record(provenance={**BASE.provenance.model_dump(), "kit_commit": None})) == "unknown"
 
 
-def test_results_pool_commits_option_pools_the_rows(tmp_path: Path, capsys) -> None:
+def test_results_by_commit_option_splits_the_rows(tmp_path: Path, capsys) -> None:
     shutil.copytree(FIXTURES / "records", tmp_path / "records")
     counts = []
-    for extra in ([], ["--pool-commits"]):
+    for extra in (["--by-commit"], []):
         assert main([*_fixture_args(tmp_path / "records", tmp_path), "--csv", *extra]) == 0
         rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
         counts.append(len(rows))
@@ -80,26 +90,41 @@ def test_te_module_ms_amp_is_named_te_modules_not_no_te() -> None:
 
 
 def test_a_capped_gpu_is_its_own_hardware_never_the_larger_gpus_best() -> None:
-    capped = _run(10, 600.0, "a", variant={"gpu_memory_cap_gb": "80"})
-    full = _run(20, 500.0, "a")
-    assert hardware_words(capped) == hardware_words(full) + " capped at 80 GB"
-    report = build_report([capped, full], (), NO_PUBLISHED, ())
+    capped = [_run(m, 600.0, "a", variant={"gpu_memory_cap_gb": "80"}) for m in (10, 20, 30)]
+    full = [_run(m, 500.0, "a") for m in (40, 50, 51)]
+    assert hardware_words(capped[0]) == hardware_words(full[0]) + " capped at 80 GB"
+    report = build_report([*capped, *full], (), NO_PUBLISHED, ())
     assert len(report.best_rows) == 2
-    page = markdown.render(markdown.Page(report, "records", runs=(capped, full)))
+    page = markdown.render(markdown.Page(report, "records", runs=(*capped, *full)))
     best = page.split("## Best measured", 1)[1].split("\n## ", 1)[0]
     assert "capped at 80 GB | " in best
+
+
+def test_a_cap_at_the_cards_nominal_memory_says_the_card_holds_more() -> None:
+    h100 = make_record(platform={**BASE.platform.model_dump(), "accelerator": "h100-sxm"},
+                       variant={"gpu_memory_cap_gb": 80})
+    assert hardware_words(h100) == ("NVIDIA H100 SXM5 80GB capped at 80 GB (the card holds more "
+                                    "than its nominal 80)")
+
+
+def test_a_quick_row_is_never_a_best() -> None:
+    report = build_report([_run(10, 600.0, "a"), _run(20, 610.0, "a")], (), NO_PUBLISHED, ())
+    assert report.best_rows == [] and report.quick_rows == 1
+    page = markdown.render(markdown.Page(report, "records"))
+    assert "No configuration is headline grade yet." in page and "| quick |" in page
 
 
 def test_the_kept_page_has_none_of_the_cases_issue_48_found() -> None:
     assert "campaign msamp-h100x2" not in PAGE  # a campaign's name never stands for hardware
     assert "no TE msamp_modules=te" not in PAGE and "(no TE) msamp_modules=te" not in PAGE
-    # 345M bf16 TE on two H200s: four kit commits, four rows of one run each, not one median.
+    # 345M bf16 TE on two H200s: four kit commits, one configuration, one row of four runs.
     bf16 = [line for line in PAGE.split("\n## 345M\n", 1)[1].split("\n## ", 1)[0].splitlines()
             if line.startswith("| local · H200 | megatron (TE) | bf16 | 1 | 2 |")]
-    assert len(bf16) == 4 and all("(n=1)" in line for line in bf16)
-    # Every precision ratio carries its noise.
-    ratios = [line for line in PAGE.splitlines() if line.startswith("| × bf16 |")]
-    assert ratios and all(" ± " in cell for line in ratios for cell in line.split(" | ")[2:])
+    assert len(bf16) == 1 and "(n=4, mean of the middle two," in bf16[0]
+    # Every precision ratio carries its noise, or says why it is not drawn.
+    ratios = [line for line in PAGE.splitlines() if line.startswith("| × bf16, like for like |")]
+    assert ratios and all(" ± " in cell or cell.startswith(("quick", "not like for like", "1 |", "1"))
+                          for line in ratios for cell in line.split(" | ")[1:])
     # The best table's capped 2.7B msamp-o2 row is named capped, or an uncapped row is the best.
     best = PAGE.split("## Best measured", 1)[1].split("\n## ", 1)[0]
     for line in best.splitlines():

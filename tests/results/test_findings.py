@@ -11,13 +11,14 @@ import pytest
 
 from bench.records.record import Record, build_record
 from bench.records.store import write_record
-from bench.results import hardware, markdown
+from bench.results import best, hardware, markdown
 from bench.results.aggregate import build_report
 from bench.results.data import Published
 from bench.results.generate import generate
 from bench.results.hardware import load_node_checks
 from bench.results.profiles import STACK, TIME_PLOT, plan_time_plot, time_rows
 from bench.results.scaling import scaling_pairs
+from bench.results.spread import Ratio
 from tests.record_factory import failed_fields, make_record
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,12 +50,19 @@ def _run(run_id: str, tflops: float, *, dp: int = 1, global_batch: int = 16,
 
 # --- best per model, precision and hardware ---------------------------------------------------
 
+def _thrice(run_id: str, tflops: float, **overrides: Any) -> list[Record]:
+    """Three runs of one configuration: a headline-grade row (runs of 20 measured steps)."""
+    return [_run(run_id.replace("00Z", f"0{i}Z"), tflops, **overrides) for i in range(3)]
+
+
 def test_best_rows_keep_each_gpu_model_apart() -> None:
-    runs = [_run("13b_h100_20261125T100000Z", 440.0),
-            _run("13b_h200_20261121T100000Z", 500.0, accelerator="h200-sxm"),
+    runs = [*_thrice("13b_h100_20261125T100000Z", 440.0),
+            *_thrice("13b_h200_20261121T100000Z", 500.0, accelerator="h200-sxm"),
             # The same GPU model named as older records name it: one hardware, one best row.
-            _run("13b_h200_20261121T110000Z", 510.0, accelerator="H200 SXM", global_batch=32),
-            _run("13b_h100_20261125T110000Z", 540.0, precision="fp8-delayed")]
+            *_thrice("13b_h200_20261121T110000Z", 510.0, accelerator="H200 SXM", global_batch=32),
+            *_thrice("13b_h100_20261125T110000Z", 540.0, precision="fp8-delayed"),
+            # A quick row is never a best, however fast.
+            _run("13b_h100_20261125T120000Z", 600.0, global_batch=32)]
     best = build_report(runs, (), NO_PUBLISHED, ()).best_rows
     assert [(row.precision, row.accelerator, row.tflops_per_gpu) for row in best] == [
         ("bf16", "h100-sxm", 440.0), ("bf16", "H200 SXM", 510.0),
@@ -64,12 +72,12 @@ def test_best_rows_keep_each_gpu_model_apart() -> None:
 def test_like_with_like_is_judged_within_one_gpu_model() -> None:
     # bf16 on the H200, fp8 on the H100, each one setup: nothing to warn of, the hardware column
     # keeps them apart.
-    runs = [_run("13b_h200_20261121T100000Z", 500.0, accelerator="h200-sxm"),
-            _run("13b_h100_20261125T110000Z", 540.0, precision="fp8-delayed")]
-    assert markdown._unlike_note(build_report(runs, (), NO_PUBLISHED, ()).best_rows) == []
+    runs = [*_thrice("13b_h200_20261121T100000Z", 500.0, accelerator="h200-sxm"),
+            *_thrice("13b_h100_20261125T110000Z", 540.0, precision="fp8-delayed")]
+    assert best._unlike_note(build_report(runs, (), NO_PUBLISHED, ()).best_rows) == []
     # On the H100, bf16 at DP 2 and fp8 on one GPU are not like with like: named with the GPU.
-    runs += [_run("13b_h100_20261125T100000Z", 440.0, dp=2, global_batch=32)]
-    note = markdown._unlike_note(build_report(runs, (), NO_PUBLISHED, ()).best_rows)
+    runs += _thrice("13b_h100_20261125T100000Z", 440.0, dp=2, global_batch=32)
+    note = best._unlike_note(build_report(runs, (), NO_PUBLISHED, ()).best_rows)
     assert note[0].startswith("Not like with like: the best rows of 13B on NVIDIA H100 SXM5 80GB ran")
 
 
@@ -94,15 +102,14 @@ def test_dp_runs_pair_with_the_one_replica_run_at_the_same_batch_per_rank() -> N
     ]
     pairs = scaling_pairs([*others, scaled, base])
     assert [(p.base.run_id, p.scaled.run_id) for p in pairs] == [(base.run_id, scaled.run_id)]
-    assert pairs[0].efficiency.value == pytest.approx(441.9 / 447.3)
+    assert Ratio.of(pairs[0].scaled_runs, pairs[0].base_runs).value == pytest.approx(441.9 / 447.3)
     page = markdown.render(markdown.Page(build_report([base, scaled], (), NO_PUBLISHED, ()), "records",
                                          runs=(base, scaled)))
     scaling = page.split("## Scaling", 1)[1].split("\n## ", 1)[0]
     row = next(line for line in scaling.splitlines() if line.startswith("| 13B | bf16 |"))
-    # Each side one run: its figure says n=1, and the efficiency its noise with "1 run".
+    # Each side one run: its figure says n=1, and the efficiency is not drawn from quick sides.
     assert ("| megatron (TE) | NVIDIA H100 SXM5 80GB | 4/16 | tp1pp1dp1 | 1 | 447.3 (n=1) | tp1pp1dp2 "
-            "| 2 | 441.9 (n=1) | 0.988 ± ") in row
-    assert ", 1 run |" in row
+            "| 2 | 441.9 (n=1) | quick (n=1 / 1) | ") in row
     assert f"(records/{base.run_id}.json)" in row and f"(records/{scaled.run_id}.json)" in row
 
 
@@ -115,8 +122,9 @@ def test_a_failed_or_lone_run_makes_no_scaling_row() -> None:
 def test_repository_page_sets_the_h100_scaling_runs_side_by_side() -> None:
     page = (REPO / "results" / "README.md").read_text()
     scaling = page.split("## Scaling", 1)[1].split("\n## ", 1)[0]
-    for cells, runs in ((("447.3 (n=1)", "441.9 (n=1)", "0.988 ± 0.007, 1 run"), ("215321Z-c14", "214842Z-c3")),
-                        (("524.5 (n=1)", "543.7 (n=1)", "1.037 ± 0.044, 1 run"), ("215337Z-c15", "214856Z-c4"))):
+    # One run a side: the figures are shown, the efficiency is not drawn from quick sides.
+    for cells, runs in ((("447.3 (n=1)", "441.9 (n=1)", "quick (n=1 / 1)"), ("215321Z-c14", "214842Z-c3")),
+                        (("524.5 (n=1)", "543.7 (n=1)", "quick (n=1 / 1)"), ("215337Z-c15", "214856Z-c4"))):
         row = next(line for line in scaling.splitlines() if runs[0] in line)
         assert all(f"| {cell} |" in row for cell in cells) and runs[1] in row
         assert "NVIDIA H100 SXM5 80GB" in row

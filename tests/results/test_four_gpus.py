@@ -48,11 +48,13 @@ def test_layouts_side_by_side_with_breakdown_ratio_and_whats_missing() -> None:
     assert "tp2sp dp2 bf16 (beyond 80 GB: ~79.1 GB by the memory estimate)" in missing
     page = "\n".join(fourgpu.section(rows, [], fourgpu.plan_plot(rows), "records"))
     first = next(line for line in page.splitlines() if line.startswith("| tp2pp2sp |"))
-    assert "460.0 (n=2, 460.0–470.0)" in first and "| 1 |" in first
+    # Two runs: the mean of the middle two, said so; quick, so no row is the fastest to divide by.
+    assert "465.0 (n=2, mean of the middle two, 460.0–470.0, CV 1.5 %)" in first
+    assert "| quick (n=2; no headline row) |" in first
     step_ms = runs[0].metrics.step_time_s_median * 1000  # shares are of the measured step
     assert f"| {100 * 800 / step_ms:.1f} | {100 * 100 / step_ms:.1f} |" in first  # GEMM, attention
     tp4 = next(line for line in page.splitlines() if line.startswith("| tp4sp |"))
-    assert " ± " in tp4 and "| – | – |" in tp4  # ratio with its noise; no profile
+    assert "| quick (n=1; no headline row) |" in tp4 and "| – | – |" in tp4  # no ratio; no profile
     assert "Missing: " in page and "No data-parallel run on four GPUs yet." in page
 
 
@@ -63,8 +65,17 @@ def test_scaling_joins_one_batch_per_gpu_and_says_what_was_not_measured() -> Non
     assert [sorted(r) for r in rows] == [[1, 4], [4]]
     cells = fourgpu._scaling_cells(rows[0], "records")
     assert cells[5].startswith("500.0 (n=1), kit abc1234") and cells[6] == "not measured"
-    assert cells[8].startswith("0.980 ± ")
+    assert cells[8] == "quick (n=1 / 1)"  # one run a side: no efficiency drawn
     assert fourgpu._scaling_cells(rows[1], "records")[5] == "not measured"
+
+
+def test_a_headline_row_is_the_fastest_the_others_divide_by() -> None:
+    te = {"implementation": "te"}
+    runs = [*(_run(m, 460.0 + m, name="tp2pp2sp", tp=2, pp=2, dp=1, sp=True, **te) for m in (10, 11, 12)),
+            *(_run(m, 380.0 + m, name="tp4sp", tp=4, dp=1, sp=True, **te) for m in (20, 21, 22))]
+    page = "\n".join(fourgpu.section(fourgpu.layout_rows(runs), [], None, "records"))
+    tp4 = next(line for line in page.splitlines() if line.startswith("| tp4sp |"))
+    assert "| 0.85 ± " in tp4
 
 
 def test_an_empty_section_says_so_and_the_page_has_it_in_order() -> None:

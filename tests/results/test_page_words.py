@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from bench.records.record import build_record
 from bench.records.store import load_record
-from bench.results import markdown
+from bench.results import best
 from bench.results.runs import failure_reason
 from bench.results.words import settings, variant_text
 from tests.record_factory import failed_fields
@@ -57,11 +57,11 @@ def _best(model: str, accelerator: str, gpus: int, micro: int, global_: int) -> 
 
 def test_the_best_table_says_when_a_models_rows_are_not_like_with_like() -> None:
     # 1.3b's best bf16 ran at micro-batch 8 and its best msamp-o1 at 4: the table must say so
-    note = markdown._unlike_note([_best("1.3b", "h200-sxm", 1, 8, 32), _best("1.3b", "h200-sxm", 1, 4, 32),
+    note = best._unlike_note([_best("1.3b", "h200-sxm", 1, 8, 32), _best("1.3b", "h200-sxm", 1, 4, 32),
                                   _best("13b", "h200-sxm", 4, 1, 64), _best("13b", "h200-sxm", 4, 1, 64)])
     assert note[0].startswith("Not like with like: the best rows of 1.3B ran on different hardware")
     assert "13B" not in note[0]
-    assert markdown._unlike_note([_best("13b", "h200-sxm", 4, 1, 64)]) == []
+    assert best._unlike_note([_best("13b", "h200-sxm", 4, 1, 64)]) == []
 
 
 def test_an_images_version_stamp_is_not_a_setting_of_the_row() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from bench.records.record import Record
 from bench.records.store import load_records
-from bench.results.precisions import section, side_by_side
+from bench.results.precisions import _partner, section, side_by_side
 from bench.results.spread import Figure, Ratio
 from tests.record_factory import make_record
 
@@ -23,44 +23,60 @@ def groups():
     return {group.title: group for group in side_by_side(runs)}
 
 
-def _ratios(group) -> dict[str, float]:
-    base = group.baseline.run.metrics.tflops_per_gpu
-    return {c.name: round(c.run.metrics.tflops_per_gpu / base, 2) for c in group.columns}
+def _partners(group) -> dict[str, tuple[str, str, float] | None]:
+    """Each column's like-for-like bf16 column, what they differ in and the ratio of medians."""
+    found = {}
+    for column in group.columns:
+        partner = _partner(column, group)
+        found[column.name] = None if partner is None else (
+            partner[0].name, partner[1],
+            round(Figure.of_runs(column.runs).median / Figure.of_runs(partner[0].runs).median, 2))
+    return found
 
 
 def test_the_two_h100_dp2_group_sets_fp8_and_the_stacks_beside_bf16(groups) -> None:
     (title,) = [t for t in groups
                 if t.startswith("2.7B tp1pp1dp2, micro/global batch 4/32") and t.endswith("kit 460cbdc")]
-    assert _ratios(groups[title]) == {"bf16 TE": 1.0, "bf16 TE+apex": 0.99, "bf16 no TE": 1.01,
-                                      "fp8-delayed TE": 1.23, "fp8-current TE": 1.19}
+    partners = _partners(groups[title])
+    assert partners["fp8-delayed TE"] == ("bf16 TE", "precision", 1.23)
+    assert partners["fp8-current TE"] == ("bf16 TE", "precision", 1.19)
+    assert partners["bf16 no TE"] == ("bf16 TE", "layers", 1.01)
 
 
-def test_the_ms_amp_modes_are_one_group_of_five_precisions(groups) -> None:
-    (title,) = [t for t in groups if t.startswith("1.3B tp1pp1dp1, micro/global batch 4/32, 30 iterations")]
+def test_the_ms_amp_modes_are_one_group_of_five_precisions_and_recipes(groups) -> None:
+    (title,) = [t for t in groups if t.startswith("1.3B tp1pp1dp1, micro/global batch 4/32, NVIDIA H200 "
+                                                  "SXM 141GB, real data, kits 2247c3e")]
     group = groups[title]
     assert [c.run.precision for c in group.columns] == ["bf16", "fp8-delayed", "msamp-o1", "msamp-o2", "fp4"]
-    assert group.baseline.run.metrics.tflops_per_gpu == pytest.approx(461.2, abs=0.05)
+    assert Figure.of_runs(group.columns[0].runs).median == pytest.approx(462.4, abs=0.05)
+    # MS-AMP's and fp4's linears are the kit's own, not TE: precision and layers differ, no ratio.
+    partners = _partners(group)
+    assert partners["fp8-delayed TE"][:2] == ("bf16 TE", "precision")
+    assert [partners[c.name] for c in group.columns[2:]] == [None, None, None]
+    page = "\n".join(section([group], "records"))
+    assert "| recipe | – | – | MS-AMP o1 | MS-AMP o2 | fp4 |" in page
+    assert page.count("not like for like") >= 3
 
 
 def test_one_configuration_is_one_column_whatever_command_ran_it(groups) -> None:
     """Two H200s, 2026-11-26, kit 56bf00c: te ran at 468.2 in msamp-te-modules and at 537.2 in
     msamp-te-cuda-graph ten minutes later; one claim, one figure with its spread, and each ratio
     to the other columns with its noise."""
-    group = groups["2.7B tp1pp1dp2, micro/global batch 4/32, 20 iterations, NVIDIA H200 SXM 141GB, "
-                   "real data, kit 56bf00c"]
+    group = groups["2.7B tp1pp1dp2, micro/global batch 4/32, NVIDIA H200 SXM 141GB, real data, kits "
+                   "382c9e2, 55d1e3e, 56bf00c, 9bf2ce1, fab02e9"]
     figures = {c.name: Figure.of_runs(c.runs).text() for c in group.columns}
-    assert figures == {"fp8-delayed TE": "468.2 (n=2, 468.2–537.2)",
-                       "fp8-delayed TE megatron_args=--cuda-graph-impl transformer_engine": "572.0 (n=1)",
-                       "msamp-o2 TE modules": "536.9 (n=1)", "msamp-o2 no TE": "511.2 (n=2, 511.2–549.3)"}
+    # Seven runs of one key from four commits are one column; the 537.2 of that day among them.
+    assert figures["fp8-delayed TE"] == "537.2 (n=7, 468.2–575.0, CV 7.7 %)"
+    assert figures["fp8-delayed TE megatron_args=--cuda-graph-impl transformer_engine"] == "572.0 (n=1)"
 
 
 def test_titles_name_the_hardware_and_kit_never_a_campaign(groups) -> None:
     assert not [t for t in groups if "campaign" in t or "h100x2" in t]
     capped = [t for t in groups if "capped at 80 GB" in t]
-    cards = ("NVIDIA H200 SXM 141GB capped at 80 GB", "NVIDIA H100 SXM5 80GB capped at 80 GB")
+    cards = ("NVIDIA H200 SXM 141GB capped at 80 GB", "NVIDIA H100 SXM5 80GB capped at 80 GB (the card")
     assert capped and all(any(card in t for card in cards) for t in capped)
     assert all(any(card in t for t in capped) for card in cards)  # the H100's 81,559 MiB too
-    assert all(t.rsplit(", ", 1)[1].startswith("kit ") for t in groups)
+    assert all(t.rsplit(", ", 1)[-1].startswith(("kit ", "kits ")) or ", kits " in t for t in groups)
 
 
 def test_runs_that_differ_in_anything_but_precision_and_layers_stay_apart(groups) -> None:
@@ -110,18 +126,19 @@ def test_a_setup_on_several_machines_of_one_commit_is_one_group_with_its_spread(
     assert [len(c.runs) for c in group.columns] == [2, 2]
     assert group.title.endswith("mock data, kit 0123abc")
     page = "\n".join(section([group], "records"))
-    assert "| × bf16 | 1 | " in page and " ± " in page and "(n=2" in page
+    assert "| × bf16, like for like | 1 | quick (n=2 / 2) (precision, vs " in page and "(n=2" in page
 
 
-def test_kit_commits_are_groups_of_their_own_unless_pooled() -> None:
+def test_kit_commits_share_a_group_unless_split_by_commit() -> None:
     runs = [_run("bf16", 10, None, "1111111aaaa"), _run("fp8-delayed", 20, None, "1111111aaaa"),
             _run("bf16", 10, None, "2222222bbbb", day="2026-11-22"),
             _run("fp8-delayed", 20, None, "2222222bbbb", day="2026-11-22")]
-    assert [g.title.rsplit(", ", 1)[1] for g in side_by_side(runs)] == ["kit 1111111", "kit 2222222"]
-    (pooled,) = side_by_side(runs, pool_commits=True)
+    split = side_by_side(runs, by_commit=True)
+    assert [g.title.rsplit(", ", 1)[1] for g in split] == ["kit 1111111", "kit 2222222"]
+    (pooled,) = side_by_side(runs)
     assert pooled.title.endswith("kits 1111111, 2222222")
     assert [len(c.runs) for c in pooled.columns] == [2, 2]
-    assert side_by_side(runs[:1] + runs[3:]) == []  # never a column of another commit
+    assert side_by_side(runs[:1] + runs[3:], by_commit=True) == []  # never a column of another commit
 
 
 def test_a_lone_pair_s_ratio_says_its_run_to_run_noise_is_unknown() -> None:

@@ -15,8 +15,8 @@ def test_every_section_module_has_its_line_in_the_page_order() -> None:
     modules = sorted(path.stem for path in RESULTS.glob("*.py")
                      if any(isinstance(node, ast.FunctionDef) and node.name == "section"
                             for node in ast.parse(path.read_text()).body))
-    assert modules == ["checkpoints", "fits", "fourgpu", "hardware", "losses", "memory", "precisions", "predicted",
-                       "profiles", "scaling"]
+    assert modules == ["best", "checkpoints", "fits", "fourgpu", "hardware", "losses", "memory", "precisions",
+                       "predicted", "profiles", "scaling"]
     order = inspect.getsource(markdown.render)
     assert all(f"{module}.section(" in order for module in modules)
 
