@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.records.provenance import Conditions
 from bench.running import gpustate
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
@@ -42,6 +43,32 @@ def test_one_gpu_has_no_pair() -> None:
 def test_a_matrix_that_does_not_say_gives_no_links(text: str | None, indices: list[int]) -> None:
     text = _fixture("topo-h100x2.txt") if text is None else text
     assert gpustate.links_from_topo(text, indices) is None
+
+
+def test_static_fields_of_a_real_h200() -> None:
+    rows = gpustate.rows_by_uuid(_fixture("static-h200.csv"), gpustate.STATIC_FIELDS)
+    assert list(rows) == [H200]
+    assert gpustate.static_of(rows[H200]) == gpustate.Static(0, 700.0, 1980, 3201, "enabled")
+
+
+def test_samples_of_a_real_h200_idle_and_under_load() -> None:
+    idle = gpustate.rows_by_uuid(_fixture("sample-h200-idle.csv"), gpustate.SAMPLE_FIELDS)
+    assert gpustate.sample_of(idle[H200]).reasons == {"gpu_idle"}
+    loaded = [gpustate.sample_of(row) for line in _fixture("sample-h200-load.csv").splitlines()
+              for row in gpustate.rows_by_uuid(line, gpustate.SAMPLE_FIELDS).values()]
+    assert len(loaded) == 3
+    for sample in loaded:  # bf16 matmuls hold a 700 W H200 at its power cap, below 1980 MHz
+        assert sample.reasons == {"sw_power_cap"}
+        assert 1000 < sample.sm_clock_mhz < 1980 and sample.memory_clock_mhz == 3201
+        assert 30 < sample.temperature_c < 90 and 0.5 < sample.memory_used_gib < 140
+
+
+def test_nvml_and_nvidia_smi_made_the_same_conditions_on_a_real_h200() -> None:
+    nvml, smi = (Conditions.model_validate_json(_fixture(f"conditions-h200-{name}.json"))
+                 for name in ("nvml", "smi"))
+    assert (nvml.source, smi.source) == ("nvml", "nvidia-smi")
+    assert nvml.model_copy(update={"source": "nvidia-smi"}) == smi
+    assert nvml.gpus[0].reasons == ["sw_power_cap"] and nvml.gpus[0].power_limit_w == 700.0
 
 
 def test_words_for_unknown_are_none() -> None:
