@@ -105,7 +105,9 @@ def check_out_dir(out_dir: Path) -> None:
 def write_outputs(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
     """Write files whose bytes changed and delete PNGs in ``plots/`` no longer generated.
 
-    Returns the paths written or deleted; an unchanged file keeps its modification time.
+    Returns the paths written or deleted; an unchanged file keeps its modification time. Each
+    file is written beside its place under a hidden name and renamed into it, so a failed write
+    (a full disk) leaves the old file whole and no hidden file behind.
     """
     changed = []
     for name, data in sorted(files.items()):
@@ -114,8 +116,12 @@ def write_outputs(out_dir: Path, files: Mapping[str, bytes]) -> list[Path]:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = path.with_name(f".{path.name}.tmp")
-        temp.write_bytes(data)
-        temp.replace(path)
+        try:
+            temp.write_bytes(data)
+            temp.replace(path)
+        except BaseException:  # a full disk or a stop midway: no half-written hidden file stays
+            temp.unlink(missing_ok=True)
+            raise
         changed.append(path)
     plots_dir = out_dir / PLOTS_DIR
     if plots_dir.is_dir():

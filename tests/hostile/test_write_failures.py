@@ -93,3 +93,22 @@ def test_schemas_on_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path:
     _one_error(_bench("schemas", "--out", str(out), file_limit=4_000), "File too large")
     assert all(not path.name.startswith(".") for path in out.iterdir())
     assert all(json.loads(path.read_text()) for path in out.iterdir())  # only whole files
+
+
+def test_results_page_on_a_full_disk_leaves_the_old_page_and_no_hidden_file(tmp_path: Path) -> None:
+    """The page is written under a hidden name and renamed into place: a write the disk refuses
+    removes the hidden file and keeps the page that was there."""
+    (out := tmp_path / "results").mkdir()
+    (out / "README.md").write_text("the old page\n")
+    script = ("import sys; from pathlib import Path; from bench.results.generate import write_outputs; "
+              "write_outputs(Path(sys.argv[1]), {'README.md': b'x' * 10_000})")
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4_000, 4_000))
+
+    done = subprocess.run([sys.executable, "-c", script, str(out)], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, preexec_fn=limit)
+    assert done.returncode == 1 and "File too large" in done.stderr, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["README.md"]
+    assert (out / "README.md").read_text() == "the old page\n"
