@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -13,6 +14,16 @@ from bench.config.text import error_text
 SPLIT_DOCUMENTS = 1000
 
 
+class Terminated(Exception):
+    """``bench data`` got SIGTERM (``kill``, a batch system's time limit)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    """SIGTERM as an exception, so the partial files are removed on the way out as on any error;
+    the signal's default action would leave them."""
+    raise Terminated
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     # Imported here: numpy and the tokenizers are needed by this command only (the data extra).
     for module in ("numpy", "tiktoken"):
@@ -20,6 +31,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     from bench.dataset.gpt2 import FastPathMismatch, TokenizerFilesError
     from bench.dataset.prepare import InputError, check_name, named, prepare
 
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         if args.name is not None:
             check_name(args.name)
@@ -34,6 +46,11 @@ def cmd_data(args: argparse.Namespace) -> int:
               f"{error_text(error.strerror or error)}); nothing was left there: free some space, "
               "or give --out-dir a folder you can write to", file=sys.stderr)
         return 1
+    except Terminated:
+        print(f"error: stopped by SIGTERM; nothing was left in {args.out_dir}", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if result.reused:
         print(f"already prepared from the same inputs: {result.prefix} ({result.documents:,} "
               f"documents, {result.tokens:,} tokens)")
