@@ -99,6 +99,21 @@ def _check_given(upstreams: Mapping[str, Path], pins: Pins) -> None:
                              f"pinned commit {commit}; use the archive of that commit")
 
 
+def _check_fetches(upstreams: Mapping[str, Path], pins: Pins) -> None:
+    """Refuse, before the training stack's downloads (about 280 MB), a pinned source archive that
+    cannot be fetched from here: its server is asked for the archive and answers, nothing more is
+    read."""
+    for name in SNAPSHOTS:
+        upstream = pins.upstreams.get(name)
+        if name in upstreams or upstream is None:
+            continue
+        try:
+            urllib.request.urlopen(upstream.archive_url, timeout=60).close()
+        except (OSError, ValueError) as error:
+            raise ValueError(f"cannot fetch {upstream.pin} ({error}); give --upstream {name}=PATH, "
+                             "the archive of that commit, or --without sources") from error
+
+
 def _snapshot(name: str, given: Path | None, sources: Path, pins: Pins) -> str | None:
     """Copy (``--upstream``) or fetch the source archive of ``name`` into ``sources``; the reason
     when it is left out."""
@@ -130,6 +145,8 @@ def gather(target: str, dest: Path, python: str = sys.executable,
     upstreams = dict(upstreams or {})
     pins = load_pins()
     _check_given(upstreams, pins)
+    if "sources" in parts:
+        _check_fetches(upstreams, pins)
     sources = dest / "sources"
     sources.mkdir(parents=True, exist_ok=True)
     missing: dict[str, str] = {}

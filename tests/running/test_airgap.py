@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,27 @@ def test_gather_copies_the_snapshots_given_and_refuses_another_commit(tmp_path: 
         gather("cuda", dest, upstreams={"ms-amp": other}, parts=("sources",))
     with pytest.raises(ValueError, match="--upstream flash-attn: not one of apex, megatron-deepspeed"):
         gather("cuda", dest, upstreams={"flash-attn": other}, parts=("sources",))
+
+
+def test_an_unreachable_source_fetch_is_refused_before_the_stack_is_downloaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pinned archives' server is asked first: a machine that cannot reach it learns so before
+    the training stack's ~280 MB, not after."""
+    asked: list[str] = []
+
+    def unreachable(url: str, timeout: float) -> None:
+        asked.append(url)
+        raise urllib.error.URLError("[Errno -3] Temporary failure in name resolution")
+
+    monkeypatch.setattr(airgap.urllib.request, "urlopen", unreachable)
+    downloads: list[str] = []
+    given = {"megatron-deepspeed": _archive(tmp_path / f"Megatron-DeepSpeed-{MDS}.tar.gz")}
+    with pytest.raises(ValueError, match=rf"cannot fetch .*{MSAMP}.*Temporary failure in name "
+                                         r"resolution.*give --upstream ms-amp=PATH"):
+        gather("cuda", tmp_path / "w", upstreams=given, log=lambda _: None,
+               fetch_stack=lambda: downloads.append("stack"))
+    assert downloads == [] and not (tmp_path / "w").exists()
+    assert len(asked) == 1 and MSAMP in asked[0]  # the one given is not asked for
 
 
 @pytest.mark.slow  # real pip: the wheels downloaded, then installed (seconds)
