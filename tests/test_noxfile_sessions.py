@@ -125,4 +125,15 @@ def test_help_of_a_session_shows_its_commands_help(
     monkeypatch.setenv("PATH", str(tmp_path))
     session = FakeSession(["--help"], tmp_path)
     getattr(noxfile, name)(session)
-    assert session.calls[-1] == ("run", ("python", *command))
+    # An image command's help runs in nox's own Python: nothing installed into the session's venv.
+    image = command[1:3] == ("bench", "images")
+    assert session.calls[-1] == ("run", (sys.executable if image else "python", *command))
+    assert not image or not [call for call in session.calls if call[0] == "install"]
+
+
+def test_lint_help_says_what_it_checks_without_running_ruff(noxfile: types.ModuleType,
+                                                            tmp_path: Path) -> None:
+    session = FakeSession(["--help"], tmp_path)
+    noxfile.lint(session)
+    assert session.calls == [("log", ("nox -s lint: ruff check bench tests noxfile.py docs/reports "
+                                      "(rules in pyproject.toml); takes no arguments",))]
