@@ -19,6 +19,11 @@ from bench.config.run_options import (
 )
 
 
+# The smallest --gpu-memory-cap (GB): each rank's CUDA context held 0.51-0.52 GiB outside torch's
+# allocator on an H200 (the memory-cap lines of the kept train logs), which the cap must cover.
+MIN_GPU_MEMORY_CAP_GB = 1.0
+
+
 @dataclass(frozen=True)
 class Tuning:
     """The A/B settings; each field's default, choices, engine and variant key are its entry in
@@ -59,6 +64,12 @@ class Tuning:
         if self.gpu_memory_cap is not None and not self.gpu_memory_cap > 0:
             raise ValueError(f"--gpu-memory-cap {self.gpu_memory_cap:g}: give the GB a GPU may use, "
                              "more than 0 (80 for an 80 GB GPU)")
+        if self.gpu_memory_cap is not None and self.gpu_memory_cap < MIN_GPU_MEMORY_CAP_GB:
+            # Said here, before --force can skip the memory estimate: the entry would refuse it
+            # only on the GPU, after the launch.
+            raise ValueError(f"--gpu-memory-cap {self.gpu_memory_cap:g}: below {MIN_GPU_MEMORY_CAP_GB:g} "
+                             "GB the CUDA context alone (0.5 GiB outside torch's allocator) leaves "
+                             "training nothing; give at least 1 (80 for an 80 GB GPU)")
 
     @property
     def grad_reduce_bf16(self) -> bool:

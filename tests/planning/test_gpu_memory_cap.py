@@ -22,6 +22,7 @@ from bench.records.build import plan_summary
 from bench.running.arguments import options_from, parse_run_argv
 from bench.train.memory_cap import GIB, cap_fraction
 from tests.conftest import options
+from tests.inprocess import run_cli
 
 CAP_80 = Tuning(gpu_memory_cap=80)
 
@@ -69,6 +70,19 @@ def test_a_cap_above_the_gpu_or_not_above_zero_is_refused() -> None:
         _plan(Tuning(gpu_memory_cap=200))
     with pytest.raises(ValueError, match="--gpu-memory-cap 0: give the GB a GPU may use, more than 0"):
         Tuning(gpu_memory_cap=0)
+
+
+def test_a_cap_below_what_the_cuda_context_holds_is_refused_even_with_force(tmp_path: Path) -> None:
+    """The entry would refuse 0.001 GB only on the GPU, after the launch; --force skips the memory
+    estimate, never this."""
+    with pytest.raises(ValueError, match=r"--gpu-memory-cap 0.001: below 1 GB the CUDA context alone "
+                                         r"\(0.5 GiB outside torch's allocator\) leaves training nothing"):
+        Tuning(gpu_memory_cap=0.001)
+    done = run_cli("run", "1.3b", "tp1pp1", "--gpus", "1", "--gpu-memory-cap", "0.001", "--force",
+                   "--dry-run", "--records", str(tmp_path / "records"), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error: --gpu-memory-cap 0.001: below 1 GB")
+    assert done.stderr.count("\n") == 1 and not list(tmp_path.iterdir())
+    assert Tuning(gpu_memory_cap=1).gpu_memory_cap == 1
 
 
 def test_megatron_deepspeed_runs_its_script_through_the_kits_capping_wrapper() -> None:
