@@ -48,6 +48,11 @@ DEFAULT_MSAMP_SCALING = "in-time"
 # until the A/B says otherwise.
 MSAMP_MODULES = ("torch", "te")
 DEFAULT_MSAMP_MODULES = "torch"
+# CUDA graphs: none, or Transformer Engine's (megatron-core's --cuda-graph-impl transformer_engine),
+# which capture each layer's forward and backward; they need Transformer Engine's layers.
+CUDA_GRAPHS = ("none", "te")
+# Attention and hidden dropout: Megatron's and Megatron-DeepSpeed's default, a probability.
+DEFAULT_DROPOUT = 0.1
 # torch's caching allocator: its default segments, or expandable ones that grow in place, which
 # leave less memory reserved but unallocated (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
 ALLOCATORS = ("default", "expandable")
@@ -284,6 +289,19 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               variant_text=lambda fused: "fused" if fused else "unfused",
               engine="megatron-deepspeed", refusal="--no-fused-attention is a Megatron-DeepSpeed "
               "setting: the megatron engine's attention is torch's SDPA or Transformer Engine's"),
+    RunOption("cuda_graphs", str, "CUDA graphs: none, or te (Transformer Engine's, capturing each "
+              "layer's forward and backward; Transformer Engine layers, megatron engine; with "
+              "--recompute selective they need --dropout 0)", default="none", choices=CUDA_GRAPHS,
+              group="tuning", field="tuning.cuda_graphs", variant="cuda_graphs",
+              engine="megatron",
+              refusal="--cuda-graphs {value} captures megatron-core's layers with Transformer "
+              "Engine's graphs; Megatron-DeepSpeed has no such hook: use --engine megatron"),
+    # A recipe away from the default: dropout 0 changes the training math (the results page names
+    # such a run a recipe, never the plain precision's row).
+    RunOption("dropout", float, f"attention and hidden dropout probability (default "
+              f"{DEFAULT_DROPOUT:g}, Megatron's); 0 trains without dropout, a recipe of its own",
+              default=DEFAULT_DROPOUT, metavar="P", group="tuning", field="tuning.dropout",
+              variant="dropout", variant_text=lambda p: f"{p:g}"),
     RunOption("gpu_memory_cap", float, "plan and train as if each GPU had GB of memory (80 for an "
               "H100 80GB)", metavar="GB", group="tuning",
               field="tuning.gpu_memory_cap", variant="gpu_memory_cap_gb",
@@ -369,5 +387,16 @@ def misplaced(options: Any, engine: str) -> str | None:
     return None
 
 
+EXTRA_ARGS_KEY = "megatron_args"  # the variant key of the Megatron flags given after '--'
 # Every note key a variant may use: the table's, and the Megatron flags given after '--'.
-VARIANT_KEYS = (*(o.variant for o in RUN_OPTIONS if o.variant), "megatron_args")
+VARIANT_KEYS = (*(o.variant for o in RUN_OPTIONS if o.variant), EXTRA_ARGS_KEY)
+
+
+def variant_key(name: str) -> str:
+    """The variant key of the run option ``name`` (``gpu_memory_cap`` -> ``gpu_memory_cap_gb``):
+    how a reader of a record's variant names a setting, so that renaming it here renames it
+    everywhere. Raises KeyError for an option with no variant key."""
+    key = BY_NAME[name].variant
+    if key is None:
+        raise KeyError(f"run option {name!r} has no variant key")
+    return key

@@ -41,6 +41,9 @@ class Tuning:
     around MS-AMP's FP8 linears, torch's or Transformer Engine's (``--kit-msamp-modules te``).
     ``fused_attention``: Megatron-DeepSpeed's attention through flash-attn or torch's SDPA (patch
     0011) instead of its unfused core attention, which stores the s x s scores.
+    ``cuda_graphs``: ``none``, or ``te``, Transformer Engine's CUDA graphs of each layer
+    (``--cuda-graph-impl transformer_engine``). ``dropout``: the attention and hidden dropout
+    probability (default 0.1, Megatron's; 0 is a recipe: it changes the training math).
     ``gpu_memory_cap``: the GPU memory (GB, the accelerator files' unit) the run plans with and the
     entry caps torch's allocator to, below the GPU's own (None: the GPU's). ``allocator``: torch's
     caching allocator, its default segments or ``expandable`` ones (the run's
@@ -54,6 +57,8 @@ class Tuning:
     msamp_modules: str = field_default("tuning.msamp_modules")
     fused_loss: bool = field_default("tuning.fused_loss")
     fused_attention: bool = field_default("tuning.fused_attention")
+    cuda_graphs: str = field_default("tuning.cuda_graphs")
+    dropout: float = field_default("tuning.dropout")
     gpu_memory_cap: float | None = field_default("tuning.gpu_memory_cap")
     allocator: str = field_default("tuning.allocator")
     extra_args: tuple[str, ...] = ()
@@ -61,6 +66,9 @@ class Tuning:
     def __post_init__(self) -> None:
         for option, value in unknown_choices("tuning", self):
             raise ValueError(f"{option.flag} {value}: use one of {', '.join(option.choices or ())}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"--dropout {self.dropout:g}: give a probability from 0 up to, not "
+                             "including, 1 (0: no dropout)")
         if self.gpu_memory_cap is not None and not self.gpu_memory_cap > 0:
             raise ValueError(f"--gpu-memory-cap {self.gpu_memory_cap:g}: give the GB a GPU may use, "
                              "more than 0 (80 for an 80 GB GPU)")
@@ -75,6 +83,17 @@ class Tuning:
     def grad_reduce_bf16(self) -> bool:
         """Whether the gradient buffer is bf16 under bf16/fp8 (every choice but fp32)."""
         return self.grad_reduce != "fp32"
+
+    @property
+    def graphs(self) -> bool:
+        """Whether the layers run as CUDA graphs (any ``cuda_graphs`` but none)."""
+        return self.cuda_graphs != field_default("tuning.cuda_graphs")
+
+    @property
+    def keeps_dropout_masks(self) -> bool:
+        """Whether training keeps dropout masks (dropout above 0): the memory estimate counts
+        them."""
+        return self.dropout > 0
 
     @property
     def grad_reduce_fp8(self) -> bool:

@@ -111,6 +111,8 @@ def _other(option: RunOption) -> object:
         return next(c for c in option.choices if c != option.field_default)
     if option.kind is bool:
         return not option.field_default
+    if option.name == "dropout":  # a probability
+        return 0.0
     return {int: 4, float: 80.0}.get(option.kind, "x")
 
 
@@ -155,7 +157,7 @@ def test_the_variant_keys_a_record_may_hold() -> None:
         "overlap", "grad_reduce", "optimizer_states", "msamp_scaling", "msamp_modules",
         "fused_loss", "core_attention", "gpu_memory_cap_gb", "allocator", "megatron_args",
         "zero_offload", "overlap_comm", "contiguous_gradients", "reduce_bucket_size",
-        "allgather_bucket_size", "seq_length", "recompute"}
+        "allgather_bucket_size", "seq_length", "recompute", "cuda_graphs", "dropout"}
 
 
 @pytest.mark.parametrize("option", [o for o in RUN_OPTIONS if o.engine], ids=lambda o: o.name)
