@@ -18,17 +18,23 @@ REPORTS = REPO / "docs" / "reports"
 GPU_MACHINE = REPO / "docs" / "gpu-machine"
 # Reports written to the template that names the GPU-machine script and its commit (later days).
 NAMES_ITS_SCRIPT_FROM = "2026-11-29"
-# How the kit was developed, not what it is: the GPU machine is the user's, never "lent".
-DEVELOPMENT_WORDS = re.compile(r"\blent\b|device call", re.IGNORECASE)
+# How the kit was developed, not what it is: the GPU machine is the user's, never "lent", and the
+# kit's own issue numbers mean nothing to a reader of the product (upstream ones are written
+# owner/repo#N or "pull request #N", which this does not match).
+DEVELOPMENT_WORDS = re.compile(r"\blent\b|device call|\bissues? #?\d+", re.IGNORECASE)
+PRODUCT_FOLDERS = ("bench", "patches", "results", "docs")
+# Evidence keeps its history (append-only, results/evidence/manifest.json); images are no text.
+NOT_PRODUCT = (REPORTS, REPO / "results" / "records")
+NOT_TEXT = {".png", ".pyc"}
 
 
 def _product_files() -> list[Path]:
-    """The kit's code and pages, and the campaign files users run (their descriptions say what a
-    campaign measures on which hardware, not on whose)."""
-    return [*sorted((REPO / "bench").rglob("*.py")), REPO / "README.md",
-            *sorted((REPO / "docs").glob("*.md")),  # dated reports keep their history
-            *sorted(GPU_MACHINE.iterdir()),
-            *sorted((REPO / "results" / "campaigns").glob("*.toml"))]
+    """The kit's code, patches, data and pages, and the campaign files users run (their
+    descriptions say what a campaign measures on which hardware, not on whose)."""
+    files = [path for folder in PRODUCT_FOLDERS for path in sorted((REPO / folder).rglob("*"))
+             if path.is_file() and path.suffix not in NOT_TEXT
+             and not any(path.is_relative_to(skipped) for skipped in NOT_PRODUCT)]
+    return [*files, REPO / "README.md"]
 
 
 @pytest.mark.parametrize("path", _product_files(), ids=lambda p: str(p.relative_to(REPO)))
@@ -40,6 +46,22 @@ def test_the_kit_speaks_of_the_gpu_machine(path: Path) -> None:
 def test_the_words_guard_reads_the_campaign_files() -> None:
     campaigns = [p for p in _product_files() if p.parent == REPO / "results" / "campaigns"]
     assert {"h200x1.toml", "x4.toml"} <= {p.name for p in campaigns}
+
+
+def test_the_words_guard_reads_the_product_and_skips_the_evidence() -> None:
+    read = {p.relative_to(REPO).as_posix() for p in _product_files()}
+    assert {"README.md", "bench/results/fourgpu.py", "patches/ms-amp/series", "results/reference_ranges.toml",
+            "docs/precisions.md", "docs/gpu-machine/campaign.sh"} <= read
+    assert not [name for name in read if name.startswith(("docs/reports/", "results/records/"))]
+
+
+@pytest.mark.parametrize(("line", "found"), [
+    ("on the lent H200s", True), ("issue 46's campaign", True), ("Issue #33", True),
+    ("upstream: deepspeedai/DeepSpeed#4645", False), ("pull request #469", False),
+    ("a silent issue with 12 GB", False), ("the GPU machine", False),
+])
+def test_the_words_guard_tells_kit_issues_from_upstream_ones(line: str, found: bool) -> None:
+    assert bool(DEVELOPMENT_WORDS.search(line)) is found
 
 
 def test_results_campaigns_holds_only_campaign_files() -> None:

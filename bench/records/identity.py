@@ -13,7 +13,8 @@ different commits pool unless what the commit rendered changed. The key is built
 - the environment that reached training (``record.env``) without the images' version stamps
   (:data:`bench.config.environment.VERSION_STAMPS`, the versions are keyed from provenance);
 - the software: megatron-core, torch, CUDA and NCCL versions from provenance, DeepSpeed's and
-  apex's from the engine notes, the patch series, what built the layers (``implementation``);
+  apex's from the engine notes, the patch series (one reworded with its code unchanged keyed as
+  before, :data:`REWORDED_SERIES`), what built the layers (``implementation``);
   records do not carry Transformer Engine's version, which the image pins;
 - the hardware: platform, accelerator, the GPU name the driver reported, nodes, GPU count and the
   ``--gpu-memory-cap`` (variant ``gpu_memory_cap_gb``);
@@ -62,6 +63,14 @@ CODE_CHANGES = (
 )
 
 
+# Patch series whose messages were reworded with their code unchanged, as (upstream, the series'
+# digest after the rewording): the digest records made before it carry. One code, so one key.
+REWORDED_SERIES = {
+    # Megatron-DeepSpeed 0002-0004 and 0008-0010: where a failure was seen, said in product words.
+    ("megatron-deepspeed", "03083893cfbd9373"): "7c5051a71637d60d",
+}
+
+
 def _starts_option(token: str) -> bool:
     return token.startswith("--") or token == "-m"
 
@@ -95,6 +104,11 @@ def settings(record: Record) -> dict[str, Any]:
     return {**chosen, **older_code(record)}
 
 
+def _series_code(upstream: str, digest: str) -> str:
+    """The digest a series' code was first recorded under (:data:`REWORDED_SERIES`)."""
+    return REWORDED_SERIES.get((upstream, digest), digest)
+
+
 def key_fields(record: Record) -> dict[str, Any]:
     """Everything the key hashes, as JSON data (see the module's docstring)."""
     prov, notes = record.provenance, record.engine_notes
@@ -106,7 +120,8 @@ def key_fields(record: Record) -> dict[str, Any]:
         "env": {k: v for k, v in sorted(record.env.items()) if k not in VERSION_STAMPS},
         "software": {"megatron_core": prov.megatron_core, "torch": prov.torch, "cuda": prov.cuda,
                      "nccl": prov.nccl, "deepspeed": notes.get("deepspeed"), "apex": notes.get("apex"),
-                     "patches": [[p.upstream, p.sha256, p.applied] for p in record.patches]},
+                     "patches": [[p.upstream, _series_code(p.upstream, p.sha256), p.applied]
+                                 for p in record.patches]},
         "hardware": {"platform": record.platform.name, "accelerator": record.platform.accelerator,
                      "gpu_model": prov.gpu_model, "nodes": record.nodes, "gpus": record.gpus,
                      "cap_gb": record.variant.get(CAP_KEY)},

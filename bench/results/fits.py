@@ -6,7 +6,7 @@ micro-batch, status, TFLOP/s per GPU and peak memory, in configuration then micr
 Every run is a row, not the newest of each configuration: whether a micro-batch fits is the same
 question on any machine, its TFLOP/s are not, so each row names its day and links its record. Each
 table ends with each configuration's largest micro-batch that trained and its fastest run: what the
-FP8-LM issue asks of 80 GB ("the largest micro-batch each fits, and each one's best TFLOP/s").
+kit's FP8-LM target asks of 80 GB ("the largest micro-batch each fits, and each one's best TFLOP/s").
 
 Where a model ran under one cap in more than one layout (6.7b: te's own states need tp2 where the
 paper's fit dp2), :func:`best_layouts` sets each configuration's fastest run across the layouts

@@ -48,7 +48,7 @@ from bench.results.words import (
 
 MODEL, GPUS = "13b", 4
 PLOT = "four-gpus-13b.png"
-# Issue 46's four-GPU campaign for 13b: (name, tp, pp, dp, sp, virtual stages) in bf16 and fp8.
+# The four-GPU campaign for 13b (results/campaigns/x4.toml): (name, tp, pp, dp, sp, virtual stages) in bf16 and fp8.
 CAMPAIGN_LAYOUTS = (("tp2pp2sp", 2, 2, 1, True, False), ("tp4sp", 4, 1, 1, True, False),
                     ("tp1pp4 with virtual stages", 1, 4, 1, False, True), ("tp2sp dp2", 2, 1, 2, True, False))
 CAMPAIGN_PRECISIONS = ("bf16", "fp8-delayed", "fp8-current")
@@ -95,7 +95,7 @@ def _alike(run: Record) -> tuple[str, str, str, int]:
 
 def missing_layouts(rows: Sequence[LayoutRow]) -> list[str]:
     """The campaign's 13b layouts and precisions (Transformer Engine) no four-GPU row has, each
-    that the memory estimate refuses on 80 GB said so with its figure (the issue asks for them
+    that the memory estimate refuses on 80 GB said so with its figure (the campaign runs each
     "if it fits")."""
     have = {(r.run.layout.tp, r.run.layout.pp, r.run.layout.dp, r.run.layout.sp,
              (r.run.layout.vp or 1) > 1, r.run.precision) for r in rows if layers(r.run).startswith("TE")}
@@ -210,7 +210,7 @@ def section(rows: Sequence[LayoutRow], scaling: Sequence[dict[int, tuple[Record,
     missing = missing_layouts(rows)
     if missing:
         lines += ["", ("Missing: no four-GPU record yet of 13B with Transformer Engine in "
-                       f"{'; '.join(missing)} (issue 46's four-GPU campaign).")]
+                       f"{'; '.join(missing)} (the four-GPU campaign, results/campaigns/x4.toml).")]
     if plot is not None:
         lines += ["", f"![{plot.title}](plots/{plot.filename})"]
     lines += ["", "### Data-parallel scaling over 1, 2 and 4 GPUs", "",

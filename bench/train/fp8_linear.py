@@ -1,6 +1,6 @@
 """MS-AMP's FP8 linear against Transformer Engine's ``te.Linear`` fp8, forward + backward on one GPU.
 
-The measure of the FP8-LM issue's first target (MS-AMP's linear at >= 0.95x TE's): the median step
+The measure of the kit's first FP8-LM target (MS-AMP's linear at >= 0.95x TE's): the median step
 over ``ITERS`` steps at M x K x N = 8192 x 4096 x 16384 (or ``M K N`` as arguments), counted as the 3
 GEMMs of 2·M·K·N each. Rows:
 

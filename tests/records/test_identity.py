@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.records.identity import KEY_CHARS, config_key, differences, normalised_argv
-from bench.records.record import Record, record_from_json
+from bench.records.record import PatchSeries, Record, record_from_json
 from tests.record_factory import make_record
 
 RECORDS = Path(__file__).resolve().parents[2] / "results" / "records"
@@ -81,3 +81,13 @@ def test_version_stamps_and_labels_are_not() -> None:
     stamped = make_record(env={"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_VERSION": "2.28.9"},
                           labels={"campaign": "x4"}, run_id="13b_dp4_h200x4_20261122T201500Z")
     assert config_key(base) == config_key(stamped)
+
+
+def test_a_series_reworded_with_its_code_unchanged_keeps_its_key() -> None:
+    # The 28 Megatron-DeepSpeed records carry the series' digest from before its messages were
+    # reworded; a run of today's series is the same configuration.
+    before, after = (PatchSeries(upstream="megatron-deepspeed", sha256=digest, applied=True)
+                     for digest in ("7c5051a71637d60d", "03083893cfbd9373"))
+    assert config_key(make_record(patches=[before])) == config_key(make_record(patches=[after]))
+    other = PatchSeries(upstream="megatron-deepspeed", sha256="0123456789abcdef", applied=True)
+    assert config_key(make_record(patches=[before])) != config_key(make_record(patches=[other]))

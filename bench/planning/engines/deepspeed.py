@@ -137,8 +137,8 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
     if layout.sp:
         # 13b tp2pp2 + sp crashed at its first step, three times, on four H200s (2026-11-27), the
         # position embedding's gather out of range; tests/train/test_megatron_deepspeed.py shows
-        # both paths on CPU with Megatron-DeepSpeed's own code (upstream: Megatron-DeepSpeed
-        # issue 170, DeepSpeed issue 4645).
+        # both paths on CPU with Megatron-DeepSpeed's own code (upstream:
+        # deepspeedai/Megatron-DeepSpeed#170, deepspeedai/DeepSpeed#4645).
         raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed splits batches for sequence "
                          "parallelism inconsistently: with a pipeline (get_batch_pipe) every "
                          "tensor-parallel rank gets the whole sequence and the sequence-parallel "
