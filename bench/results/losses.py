@@ -33,11 +33,14 @@ from bench.results import plots
 from bench.results.hardware import hardware_id, hardware_name
 from bench.results.loss_plot import BASELINE, FINAL_WINDOW, SMOOTH_WINDOW, Curve, LossPlot, Treatment
 from bench.results.table import DASH, link, number, table, text, with_code
-from bench.results.words import display_name, model_sort_key, variant
+from bench.results.words import DROPOUT_FLAGS, display_name, model_sort_key, recipe, variant
 
 MIN_LOSSES = 100  # fewer: a throughput run's few iterations, still near the initial loss
 TREATMENT_KEYS = ("grad_reduce", "overlap")  # variant keys an FP8 gradient reduction sets
 SCALING_KEY = "msamp_scaling"  # MS-AMP's FP8 scaling: part of the treatment too
+RECIPE_KEYS = ("optimizer_states", "dropout")  # a recipe's settings: treatments, not setups
+WORSE_PERCENT = 1.0  # a treatment's final loss this much above bf16's is marked worse
+LOSS_CHECK_ITERATIONS = 300  # a recipe's loss check: this many steps on real data at least
 
 
 @dataclass(frozen=True)
@@ -84,20 +87,44 @@ def _fp8_reduction(run: Record) -> str:
     return reduction if reduction.startswith("fp8") else ""
 
 
+def _math_recipe(run: Record) -> str:
+    """What of the run's recipe the precision does not already say: the optimizer states and
+    dropout 0 (:func:`bench.results.words.recipe`)."""
+    return ", ".join(part for part in recipe(run).split(", ")
+                     if part.startswith(("optimizer states", "dropout")))
+
+
 def _treatment(run: Record) -> str:
-    """The curve's label: the precision, its MS-AMP scaling away from the default, and an FP8
-    gradient reduction where the run had one."""
+    """The curve's label: the precision, a recipe that changes the training math (the optimizer
+    states, dropout 0), its MS-AMP scaling away from the default, and an FP8 gradient reduction
+    where the run had one."""
     scaling, reduction = run.variant.get(SCALING_KEY), _fp8_reduction(run)
-    return ", ".join(filter(None, (run.precision, scaling and f"{scaling} scaling",
+    return ", ".join(filter(None, (run.precision, _math_recipe(run), scaling and f"{scaling} scaling",
                                    reduction and f"{reduction} reduction")))
+
+
+def _without_dropout_flags(args: object) -> str:
+    """Megatron flags given after ``--`` without the dropout ones, which are the recipe's."""
+    words, kept = str(args).split(), []
+    for i, word in enumerate(words):
+        if word in DROPOUT_FLAGS or (i and words[i - 1] in DROPOUT_FLAGS):
+            continue
+        kept.append(word)
+    return " ".join(kept)
 
 
 def _shaping_variant(run: Record) -> tuple:
     """The variant's settings that set curves apart. An FP8 gradient reduction is part of the
-    treatment (set against bf16's own reduction), and so are the overlap it turns off and MS-AMP's
-    scaling."""
-    dropped = (*(TREATMENT_KEYS if _fp8_reduction(run) else ()), SCALING_KEY)
-    return tuple(sorted((k, v) for k, v in run.variant.items() if k not in dropped))
+    treatment (set against bf16's own reduction), and so are the overlap it turns off, MS-AMP's
+    scaling and the recipe's optimizer states and dropout: a recipe's loss is checked against
+    the plain precision's."""
+    dropped = (*(TREATMENT_KEYS if _fp8_reduction(run) else ()), SCALING_KEY, *RECIPE_KEYS)
+    shaping = {k: v for k, v in run.variant.items() if k not in dropped}
+    if "megatron_args" in shaping:
+        shaping["megatron_args"] = _without_dropout_flags(shaping["megatron_args"])
+        if not shaping["megatron_args"]:
+            del shaping["megatron_args"]
+    return tuple(sorted(shaping.items()))
 
 
 def _setup(run: Record) -> tuple:
@@ -184,7 +211,7 @@ LOSS_COLUMNS: tuple[tuple[str, bool], ...] = (
     ("precision", False), ("runs", True), ("final loss of each run", True),
     ("mean final loss", True), ("s.d. between runs", True), ("s.e. in window", True),
     (f"vs {BASELINE}", True), ("± s.e.", True), (f"vs {BASELINE} (%)", True),
-    ("difference / s.e.", True), ("iterations", True),
+    ("difference / s.e.", True), ("iterations", True), ("loss check", False),
 )
 
 
@@ -207,10 +234,24 @@ def _against_baseline(treatment: Treatment, baseline: Treatment | None) -> list[
     return [f"{diff.absolute:+.4f}", error, f"{diff.percent:+.2f} %", ratio]
 
 
+def _verdict(treatment: Treatment, spec: LossPlot) -> str:
+    """**worse** where the final loss is more than :data:`WORSE_PERCENT` above bf16's, else
+    within; a loss check needs real data and :data:`LOSS_CHECK_ITERATIONS` steps (``quick``
+    where the group has fewer or trained on mock data); a dash for bf16 itself."""
+    baseline = spec.baseline
+    if baseline is None or baseline is treatment:
+        return DASH
+    percent = difference(treatment, baseline).percent
+    verdict = (f"**worse by more than {WORSE_PERCENT:g} %**" if percent > WORSE_PERCENT
+               else f"within {WORSE_PERCENT:g} %")
+    checked = "mock data" not in spec.setup and len(treatment.curves[0].losses) >= LOSS_CHECK_ITERATIONS
+    return verdict if checked else f"{verdict} (quick: mock data or under {LOSS_CHECK_ITERATIONS} steps)"
+
+
 def _loss_table(spec: LossPlot, records_link: str) -> list[str]:
     rows = [[text(t.label), str(t.runs), _final_losses(t, records_link), f"{t.final_loss:.4f}",
              number(t.spread, 4), f"{t.window_error:.4f}", *_against_baseline(t, spec.baseline),
-             str(len(t.curves[0].losses))]
+             str(len(t.curves[0].losses)), _verdict(t, spec)]
             for t in spec.treatments]
     return table(LOSS_COLUMNS, rows)
 
@@ -237,7 +278,11 @@ def section(losses: Sequence[LossPlot], records_link: str) -> list[str]:
               "data and accelerator, in different precisions, every run of each: the `lm loss` of "
               f"every iteration (thin) and its {SMOOTH_WINDOW}-iteration mean (lines). The runs of "
               "one precision share a colour, its first run solid, the second dotted and later ones "
-              "dash-dotted; the legend gives each precision's runs and mean final loss."), ""]
+              "dash-dotted; the legend gives each precision's runs and mean final loss. A recipe that "
+              "changes the training math (MS-AMP's modes, fp4, the paper's optimizer states, "
+              "dropout 0) is a treatment beside bf16 here: its **loss check** is a run of at least "
+              f"{LOSS_CHECK_ITERATIONS} steps on real data, and a final loss more than "
+              f"{WORSE_PERCENT:g} % above bf16's is marked worse."), ""]
     for spec in losses:
         lines += _group_lines(spec, records_link)
     return lines

@@ -10,7 +10,7 @@ import pytest
 from bench.cli import main
 from bench.records.record import Record, data_info
 from bench.records.store import load_records, write_record
-from bench.results import loss_plot, markdown, plots
+from bench.results import loss_plot, losses, markdown, plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published
 from bench.results.loss_plot import Curve, LossPlot, Treatment, moving_average
@@ -186,14 +186,17 @@ def test_the_page_tables_final_losses_against_bf16() -> None:
     # one run each: the difference's error is the windows' floor, 0.1 / 7 * sqrt(2) = 0.0202, so
     # +0.06 is +3.0 standard errors and -0.03 is -1.5
     assert ("| precision | runs | final loss of each run | mean final loss | s.d. between runs "
-            "| s.e. in window | vs bf16 | ± s.e. | vs bf16 (%) | difference / s.e. | iterations |\n"
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+            "| s.e. in window | vs bf16 | ± s.e. | vs bf16 (%) | difference / s.e. | iterations "
+            "| loss check |\n"
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n"
             "| bf16 | 1 | [3.0000](records/13b_dp4_h200x4_20261121T200100Z.json) | 3.0000 | – | 0.0143 "
-            "| – | – | – | – | 200 |\n"
+            "| – | – | – | – | 200 | – |\n"
             "| msamp-o2 | 1 | [3.0600](records/13b_dp4_h200x4_20261121T200300Z.json) | 3.0600 | – | 0.0143 "
-            "| +0.0600 | 0.0202 (floor) | +2.00 % | +3.0 | 200 |\n"
+            "| +0.0600 | 0.0202 (floor) | +2.00 % | +3.0 | 200 "
+            "| **worse by more than 1 %** (quick: mock data or under 300 steps) |\n"
             "| fp4 | 1 | [2.9700](records/13b_dp4_h200x4_20261121T200200Z.json) | 2.9700 | – | 0.0143 "
-            "| -0.0300 | 0.0202 (floor) | -1.00 % | -1.5 | 200 |\n\n"
+            "| -0.0300 | 0.0202 (floor) | -1.00 % | -1.5 | 200 "
+            "| within 1 % (quick: mock data or under 300 steps) |\n\n"
             "`final loss of each run`: the mean `lm loss` of its last 50 iterations") in section
     assert "within about ±2 it is noise" in section
     assert ("Every precision here ran once: each error is the windows' floor, and a difference smaller "
@@ -211,12 +214,14 @@ def test_the_page_tables_each_treatments_runs_mean_and_spread() -> None:
     assert ("| bf16 | 3 | [3.0000](records/13b_dp4_h200x4_20261121T200100Z.json), "
             "[3.0200](records/13b_dp4_h200x4_20261121T200400Z.json), "
             "[2.9800](records/13b_dp4_h200x4_20261121T200500Z.json) | 3.0000 | 0.0200 | 0.0082 "
-            "| – | – | – | – | 200 |\n"
+            "| – | – | – | – | 200 | – |\n"
             "| msamp-o2 | 1 | [3.0600](records/13b_dp4_h200x4_20261121T200300Z.json) | 3.0600 | – | 0.0143 "
-            "| +0.0600 | 0.0165 (floor) | +2.00 % | +3.6 | 200 |\n"
+            "| +0.0600 | 0.0165 (floor) | +2.00 % | +3.6 | 200 "
+            "| **worse by more than 1 %** (quick: mock data or under 300 steps) |\n"
             "| fp4 | 2 | [3.1000](records/13b_dp4_h200x4_20261121T200200Z.json), "
             "[3.0400](records/13b_dp4_h200x4_20261121T200600Z.json) | 3.0700 | 0.0424 | 0.0101 "
-            "| +0.0700 | 0.0321 | +2.33 % | +2.2 | 200 |\n") in section
+            "| +0.0700 | 0.0321 | +2.33 % | +2.2 | 200 "
+            "| **worse by more than 1 %** (quick: mock data or under 300 steps) |\n") in section
     assert ("the windows' errors combined, marked `(floor)`: the true error is larger.") in section
     assert ("Runs of one precision here differ by up to 0.0600 in final loss, against a run's window "
             "error of at most 0.0143: a precision that ran once has only that floor as its "
@@ -263,7 +268,7 @@ def test_the_legend_names_each_treatment_once_with_its_runs_and_mean() -> None:
 def test_the_campaign_records_give_a_group_of_five_precisions_and_one_of_the_fp8_reduction() -> None:
     """On two GPUs, MS-AMP's FP8 reduction in time (before patch 0008) and delayed (since)."""
     runs, _ = load_records(REPO / "results" / "records")
-    one_gpu, two_gpus = plan_losses(runs)
+    one_gpu, two_gpus = (plot for plot in plan_losses(runs) if plot.filename.startswith("loss-345m"))
     assert one_gpu.filename == "loss-345m-h200-sxm-tp1pp1dp1.png"
     assert [(c.precision, c.run_id.rsplit("_", 1)[1], len(c.losses)) for c in one_gpu.curves] == [
         ("bf16", "20261125T055505Z", 500), ("fp8-delayed", "20261125T055846Z", 500),
@@ -278,7 +283,8 @@ def test_the_campaign_records_give_a_group_of_five_precisions_and_one_of_the_fp8
 def test_the_campaign_records_repeat_the_345m_dp2_runs_by_more_than_a_windows_error() -> None:
     """bf16 four times, MS-AMP O2 with the FP8 reduction three times in time and twice delayed."""
     runs, _ = load_records(REPO / "results" / "records")
-    bf16, delayed, in_time = plan_losses(runs)[1].treatments
+    bf16, delayed, in_time = next(plot for plot in plan_losses(runs)
+                                  if plot.filename == "loss-345m-h200-sxm-tp1pp1dp2.png").treatments
     assert [c.run_id.split("_")[-1] for c in bf16.curves] == [
         "20261126T002058Z-0af0fb-c5", "20261126T031927Z-9c9311-c5", "20261126T055540Z-3f5222-c5",
         "20261126T114815Z-b27eba-c5"]
@@ -314,3 +320,15 @@ def test_an_fp8_gradient_reduction_is_set_beside_bf16_and_named() -> None:
 def test_the_final_loss_carries_its_standard_error() -> None:
     curve = plan_losses([_run("bf16", 1), _run("fp4", 2, final=2.97)])[0].curves[0]
     assert curve.final_loss_error == pytest.approx(math.sqrt(50 * 0.01 / 49) / math.sqrt(50))
+
+
+def test_dropout_0_has_its_loss_check_beside_bf16_on_real_data() -> None:
+    """1.3b on one H200, 300 steps on the GPT-2 BPE corpus, 2026-11-29: dropout 0 is a recipe,
+    drawn and tabled beside the plain bf16 run whose key differs in the dropout alone."""
+    runs, _ = load_records(REPO / "results" / "records")
+    check = next(plot for plot in plan_losses(runs) if plot.filename == "loss-1.3b-h200-sxm.png")
+    assert [(t.label, [c.run_id for c in t.curves]) for t in check.treatments] == [
+        ("bf16", ["1.3b_tp1pp1dp1_local_20261129T030935Z-dbe866"]),
+        ("bf16, dropout 0", ["1.3b_tp1pp1dp1_local_20261129T031208Z-a0f3f5"])]
+    section = "\n".join(losses.section([check], "records"))
+    assert "| 300 | within 1 % |" in section  # real data and 300 steps: a loss check, not quick
