@@ -29,7 +29,7 @@ from tests.conftest import options
 from tests.inprocess import run_cli
 from tests.record_factory import make_record, record_fields
 
-RECORDS = Path(__file__).resolve().parents[2] / "results" / "records"
+RECORDS = Path(__file__).resolve().parents[3] / "results" / "records"
 MODEL = load_step_model()
 
 

@@ -31,7 +31,7 @@ from bench.planning.predict import facts, fit, validate
 from bench.planning.predict.plot import plot_predicted
 from bench.records.store import load_records
 
-RECORDS = Path(__file__).resolve().parents[2] / "results" / "records"
+RECORDS = Path(__file__).resolve().parents[3] / "results" / "records"
 
 
 @pytest.fixture(scope="module")
