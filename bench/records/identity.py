@@ -35,10 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config.environment import VERSION_STAMPS
-from bench.records.record import Record
+from bench.records.record import CAP_KEY, Record
 
 KEY_CHARS = 10  # hex digits of the key's sha256 shown: 40 bits, no collision among thousands of keys
-CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
 
 # Flags that set how long a run is, where it reads and writes, its seed or its profiler: none
 # changes the work of a measured step. Profiled steps come after the measured window; a seed

@@ -20,13 +20,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from bench.config.run_options import MSAMP_SCALINGS
 from bench.config.schema import Count, Finite, Strict, hinted, problems
 from bench.measure.status import Status
 from bench.records.checkpoint import Checkpoint
 from bench.records.evidence import LogFile, SeriesPoint
 from bench.records.expected import Expected
 from bench.records.metrics import Metrics, Profile
-from bench.records.migrate import OLDER, upgrade
+from bench.records.migrate import OLDER, SCALING_KEY, upgrade
 from bench.records.parts import (
     MAX_NAME_CHARS,
     MAX_TEXT_CHARS,
@@ -142,7 +143,7 @@ class Record(Strict):
     @model_validator(mode="after")
     def _rules(self) -> Record:
         found = [*_time_problems(self), *_status_problems(self), *_layout_problems(self),
-                 *_metrics_problems(self)]
+                 *_metrics_problems(self), *_variant_problems(self)]
         if found:
             raise ValueError("\n".join(found))
         return self
@@ -187,6 +188,28 @@ def _layout_problems(record: Record) -> list[str]:
                      f"{lay.micro_batch} x dp {lay.dp}")
     if record.nodes > gpus:
         found.append(f"nodes: {record.nodes} nodes cannot run {gpus} GPUs")
+    return found
+
+
+CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
+
+
+def _variant_problems(record: Record) -> list[str]:
+    """The variant values the results page reads as numbers or choices: the memory cap (GB) and
+    MS-AMP's scaling, as the kit writes them; anything else would split or break the page's rows."""
+    found = []
+    cap = record.variant.get(CAP_KEY)
+    try:
+        cap_ok = cap is None or (not isinstance(cap, bool) and math.isfinite(float(str(cap)))
+                                 and float(str(cap)) > 0)
+    except ValueError:
+        cap_ok = False
+    if not cap_ok:
+        found.append(f"variant.{CAP_KEY}: {str(cap)[:40]!r} is not a number of GB above 0")
+    scaling = record.variant.get(SCALING_KEY)
+    if scaling is not None and scaling not in MSAMP_SCALINGS:
+        found.append(f"variant.{SCALING_KEY}: {str(scaling)[:40]!r} is not one of "
+                     f"{', '.join(MSAMP_SCALINGS)}")
     return found
 
 

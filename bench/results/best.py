@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from bench.results.aggregate import Report, Row
 from bench.results.hardware import hardware_id, hardware_name
 from bench.results.losses import BASELINE
-from bench.results.table import code, integer, link, number, table, text
+from bench.results.table import cell_code, integer, link, number, table, text
 from bench.results.words import cap_words, display_name
 
 SUMMARY_COLUMNS: tuple[tuple[str, bool], ...] = (
@@ -64,7 +64,7 @@ def section(report: Report, records_link: str) -> list[str]:
          f"{integer(row.micro_batch)}/{integer(row.global_batch)}",
          row.best_figure.text() if row.best_figure else tflops_cell(row), percent_cell(row),
          number(row.tokens_per_s_per_gpu, 0), number(row.peak_mem_gb, 1), text(row.variant),
-         code(row.key), link(row.label, f"{records_link}/{row.link}")]
+         cell_code(row.key), link(row.label, f"{records_link}/{row.link}")]
         for row in rows
     ]
     return [*head, *table(SUMMARY_COLUMNS, cells), "", *_unlike_note(rows), *_best_vs_best(rows)]
@@ -83,7 +83,7 @@ def _best_vs_best(rows: Sequence[Row]) -> list[str]:
         return []
     cells = [[text(display_name(row.model)), text(hardware_cell(row)),
               text(" ".join(filter(None, (row.precision, row.recipe)))), row.best_figure.text(),  # type: ignore[union-attr]
-              code(row.key), base.best_figure.text(), code(base.key),  # type: ignore[union-attr]
+              cell_code(row.key), base.best_figure.text(), cell_code(base.key),  # type: ignore[union-attr]
               f"{row.best_figure.median / base.best_figure.median:.2f}"]  # type: ignore[union-attr]
              for row, base in pairs]
     return ["### Best vs best", "",

@@ -39,7 +39,7 @@ from bench.results.loss_plot import LossPlot
 from bench.results.plots import PlotSpec
 from bench.results.profiles import TimeRow
 from bench.results.runs import failure_reason, label_of
-from bench.results.table import DASH, code, integer, link, number, plain, table, text, with_code
+from bench.results.table import DASH, cell_code, code, integer, link, number, plain, table, text, with_code
 from bench.results.words import cap_words, display_name
 
 NOTHING_PUBLISHED = Published({}, ())
@@ -189,7 +189,7 @@ def _row_cells(row: Row, records_link: str) -> list[str]:
         integer(row.runs),
         DASH if row.published else text(_grade(row)),
         _evidence(row),
-        code(row.key) if row.key else DASH,
+        cell_code(row.key) if row.key else DASH,
         text(row.commits.removeprefix("kit ").removeprefix("kits ")) if row.commits else DASH,
         text(row.date),
         link(row.label, target),

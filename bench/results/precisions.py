@@ -30,7 +30,7 @@ from bench.records.record import Record
 from bench.results.aggregate import median_run
 from bench.results.losses import BASELINE  # the precision others are set against
 from bench.results.spread import RATIO_WORDS, Figure, commits_words, kit_commit, ratio_text
-from bench.results.table import code, heading, link, number, table, text
+from bench.results.table import cell_code, heading, link, number, table, text
 from bench.results.words import CAP_KEY, TE_MODULES, group_title, layers, model_sort_key, recipe, settings, variant
 
 # The parts of a configuration key (bench.records.identity.key_fields) that are the precision, or
@@ -180,6 +180,6 @@ def _group_table(group: PrecisionGroup, records_link: str) -> list[str]:
                              for c in group.columns)]
     return table(header, [["TFLOP/s/GPU", *(Figure.of_runs(c.runs).text() for c in group.columns)],
                           [f"× {BASELINE}, like for like", *(_ratio_cell(c, group) for c in group.columns)],
-                          ["configuration key", *(code(config_key(r).digest) for r in runs)],
+                          ["configuration key", *(cell_code(config_key(r).digest) for r in runs)],
                           ["recipe", *(text(recipe(r)) for r in runs)],
                           ["peak memory (GB)", *(number(r.metrics.peak_mem_gb, 1) for r in runs)]])

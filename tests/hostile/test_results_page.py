@@ -5,6 +5,7 @@ it cannot read."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import re
@@ -14,8 +15,11 @@ from pathlib import Path
 import pytest
 
 from bench.records.record import MAX_NAME_CHARS, build_record
-from bench.records.store import write_record
+from bench.records.store import load_records, write_record
+from bench.results import best, markdown
+from bench.results.aggregate import build_report
 from bench.results.cli import _cell
+from bench.results.data import load_published, load_ranges
 from tests.inprocess import run_cli
 from tests.record_factory import record_fields
 from tests.running.test_reliability import RESULTS_FIXTURES
@@ -111,3 +115,39 @@ def test_compare_names_a_record_file_it_cannot_read(tmp_path: Path) -> None:
     assert result.stderr.startswith("error: the record of 13b_dp4_h200x4_20261121T209999Z cannot "
                                     "be read: 13b_dp4_h200x4_20261121T209999Z.json: not valid JSON")
     assert "no record" not in result.stderr
+
+
+@pytest.mark.parametrize("variant,problem", [
+    ({"gpu_memory_cap_gb": "80 | <b>x</b>"},
+     "variant.gpu_memory_cap_gb: '80 | <b>x</b>' is not a number of GB above 0"),
+    ({"gpu_memory_cap_gb": "nan"}, "variant.gpu_memory_cap_gb: 'nan' is not a number of GB above 0"),
+    ({"gpu_memory_cap_gb": "0"}, "variant.gpu_memory_cap_gb: '0' is not a number of GB above 0"),
+    ({"msamp_scaling": "<img>"}, "variant.msamp_scaling: '<img>' is not one of delayed, in-time"),
+])
+def test_a_cap_or_scaling_the_kit_never_writes_is_a_skipped_file(tmp_path: Path, variant: dict,
+                                                                 problem: str) -> None:
+    """The page reads the cap as GB and the scaling as a choice: a record with another value is
+    listed as skipped, its file named, never a traceback or a row of its own."""
+    (records := tmp_path / "records").mkdir()
+    (records / "13b_dp4_h200x4_20261121T201500Z.json").write_text(
+        json.dumps({**json.loads(build_record(**record_fields()).to_json()), "variant": variant}))
+    result = _results(records, tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert f"skipped 13b_dp4_h200x4_20261121T201500Z.json: {problem}" in result.stderr
+
+
+def test_a_bar_in_a_code_cell_stays_in_its_cell() -> None:
+    """Every table cell shown as code goes through cell_code: a | inside cannot end the cell (the
+    measured rows' and the best rows' configuration keys)."""
+    runs, problems = load_records(RESULTS_FIXTURES / "records")
+    report = build_report(runs, problems, load_published(RESULTS_FIXTURES / "published.toml"),
+                          load_ranges(RESULTS_FIXTURES / "reference_ranges.toml"))
+    barred = dataclasses.replace(report, tables=tuple(
+        dataclasses.replace(t, rows=tuple(dataclasses.replace(r, key=r.key and "ab|cd") for r in t.rows))
+        for t in report.tables))
+    lines = [line for line in (*(line for t in barred.tables for line in markdown._model_section(t, "records")),
+                               *best.section(barred, "records"))
+             if "ab" in line and line.startswith("| ")]
+    assert len(lines) >= 2
+    for line in lines:
+        assert "`ab\\|cd`" in line and not re.search(r"(?<!\\)\|cd", line), line
