@@ -3,13 +3,17 @@ each rank and the environment the kit set (:class:`bench.records.record.Record`,
 ``env``, and the shell's run-changing variables as ``env:NAME`` in its variant), each value within
 the record's limits. A value over them (a 20,000-character ``--data-path``, a variable of the shell
 holding a whole file) would train to the end and then lose the record, so the run is refused first.
+So is a run whose option would replace the shell's own value of a variable it sets
+(``--allocator`` and the shell's ``PYTORCH_CUDA_ALLOC_CONF``): the user asked for both.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 from bench.config.text import visible
+from bench.planning.engines.common import ALLOC_CONF_ENV
 from bench.planning.plan import LaunchPlan
 from bench.records.record import MAX_NAME_CHARS, MAX_TEXT_CHARS
 from bench.running.local import shell_variables
@@ -59,9 +63,29 @@ def record_limit_problem(launch: LaunchPlan) -> str | None:
             or _mapping_problem("the label", dict(launch.labels)))
 
 
+# Variables the kit's options set that a user may also set in the shell; the plan's value would
+# replace the shell's without a word (shell_variables leaves a variable the plan sets out).
+OPTION_SET = {ALLOC_CONF_ENV: "--allocator"}
+
+
+def replaced_shell_problem(launch: LaunchPlan, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Why a run here of ``launch`` would replace a value of this shell that an option set
+    otherwise, or None; a run in an image or on a cluster gets the plan's environment alone."""
+    if launch.in_docker or launch.platform.scheduler != "none":
+        return None
+    planned = dict(launch.env)
+    for name, option in OPTION_SET.items():
+        mine = environ.get(name)
+        if name in planned and mine is not None and mine != planned[name]:
+            return (f"{option} sets {name}={visible(planned[name])}, but this shell has "
+                    f"{name}={_shown(mine)}: unset it to run with {option}, or leave {option} out to "
+                    "run with the shell's value (recorded as the run's environment); nothing was run")
+    return None
+
+
 def check_recordable(launches: Sequence[LaunchPlan]) -> None:
     """A ``ValueError`` naming the first value over the record's limits of any of ``launches``,
-    before any is launched or its plan summary made."""
+    or a shell value an option would replace, before any is launched or its plan summary made."""
     for launch in launches:
-        if problem := record_limit_problem(launch):
+        if problem := record_limit_problem(launch) or replaced_shell_problem(launch):
             raise ValueError(problem)
