@@ -29,7 +29,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     for module in ("numpy", "tiktoken"):
         require(module, "data", "python -m bench data")
     from bench.dataset.gpt2 import FastPathMismatch, TokenizerFilesError
-    from bench.dataset.prepare import InputError, check_name, named, prepare
+    from bench.dataset.prepare import InputError, check_name, named, prepare, tokenizer_beside
 
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
@@ -60,15 +60,15 @@ def cmd_data(args: argparse.Namespace) -> int:
               f"{result.text_bytes / 1e6:,.1f} MB of text in {result.seconds:.1f} s "
               f"({result.mb_per_s:,.1f} MB/s; {result.mb_per_cpu_s:,.1f} MB per CPU-second; "
               f"{result.tokenizer})")
-    prefix = result.prefix
+    prefix, vocab, merges = result.prefix, Path(args.vocab_file), Path(args.merge_file)
     if args.name is not None:
         try:
             prefix = named(result.prefix, args.name)
+            vocab, merges = tokenizer_beside(prefix.parent, vocab, merges)
         except InputError as error:
             print(f"error: {error_text(error)}", file=sys.stderr)
             return 1
-    print(f"use: --data-path {prefix} --vocab-file {args.vocab_file} "
-          f"--merge-file {args.merge_file}")
+    print(f"use: --data-path {prefix} --vocab-file {vocab} --merge-file {merges}")
     if result.documents < SPLIT_DOCUMENTS:
         print(f"note: {result.documents} documents: the engines' split 949,50,1 leaves the "
               f"validation or test part without a document below {SPLIT_DOCUMENTS}, and "
@@ -92,6 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       "(default text)")
     data.add_argument("--name", help="also name the data NAME: OUT_DIR/NAME_text_document (links to "
                       "the files), a --data-path that stays when the inputs change, e.g. a "
-                      "platform file's default (meg-gpt2, slimpajama)")
+                      "platform file's default (meg-gpt2, slimpajama); the vocab and merges are "
+                      "copied beside it as gpt2-vocab.json and gpt2-merges.txt")
     data.add_argument("--exact", action="store_true", help="tiktoken only (no tokie fast path)")
     data.set_defaults(func=cmd_data)

@@ -223,6 +223,35 @@ def check_name(name: str) -> None:
                          "starting with a letter or digit, at most 100")
 
 
+# The tokenizer files' names beside named data: the LUMI and Polaris platform files' defaults
+# (data/gpt2-vocab.json, data/gpt2-merges.txt beside data/meg-gpt2_text_document).
+TOKENIZER_NAMES = ("gpt2-vocab.json", "gpt2-merges.txt")
+
+
+def tokenizer_beside(folder: Path, vocab_file: Path, merge_file: Path) -> tuple[Path, Path]:
+    """Copies of the vocab and merges files in ``folder`` under :data:`TOKENIZER_NAMES`, where
+    platform defaults look for them beside the data (copies, not links: the folder may be bound
+    into a container without the originals). A file already there with the same bytes is kept;
+    one with other bytes is refused, never replaced."""
+    placed = []
+    for source, name in zip((vocab_file, merge_file), TOKENIZER_NAMES, strict=True):
+        target, data = folder / name, source.read_bytes()
+        if target.is_file() and target.read_bytes() == data:
+            placed.append(target)
+            continue
+        if target.exists() or target.is_symlink():
+            raise InputError(f"{target} exists and is another tokenizer file than {source}: remove "
+                             "it, or give --out-dir another folder")
+        partial = folder / f".{name}.{os.getpid()}.partial"
+        try:
+            partial.write_bytes(data)
+            _link_new(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
+        placed.append(target)
+    return placed[0], placed[1]
+
+
 def named(prefix: Path, name: str) -> Path:
     """``<folder>/<name>_text_document``: links (relative, so the folder can move or be bound into
     a container) to the prefix's ``.bin`` and ``.idx``, for a stable ``--data-path`` such as a

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.config.platforms import platform_files
+from bench.dataset.prepare import TOKENIZER_NAMES
 from bench.images.pins import REPO_ROOT
 from tests.dataset.test_corpora import DOCS, jsonl
 from tests.dataset.test_prepare import read_indexed
@@ -70,3 +71,32 @@ def test_every_platform_default_is_a_name_bench_data_writes() -> None:
         name = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)_text_document", file)
         assert name, (platform, default)
         assert f"--out-dir {folder} --name {name[1]}" in docs, (platform, default)
+
+
+def test_a_name_puts_the_tokenizer_files_where_the_platform_defaults_look(tmp_path: Path,
+                                                                          gpt2_files) -> None:
+    """LUMI's and Polaris's defaults read data/gpt2-vocab.json and data/gpt2-merges.txt beside
+    data/meg-gpt2_text_document: --name copies the files given there, keeps the same bytes and
+    refuses other ones."""
+    (source := tmp_path / "a.jsonl").write_bytes(jsonl(DOCS))
+    done = _data(tmp_path, gpt2_files, source, "--name", "meg-gpt2")
+    assert done.returncode == 0, done.stderr
+    data = tmp_path / "data"
+    vocab, merges = (data / name for name in TOKENIZER_NAMES)
+    assert vocab.read_bytes() == gpt2_files[0].read_bytes() and not vocab.is_symlink()
+    assert merges.read_bytes() == gpt2_files[1].read_bytes()
+    assert done.stdout.splitlines()[-1] == (f"use: --data-path {data}/meg-gpt2_text_document "
+                                            f"--vocab-file {vocab} --merge-file {merges}")
+    assert not [p for p in data.iterdir() if p.name.startswith(".")]
+    assert _data(tmp_path, gpt2_files, source, "--name", "meg-gpt2").returncode == 0  # same: kept
+    merges.write_text("#version: 0.2\n")
+    again = _data(tmp_path, gpt2_files, source, "--name", "meg-gpt2")
+    assert again.returncode == 1 and again.stderr.splitlines()[-1] == (
+        f"error: {merges} exists and is another tokenizer file than {gpt2_files[1]}: remove it, "
+        "or give --out-dir another folder")
+    for platform in platform_files():
+        files = tomllib.loads(platform.read_text()).get("data", {})
+        folder = files.get("path", "").rpartition("/")[0]
+        if folder and files["vocab_file"].rpartition("/")[0] == folder:
+            assert (files["vocab_file"], files["merge_file"]) == tuple(
+                f"{folder}/{name}" for name in TOKENIZER_NAMES), platform
