@@ -28,6 +28,7 @@ second stay apart.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,12 +81,24 @@ class CampaignFile(Strict):
 @dataclass(frozen=True)
 class CampaignRun:
     """One ``[[run]]``: its number in the file (from 1; its runs' ids end ``-c<number>``), name,
-    groups and the ``run`` argv (without the command name)."""
+    groups, its ``run`` options (without the command name) and the Megatron flags it passes."""
 
     number: int
     name: str
     groups: tuple[str, ...]
-    argv: tuple[str, ...]
+    options: tuple[str, ...]
+    megatron_args: tuple[str, ...] = ()
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """The ``run`` argv the file gives: its options, then ``--`` and the Megatron flags."""
+        return self.argv_with(())
+
+    def argv_with(self, command_line: Sequence[str]) -> tuple[str, ...]:
+        """The argv with the command line's own ``run`` options after the file's, so that they
+        win (argparse keeps the last value), and the Megatron flags last."""
+        megatron = ("--", *self.megatron_args) if self.megatron_args else ()
+        return (*self.options, *command_line, *megatron)
 
 
 @dataclass(frozen=True)
@@ -106,8 +119,8 @@ class Campaign:
         return [r for r in self.runs if r.name in only or set(r.groups) & set(only)]
 
 
-def _argv(entry: dict[str, Any]) -> tuple[str, ...]:
-    """The ``run`` argv of a checked run, its options in the order the file gives them."""
+def _options(entry: dict[str, Any]) -> tuple[str, ...]:
+    """The ``run`` options of a checked run, in the order the file gives them."""
     argv = [entry["model"]]
     if "layout" in entry:
         argv.append(entry["layout"])
@@ -120,8 +133,6 @@ def _argv(entry: dict[str, Any]) -> tuple[str, ...]:
                 argv.append(flag)
         else:
             argv += [flag, str(value)]
-    if entry.get("megatron_args"):
-        argv += ["--", *entry["megatron_args"]]
     return tuple(argv)
 
 
@@ -139,7 +150,7 @@ def load_campaign(path: Path | str) -> Campaign:
             raise ValueError(f"{where}: name {name!r} is used twice")
         names.add(name)
         groups = (run.group,) if isinstance(run.group, str) else run.group
-        runs.append(CampaignRun(index + 1, name, groups, _argv(entry)))
+        runs.append(CampaignRun(index + 1, name, groups, _options(entry), run.megatron_args))
     if not runs:
         raise ValueError(f"{path}: no [[run]] entries")
     clash = sorted({group for run in runs for group in run.groups} & names)

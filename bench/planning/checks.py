@@ -45,7 +45,7 @@ _FREE_TEXT = (("data_path", "--data-path"), ("vocab_file", "--vocab-file"),
               ("partition", "--partition"), ("queue", "--queue"), ("walltime", "--walltime"))
 
 # Job options by scheduler: Slurm has partitions and no queues, PBS queues and no partitions.
-_JOB_OPTIONS = {
+JOB_OPTIONS = {
     "slurm": ("account", "partition", "walltime"),
     "pbs": ("account", "queue", "walltime"),
     "none": (),
@@ -95,7 +95,7 @@ def check_options(options: Options, platform: Platform, engine: str) -> None:
 def _check_applies(options: Options, platform: Platform, engine: str) -> None:
     """Refuse options that the platform or engine would otherwise silently ignore."""
     for key in ("account", "partition", "queue", "walltime"):
-        if getattr(options, key) is None or key in _JOB_OPTIONS[platform.scheduler]:
+        if getattr(options, key) is None or key in JOB_OPTIONS[platform.scheduler]:
             continue
         why = _WHY_NOT.get((platform.scheduler, key))
         if why is None:  # no scheduler: a run on this machine

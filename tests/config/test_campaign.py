@@ -236,3 +236,18 @@ def test_a_group_started_with_setup_in_one_command_waits_for_it(tmp_path: Path) 
                           text=True, check=False)
     assert "setup ended without wheels.done" in done.stdout, done.stdout + done.stderr
     assert "setup has not run" not in done.stdout
+
+
+def test_a_runs_options_and_megatron_flags_are_kept_apart(tmp_path: Path) -> None:
+    """The command line's options go after the file's (they win) and before the Megatron flags,
+    which stay the file's own: nothing is cut out of an argv by position."""
+    path = tmp_path / "c.toml"
+    path.write_text('[[run]]\nmodel = "125m"\nlayout = "tp1pp1"\niters = 11\n'
+                    'megatron_args = ["--hidden-dropout", "0.0"]\n'
+                    '[[run]]\nmodel = "125m"\nlayout = "tp1pp1"\n')
+    flagged, plain = load_campaign(path).runs
+    assert flagged.options == ("125m", "tp1pp1", "--iters", "11")
+    assert flagged.megatron_args == ("--hidden-dropout", "0.0")
+    assert flagged.argv_with(["--iters", "20"]) == ("125m", "tp1pp1", "--iters", "11", "--iters", "20",
+                                                    "--", "--hidden-dropout", "0.0")
+    assert plain.argv == ("125m", "tp1pp1")

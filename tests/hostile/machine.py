@@ -22,7 +22,7 @@ CHILD = f"""
 import os, runpy, shlex, sys
 from bench.config.capabilities import Capabilities
 from bench.render import torchrun
-from bench.running import command, gpus
+from bench.running import command, gpus, run
 from bench.running.trainenv import Facts
 
 uuid = os.environ["TEST_GPU_UUID"]
@@ -30,7 +30,7 @@ gpus.detect_gpus = lambda: gpus.LocalGPUs(1, "NVIDIA H200", "570.00", 150.1, (uu
 facts = Facts(python=sys.executable, torch="2.7", torch_cuda="12.8", cuda_devices=1,
               megatron_core="0.12", torchrun="torchrun", capabilities=Capabilities())
 command.Machine.training_facts = lambda self, image, platform, dry_run: facts
-command.environment_ready = lambda launch, found: True
+run.environment_ready = lambda launch, found: True
 fake = shlex.split(os.environ["TEST_FAKE_ARGS"])
 torchrun.command = lambda plan: [sys.executable, {str(FAKE_TORCHRUN)!r}, *fake]
 sys.argv = ["python -m bench", *sys.argv[1:]]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.running.command import MAX_REPEAT
+from bench.running.run import MAX_REPEAT
 from tests.inprocess import run_cli
 from tests.running.test_reliability import RESULTS_FIXTURES, refused
 

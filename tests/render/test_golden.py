@@ -17,7 +17,7 @@ from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.engines.deepspeed import ZeroSettings
 from bench.planning.plan import plan
-from bench.running.command import dry_run_text
+from bench.running.output import dry_run_text
 from tests.conftest import GOLDEN, assert_golden, options
 
 # Where a local run starts (a container mounts it): fixed, so the goldens do not name this machine.

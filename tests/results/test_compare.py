@@ -19,7 +19,7 @@ import pytest
 from bench import cli
 from bench.records.store import load_records, write_record
 from bench.results.compare import Comparison, compare_in, select
-from bench.running import command
+from bench.running import run as run_module
 from bench.running import gpus as hardware
 from bench.running import local as runner
 from bench.running.gpus import LocalGPUs
@@ -113,7 +113,7 @@ def test_repeat_runs_a_configuration_n_times_into_one_group(monkeypatch, tmp_pat
     replay = [sys.executable, "-c", f"print(open({str(LOG)!r}).read(), end='')"]
     monkeypatch.setattr(runner.torchrun, "command", lambda plan: replay)
     # The replay needs no training Python; the preflight of one is tests/running/test_trainenv.py's.
-    monkeypatch.setattr(command, "environment_ready", lambda launch, found: True)
+    monkeypatch.setattr(run_module, "environment_ready", lambda launch, found: True)
     code = cli.main(["run", "1.3b", "tp1pp1", "--mbs", "4", "--gbs", "32", "--iters", "15",
                      "--repeat", "2", "--json", "--records-dir", "records"])
     assert code == 0

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench.images.pins import PINS_FILE, load_pins
-from bench.running.command import environment_ready, launches_for
+from bench.running.machine import Machine
+from bench.running.run import environment_ready, launches_for
 from bench.running.trainenv import describe, facts, problems
 from tests.conftest import megatron_python
 
@@ -116,8 +117,10 @@ def test_run_stops_before_launch_and_says_no_record(capsys: pytest.CaptureFixtur
         pytest.skip("this Python has torch")
     args = build_parser().parse_args(["run", "125m", "tp1pp1", "--dry-run"])
     args.megatron_args = ()
-    (launch,) = launches_for(args)
-    assert environment_ready(launch, args.training_facts) is False
+    machine, given = Machine(), dict(vars(args))
+    (launch,) = launches_for(args, machine=machine)
+    assert vars(args) == given  # the probe's answers stay with the machine, not on the arguments
+    assert environment_ready(launch, machine.training_facts(None, launch.platform, True)) is False
     err = capsys.readouterr().err
     assert "error: torch does not import in" in err
     assert err.rstrip().endswith("the training environment is incomplete, so nothing was run and "

@@ -17,7 +17,7 @@ from bench.config.presets import get_preset
 from bench.planning.plan import plan
 from bench.records.record import build_record
 from bench.render import slurm
-from bench.running.command import dry_run_text
+from bench.running.output import dry_run_text
 from bench.running.provenance import image_digest_from_output
 from tests.conftest import options
 from tests.planning.test_clusters import RELATIVE_DATA, _host_libfabric, _run_with_standins
