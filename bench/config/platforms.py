@@ -26,8 +26,9 @@ from bench.config.precisions import PeakFormat, Precision, peak_format
 from bench.config.schema import NonNegative, Positive, Strict, hinted, load_toml
 from bench.config.tomlfile import DataError
 
-Engine = Literal["megatron", "megatron-deepspeed"]
-ENGINES: tuple[str, ...] = get_args(Engine)
+# An engine's name; the engines themselves are objects (bench.planning.engines' ENGINES).
+EngineName = Literal["megatron", "megatron-deepspeed"]
+ENGINE_NAMES: tuple[str, ...] = get_args(EngineName)
 # The [capabilities] table of a platform file: Capabilities' fields, each true or false.
 CapabilitiesTable = create_model("CapabilitiesTable", __base__=Strict,
                                  **{f.name: (bool, False) for f in fields(Capabilities)})
@@ -196,7 +197,7 @@ class PlatformFile(Strict):
     container_runtime: Literal["pyxis", "singularity", "docker", "venv", "none"]
     gpus_per_node: NonNegative  # 0 = count the GPUs present (the local platform)
     accelerator: str  # a name in platforms/accelerators/, or "auto" to detect
-    default_engine: Engine
+    default_engine: EngineName
     default_precision: Precision
     image: str = ""
     # Exported before launch; numbers are written as strings. Site settings such as NCCL's live
@@ -222,11 +223,11 @@ class PlatformFile(Strict):
     # Variables an engine's jobs leave unset, by engine name (none by default): not exported from
     # [env], and unset in the script, since a module load may set them too (ALCF Polaris: the NCCL
     # plugin's variables can hang Megatron-DeepSpeed).
-    unset_env: dict[Engine, tuple[Annotated[str, Field(pattern=_ENV_NAME.pattern)], ...]] = {}
+    unset_env: dict[EngineName, tuple[Annotated[str, Field(pattern=_ENV_NAME.pattern)], ...]] = {}
     # Folders of library_path an engine's jobs leave off, by engine name (none by default): NCCL
     # loads a network plugin it finds on the library path whatever NCCL_NET says, so unsetting the
     # plugin's variables alone does not turn it off (ALCF Polaris, Megatron-DeepSpeed).
-    unset_library_path: dict[Engine, tuple[LibraryDir, ...]] = {}
+    unset_library_path: dict[EngineName, tuple[LibraryDir, ...]] = {}
 
     @field_validator("capabilities", mode="before")
     @classmethod

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.environment import env_value
-from bench.config.platforms import ENGINES
+from bench.config.platforms import ENGINE_NAMES
 from bench.config.precisions import PRECISION_SHORTHANDS, PRECISIONS
 
 RECOMPUTE = ("full", "selective")  # activation recompute (bench.measure.flops counts it)
@@ -196,7 +196,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     # The default depends on --sweep: bench.running.arguments fills it in.
     RunOption("iters", int, f"training iterations (default {DEFAULT_ITERS}; a sweep: "
               "{sweep_iters} per layout)", field="iters"),
-    RunOption("engine", str, "default: the platform's", choices=ENGINES, field="engine"),
+    RunOption("engine", str, "default: the platform's", choices=ENGINE_NAMES, field="engine"),
     RunOption("precision", str, "default: the platform's. The MS-AMP seed's modes: bf16; te = "
               "fp8-delayed / fp8-current (Transformer Engine; fp8 = fp8-delayed); msamp = msamp-o2 "
               "(MS-AMP; msamp-o1 keeps fp32 Adam states); fp4 = msamp-o2 with FP4 simulation",

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from bench.config.platforms import EngineName
 from bench.config.run_options import MSAMP_SCALINGS
 from bench.config.schema import Count, Finite, Strict, hinted, problems
 from bench.measure.status import Status
@@ -105,7 +106,7 @@ class Record(Strict):
     reason: Text | None
     started_at: Timestamp
     finished_at: Timestamp | None
-    engine: Literal["megatron", "megatron-deepspeed"]
+    engine: EngineName
     precision: Annotated[str, hinted(r"^[a-z0-9][a-z0-9_-]*$", "must be lower-case like bf16, fp16, fp8"),
                          Field(max_length=MAX_NAME_CHARS)]
     preset: PresetInfo

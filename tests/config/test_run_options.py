@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.config.campaign import RunTable, load_campaign
-from bench.config.platforms import ENGINES
+from bench.config.platforms import ENGINE_NAMES
 from bench.config.run_options import BY_NAME, DEFAULT_ITERS, RUN_OPTIONS, RunOption, misplaced
 from bench.planning.engines.deepspeed import ZeroSettings, zero_problems
 from bench.planning.options import Options
@@ -162,12 +162,12 @@ def test_the_variant_keys_a_record_may_hold() -> None:
 
 @pytest.mark.parametrize("option", [o for o in RUN_OPTIONS if o.engine], ids=lambda o: o.name)
 def test_a_setting_of_one_engine_is_refused_under_the_other(option: RunOption) -> None:
-    assert option.engine in ENGINES and option.refusal
+    assert option.engine in ENGINE_NAMES and option.refusal
     part, _, name = option.field.rpartition(".")
     value = _other(option)
     given = {name: value} if not part else {part: SETTINGS[part](**{name: value})}
     options = Options(now=datetime.now(UTC), **given)
-    (other,) = set(ENGINES) - {option.engine}
+    (other,) = set(ENGINE_NAMES) - {option.engine}
     assert misplaced(options, other) == option.refusal.format(value=value)
     assert misplaced(options, option.engine) is None
 

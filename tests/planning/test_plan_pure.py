@@ -12,8 +12,7 @@ import re
 import pytest
 
 from bench.config.capabilities import Capabilities
-from bench.config.platforms import ENGINES as PLATFORM_ENGINES
-from bench.config.platforms import load_platform
+from bench.config.platforms import ENGINE_NAMES, load_platform
 from bench.config.presets import get_preset
 from bench.planning import plan as planner
 from bench.planning.engines.table import ENGINES
@@ -65,4 +64,4 @@ def test_no_module_outside_the_engines_branches_on_an_engine() -> None:
                  and re.search(r'(?<![\w-])engine\s*[!=]=|[!=]= "megatron(-deepspeed)?"', path.read_text())]
     # (a package pin such as transformer-engine==2.20.2 is no branch)
     assert branching == []
-    assert set(ENGINES) == set(PLATFORM_ENGINES) == {"megatron", "megatron-deepspeed"}
+    assert set(ENGINES) == set(ENGINE_NAMES) == {"megatron", "megatron-deepspeed"}

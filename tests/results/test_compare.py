@@ -19,9 +19,9 @@ import pytest
 from bench import cli
 from bench.records.store import load_records, write_record
 from bench.results.compare import Comparison, compare_in, select
-from bench.running import run as run_module
 from bench.running import gpus as hardware
 from bench.running import local as runner
+from bench.running import run as run_module
 from bench.running.gpus import LocalGPUs
 from tests.record_factory import make_record
 
