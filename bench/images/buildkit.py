@@ -25,9 +25,9 @@ _L_VERTEX, _L_MSG = 1, 4
 TRACE_ID = "moby.buildkit.trace"
 
 
-def supports_buildkit(engine) -> bool:
-    """Whether the engine builds with BuildKit: dockerd with API 1.39 or later; not podman."""
-    version = engine.version()
+def supports_buildkit(runtime) -> bool:
+    """Whether the runtime builds with BuildKit: dockerd with API 1.39 or later; not podman."""
+    version = runtime.version()
     names = " ".join(c.get("Name", "") for c in version.get("Components") or [])
     api = tuple(int(part) for part in str(version.get("ApiVersion", "0.0")).split("."))
     return "podman" not in names.lower() and api >= (1, 39)
@@ -130,14 +130,14 @@ def context_tar(path: str) -> bytes:
     return buffer.getvalue()
 
 
-def build(engine, path: str, tag: str, buildargs: dict[str, str], labels: dict[str, str],
+def build(runtime, path: str, tag: str, buildargs: dict[str, str], labels: dict[str, str],
           network_mode: str | None) -> Iterator[dict]:
     """POST the context at ``path`` to ``/build`` with builder version 2; yield decoded chunks."""
     params = {"t": tag, "version": "2", "rm": "1", "forcerm": "1",
               "buildargs": json.dumps(buildargs), "labels": json.dumps(labels)}
     if network_mode:
         params["networkmode"] = network_mode
-    api = engine.api
+    api = runtime.api
     response = api._post(api._url("/build"), params=params, data=context_tar(path), stream=True,
                          headers={"Content-Type": "application/x-tar"}, timeout=None)
     api._raise_for_status(response)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.images import container_engine, polaris, refs, singularity, upstreams
+from bench.images import container_runtime, polaris, refs, singularity, upstreams
 from bench.images.context import BuildContext, assemble, fetch_github_upstream
 from bench.images.pins import REPO_ROOT, load_pins, load_polaris_recipe
 
@@ -40,7 +40,7 @@ def _context(args) -> BuildContext:
 
 def cmd_build(args) -> int:
     context = _context(args)
-    result = container_engine.build(context, force=args.force, network_mode=args.network,
+    result = container_runtime.build(context, force=args.force, network_mode=args.network,
                                     builder=args.builder)
     print(f"image: {result.tag}")
     if args.target == "rocm":
@@ -52,9 +52,9 @@ def cmd_build(args) -> int:
         sif = refs.image_file(load_pins().target(args.target), "singularity")
         for program in ("apptainer", "singularity"):
             argv = [program, "build", "--fakeroot", str(Path.cwd() / sif), def_path.name]
-            if container_engine.shutil.which(program):
+            if container_runtime.shutil.which(program):
                 print("$ (cd " + shlex.quote(str(context.directory)) + " && " + shlex.join(argv) + ")")
-                container_engine.subprocess_run(argv, cwd=context.directory)
+                container_runtime.subprocess_run(argv, cwd=context.directory)
                 print(refs.for_jobs(sif, Path.cwd()))
                 break
         else:
@@ -69,7 +69,7 @@ def cmd_build(args) -> int:
 def cmd_push(args) -> int:
     context = _context(args)
     registry = args.registry or load_pins().target(args.target).registry
-    pushed = container_engine.push(context.tag, registry, extra_tags=tuple(args.also_tag))
+    pushed = container_runtime.push(context.tag, registry, extra_tags=tuple(args.also_tag))
     for each in pushed:
         print(f"pushed {each.pinned}")
     print(refs.for_jobs(refs.pyxis_reference(pushed[0].reference)) + " (pyxis; Singularity: "
@@ -81,9 +81,9 @@ def cmd_push(args) -> int:
 _NOT_FOUND = re.compile(r"manifest unknown|not found|name unknown|does not exist|denied", re.I)
 
 
-def _nothing_to_pull(reference: str, target: str) -> container_engine.EngineError:
+def _nothing_to_pull(reference: str, target: str) -> container_runtime.ContainerRuntimeError:
     """One line for a pull that found no image: releases are made by tag (docs/images.md)."""
-    return container_engine.EngineError(
+    return container_runtime.ContainerRuntimeError(
         f"{reference} was not found: no release of it is published there (releases are made by "
         f"v* tags, docs/images.md#releases); build it with `nox -s build-{target}` and push it "
         f"with `nox -s push -- {target} --registry HOST/OWNER`, then pull with --registry")
@@ -94,8 +94,8 @@ def cmd_pull(args) -> int:
     reference = refs.registry_reference(target, args.registry, args.tag)
     if args.runtime == "docker":
         try:
-            image_id = container_engine.pull(reference)
-        except container_engine.EngineError as error:
+            image_id = container_runtime.pull(reference)
+        except container_runtime.ContainerRuntimeError as error:
             if _NOT_FOUND.search(str(error)):
                 raise _nothing_to_pull(reference, args.target) from None
             raise
@@ -103,16 +103,18 @@ def cmd_pull(args) -> int:
         print(refs.for_jobs(refs.pyxis_reference(reference)) + " (pyxis pulls it at job start)")
         return 0
     output = refs.image_file(target, args.runtime, args.tag)
-    argv = container_engine.runtime_pull_command(args.runtime, reference, output)
+    argv = container_runtime.runtime_pull_command(args.runtime, reference, output)
     try:
-        ran = container_engine.run_if_present(argv)
+        ran = container_runtime.run_if_present(argv)
     except subprocess.CalledProcessError:  # the tool said why above; this says what to do
         raise _nothing_to_pull(reference, args.target) from None
     if not ran:
-        raise container_engine.EngineError(f"nothing was pulled: {argv[0]} is not installed here; run the "
-                                 "command above where it is (the cluster's login node)")
+        raise container_runtime.ContainerRuntimeError(
+            f"nothing was pulled: {argv[0]} is not installed here; run the command above where it is "
+            "(the cluster's login node)")
     if not Path(output).exists():
-        raise container_engine.EngineError(f"{argv[0]} finished but {output} is not there: nothing was pulled")
+        raise container_runtime.ContainerRuntimeError(
+            f"{argv[0]} finished but {output} is not there: nothing was pulled")
     print(f"pulled {reference} into {Path.cwd() / output}")
     print(refs.for_jobs(output, Path.cwd()))
     return 0
@@ -144,12 +146,12 @@ def cmd_polaris(args) -> int:
     return polaris.run(polaris.render_script(recipe, pins, tree), execute)
 
 
-def _engine_errors(command):
-    """Report an engine's refusal as one error message and exit status 1."""
+def _runtime_errors(command):
+    """Report a runtime's refusal as one error message and exit status 1."""
     def guarded(args) -> int:
         try:
             return command(args)
-        except container_engine.EngineError as error:
+        except container_runtime.ContainerRuntimeError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
     return guarded
@@ -177,17 +179,17 @@ def register(subparsers) -> None:
     _build_options(build)
     build.add_argument("--force", action="store_true", help="rebuild even if the tag exists")
     build.add_argument("--network", help="network of the RUN steps, e.g. host (default: the "
-                       "engine's bridge)")
-    build.add_argument("--builder", choices=container_engine.BUILDERS, default="auto",
+                       "runtime's bridge)")
+    build.add_argument("--builder", choices=container_runtime.BUILDERS, default="auto",
                        help="BuildKit or the classic builder (default auto: BuildKit where the "
-                       "engine has it, i.e. dockerd; the classic one on podman)")
-    build.set_defaults(func=_engine_errors(cmd_build))
+                       "runtime has it, i.e. dockerd; the classic one on podman)")
+    build.set_defaults(func=_runtime_errors(cmd_build))
 
     push = actions.add_parser("push", help="push the image of the current inputs")
     _build_options(push)
     push.add_argument("--registry", help="host[:port]/owner (default: the target's registry)")
     push.add_argument("--also-tag", action="append", default=[], help="extra tag, e.g. 0.1.0")
-    push.set_defaults(func=_engine_errors(cmd_push))
+    push.set_defaults(func=_runtime_errors(cmd_push))
 
     pull = actions.add_parser("pull", help="pull a prebuilt image through a platform runtime")
     pull.add_argument("target")
@@ -195,7 +197,7 @@ def register(subparsers) -> None:
     pull.add_argument("--registry", help="host[:port]/owner (default: the target's registry)")
     pull.add_argument("--tag", default="latest",
                       help="image tag, or a digest sha256:... (default: latest)")
-    pull.set_defaults(func=_engine_errors(cmd_pull))
+    pull.set_defaults(func=_runtime_errors(cmd_pull))
 
     definition = actions.add_parser("singularity", help="print the Singularity definition")
     _build_options(definition)

@@ -259,7 +259,7 @@ def assemble(
     # the hash's, baked into the image so a run inside it can name the image it ran in.
     buildargs["KIT_COMMIT"] = kit_commit(root)
     buildargs["IMAGE_TAG"] = f"{target.image}:{content_hash[:16]}"
-    # A base pinned by digest names it; otherwise the engine resolves it when it builds.
+    # A base pinned by digest names it; otherwise the runtime resolves it when it builds.
     pinned = buildargs["BASE_IMAGE"].partition("@")[2]
     buildargs["BASE_DIGEST"] = pinned or "unknown"
     return BuildContext(

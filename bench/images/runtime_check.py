@@ -1,7 +1,7 @@
 """Whether the container runtime a command needs is there, asked before anything slow starts.
 
 The image sessions (``nox -s build-cuda``, ``build-rocm``, ``push``, ``pull``) call this before they
-spend half a minute installing the docker SDK into a venv, so a machine without an engine hears so
+spend half a minute installing the docker SDK into a venv, so a machine without a runtime hears so
 at once. Standard library only: nox imports it in whatever Python runs nox.
 """
 
@@ -27,7 +27,7 @@ def runtime_of(argv: Sequence[str]) -> str:
 def missing_runtime(runtime: str, environ: Mapping[str, str] = os.environ) -> str | None:
     """One line saying what is missing for ``runtime``, or None when it looks present.
 
-    docker: the engine's socket (``DOCKER_HOST`` when it is a ``unix://`` socket, else the default
+    docker: the runtime's socket (``DOCKER_HOST`` when it is a ``unix://`` socket, else the default
     one); a TCP or SSH ``DOCKER_HOST`` is left to the SDK to reach. enroot, singularity, apptainer:
     the program on PATH."""
     if runtime != "docker":
@@ -43,5 +43,5 @@ def missing_runtime(runtime: str, environ: Mapping[str, str] = os.environ) -> st
     if os.path.exists(socket):
         return None
     where = f"DOCKER_HOST names {host}" if host else f"DOCKER_HOST is not set and {DEFAULT_SOCKET}"
-    return (f"no container engine: {where}, which does not exist; start dockerd, or podman's socket "
+    return (f"no container runtime: {where}, which does not exist; start dockerd, or podman's socket "
             "(podman system service) and set DOCKER_HOST=unix://PATH-OF-ITS-SOCKET")

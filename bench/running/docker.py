@@ -38,7 +38,7 @@ def _said(stderr: str) -> str:
     return next((line for line in lines if line.startswith("docker: ")), lines[-1])
 
 
-def check_engine(image: str) -> None:
+def check_runtime(image: str) -> None:
     """Refuse, in one sentence with the fix, a machine where docker cannot start ``image``."""
     if shutil.which("docker") is None:
         raise ValueError("--image runs the benchmark with `docker run --gpus all`, but docker is "

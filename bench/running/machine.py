@@ -45,7 +45,7 @@ class Machine:
 
 def _image_facts(image: str, platform: Platform, dry_run: bool) -> Facts | None:
     try:
-        docker.check_engine(image)
+        docker.check_runtime(image)
         return docker.probe(image, str(Path.cwd()), platform.binds, platform.megatron_deepspeed_dir)
     except ValueError as exc:
         if not dry_run:

@@ -1,4 +1,4 @@
-"""Real engines for the image tests: dockerd on a private socket, a stand-in base, a local registry.
+"""Real runtimes for the image tests: dockerd on a private socket, a stand-in base, a local registry.
 
 In CI (CI=true) a missing tool fails the test; elsewhere it skips with the reason. Everything a
 fixture starts it stops by PID, and it removes what the daemon left behind (data dirs, mounts, a
@@ -77,7 +77,7 @@ def _wait_for(predicate, seconds: float, what: str, log: Path | None = None) -> 
 
 
 @pytest.fixture(scope="session")
-def engine():
+def runtime():
     """dockerd on a private socket (no bridge, no iptables: builds use the host network)."""
     dockerd = need("dockerd")
     import docker
@@ -130,7 +130,7 @@ def _debian_mirror() -> str:
 
 
 @pytest.fixture(scope="session")
-def standin_base(engine) -> str:
+def standin_base(runtime) -> str:
     """A Debian trixie rootfs imported as an image; the tarball is cached across sessions."""
     need("debootstrap")
     key = hashlib.sha256(" ".join((STANDIN_SUITE, *STANDIN_PACKAGES)).encode()).hexdigest()[:12]
@@ -154,7 +154,7 @@ def standin_base(engine) -> str:
             print(f"stand-in rootfs made in {time.monotonic() - start:.0f} s")
     with tarball.open("rb") as data:
         repository, tag = STANDIN_TAG.split(":")
-        engine.api.import_image_from_data(data.read(), repository=repository, tag=tag)
+        runtime.api.import_image_from_data(data.read(), repository=repository, tag=tag)
     return STANDIN_TAG
 
 

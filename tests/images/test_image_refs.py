@@ -106,12 +106,12 @@ def test_pull_that_finds_nothing_says_so_in_one_line(runtime: str, tmp_path: Pat
 
 
 def test_docker_pull_that_finds_nothing_says_so_in_one_line(monkeypatch, capfd) -> None:
-    from bench.images import container_engine
+    from bench.images import container_runtime
 
     def missing(reference: str) -> str:
-        raise container_engine.EngineError(f"pull of {reference} failed: manifest unknown")
+        raise container_runtime.ContainerRuntimeError(f"pull of {reference} failed: manifest unknown")
 
-    monkeypatch.setattr(container_engine, "pull", missing)
+    monkeypatch.setattr(container_runtime, "pull", missing)
     assert main(["images", "pull", "rocm"]) == 1
     err = capfd.readouterr().err
     assert err.startswith("error: ghcr.io/megatron-bench-kit/rocm:latest was not found: no release")

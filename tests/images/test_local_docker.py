@@ -6,8 +6,8 @@ runtime, so the runs here drop ``--gpus all`` (``bench.render.docker.GPUS``), an
 not lift the locked-memory limit (this machine is itself a container) NGC's ``--ulimit
 memlock=-1``; nothing else:
 the kit starts the container, the container sees the mounted working folder and the plan's
-environment, the runner reads its output, and the record carries the digest the engine reports
-for the image it started. Where the command line keeps ``--gpus all``, the engine's own refusal
+environment, the runner reads its output, and the record carries the digest the runtime reports
+for the image it started. Where the command line keeps ``--gpus all``, the runtime's own refusal
 is what the user is told. Not exercised: GPU access inside a container.
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
-from bench.images import container_engine as engine_api
+from bench.images import container_runtime as runtime_api
 from bench.measure.status import Status
 from bench.planning.plan import plan
 from bench.records.store import load_records
@@ -44,7 +44,7 @@ cat /standin/train.log
 
 
 @pytest.fixture(scope="module")
-def standin(engine, standin_base, tmp_path_factory) -> str:
+def standin(runtime, standin_base, tmp_path_factory) -> str:
     context = tmp_path_factory.mktemp("local-standin")
     (context / "torchrun").write_text(TORCHRUN)
     (context / "train.log").write_bytes(OK_LOG.read_bytes())
@@ -54,15 +54,15 @@ def standin(engine, standin_base, tmp_path_factory) -> str:
         "COPY torchrun /usr/local/bin/torchrun\n"
         "RUN chmod 755 /usr/local/bin/torchrun\n"
         "COPY train.log /standin/train.log\n")
-    for chunk in engine.api.build(path=str(context), tag=STANDIN, decode=True, rm=True):
+    for chunk in runtime.api.build(path=str(context), tag=STANDIN, decode=True, rm=True):
         assert "error" not in chunk, chunk
     return STANDIN
 
 
 @pytest.fixture()
-def kit_docker(engine, monkeypatch: pytest.MonkeyPatch):
-    """The kit's docker client talks to the test engine."""
-    monkeypatch.setenv("DOCKER_HOST", engine.docker_host)
+def kit_docker(runtime, monkeypatch: pytest.MonkeyPatch):
+    """The kit's docker client talks to the test runtime."""
+    monkeypatch.setenv("DOCKER_HOST", runtime.docker_host)
 
 
 def _memlock_can_be_lifted() -> bool:
@@ -90,7 +90,7 @@ def _launch(image: str):
 
 
 def test_preflight_asks_the_python_in_the_image(standin, kit_docker, no_gpus) -> None:
-    dockerrun.check_engine(standin)
+    dockerrun.check_runtime(standin)
     # The working folder is the checkout, as when the kit runs from it: the image imports it.
     found = dockerrun.probe(standin, str(REPO))
     assert found.image == standin and found.python == f"the python of image {standin}"
@@ -109,7 +109,7 @@ def _run(launch, tmp_path: Path):
     return record
 
 
-def test_a_run_in_the_image_goes_through_the_kits_runner(engine, standin, kit_docker, no_gpus,
+def test_a_run_in_the_image_goes_through_the_kits_runner(runtime, standin, kit_docker, no_gpus,
                                                           tmp_path: Path) -> None:
     launch = _launch(standin)
     record = _run(launch, tmp_path)
@@ -119,19 +119,19 @@ def test_a_run_in_the_image_goes_through_the_kits_runner(engine, standin, kit_do
            "bench.train.pretrain_gpt --num-layers 24" in log
     assert "CUDA_DEVICE_MAX_CONNECTIONS=1 PYTHONUNBUFFERED=1" in log  # the plan's environment, inside
     assert launch.run_id in log.splitlines()  # `ls runs`: the working folder is mounted
-    image_id = engine.images.get(standin).id
+    image_id = runtime.images.get(standin).id
     assert record.provenance.image == standin
     assert (record.provenance.image_digest, record.provenance.image_digest_kind) == (
-        image_id, "image-id")  # built here, never in a registry: the engine's image ID
+        image_id, "image-id")  # built here, never in a registry: the runtime's image ID
     assert record.provenance.torch is None  # the image's Python was asked: it has none
-    assert not engine.containers.list(all=True, filters={"name": f"bench-{launch.run_id}"})
+    assert not runtime.containers.list(all=True, filters={"name": f"bench-{launch.run_id}"})
     command = (tmp_path / "runs" / launch.run_id / "command.sh").read_text()
     assert f"docker run \\\n    --name bench-{launch.run_id} \\\n" in command
 
 
 def test_an_image_from_a_registry_is_recorded_by_its_registry_digest(
-        engine, standin, registry, kit_docker, no_gpus, tmp_path: Path) -> None:
-    (pushed,) = engine_api.push(standin, registry, engine=engine, show=lambda _: None)
+        runtime, standin, registry, kit_docker, no_gpus, tmp_path: Path) -> None:
+    (pushed,) = runtime_api.push(standin, registry, runtime=runtime, show=lambda _: None)
     reference = f"{pushed.reference.rsplit(':', 1)[0]}@{pushed.digest}"
     record = _run(_launch(reference), tmp_path)
     assert record.status is Status.OK, record.reason
@@ -141,27 +141,27 @@ def test_an_image_from_a_registry_is_recorded_by_its_registry_digest(
 
 
 def test_what_docker_cannot_start_is_refused_before_anything_is_written(
-        engine, standin, tmp_path: Path, tmp_path_factory) -> None:
-    """Through the command line, with --gpus all: the engine's own answers, one line each."""
-    host = {"DOCKER_HOST": engine.docker_host}
+        runtime, standin, tmp_path: Path, tmp_path_factory) -> None:
+    """Through the command line, with --gpus all: the runtime's own answers, one line each."""
+    host = {"DOCKER_HOST": runtime.docker_host}
     refused(run_cli("run", "1.3b", "tp1pp1", "--image", "megatron-bench-kit/absent:1",
                     cwd=tmp_path, env=host),
             "image megatron-bench-kit/absent:1 is not in this machine's docker", "docker pull",
             "python -m bench images pull cuda")
-    # The engine here has no NVIDIA Container Toolkit: --gpus all is refused by dockerd itself.
+    # The runtime here has no NVIDIA Container Toolkit: --gpus all is refused by dockerd itself.
     refused(run_cli("run", "1.3b", "tp1pp1", "--image", standin, cwd=tmp_path, env=host),
             "docker cannot give the container GPUs (", "could not select device driver",
             "install the NVIDIA Container Toolkit and restart dockerd")
-    gone = tmp_path_factory.mktemp("no-engine") / "docker.sock"
+    gone = tmp_path_factory.mktemp("no-runtime") / "docker.sock"
     refused(run_cli("run", "1.3b", "tp1pp1", "--image", standin, cwd=tmp_path,
                     env={"DOCKER_HOST": f"unix://{gone}"}),
             "docker does not answer (", "start dockerd, or set DOCKER_HOST")
     assert not list(tmp_path.iterdir())
 
 
-def test_the_dry_run_prints_the_docker_command(engine, standin, tmp_path: Path) -> None:
+def test_the_dry_run_prints_the_docker_command(runtime, standin, tmp_path: Path) -> None:
     done = run_cli("run", "1.3b", "tp1pp1", "--image", standin, "--dry-run", cwd=tmp_path,
-                   env={"DOCKER_HOST": engine.docker_host})
+                   env={"DOCKER_HOST": runtime.docker_host})
     assert done.returncode == 0, done.stderr
     assert "\ndocker run \\\n    --name bench-1.3b_tp1pp1dp1_local_" in done.stdout
     assert "    --gpus all \\\n" in done.stdout

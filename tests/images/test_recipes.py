@@ -161,7 +161,7 @@ def test_msamp_script_builds_what_ran_on_the_gpu_machines():
 
 
 def test_cuda_msamp_build_matches_golden(tmp_path):
-    """What `nox -s build-cuda -- --option msamp=1` hands the engine: its build args and the
+    """What `nox -s build-cuda -- --option msamp=1` hands the runtime: its build args and the
     Dockerfile with them put in place (the kit commit and the tag fixed: they change with every
     commit)."""
     pins = load_pins()

@@ -337,7 +337,7 @@ def test_bad_input_is_refused_in_one_line_writing_nothing(tmp_path: Path, args: 
 def test_an_image_without_docker_is_refused_before_anything_is_written(tmp_path: Path,
                                                                        tmp_path_factory) -> None:
     """--image on the local platform runs in docker: where there is none, one line with the fix
-    (the engine's own answers are tests/images/test_local_docker.py's)."""
+    (the runtime's own answers are tests/images/test_local_docker.py's)."""
     no_tools = tmp_path_factory.mktemp("empty-bin")
     refused(run_cli("run", "1.3b", "tp1pp1", "--image", "nvcr.io/nvidia/pytorch:25.03-py3",
                     cwd=tmp_path, env={"PATH": str(no_tools)}),

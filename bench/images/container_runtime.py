@@ -1,10 +1,10 @@
 """Build, push and pull images through the Docker Engine API (dockerd or podman's compatible socket).
 
-The engine is found the way the docker SDK finds it: ``DOCKER_HOST`` or the default socket. Builds
-stream the engine's log lines with a step counter; an image whose content-hash tag already exists is
-not rebuilt. Where the engine has BuildKit (dockerd) it builds, showing BuildKit's steps and logs
+The runtime is found the way the docker SDK finds it: ``DOCKER_HOST`` or the default socket. Builds
+stream the runtime's log lines with a step counter; an image whose content-hash tag already exists is
+not rebuilt. Where the runtime has BuildKit (dockerd) it builds, showing BuildKit's steps and logs
 (``bench.images.buildkit``); elsewhere (podman) the classic builder. Pushes and pulls show layer
-progress from the engine's JSON stream (layers done, bytes moved) and report the manifest digest
+progress from the runtime's JSON stream (layers done, bytes moved) and report the manifest digest
 the registry gave, so an image can be referenced by digest; a reference may carry one
 (``repo:tag@sha256:...``, the tag then only for humans).
 """
@@ -25,7 +25,7 @@ from bench.images.context import BuildContext
 # The last lines of a failed build or run that its error shows: enough for the failing step.
 LOG_TAIL_LINES = 40
 STEP_LINE = re.compile(r"^Step (\d+)/(\d+) : (.*)")  # classic builder's "Step 3/17 : RUN ..."
-# What an engine says when a registry cannot be reached or its TLS certificate is not trusted.
+# What a runtime says when a registry cannot be reached or its TLS certificate is not trusted.
 UNREACHABLE = re.compile(r"no such host|dial tcp|i/o timeout|connection refused|TLS handshake|"
                          r"x509|server misbehaving|name resolution|network is unreachable",
                          re.IGNORECASE)
@@ -37,8 +37,8 @@ PROGRESS_INTERVAL_S = 2.0
 BUILDERS = ("auto", "buildkit", "classic")
 
 
-class EngineError(RuntimeError):
-    """The engine refused a build, push or pull; the message carries its last log lines."""
+class ContainerRuntimeError(RuntimeError):
+    """The runtime refused a build, push or pull; the message carries its last log lines."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,9 @@ def client(base_url: str | None = None):
     try:
         api = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
         api.ping()
-    except Exception as error:  # the SDK raises several types for "no engine there"
-        raise EngineError(
-            f"no container engine answers ({error}); start dockerd or podman's API service "
+    except Exception as error:  # the SDK raises several types for "no runtime there"
+        raise ContainerRuntimeError(
+            f"no container runtime answers ({error}); start dockerd or podman's API service "
             f"and set DOCKER_HOST"
         ) from error
     return api
@@ -81,7 +81,7 @@ def split_reference(reference: str) -> tuple[str, str]:
 
 
 class LayerProgress:
-    """Layer progress of a push or pull from the engine's JSON stream, shown as one summary line
+    """Layer progress of a push or pull from the runtime's JSON stream, shown as one summary line
     (layers done of those seen, MB moved of those known) at most every ``interval_s``."""
 
     def __init__(self, action: str, reference: str, show: Callable[[str], None],
@@ -122,23 +122,23 @@ class LayerProgress:
 
 
 def _stream(chunks: Iterable[dict], progress: LayerProgress, what: str) -> str | None:
-    """Feed a push or pull stream to ``progress``; raise EngineError on an error chunk; return
-    the digest the engine reported."""
+    """Feed a push or pull stream to ``progress``; raise ContainerRuntimeError on an error chunk; return
+    the digest the runtime reported."""
     for chunk in chunks:
         if "error" in chunk:
-            raise EngineError(f"{what} failed: {chunk['error']}")
+            raise ContainerRuntimeError(f"{what} failed: {chunk['error']}")
         progress.update(chunk)
     progress.show(progress.line() + (f", digest {progress.digest}" if progress.digest else ""))
     return progress.digest
 
 
 def _follow(chunks: Iterable[dict], show: Callable[[str], None]) -> list[str]:
-    """Print a build's stream with a step counter; raise EngineError on an error chunk."""
+    """Print a build's stream with a step counter; raise ContainerRuntimeError on an error chunk."""
     tail: list[str] = []
     for chunk in chunks:
         if "error" in chunk:
             detail = "\n".join(tail[-LOG_TAIL_LINES:])
-            raise EngineError(f"{detail}\n{chunk['error'].strip()}")
+            raise ContainerRuntimeError(f"{detail}\n{chunk['error'].strip()}")
         for line in chunk.get("stream", "").splitlines():
             if not line.strip():
                 continue
@@ -151,7 +151,7 @@ def _follow(chunks: Iterable[dict], show: Callable[[str], None]) -> list[str]:
 def build(
     context: BuildContext,
     *,
-    engine=None,
+    runtime=None,
     force: bool = False,
     network_mode: str | None = None,
     show: Callable[[str], None] = print,
@@ -159,72 +159,72 @@ def build(
 ) -> BuildResult:
     """Build ``context`` unless its tag exists (``force`` rebuilds, still using the layer cache).
 
-    ``network_mode`` is the RUN steps' network; the default is the engine's (a bridge).
-    ``builder``: ``buildkit``, ``classic``, or ``auto`` (BuildKit where the engine has it).
+    ``network_mode`` is the RUN steps' network; the default is the runtime's (a bridge).
+    ``builder``: ``buildkit``, ``classic``, or ``auto`` (BuildKit where the runtime has it).
     """
     if builder not in BUILDERS:
         raise ValueError(f"builder {builder!r} is not one of {', '.join(BUILDERS)}")
-    engine = engine or client()
+    runtime = runtime or client()
     start = time.monotonic()
     if not force:
-        existing = _image_or_none(engine, context.tag)
+        existing = _image_or_none(runtime, context.tag)
         if existing is not None:
             show(f"{context.tag} is up to date (inputs unchanged); not rebuilt")
             return BuildResult(context.tag, existing.id, False, time.monotonic() - start,
                                existing.labels or {})
     if builder == "auto":
-        builder = "buildkit" if buildkit.supports_buildkit(engine) else "classic"
+        builder = "buildkit" if buildkit.supports_buildkit(runtime) else "classic"
     show(f"building {context.tag} from {context.directory} ({builder} builder)")
     buildargs = dict(context.buildargs)
     if buildargs.get("BASE_DIGEST", "unknown") == "unknown":
-        buildargs["BASE_DIGEST"] = base_digest(buildargs.get("BASE_IMAGE", ""), engine)
+        buildargs["BASE_DIGEST"] = base_digest(buildargs.get("BASE_IMAGE", ""), runtime)
     labels = {"dev.megatron-bench.inputs.sha256": context.content_hash}
     try:
         if builder == "buildkit":
             tail, error = buildkit.follow(buildkit.build(
-                engine, str(context.directory), context.tag, buildargs, labels, network_mode), show)
+                runtime, str(context.directory), context.tag, buildargs, labels, network_mode), show)
             if error:
-                raise EngineError("\n".join([*tail[-LOG_TAIL_LINES:], error]))
+                raise ContainerRuntimeError("\n".join([*tail[-LOG_TAIL_LINES:], error]))
         else:
-            _follow(engine.api.build(
+            _follow(runtime.api.build(
                 path=str(context.directory), tag=context.tag, buildargs=buildargs, labels=labels,
                 rm=True, forcerm=True, decode=True, pull=False, network_mode=network_mode,
             ), show)  # fmt: skip
-    except EngineError as error:
+    except ContainerRuntimeError as error:
         base = buildargs.get("BASE_IMAGE", "")
-        if UNREACHABLE.search(str(error)) and _image_or_none(engine, base) is None:
-            raise EngineError(f"{error}\n{base_hint(base)}") from None
+        if UNREACHABLE.search(str(error)) and _image_or_none(runtime, base) is None:
+            raise ContainerRuntimeError(f"{error}\n{base_hint(base)}") from None
         raise
-    image = engine.images.get(context.tag)
+    image = runtime.images.get(context.tag)
     seconds = time.monotonic() - start
     show(f"built {context.tag} in {seconds:.1f} s")
     return BuildResult(context.tag, image.id, True, seconds, image.labels or {}, builder)
 
 
-def base_digest(base: str, engine) -> str:
-    """The digest of the base a build uses: the one its reference pins, else the one the engine
+def base_digest(base: str, runtime) -> str:
+    """The digest of the base a build uses: the one its reference pins, else the one the runtime
     has for the local image (pulled from a registry), else ``unknown``."""
     if "@" in base:
         return split_reference(base)[1]
-    if not base or _image_or_none(engine, base) is None:
+    if not base or _image_or_none(runtime, base) is None:
         return "unknown"  # the build itself will say the base is missing
-    return repo_digest(base, engine=engine) or "unknown"
+    return repo_digest(base, runtime=runtime) or "unknown"
 
 
 def base_hint(base: str) -> str:
     registry = base.partition("/")[0]
     return (f"hint: the base image {base} could not be fetched from {registry}. Build on a base "
             f"this machine can reach with --base IMAGE (a mirror, or an image already in the "
-            f"engine: docker load / docker tag). Where a proxy re-signs TLS, the engine needs its "
+            f"runtime: docker load / docker tag). Where a proxy re-signs TLS, the runtime needs its "
             f"CA in /etc/docker/certs.d/{registry}/ca.crt, and --ca-cert PATH trusts it inside the "
             f"build for pip.")
 
 
-def _image_or_none(engine, tag: str):
+def _image_or_none(runtime, tag: str):
     import docker.errors
 
     try:
-        return engine.images.get(tag)
+        return runtime.images.get(tag)
     except docker.errors.ImageNotFound:
         return None
 
@@ -248,46 +248,46 @@ class Pushed:
         return f"{self.reference}@{self.digest}" if self.digest else self.reference
 
 
-def push(tag: str, registry: str, *, engine=None, extra_tags: tuple[str, ...] = (),
+def push(tag: str, registry: str, *, runtime=None, extra_tags: tuple[str, ...] = (),
          show: Callable[[str], None] = print) -> list[Pushed]:
     """Tag ``tag`` under ``registry`` (plus ``extra_tags``) and push; return what was pushed."""
-    engine = engine or client()
+    runtime = runtime or client()
     repository, version = remote_name(registry, tag)
     pushed = []
     for version_tag in (version, *extra_tags):
-        engine.api.tag(tag, repository, version_tag)
+        runtime.api.tag(tag, repository, version_tag)
         reference = f"{repository}:{version_tag}"
-        digest = _stream(engine.api.push(repository, version_tag, stream=True, decode=True),
+        digest = _stream(runtime.api.push(repository, version_tag, stream=True, decode=True),
                          LayerProgress("pushing", reference, show), f"push of {reference}")
         pushed.append(Pushed(reference, digest))
     return pushed
 
 
-def pull(reference: str, *, engine=None, show: Callable[[str], None] = print) -> str:
+def pull(reference: str, *, runtime=None, show: Callable[[str], None] = print) -> str:
     """Pull ``repository:tag`` or ``repository[:tag]@sha256:...``; return the local image id."""
     import docker.errors
 
-    engine = engine or client()
+    runtime = runtime or client()
     repository, version = split_reference(reference)
     try:
-        _stream(engine.api.pull(repository, version, stream=True, decode=True),
+        _stream(runtime.api.pull(repository, version, stream=True, decode=True),
                 LayerProgress("pulling", reference, show), f"pull of {reference}")
-    except (EngineError, docker.errors.APIError) as error:  # APIError: refused up front
-        message = str(error) if isinstance(error, EngineError) else f"pull of {reference} failed: {error}"
+    except (ContainerRuntimeError, docker.errors.APIError) as error:  # APIError: refused up front
+        message = str(error) if isinstance(error, ContainerRuntimeError) else f"pull of {reference} failed: {error}"
         if UNREACHABLE.search(message):
             message += (f"\nhint: {reference.partition('/')[0]} cannot be reached from here; pull "
                         "from a registry that can with --registry HOST/OWNER")
-        raise EngineError(message) from None
+        raise ContainerRuntimeError(message) from None
     local = f"{repository}@{version}" if version.startswith("sha256:") else f"{repository}:{version}"
-    return engine.images.get(local).id
+    return runtime.images.get(local).id
 
 
-def repo_digest(reference: str, *, engine=None) -> str | None:
+def repo_digest(reference: str, *, runtime=None) -> str | None:
     """The registry digest of a local image (from a pull or push), or None: a locally built or
     loaded image has none until it is pushed."""
-    engine = engine or client()
+    runtime = runtime or client()
     repository, _ = split_reference(reference)
-    for entry in engine.images.get(reference).attrs.get("RepoDigests") or []:
+    for entry in runtime.images.get(reference).attrs.get("RepoDigests") or []:
         name, _, digest = entry.partition("@")
         if name == repository or name.endswith("/" + repository):
             return digest
