@@ -13,16 +13,22 @@ import argparse
 import difflib
 import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 from bench.config import cli as config_cli
 from bench.config.environment import environment_problem
 from bench.config.text import error_text, visible
 from bench.dataset import cli as dataset_cli
 from bench.images import cli as images_cli
+from bench.config.presets import load_presets
 from bench.planning.predict import facts, fit, validate
+from bench.planning.predict.published import published_cases
+from bench.records.identity import config_key
 from bench.records import manifest, verify
 from bench.records.store import add_records_option, load_records, records_dir
 from bench.results import cli as results_cli
+from bench.results.data import load_published
+from bench.results.generate import PUBLISHED_FILE
 from bench.running import command
 from bench.running.arguments import misplaced_flags, split_megatron_args
 from bench.running.jobs import cli as jobs_cli
@@ -49,35 +55,50 @@ def build_parser() -> argparse.ArgumentParser:
     manifest.register(sub)
     verify.register(sub)
     predict = sub.add_parser("predict", help="check the step-time model on the records, or refit it",
-                             description="--validate: fit on all ok megatron records but one, predict "
-                             "it, for each; fit on 1-2 GPUs, predict 4; rank layouts. --refit: fit "
-                             f"on every ok record and write {fit.FIT_FILE.name} beside the model.")
+                             description="--validate: fit on the ok megatron records without a whole "
+                             "configuration (or model size), predict it, for each; fit on 1-2 GPUs, "
+                             "predict 4; rank layouts; predict the published rows, never fitted on. "
+                             "--refit: fit on every ok record and write the fit (atomically) to --fit.")
     mode = predict.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--validate", action="store_true", help="print the errors; the last line is "
-                      "'median X %% p90 Y %%'")
+    mode.add_argument("--validate", action="store_true", help="print the errors; the last two lines "
+                      "are 'group-held-out: median X %% p90 Y %%' and 'published: median X %% p90 Y %% "
+                      "(N rows)'")
     mode.add_argument("--refit", action="store_true", help="refit the model's factors and store them")
+    predict.add_argument("--fit", type=Path, default=fit.FIT_FILE,
+                         help="the fit --refit writes, in a folder that exists (default: the kit's, "
+                         "%(default)s)")
     add_records_option(predict)
     predict.set_defaults(func=run_predict)
     return parser
 
 
+def _validation(args: argparse.Namespace, runs: list[validate.Observed]) -> tuple[list[str], dict[str, float]]:
+    """The validation's lines and figures: the records, and the published rows."""
+    rows = load_published(PUBLISHED_FILE).rows
+    published = published_cases(rows, load_presets(), facts.load_all())
+    return validate.report(runs, published)
+
+
 def run_predict(args: argparse.Namespace) -> int:
-    """``python -m bench predict --validate | --refit``."""
+    """``python -m bench predict --validate | --refit [--fit PATH]``."""
     records, _ = load_records(records_dir(args))
-    runs = validate.observed(records, facts.load_all())
+    runs = validate.observed(records, facts.load_all(), key_of=lambda record: config_key(record).digest)
     if len(runs) < 2:
         raise ValueError(f"{len(runs)} ok {' '.join(validate.MODELLED)} records in {records_dir(args)}; the model "
                          "needs at least 2 to check or fit (give the records folder with --records)")
     if args.validate:
-        print("\n".join(validate.report(runs)[0]))
+        print("\n".join(_validation(args, runs)[0]))
         return 0
+    if not args.fit.parent.is_dir():  # before minutes of fitting
+        raise ValueError(f"{args.fit.parent}: no such folder for the fit; give --fit a file in a "
+                         "folder that exists")
     factors = fit.fit_factors([r.sample for r in runs])
-    figures = validate.report(runs)[1]
-    checked = {"median": figures["median"], "p90": figures["p90"], "gpus": max(r.gpus for r in runs)}
+    figures = _validation(args, runs)[1]
+    checked = figures | {"gpus": max(r.gpus for r in runs)}
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    fit.FIT_FILE.write_text(fit.fit_document(factors, [r.sample.run_id for r in runs], when,
+    fit.write_fit(args.fit, fit.fit_document(factors, [r.sample.run_id for r in runs], when,
                                              kit_commit(), checked))
-    print(f"wrote {fit.FIT_FILE.name}: {len(runs)} records")
+    print(f"wrote {args.fit}: {len(runs)} records")
     return 0
 
 

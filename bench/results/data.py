@@ -84,6 +84,9 @@ class PublishedRow(Strict):
     percent_of_peak: float | None = None
     peak_mem_gb: float | None = None
     note: str | None = None
+    # The kit precision the step-time model prices the row as, where the row's own words are not
+    # one (``fp8`` of MS-AMP's paper: ``msamp-o2``); None: its ``precision``.
+    priced_as: str | None = None
 
 
 Bytes = Annotated[float, Field(ge=0, allow_inf_nan=False)]

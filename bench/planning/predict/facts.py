@@ -46,11 +46,15 @@ class AllReduce(Strict):
         if len(self.mib) != len(self.busbw_gbps):
             raise ValueError(f"mib has {len(self.mib)} sizes but busbw_gbps {len(self.busbw_gbps)} "
                              "figures; give one figure per size")
+        if any(b <= a for a, b in zip(self.mib, self.mib[1:], strict=False)):
+            raise ValueError(f"mib: sizes {list(self.mib)} do not rise; give each size once, smallest first")
         return self
 
     def seconds(self, size_bytes: float) -> tuple[float, float]:
         """(latency s, bytes per s) of a straight line through the measured times of the
-        bus bytes, least squares; one size gives no latency."""
+        bus bytes, least squares; one size gives no latency. Where the line would start below
+        zero (bus bandwidth rising steeply with size) it is drawn through the origin and the
+        largest size instead, so neither figure is ever negative."""
         xs = [m * 2**20 for m in self.mib]
         ts = [x / (b * 1e9) for x, b in zip(xs, self.busbw_gbps, strict=True)]
         if len(xs) == 1:
@@ -58,7 +62,10 @@ class AllReduce(Strict):
         mx, mt = sum(xs) / len(xs), sum(ts) / len(ts)
         slope = (sum((x - mx) * (t - mt) for x, t in zip(xs, ts, strict=True))
                  / sum((x - mx) ** 2 for x in xs))
-        return max(mt - slope * mx, 0.0), 1 / slope
+        latency = mt - slope * mx
+        if slope <= 0 or latency < 0:
+            return 0.0, xs[-1] / ts[-1]
+        return latency, 1 / slope
 
 
 class Performance(Strict):
@@ -95,7 +102,10 @@ class Performance(Strict):
             others = [a.seconds(0)[0] for a in self.allreduce if len(a.mib) > 1]
             latency = min(others, default=0.0)
             size = nearest.mib[0] * 2**20
-            rate = size / (size / (nearest.busbw_gbps[0] * 1e9) - latency)
+            measured = size / (nearest.busbw_gbps[0] * 1e9)
+            # another count's latency cannot exceed this count's whole measured time
+            latency = min(latency, measured / 2)
+            rate = size / (measured - latency)
         return latency, rate
 
 

@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Literal
 
+from pydantic import Field, model_validator
+
+from bench.config.schema import Count, Strict, validate
 from bench.config.tomlfile import DataError
 from bench.planning.predict.terms import AFTER_TERMS, GPU_TERMS, HOST_TERMS, TERMS
 
@@ -181,15 +186,74 @@ def fit_factors(samples: Sequence[Sample]) -> dict[str, float]:
     return Fitter(samples).full
 
 
+Fraction = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Factor = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # a term's seconds never go negative
+
+
+class Validation(Strict):
+    """The validation's figures at the refit (``python -m bench predict --validate``): ``median``
+    and ``p90`` of the group-held-out errors (fractions; the band an expectation quotes),
+    ``gpus`` the most GPUs of a record fitted on; the others as the command names them, the
+    published rows' only where some were priced."""
+
+    gpus: Count
+    median: Fraction
+    p90: Fraction
+    size_median: Fraction | None = None
+    cross_median: Fraction | None = None
+    ranking: Fraction | None = None
+    published_rows: Fraction | None = None
+    published_median: Fraction | None = None
+    published_p90: Fraction | None = None
+
+
+class StoredFit(Strict):
+    """``fit.json``: one factor per term of the model, the validation, and where they came from."""
+
+    schema_: Literal["bench.predict-fit/1"] = Field(alias="schema")
+    factors: dict[str, Factor]
+    validation: Validation
+    fitted_at: str
+    kit_commit: str | None
+    refit: str
+    records: tuple[str, ...]
+
+    @model_validator(mode="after")
+    def _terms(self) -> StoredFit:
+        missing, unknown = set(TERMS) - set(self.factors), set(self.factors) - set(TERMS)
+        if missing or unknown:
+            raise ValueError(f"factors: its terms are not the model's (missing: {', '.join(sorted(missing)) or 'none'}; "
+                             f"unknown: {', '.join(sorted(unknown)) or 'none'})")
+        return self
+
+
 def fit_document(factors: dict[str, float], run_ids: Sequence[str], fitted_at: str,
                  kit_commit: str | None, validation: dict[str, float]) -> str:
     """The stored fit as JSON text: the factors, their provenance and the validation's figures on
-    the same records (``median``, ``p90``: leave-one-out errors; ``gpus``: the most GPUs of a
-    record), which a plan's expectation quotes as its error band."""
+    the same records (:class:`Validation`), which a plan's expectation quotes as its error band."""
     return json.dumps({"schema": FIT_SCHEMA, "factors": {n: round(factors[n], 6) for n in TERMS},
                        "validation": {k: round(v, 4) for k, v in sorted(validation.items())},
                        "fitted_at": fitted_at, "kit_commit": kit_commit, "refit": REFIT_COMMAND,
                        "records": sorted(run_ids)}, indent=2) + "\n"
+
+
+def write_fit(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all (a hidden partial file beside it, renamed
+    over it); the folder must exist: a refit writes only where it is told."""
+    if not path.parent.is_dir():
+        raise ValueError(f"{path.parent}: no such folder for the fit; give --fit a file in a folder "
+                         "that exists")
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def load_run_ids(path: Path = FIT_FILE) -> tuple[str, ...]:
+    """The run ids the stored fit was fitted on; a DataError as :func:`load_stored`'s."""
+    return _stored(path).records
 
 
 def load_fit(path: Path = FIT_FILE) -> dict[str, float]:
@@ -198,17 +262,23 @@ def load_fit(path: Path = FIT_FILE) -> dict[str, float]:
 
 
 def load_stored(path: Path = FIT_FILE) -> tuple[dict[str, float], dict[str, float]]:
-    """(the stored factors, the validation's figures); a DataError naming the file and the refit
-    command."""
+    """(the stored factors, the validation's figures); a one-line DataError naming the file, the
+    field and the refit command."""
+    stored = _stored(path)
+    figures = stored.validation.model_dump(exclude_none=True)
+    return {name: stored.factors[name] for name in TERMS}, {k: float(v) for k, v in figures.items()}
+
+
+def _stored(path: Path) -> StoredFit:
     try:
-        data = json.loads(path.read_text())
-        factors, validation = data["factors"], data["validation"]
-        if data.get("schema") != FIT_SCHEMA or set(factors) != set(TERMS):
-            raise ValueError("its terms are not the model's")
-        if not {"median", "p90", "gpus"} <= set(validation):
-            raise ValueError("its validation lacks median, p90 or gpus")
-        return ({name: float(factors[name]) for name in TERMS},
-                {name: float(value) for name, value in validation.items()})
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise DataError(f"{path}: not a fit of this model ({error}); refit with "
-                        f"{REFIT_COMMAND}") from None
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(f"{path}: cannot be read ({error}); refit with {REFIT_COMMAND}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise DataError(f"{path}: not JSON ({error}); refit with {REFIT_COMMAND}") from None
+    try:
+        return validate(data, StoredFit, str(path))
+    except DataError as error:
+        raise DataError(f"{error}; not a fit of this model: refit with {REFIT_COMMAND}") from None

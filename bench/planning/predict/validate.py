@@ -1,7 +1,9 @@
-"""Checking the model on the kit's records: leave-one-out, fewer GPUs predicting more, and
-whether it ranks the fastest layout first.
+"""Checking the model on the kit's records: configurations held out whole, model sizes held out,
+fewer GPUs predicting more, whether it ranks the fastest layout first, and published rows it was
+never fitted on (:mod:`bench.planning.predict.published`).
 
-Every check fits on some ok records and predicts others it did not see; an error is
+Every check fits on some ok records and predicts others it did not see, leaving out together the
+records the model cannot tell apart (:mod:`bench.planning.predict.holdout`); an error is
 ``|predicted - measured| / measured`` of the step time (the throughput's error is the same to
 first order).
 """
@@ -9,14 +11,16 @@ first order).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bench.planning.engines.table import ENGINES
-from bench.planning.predict.case import case_from_record
+from bench.planning.predict import holdout
+from bench.planning.predict.case import Case, case_from_record
 from bench.planning.predict.facts import Performance
 from bench.planning.predict.fit import Fitter, Sample, fitted_step
+from bench.planning.predict.published import PublishedCase
 from bench.planning.predict.terms import TERMS, step_terms
 
 MODELLED = tuple(name for name, engine in ENGINES.items() if engine.step_model)
@@ -38,11 +42,15 @@ class Observed:
     preset: str
     layout: str
     global_batch: int
+    key: Hashable = ""  # the record's configuration key ("": its run id stands alone)
+    case: Case | None = None
 
 
-def observed(records: Iterable[Any], performance: dict[str, Performance]) -> list[Observed]:
+def observed(records: Iterable[Any], performance: dict[str, Performance],
+             key_of: Callable[[Any], Hashable] | None = None) -> list[Observed]:
     """The ok records of the modelled engines on an accelerator with measured ceilings, without
-    context parallelism (:data:`bench.planning.predict.expect.UNMODELLED_CP`), in order."""
+    context parallelism (:data:`bench.planning.predict.expect.UNMODELLED_CP`), in order; ``key_of`` gives a record's
+    configuration key (``bench.records.identity.config_key``; None: each record its own)."""
     found = []
     for record in records:
         if not (record.ok and record.engine in MODELLED and record.layout.cp == 1
@@ -52,14 +60,26 @@ def observed(records: Iterable[Any], performance: dict[str, Performance]) -> lis
         terms = step_terms(case, performance[case.accelerator])
         sample = Sample(record.run_id, tuple(terms[n] for n in TERMS), record.metrics.step_time_s_median)
         found.append(Observed(sample, record.engine, record.precision, record.gpus,
-                              record.preset.name, record.layout.name, record.layout.global_batch))
+                              record.preset.name, record.layout.name, record.layout.global_batch,
+                              key_of(record) if key_of else record.run_id, case))
     return found
 
 
-def leave_one_out(runs: Sequence[Observed]) -> list[float]:
-    """Each run's step predicted by the factors fitted on all the others."""
-    fitter = Fitter([r.sample for r in runs])
-    return [fitted_step(r.sample.terms, list(fitter.fit([i]).values())) for i, r in enumerate(runs)]
+def by_configuration(runs: Sequence[Observed]) -> list[int]:
+    """Each run's group: its configuration key joined with every run of the same case."""
+    return holdout.groups([r.key or r.sample.run_id for r in runs],
+                          [r.case if r.case is not None else r.sample.run_id for r in runs])
+
+
+def group_held_out(runs: Sequence[Observed], fitter: Fitter | None = None) -> list[float]:
+    """Each run's step predicted by the factors fitted without its whole group
+    (:func:`by_configuration`)."""
+    return holdout.held_out(fitter or Fitter([r.sample for r in runs]), by_configuration(runs))
+
+
+def size_held_out(runs: Sequence[Observed], fitter: Fitter | None = None) -> list[float]:
+    """Each run's step predicted by the factors fitted without every run of its model size."""
+    return holdout.held_out(fitter or Fitter([r.sample for r in runs]), [r.preset for r in runs])
 
 
 def predict_from(train: Sequence[Observed], test: Sequence[Observed]) -> list[float]:
@@ -105,29 +125,85 @@ def _line(label: str, errs: Sequence[float]) -> str:
             f"p90 {100 * percentile(errs, 0.9):5.1f} %")
 
 
-def report(runs: Sequence[Observed]) -> tuple[list[str], dict[str, float]]:
-    """The validation's lines, the last ``median X % p90 Y %``, and its figures by name."""
-    predicted = leave_one_out(runs)
-    errs = errors(runs, predicted)
-    lines = [f"leave-one-out over {len(runs)} ok {' '.join(MODELLED)} records (fit on the others, predict "
-             "the one): absolute error of the step time"]
+def _parameters(preset: str) -> float:
+    """A preset's size for ordering (``125m`` before ``1.3b``); a name without one sorts last."""
+    number, unit = preset[:-1], preset[-1:]
+    scale = {"m": 1e6, "b": 1e9}.get(unit)
+    return float(number) * scale if scale and number.replace(".", "", 1).isdigit() else float("inf")
+
+
+def _group_lines(runs: Sequence[Observed], errs: Sequence[float]) -> list[str]:
+    lines = [f"group-held-out over {len(runs)} ok {' '.join(MODELLED)} records in "
+             f"{len(set(by_configuration(runs)))} groups (a configuration key with every record the "
+             "model cannot tell from it, left out together: fit on the others, predict the group): "
+             "absolute error of the step time"]
     for key in ("engine", "precision", "gpus"):
         for value in sorted({getattr(r, key) for r in runs}):
             picked = [e for r, e in zip(runs, errs, strict=True) if getattr(r, key) == value]
             lines.append(_line(f"{key} {value}", picked))
+    return lines
+
+
+def _ranking_lines(ranked: Sequence[tuple[str, str, str, float]]) -> list[str]:
+    right = sum(slower <= RANK_TIE for *_, slower in ranked)
+    return [*(f"  {group}: measured fastest {measured}, predicted {guessed}"
+              + (f" (measured {100 * slower:.1f} % slower{': a tie' if slower <= RANK_TIE else ''})"
+                 if guessed != measured else "")
+              for group, measured, guessed, slower in ranked),
+            f"ranking: {right} of {len(ranked)} groups with >= {MIN_LAYOUTS} layouts rank the measured "
+            f"fastest first (or one within {100 * RANK_TIE:.0f} % of it), each predicted with its group held out"]
+
+
+def _published_lines(rows: Sequence[PublishedCase], factors: dict[str, float]) -> tuple[list[str], list[float]]:
+    """One line per published row (its error, or why it has none) and the priced rows' errors."""
+    x = [factors[n] for n in TERMS]
+    lines, errs = [f"published rows ({len(rows)}), never fitted on, predicted by the fit on every record:"], []
+    for row in rows:
+        if row.why_not:
+            lines.append(f"  {row.label}: no expectation: {row.why_not}")
+            continue
+        step = fitted_step(row.terms, x)
+        errs.append(abs(step - row.step_s) / row.step_s)
+        expected = row.causal_flops / step / row.gpus / 1e12
+        lines.append(f"  {row.label}: published {row.causal_tflops:.0f} TFLOP/s/GPU (causal count), "
+                     f"expected {expected:.0f}, error {100 * errs[-1]:.1f} %")
+    return lines, errs
+
+
+def summary(label: str, errs: Sequence[float], count: str = "") -> str:
+    """``label: median X % p90 Y %`` (``n/a`` where nothing was predicted), then ``count``."""
+    figures = (f"median {100 * statistics.median(errs):.1f} % p90 {100 * percentile(errs, 0.9):.1f} %"
+               if errs else "median n/a p90 n/a")
+    return f"{label}: {figures}{count}"
+
+
+def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = ()) -> tuple[list[str], dict[str, float]]:
+    """The validation's lines, the last two ``group-held-out: median X % p90 Y %`` and
+    ``published: median X % p90 Y % (N rows)``, and its figures by name."""
+    fitter = Fitter([r.sample for r in runs])
+    predicted = group_held_out(runs, fitter)
+    errs = errors(runs, predicted)
+    lines = _group_lines(runs, errs)
+    by_size = errors(runs, size_held_out(runs, fitter))
+    lines += [_line(f"size {size} held out", [e for r, e in zip(runs, by_size, strict=True) if r.preset == size])
+              for size in sorted({r.preset for r in runs}, key=_parameters)]
     small = [r for r in runs if r.gpus <= 2]
     large = [r for r in runs if r.gpus == max(r.gpus for r in runs)]
     cross = errors(large, predict_from(small, large))
     lines.append(_line(f"fit on 1-2 GPUs ({len(small)}), predict {large[0].gpus}", cross))
     ranked = ranking(runs, predicted)
-    right = sum(slower <= RANK_TIE for *_, slower in ranked)
-    lines += [f"  {group}: measured fastest {measured}, predicted {guessed}"
-              + (f" (measured {100 * slower:.1f} % slower{': a tie' if slower <= RANK_TIE else ''})"
-                 if guessed != measured else "")
-              for group, measured, guessed, slower in ranked]
-    lines.append(f"ranking: {right} of {len(ranked)} groups with >= {MIN_LAYOUTS} layouts rank the "
-                 f"measured fastest first (or one within {100 * RANK_TIE:.0f} % of it)")
+    lines += _ranking_lines(ranked)
+    shown, published_errs = _published_lines(published, fitter.full)
+    lines += shown
     figures = {"median": statistics.median(errs), "p90": percentile(errs, 0.9),
-               "cross_median": statistics.median(cross), "ranking": right / len(ranked) if ranked else 0.0}
-    lines.append(f"median {100 * figures['median']:.1f} % p90 {100 * figures['p90']:.1f} %")
+               "size_median": statistics.median(by_size), "cross_median": statistics.median(cross),
+               "ranking": sum(s <= RANK_TIE for *_, s in ranked) / len(ranked) if ranked else 0.0,
+               "published_rows": float(len(published_errs))}
+    if published_errs:
+        figures |= {"published_median": statistics.median(published_errs),
+                    "published_p90": percentile(published_errs, 0.9)}
+    unpriced = len(published) - len(published_errs)
+    lines += [summary("group-held-out", errs),
+              summary("published", published_errs, f" ({len(published_errs)} rows"
+                      + (f"; {unpriced} more without an expectation, said above)" if unpriced else ")"))]
     return lines, figures

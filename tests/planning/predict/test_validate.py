@@ -1,21 +1,20 @@
-"""The step-time model checked on the kit's own records, against issue 47's targets.
+"""The step-time model checked on the kit's own records, each configuration held out whole.
 
-Targets: leave-one-out median <= 10 % and 90th percentile <= 20 %; fitted on 1-2 GPUs, the
-4-GPU records within 15 % median; the measured fastest layout ranked first in >= 80 % of groups
-(a predicted fastest that measured within validate.RANK_TIE of it counts as a tie).
-Two are not met on the 265 records of 2026-11-28; their tests hold the figures reached, so that a
-change of the model making them worse fails:
-- the 90th percentile, 22.5 % (21.3 % on 261 before four 13b runs on four H200s at 80 GB with the
-  FP8-LM paper's optimizer states, three of them fp8-delayed whose steps the fit they ran under put 13-28 % too
-  long: it casts Transformer Engine's weights every micro-batch, where megatron-core's
-  first-micro-batch flag has them cast once a step. Casting them once a step was tried: fp8's
-  median fell from 9.5 % to 7.0 % and the ranking below went to 4 of 4, but the shared factors
-  moved bf16's median from 4.3 % to 5.4 % and the p90 to 23.2 %, so the model kept its terms;
-  21.2 % on 257 before four from four H200s at 80 GB; 21.0 % on 244 before thirteen of 6.7b on
-  two H200s at 80 GB and two H100s; 22.2 % on 236 before four H100s);
+Targets (the model's issue): group-held-out median <= 8 % and 90th percentile <= 15 %; fitted on
+1-2 GPUs, the 4-GPU records within 10 % median; the measured fastest layout ranked first in >= 80 %
+of groups (a predicted fastest that measured within validate.RANK_TIE of it counts as a tie);
+published rows, never fitted on, median <= 15 % and p90 <= 25 % over >= 20 rows.
+On the 277 records of 2026-11-29 the median is met (6.6 %); the others are not, and their tests
+hold the figures reached, so that a change of the model making them worse fails:
+- the 90th percentile, 24.4 % (leave-one-record-out gave 22.2 %: a held-out record's repeats stayed
+  in the fit); host-bound and fp8 steps err most (see docs/running.md);
+- fewer GPUs predicting four, 12.3 % (9.2 % on the 265 records the stored fit was fitted on);
 - the ranking, 3 of 4 groups: 13b on four GPUs measures fastest at tp2pp2 + sp in fp8-delayed
   on the paper's states with CUDA graphs (760.8 TFLOP/s/GPU on four H200s at 80 GB), and the
-  model picks tp4 + sp, which measured 5.6 % slower.
+  model picks tp4 + sp, which measured 5.6 % slower;
+- published rows: 8 of 25 priced (the FP8-LM rows at 6.7b and 13b), median 18.9 %, p90 27.4 %;
+  the others state no shape, GPU count or global batch, or run an engine or card the model
+  cannot price.
 """
 
 from __future__ import annotations
@@ -27,9 +26,14 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
+from bench.config.presets import load_presets
 from bench.planning.predict import facts, fit, validate
 from bench.planning.predict.plot import plot_predicted
+from bench.planning.predict.published import PublishedCase, published_cases
+from bench.records.identity import config_key
 from bench.records.store import load_records
+from bench.results.data import load_published
+from bench.results.generate import PUBLISHED_FILE
 
 RECORDS = Path(__file__).resolve().parents[3] / "results" / "records"
 
@@ -37,12 +41,17 @@ RECORDS = Path(__file__).resolve().parents[3] / "results" / "records"
 @pytest.fixture(scope="module")
 def runs() -> list[validate.Observed]:
     records, _ = load_records(RECORDS)
-    return validate.observed(records, facts.load_all())
+    return validate.observed(records, facts.load_all(), key_of=lambda r: config_key(r).digest)
 
 
 @pytest.fixture(scope="module")
-def figures(runs: list[validate.Observed]) -> tuple[list[str], dict[str, float]]:
-    return validate.report(runs)
+def published() -> list[PublishedCase]:
+    return published_cases(load_published(PUBLISHED_FILE).rows, load_presets(), facts.load_all())
+
+
+@pytest.fixture(scope="module")
+def figures(runs: list[validate.Observed], published: list[PublishedCase]) -> tuple[list[str], dict[str, float]]:
+    return validate.report(runs, published)
 
 
 def test_context_parallel_records_are_left_out(runs: list[validate.Observed]) -> None:
@@ -51,16 +60,34 @@ def test_context_parallel_records_are_left_out(runs: list[validate.Observed]) ->
     assert not any("cp" in run.layout for run in runs)
 
 
-def test_leave_one_out_median_meets_its_target(figures: tuple[list[str], dict[str, float]]) -> None:
-    assert figures[1]["median"] <= 0.10
+def test_every_configuration_key_lies_in_one_held_out_group(runs: list[validate.Observed]) -> None:
+    group_of: dict[object, set[int]] = {}
+    for run, group in zip(runs, validate.by_configuration(runs), strict=True):
+        group_of.setdefault(run.key, set()).add(group)
+        group_of.setdefault(run.case, set()).add(group)
+    assert all(len(groups) == 1 for groups in group_of.values())
+    assert len(set(validate.by_configuration(runs))) < len({run.key for run in runs}) < len(runs)
 
 
-def test_leave_one_out_p90_holds_the_figure_reached(figures: tuple[list[str], dict[str, float]]) -> None:
-    assert figures[1]["p90"] <= 0.2252  # target 0.20, not met: see the module docstring
+def test_repeats_differing_in_length_or_paths_share_a_key() -> None:
+    records, _ = load_records(RECORDS)
+    run = next(r for r in records if r.ok and "--train-iters" in r.argv)
+    argv = list(run.argv)
+    argv[argv.index("--train-iters") + 1] = "7"
+    longer = run.model_copy(update={"argv": [*argv, "--save", "/elsewhere"], "run_id": run.run_id + "-x"})
+    assert config_key(longer) == config_key(run)
+
+
+def test_group_held_out_median_meets_its_target(figures: tuple[list[str], dict[str, float]]) -> None:
+    assert figures[1]["median"] <= 0.08
+
+
+def test_group_held_out_p90_holds_the_figure_reached(figures: tuple[list[str], dict[str, float]]) -> None:
+    assert figures[1]["p90"] <= 0.2440  # target 0.15, not met: see the module docstring
 
 
 def test_fewer_gpus_predict_four(figures: tuple[list[str], dict[str, float]]) -> None:
-    assert figures[1]["cross_median"] <= 0.15
+    assert figures[1]["cross_median"] <= 0.1233  # target 0.10, not met: see the module docstring
 
 
 def test_the_fastest_layout_is_ranked_first(figures: tuple[list[str], dict[str, float]]) -> None:
@@ -68,12 +95,23 @@ def test_the_fastest_layout_is_ranked_first(figures: tuple[list[str], dict[str, 
     assert any(line.startswith("ranking: ") for line in figures[0])
 
 
-def test_the_command_prints_median_and_p90_last(capsys: pytest.CaptureFixture[str],
-                                                 figures: tuple[list[str], dict[str, float]]) -> None:
+def test_published_rows_are_priced_or_said_why_not(figures: tuple[list[str], dict[str, float]],
+                                                   published: list[PublishedCase]) -> None:
+    assert len(published) >= 20 and figures[1]["published_rows"] >= 8
+    assert figures[1]["published_median"] <= 0.1892 and figures[1]["published_p90"] <= 0.2741
+    unpriced = [row for row in published if row.why_not]
+    assert len(unpriced) + figures[1]["published_rows"] == len(published)
+    assert all(f"{row.label}: no expectation: {row.why_not}" in "\n".join(figures[0]) for row in unpriced)
+
+
+def test_the_command_prints_group_held_out_and_published_last(
+        capsys: pytest.CaptureFixture[str], figures: tuple[list[str], dict[str, float]]) -> None:
     assert main(["predict", "--validate", "--records", str(RECORDS)]) == 0
-    last = capsys.readouterr().out.splitlines()[-1]
-    assert re.fullmatch(r"median \d+\.\d % p90 \d+\.\d %", last)
-    assert last == figures[0][-1]
+    *_, group, published = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"group-held-out: median \d+\.\d % p90 \d+\.\d %", group)
+    assert re.fullmatch(r"published: median \d+\.\d % p90 \d+\.\d % \(\d+ rows; \d+ more without an "
+                        r"expectation, said above\)", published)
+    assert [group, published] == figures[0][-2:]
 
 
 def test_too_few_records_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,116 @@
+"""Published throughput rows as the step-time model sees them: a check on what it was never fitted on.
+
+A row (``results/published.toml``, read by attribute) is *priced* where everything a case needs
+is stated: a model size the kit has a preset of at the row's sequence, an accelerator with
+measured ceilings (``platforms/performance/``), an engine the model covers (NeMo trains with
+Megatron-Core), the tensor, pipeline and data-parallel degrees, micro and global batch, and a
+throughput whose FLOPs count is known. Any other row is counted with why it has no expectation,
+never dropped.
+
+The measured step a row implies: ``global_batch / samples_per_s`` where it gives samples per
+second (no FLOPs count needed), else its FLOPs per iteration in its own convention over its
+TFLOP/s per GPU and GPU count. Its throughput in the kit's causal count is the causal FLOPs of
+that step: ``published x F_causal / F_its_convention``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from bench.config.precisions import PRECISIONS
+from bench.config.presets import Preset
+from bench.measure.flops import flops_per_iteration
+from bench.planning.predict.case import Case
+from bench.planning.predict.facts import Performance
+from bench.planning.predict.terms import TERMS, step_terms
+
+PRICED_ENGINES = ("megatron", "nemo")  # NeMo's GPT training is Megatron-Core's
+# FLOPs per iteration in each convention a row may state, as (causal, recompute) of the kit's count
+CONVENTIONS = {"megatron-causal": (True, None), "megatron-noncausal": (False, None),
+               "narayanan-recompute": (False, "full")}
+
+
+@dataclass(frozen=True)
+class PublishedCase:
+    """One published row: ``label`` names it; where priced, its unfitted ``terms`` (TERMS order),
+    the ``step_s`` its throughput implies, its TFLOP/s/GPU in the kit's causal count
+    (``causal_tflops``) and the FLOPs of a step at the causal count (``causal_flops``); else
+    ``why_not``."""
+
+    label: str
+    terms: tuple[float, ...] = ()
+    step_s: float = 0.0
+    causal_tflops: float = 0.0
+    causal_flops: float = 0.0
+    gpus: int = 0
+    why_not: str = ""
+
+
+def label_of(row: Any) -> str:
+    """``source model precision layout on N accelerator``, as far as the row states them."""
+    degrees = "".join(f"{name}{value}" for name in ("tp", "pp", "vp", "dp")
+                      if (value := getattr(row, name)) is not None)
+    gpus = f" on {row.gpus}" if row.gpus else ""
+    return f"{row.source} {row.model} {row.priced_as or row.precision} {degrees or 'layout not stated'}{gpus} {row.accelerator}"
+
+
+def accelerator_name(row: Any) -> str:
+    """The kit's accelerator file name of a row's accelerator (``H100 SXM`` -> ``h100-sxm``)."""
+    return "-".join(row.accelerator.lower().split())
+
+
+def _missing(row: Any, presets: Mapping[str, Preset], performance: Mapping[str, Performance]) -> str:
+    """What keeps ``row`` from a case ("" where nothing does)."""
+    if row.engine not in PRICED_ENGINES:
+        return f"the {row.engine} engine is outside the model"
+    if accelerator_name(row) not in performance:
+        return f"{row.accelerator} has no measured ceilings in platforms/performance/"
+    preset = presets.get(row.model.lower())
+    if preset is None or (row.seq_length or preset.seq_length) != preset.seq_length:
+        return f"no preset of {row.model} at sequence {row.seq_length}: its shape is not stated"
+    unstated = [name for name in ("tp", "pp", "dp", "gpus", "micro_batch", "global_batch")
+                if getattr(row, name) is None]
+    if unstated:
+        return f"{', '.join(unstated)} not stated"
+    if row.tp * row.pp * row.dp != row.gpus:
+        return f"tp {row.tp} x pp {row.pp} x dp {row.dp} is not its {row.gpus} GPUs"
+    if (row.priced_as or row.precision) not in PRECISIONS:
+        return f"precision {row.priced_as or row.precision} is none the kit offers"
+    if row.samples_per_s is None and (row.tflops_per_gpu is None or row.flops_convention not in CONVENTIONS):
+        return "no samples/s, and its TFLOP/s count is unstated"
+    return ""
+
+
+def _case(row: Any, preset: Preset, accelerator: str) -> Case:
+    return Case(accelerator=accelerator, layers=preset.layers, hidden=preset.hidden, heads=preset.heads,
+                seq=preset.seq_length, vocab=preset.vocab_size, tp=row.tp, pp=row.pp, dp=row.dp,
+                vp=row.vp or 1, cp=row.cp or 1, sp=bool(row.sp), micro_batch=row.micro_batch,
+                global_batch=row.global_batch, family=PRECISIONS[row.priced_as or row.precision].family,
+                implementation="te", overlap=True)
+
+
+def published_case(row: Any, presets: Mapping[str, Preset],
+                   performance: Mapping[str, Performance]) -> PublishedCase:
+    """The model's view of one published row (see the module's docstring)."""
+    why = _missing(row, presets, performance)
+    if why:
+        return PublishedCase(label_of(row), why_not=why)
+    preset, accelerator = presets[row.model.lower()], accelerator_name(row)
+    causal = flops_per_iteration(preset, row.global_batch)
+    if row.samples_per_s is not None:
+        step = row.global_batch / row.samples_per_s
+    else:
+        counted, recompute = CONVENTIONS[row.flops_convention]
+        stated = flops_per_iteration(preset, row.global_batch, causal=counted, recompute=recompute)
+        step = stated / (row.tflops_per_gpu * 1e12 * row.gpus)
+    terms = step_terms(_case(row, preset, accelerator), performance[accelerator])
+    return PublishedCase(label_of(row), tuple(terms[n] for n in TERMS), step,
+                         causal / step / row.gpus / 1e12, causal, row.gpus)
+
+
+def published_cases(rows: Iterable[Any], presets: Mapping[str, Preset],
+                    performance: Mapping[str, Performance]) -> list[PublishedCase]:
+    """Every published row's :class:`PublishedCase`, in file order."""
+    return [published_case(row, presets, performance) for row in rows]
