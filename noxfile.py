@@ -115,18 +115,15 @@ def data(session: nox.Session) -> None:
     session.run("python", "-m", "bench", "data", *session.posargs)
 
 
-LINTED = ("bench", "tests", "noxfile.py", "docs/reports")
-
-
 @nox.session
 def lint(session: nox.Session) -> None:
     """Static checks with ruff (the reports' scripts included)."""
     if asks_help(session):  # says what it checks; neither installs nor runs ruff
-        session.log(f"nox -s lint: ruff check {' '.join(LINTED)} (rules in pyproject.toml); "
-                    "takes no arguments")
+        session.log("nox -s lint: ruff check bench tests noxfile.py docs/reports (rules in "
+                    "pyproject.toml); takes no arguments")
         return
     install(session, "ruff")
-    session.run("ruff", "check", *LINTED)
+    session.run("ruff", "check", "bench", "tests", "noxfile.py", "docs/reports")
 
 
 @nox.session

@@ -89,6 +89,8 @@ FREE_TEXT: dict[str, str] = {
     "LMOD_CMD": "only whether it is set: environment modules exist here",
     "MODULESHOME": "only whether it is set: environment modules exist here",
     "BENCH_PYTHON312": "a Python 3.12; checked by running it (an error if it is not one)",
+    "PYTORCH_CUDA_ALLOC_CONF": "compared with the value --allocator sets: a run here with both, "
+                               "different, is refused",
     "NCCL_*, TORCH_NCCL_*, PYTORCH_*, NVTE_*, TORCH_CUDNN_*, CUDA_DEVICE_MAX_CONNECTIONS, "
     "CUDA_LAUNCH_BLOCKING, CUBLAS_WORKSPACE_CONFIG":
         "passed to a run here as they are and recorded as its variant (env:NAME), except the "

@@ -63,24 +63,19 @@ def record_limit_problem(launch: LaunchPlan) -> str | None:
             or _mapping_problem("the label", dict(launch.labels)))
 
 
-# Variables the kit's options set that a user may also set in the shell; the plan's value would
-# replace the shell's without a word (shell_variables leaves a variable the plan sets out).
-OPTION_SET = {ALLOC_CONF_ENV: "--allocator"}
-
-
 def replaced_shell_problem(launch: LaunchPlan, environ: Mapping[str, str] = os.environ) -> str | None:
-    """Why a run here of ``launch`` would replace a value of this shell that an option set
-    otherwise, or None; a run in an image or on a cluster gets the plan's environment alone."""
+    """Why a run here of ``launch`` would replace this shell's own ``PYTORCH_CUDA_ALLOC_CONF``
+    with the one ``--allocator`` sets (shell_variables leaves a variable the plan sets out, so the
+    shell's value would be dropped without a word), or None; a run in an image or on a cluster gets
+    the plan's environment alone."""
     if launch.in_docker or launch.platform.scheduler != "none":
         return None
-    planned = dict(launch.env)
-    for name, option in OPTION_SET.items():
-        mine = environ.get(name)
-        if name in planned and mine is not None and mine != planned[name]:
-            return (f"{option} sets {name}={visible(planned[name])}, but this shell has "
-                    f"{name}={_shown(mine)}: unset it to run with {option}, or leave {option} out to "
-                    "run with the shell's value (recorded as the run's environment); nothing was run")
-    return None
+    planned, mine = dict(launch.env).get(ALLOC_CONF_ENV), environ.get("PYTORCH_CUDA_ALLOC_CONF")
+    if planned is None or mine is None or mine == planned:
+        return None
+    return (f"--allocator sets {ALLOC_CONF_ENV}={visible(planned)}, but this shell has "
+            f"{ALLOC_CONF_ENV}={_shown(mine)}: unset it to run with --allocator, or leave --allocator "
+            "out to run with the shell's value (recorded as the run's environment); nothing was run")
 
 
 def check_recordable(launches: Sequence[LaunchPlan]) -> None:
