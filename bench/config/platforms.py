@@ -22,7 +22,7 @@ from pydantic import AfterValidator, Field, create_model, field_validator, model
 from bench.config.capabilities import Capabilities
 from bench.config.environment import env_value
 from bench.config.paths import PLATFORMS_DIR, platforms_dirs
-from bench.config.precisions import PeakFormat, Precision, peak_format
+from bench.config.precisions import PeakFormat, Precision, PrecisionName
 from bench.config.schema import NonNegative, Positive, Strict, hinted, load_toml
 from bench.config.tomlfile import DataError
 
@@ -89,11 +89,11 @@ class Accelerator(AcceleratorFile):
 
     name: str
 
-    def peak(self, precision: str) -> float:
+    def peak(self, precision: Precision) -> float:
         """Dense peak for a precision's number format (fp8-*, msamp-* and fp4 runs: fp8's)."""
-        fmt = peak_format(precision)
+        fmt = precision.peak
         if fmt not in self.peak_tflops:
-            raise ValueError(f"{precision} cannot run on {self.model}: its data file "
+            raise ValueError(f"{precision.name} cannot run on {self.model}: its data file "
                              f"(platforms/accelerators/{self.name}.toml) has no dense {fmt} peak, "
                              f"only {', '.join(self.peak_tflops)}; use --precision bf16")
         return self.peak_tflops[fmt]
@@ -198,7 +198,7 @@ class PlatformFile(Strict):
     gpus_per_node: NonNegative  # 0 = count the GPUs present (the local platform)
     accelerator: str  # a name in platforms/accelerators/, or "auto" to detect
     default_engine: EngineName
-    default_precision: Precision
+    default_precision: PrecisionName
     image: str = ""
     # Exported before launch; numbers are written as strings. Site settings such as NCCL's live
     # here, never in the kit's code (the training entry sets no environment of its own).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import Platform
-from bench.config.precisions import MSAMP_LEVEL, MSAMP_PRECISIONS
+from bench.config.precisions import MSAMP_PRECISIONS, Precision
 from bench.config.run_options import (
     DEFAULT_MSAMP_MODULES,
     DEFAULT_MSAMP_SCALING,
@@ -141,7 +141,7 @@ def pbs_queue(platform: Platform, nodes: int) -> str | None:
     return fitting[0].name
 
 
-def check_resolved(precision: str, layout: Layout, tuning: Tuning, caps: Capabilities,
+def check_resolved(precision: Precision, layout: Layout, tuning: Tuning, caps: Capabilities,
                    platform: Platform) -> None:
     """The refusals that need the resolved plan: its precision, its layout on the run's GPUs and
     the capabilities of its training environment, with the A/B settings the user asked for."""
@@ -180,7 +180,7 @@ def check_grad_reduce_layout(grad_reduce: str, layout: Layout) -> None:
                          f"tp x pp x cp ({layout.tp * layout.pp * layout.cp}), or drop --grad-reduce")
 
 
-def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: Capabilities,
+def check_optimizer_states(states: str, precision: Precision, grad_reduce: str, caps: Capabilities,
                            platform: Platform) -> None:
     """``--optimizer-states paper`` steps with Transformer Engine's FusedAdam from bf16 main
     gradients, in place of megatron-core's Adam, ``paper-kit`` with the kit's PaperAdamW on the
@@ -189,12 +189,12 @@ def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: 
     imported (megatron/core/optimizer/optimizer_config.py, 0.19.2 line 450), whichever Adam steps."""
     if states == "default":
         return
-    if MSAMP_LEVEL.get(precision) == "O2":
-        raise ValueError(f"--optimizer-states {states} with --precision {precision}: its Adam is "
+    if precision.msamp_level == "O2":
+        raise ValueError(f"--optimizer-states {states} with --precision {precision.name}: its Adam is "
                          "MS-AMP's LBAdamW, which keeps its own fp8/fp16 moments; use --precision "
                          "msamp-o1 for MS-AMP's FP8 linears with the paper's optimizer states, or "
                          "drop --optimizer-states")
-    if precision == "fp16":
+    if precision.half == "fp16":
         # An fp16 master copy of fp16 weights would add memory and no precision.
         raise ValueError(f"--optimizer-states {states} is a bf16 recipe (bf16 weights and main "
                          "gradients, an fp16 master copy); under --precision fp16 the weights are "
@@ -215,23 +215,24 @@ def check_optimizer_states(states: str, precision: str, grad_reduce: str, caps: 
                          "or drop --optimizer-states")
 
 
-def check_msamp_scaling(scaling: str, precision: str) -> None:
+def check_msamp_scaling(scaling: str, precision: Precision) -> None:
     """``--msamp-scaling`` sets how MS-AMP's FP8 linear scales; under another precision no MS-AMP
     linear runs, and the run would be recorded as a variant of a setting that did nothing."""
-    if scaling != DEFAULT_MSAMP_SCALING and precision not in MSAMP_PRECISIONS:
-        raise ValueError(f"--msamp-scaling {scaling} with --precision {precision}: it is how MS-AMP's "
-                         f"FP8 linear scales, and {precision} runs no MS-AMP; use --precision "
+    if scaling != DEFAULT_MSAMP_SCALING and not precision.msamp:
+        raise ValueError(f"--msamp-scaling {scaling} with --precision {precision.name}: it is how "
+                         f"MS-AMP's FP8 linear scales, and {precision.name} runs no MS-AMP; use --precision "
                          f"{', '.join(MSAMP_PRECISIONS)}, or drop --msamp-scaling")
 
 
-def check_msamp_modules(modules: str, precision: str, caps: Capabilities, platform: Platform) -> None:
+def check_msamp_modules(modules: str, precision: Precision, caps: Capabilities,
+                        platform: Platform) -> None:
     """``--msamp-modules te`` puts Transformer Engine's layer norm and attention around MS-AMP's
     FP8 linears: it needs MS-AMP's linears to be there, and Transformer Engine to build them."""
     if modules == DEFAULT_MSAMP_MODULES:
         return
-    if precision not in MSAMP_PRECISIONS:
-        raise ValueError(f"--msamp-modules {modules} with --precision {precision}: it chooses the "
-                         f"modules around MS-AMP's FP8 linears, and {precision} runs no MS-AMP "
+    if not precision.msamp:
+        raise ValueError(f"--msamp-modules {modules} with --precision {precision.name}: it chooses "
+                         f"the modules around MS-AMP's FP8 linears, and {precision.name} runs no MS-AMP "
                          "(fp8-delayed and fp8-current are Transformer Engine's modules throughout); "
                          f"use --precision {', '.join(MSAMP_PRECISIONS)}, or drop --msamp-modules")
     if not caps.transformer_engine:
@@ -241,13 +242,13 @@ def check_msamp_modules(modules: str, precision: str, caps: Capabilities, platfo
                          "--msamp-modules")
 
 
-def check_msamp_layout(precision: str, layout: Layout) -> None:
+def check_msamp_layout(precision: Precision, layout: Layout) -> None:
     """MS-AMP's FP8 linear on megatron-core (bench.train.msamp) is wired for one tensor-parallel
     rank without sequence parallelism; anything else would stop at the first forward."""
-    if precision not in MSAMP_PRECISIONS or layout.tp == 1:  # sp needs tp > 1
+    if not precision.msamp or layout.tp == 1:  # sp needs tp > 1
         return
     why = "sequence parallelism ('sp')" if layout.sp else f"tensor parallelism (tp{layout.tp})"
-    raise ValueError(f"--precision {precision} with layout {layout.name}: MS-AMP's FP8 linear on "
+    raise ValueError(f"--precision {precision.name} with layout {layout.name}: MS-AMP's FP8 linear on "
                      f"megatron-core does not do {why}; use tp1 without 'sp' (split the model "
                      "with pp, and dp for the rest), or --precision fp8 (Transformer Engine)")
 

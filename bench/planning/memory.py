@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.planning.layout import Layout, valid_layouts
 
@@ -92,9 +93,6 @@ def model_parameters(preset: Preset) -> int:
     return preset.layers * _layer_parameters(preset) + (preset.vocab_size + preset.seq_length) * h + 2 * h
 
 
-# Adam state per parameter: fp32 master weights and moments (12 B); MS-AMP O2's LBAdamW keeps the
-# first moment in fp8 and the second in fp16 beside the fp32 master weights (4 + 1 + 2 = 7 B).
-STATE_BYTES = {"msamp-o2": 7, "fp4": 7}
 # --optimizer-states paper (Transformer Engine's FusedAdam): fp16 master weights, fp8 first moment
 # with the transposed copy TE 2.20's Float8Quantizer allocates on Hopper, fp16 second moment
 # (2 + 2 + 2 = 6 B; their per-tensor fp32 scales are a few bytes a tensor). With 6, the peak of 2.7b
@@ -119,7 +117,6 @@ DS_FP32_GRAD_BYTES = 4
 PAPER_STEP_BYTES = 12
 
 
-FP8_PRECISIONS = frozenset({"fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2", "fp4"})
 FP8_WEIGHT_COPY_BYTES = 2  # the fp8 weight and its transpose
 # fp8 saves fewer activation bytes than half of the four linears' inputs (2+2+2+8 sbh: 7): fitted
 # to 2.7b dp2 te fp8 at micro-batch 8, whose activations bind its peak (79.3 GB allocated with
@@ -141,19 +138,15 @@ def keeps_dropout_masks(args: Sequence[str]) -> bool:
         return True
 
 
-def is_fp8(precision: str) -> bool:
-    """Whether the linears run in fp8 (Transformer Engine's or MS-AMP's), which the estimate counts."""
-    return precision in FP8_PRECISIONS
-
-
-def state_bytes(precision: str, optimizer_states: str = "default") -> int:
-    """Optimizer state bytes per parameter: 12 (fp32 master weights and moments) unless MS-AMP O2
-    or ``--optimizer-states paper``/``paper-kit`` keeps it smaller."""
+def state_bytes(precision: Precision, optimizer_states: str = "default") -> int:
+    """Optimizer state bytes per parameter: the precision's own (12, fp32 master weights and
+    moments, unless MS-AMP O2 keeps it smaller) unless ``--optimizer-states paper``/``paper-kit``
+    replaces it."""
     if optimizer_states == "paper":
         return PAPER_STATE_BYTES
     if optimizer_states == "paper-kit":
         return PAPER_KIT_STATE_BYTES
-    return STATE_BYTES.get(precision, 12)
+    return precision.state_bytes
 
 
 def deepspeed_frees_zero1_gradients(layout: Layout) -> bool:
@@ -176,7 +169,7 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
     """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what
     is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
     3: + weights). ``recompute``: activation recompute (None, "full" or "selective"). ``fp8``:
-    FP8 linears (:func:`is_fp8`). ``optimizer_step_bytes``: the step's transient bytes per
+    FP8 linears (``Precision.fp8``). ``optimizer_step_bytes``: the step's transient bytes per
     parameter (an engine's ``step_bytes``); the estimate is the larger of the activation peak and
     the step. ``hidden_dropout``: False with ``--hidden-dropout 0.0``, which keeps no masks."""
     params = params_per_gpu(preset, layout)

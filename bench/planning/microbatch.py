@@ -6,8 +6,9 @@ small micro-batches they cost more than fp8 saves. Measured (``results/records/`
 ``docs/reports/``): 1.3b on one H200, fp8-delayed against bf16, 0.89x at micro-batch 4 and 1.28x
 at 8; 2.7b dp2 on two H100 80 GB, 1.23x at 4; 6.7b tp2+sp there, 0.88x at 2 (the GPU idles 43 % of
 the step). So an fp8 run gets the largest of the preset's micro-batch and its doublings, up to
-:data:`RULES`' factor, that divides the sequences of one data-parallel rank and fits the memory
-estimate (``bench.planning.memory``) with the planner's head-room. MS-AMP's FP8 linear has the
+its precision's ``micro_batch_factor`` (bench.config.precisions), that divides the sequences of
+one data-parallel rank and fits the memory estimate (``bench.planning.memory``) with the
+planner's head-room. MS-AMP's FP8 linear has the
 same fixed cost per GEMM (its casts, in-time scaling and weight cast): 1.3b msamp-o2 on one H200
 went from 320.9 to 472.0 TFLOP/s/GPU between micro-batch 4 and 8 (1.47x; the 2026-11-25 MS-AMP
 report), so msamp-o1 and msamp-o2 follow the same rule; their smaller optimizer state (O2: 7 bytes
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.planning.layout import Layout
 
@@ -33,15 +35,13 @@ class MicroBatchRule:
     why: str
 
 
-# Precision -> its rule; a precision not named keeps the preset's micro-batch. The factor stops at
-# 4x: twice what was measured to pay (1.3b at 8 on H200), as the memory estimate is a filter, not
-# a promise (-19 % to +18 % of measured peaks).
-RULES: dict[str, MicroBatchRule] = {
-    "fp8-delayed": MicroBatchRule(4, "fp8 pays at large GEMMs"),
-    "fp8-current": MicroBatchRule(4, "fp8 pays at large GEMMs"),
-    "msamp-o1": MicroBatchRule(4, "MS-AMP's fp8 pays at large GEMMs"),
-    "msamp-o2": MicroBatchRule(4, "MS-AMP's fp8 pays at large GEMMs"),
-}
+def rule_of(precision: Precision) -> MicroBatchRule | None:
+    """A precision's rule, from its ``micro_batch_factor``; None where that is 1 (the preset's
+    micro-batch stands)."""
+    if precision.micro_batch_factor == 1:
+        return None
+    whose = "MS-AMP's fp8" if precision.msamp else "fp8"
+    return MicroBatchRule(precision.micro_batch_factor, f"{whose} pays at large GEMMs")
 
 
 def candidates(preset: Preset, layout: Layout, rule: MicroBatchRule) -> list[int]:
@@ -57,7 +57,7 @@ def candidates(preset: Preset, layout: Layout, rule: MicroBatchRule) -> list[int
     return sizes
 
 
-def default_micro_batch(preset: Preset, layout: Layout, precision: str,
+def default_micro_batch(preset: Preset, layout: Layout, precision: Precision,
                         fits: Callable[[Layout], bool] | None) -> tuple[Layout, str | None]:
     """(the layout at the precision's default micro-batch, a note saying why), for a layout built
     at the preset's micro-batch; unchanged with no note for a precision without a rule.
@@ -65,16 +65,16 @@ def default_micro_batch(preset: Preset, layout: Layout, precision: str,
     ``fits``: whether a layout fits the GPU by the memory estimate; None when the GPU's memory is
     not known, so only the preset's micro-batch is safe to assume.
     """
-    rule = RULES.get(precision)
+    rule = rule_of(precision)
     if rule is None:
         return layout, None
     if fits is None:
         return layout, (f"micro-batch {layout.micro_batch} (the preset's: the GPU's memory is "
-                        f"unknown, so {precision}'s larger default is not tried; --mbs sets it)")
+                        f"unknown, so {precision.name}'s larger default is not tried; --mbs sets it)")
     tried = candidates(preset, layout, rule)
     chosen = next((lay for lay in (replace(layout, micro_batch=size) for size in reversed(tried))
                    if fits(lay)), layout)
-    return chosen, (f"micro-batch {chosen.micro_batch} ({precision} default: largest of "
+    return chosen, (f"micro-batch {chosen.micro_batch} ({precision.name} default: largest of "
                     f"{', '.join(map(str, tried))} that fits, {rule.why}; --mbs sets it)")
 
 
@@ -82,17 +82,17 @@ SEED_MICRO_BATCH = 8
 """The micro-batch of the MS-AMP seed's (seed 000) te and msamp scripts."""
 
 
-def msamp_seed_notes(precision: str, layout: Layout, given_mbs: int | None) -> list[str]:
+def msamp_seed_notes(precision: Precision, layout: Layout, given_mbs: int | None) -> list[str]:
     """Where a run of the fp8 or MS-AMP precisions differs from the MS-AMP seed's (seed 000) by the
     kit's defaults, said in the plan's notes (docs/precisions.md gives the why): fp8-delayed's amax
     history, and a micro-batch the kit picked other than the seed's 8."""
     notes = []
-    if precision == "fp8-delayed":
-        notes.append("fp8-delayed keeps Megatron's delayed-scaling recipe, an amax history of 1024 "
+    if precision.te_recipe == "delayed":
+        notes.append(f"{precision.name} keeps Megatron's delayed-scaling recipe, an amax history of 1024 "
                      "steps reduced by max; the MS-AMP seed's te runs a history of 1, most_recent "
                      "(the kit has no option for it: docs/precisions.md)")
-    if precision in RULES and given_mbs is None and layout.micro_batch != SEED_MICRO_BATCH:
+    if precision.micro_batch_factor > 1 and given_mbs is None and layout.micro_batch != SEED_MICRO_BATCH:
         notes.append(f"the MS-AMP seed's scripts use micro-batch {SEED_MICRO_BATCH}, the kit's "
-                     f"{precision} default picked {layout.micro_batch} (--mbs {SEED_MICRO_BATCH} "
+                     f"{precision.name} default picked {layout.micro_batch} (--mbs {SEED_MICRO_BATCH} "
                      "gives the seed's)")
     return notes

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities, implementation
 from bench.config.platforms import Accelerator, Data, Platform, with_job_overrides
-from bench.config.precisions import peak_format, resolve_precision
+from bench.config.precisions import Precision, resolve_precision
 from bench.config.presets import Preset
 from bench.measure.profile import PROFILE_STEPS
 from bench.planning.checks import (
@@ -22,7 +22,7 @@ from bench.planning.checks import (
     check_resolved,
     pbs_queue,
 )
-from bench.planning.engines.common import allocator_env, precision_env
+from bench.planning.engines.common import allocator_env
 from bench.planning.engines.megatron import layer_capabilities
 from bench.planning.engines.table import ENGINES, Engine, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
@@ -50,7 +50,7 @@ class LaunchPlan:
     platform: Platform
     accelerator: Accelerator | None  # None: not known (no GPU detected on an "auto" platform)
     engine: str
-    precision: str
+    precision: Precision
     nodes: int
     gpus_per_node: int
     iters: int
@@ -106,7 +106,7 @@ class LaunchPlan:
     @property
     def bf16_peak_tflops(self) -> float | None:
         """The bf16 dense peak, for precisions measured against another one (fp8); else None."""
-        if self.accelerator is None or peak_format(self.precision) == "bf16":
+        if self.accelerator is None or self.precision.peak == "bf16":
             return None
         return self.accelerator.peak_tflops.get("bf16")
 
@@ -240,7 +240,7 @@ def _capabilities(platform: Platform, options: Options) -> Capabilities:
 
 
 def _resolve(preset: Preset, platform: Platform, options: Options
-             ) -> tuple[Preset, Platform, str, tuple[tuple[str, str], ...]]:
+             ) -> tuple[Preset, Platform, Precision, tuple[tuple[str, str], ...]]:
     """(preset, platform, precision, variant beyond the A/B tuning) as the checked options ask:
     the sequence length, the job settings and the platform's default precision applied."""
     variant = options.zero.variant()  # ZeRO settings, sequence length, recompute
@@ -309,18 +309,18 @@ def _where(platform: Platform, options: Options, rid: str) -> tuple[Data, str, s
     return data, save, image
 
 
-def _env(platform: Platform, engine: Engine, precision: str, tuning: Tuning,
+def _env(platform: Platform, engine: Engine, precision: Precision, tuning: Tuning,
          nodes: int) -> dict[str, str]:
     """What the job exports: the platform's [env] for the engine, the precision's and the
     allocator's, and the rendezvous port across nodes or a scheduler."""
-    env = {**platform.env_for(engine.name), **precision_env(precision, tuning.msamp_scaling),
+    env = {**platform.env_for(engine.name), **precision.environment(tuning.msamp_scaling),
            **allocator_env(tuning.allocator, platform.env)}
     if nodes > 1 or platform.scheduler != "none":
         env["MASTER_PORT"] = str(MASTER_PORT)
     return env
 
 
-def _accelerator(platform: Platform, options: Options, precision: str) -> Accelerator | None:
+def _accelerator(platform: Platform, options: Options, precision: Precision) -> Accelerator | None:
     """The GPU, whose peak for the precision must be known (the record's MFU divides by it)."""
     accelerator = platform.accelerator_for(options.gpu_name, options.gpu_memory_gb)
     if accelerator is not None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from bench.config.platforms import Accelerator
+from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.planning.engines.table import Engine
 from bench.planning.layout import Layout
@@ -25,7 +26,6 @@ from bench.planning.memory import (
     estimate_bytes,
     fits,
     fragmentation_note,
-    is_fp8,
     keeps_dropout_masks,
     refuse_fraction,
     state_bytes,
@@ -65,7 +65,7 @@ class MemoryQuestion:
     preset: Preset
     layout: Layout
     engine: Engine
-    precision: str
+    precision: Precision
     grad_bytes: int
     state_bytes: int
     step_bytes: int
@@ -76,7 +76,7 @@ class MemoryQuestion:
     hidden_dropout: bool = True
 
     @classmethod
-    def ask(cls, preset: Preset, layout: Layout, engine: Engine, precision: str, tuning: Tuning,
+    def ask(cls, preset: Preset, layout: Layout, engine: Engine, precision: Precision, tuning: Tuning,
             recompute: str | None, device: Device | None) -> MemoryQuestion:
         """The question of a run with these A/B settings, counted as the engine keeps them."""
         grad = engine.grad_bytes(precision, tuning.grad_reduce_bf16)
@@ -94,7 +94,7 @@ class MemoryQuestion:
 
     @property
     def fp8(self) -> bool:
-        return is_fp8(self.precision)
+        return self.precision.fp8
 
     @property
     def zero_stage(self) -> int:

@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.config.platforms import Platform
+from bench.config.precisions import resolve_precision
 from bench.config.presets import Preset
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.table import ENGINES
 from bench.planning.layout import Layout, batch_sizes, valid_layouts
-from bench.planning.memory import GB, estimate_bytes, fits, is_fp8, state_bytes
+from bench.planning.memory import GB, estimate_bytes, fits, state_bytes
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, plan
 
@@ -31,7 +32,7 @@ def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
     ``grad``, ``optimizer_bytes`` and ``optimizer_step_bytes``: bytes per gradient, of optimizer
     state and of the step's transients per parameter (the engine's ``grad_bytes``,
     ``bench.planning.memory.state_bytes`` and the engine's ``step_bytes``), as the planner
-    counts them, and ``fp8`` its FP8 linears (``is_fp8``);
+    counts them, and ``fp8`` its FP8 linears (``Precision.fp8``);
     tensor parallelism stays within ``gpus_per_node`` (default: all GPUs are one node)."""
     keep, skipped = [], []
     for lay in valid_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
@@ -57,11 +58,11 @@ def sweep_plans(preset: Preset, platform: Platform, options: Options,
                          if platform.scheduler == "none" else
                          f"a sweep on {platform.name} needs its size: --gpus N or --nodes N")
     mbs, gbs = batch_sizes(preset, options.mbs, options.gbs)
-    precision = options.precision or platform.default_precision
+    precision = resolve_precision(options.precision or platform.default_precision)
     engine = ENGINES[options.engine or platform.default_engine]
     grad = engine.grad_bytes(precision, options.tuning.grad_reduce_bf16)
     keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, grad, per_node or None,
-                               state_bytes(precision, options.tuning.optimizer_states), is_fp8(precision),
+                               state_bytes(precision, options.tuning.optimizer_states), precision.fp8,
                                engine.step_bytes(options.tuning.optimizer_states, grad))
     if not keep:
         raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "

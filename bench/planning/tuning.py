@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from bench.config.precisions import Precision
 from bench.config.run_options import (
     FP8_GRAD_REDUCE,
     VARIANT_KEYS,
@@ -17,7 +18,6 @@ from bench.config.run_options import (
     unknown_choices,
     variant_of,
 )
-
 
 # The smallest --gpu-memory-cap (GB): each rank's CUDA context held 0.51-0.52 GiB outside torch's
 # allocator on an H200 (the memory-cap lines of the kept train logs), which the cap must cover.
@@ -100,7 +100,7 @@ class Tuning:
         """Whether the kit's FP8 collectives reduce the gradients."""
         return self.grad_reduce in FP8_GRAD_REDUCE
 
-    def at_layout(self, dp: int, precision: str) -> tuple[Tuning, tuple[str, ...]]:
+    def at_layout(self, dp: int, precision: Precision) -> tuple[Tuning, tuple[str, ...]]:
         """The settings with those that change nothing at this layout and precision put back to
         the default (so the run is not recorded as a variant), and a note for each."""
         tuning, notes = self, []
@@ -108,9 +108,9 @@ class Tuning:
             tuning = replace(tuning, overlap=True)
             notes.append("--no-overlap changes nothing with DP 1 (there is no data-parallel "
                          "reduce to overlap): dropped, the run is the default configuration")
-        if self.grad_reduce == "fp32" and precision == "fp16":
+        if self.grad_reduce == "fp32" and precision.half == "fp16":
             tuning = replace(tuning, grad_reduce="bf16")
-            notes.append(f"--grad-reduce fp32 changes nothing under {precision} (gradients are "
+            notes.append(f"--grad-reduce fp32 changes nothing under {precision.name} (gradients are "
                          "reduced in fp32 already): dropped, the run is the default configuration")
         if self.grad_reduce_fp8 and self.overlap and dp > 1:
             tuning = replace(tuning, overlap=False)

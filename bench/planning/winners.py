@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.config.precisions import Precision, PrecisionName
 from bench.config.presets import Preset
 from bench.planning.layout import Layout
 
@@ -32,7 +33,7 @@ class Winner:
     preset: str
     engine: str
     shape: tuple[int, int, int, int, bool]  # tp, pp, vp, cp, sp
-    precision: str
+    precision: PrecisionName
     implementation: str
     micro_batch: int
     recompute: str | None
@@ -132,12 +133,12 @@ def _shape(layout: Layout) -> tuple[int, int, int, int, bool]:
     return layout.tp, layout.pp, layout.vp, layout.cp, layout.sp
 
 
-def winner_for(preset: Preset, layout: Layout, engine: str, precision: str, implementation: str
-               ) -> Winner | None:
+def winner_for(preset: Preset, layout: Layout, engine: str, precision: Precision,
+               implementation: str) -> Winner | None:
     """The measured winner of this preset, layout shape, engine and precision on these layers, if
     any whose micro-batch divides the sequences of one data-parallel rank."""
     per_rank = layout.global_batch // layout.dp
-    key = (preset.name, engine, _shape(layout), precision)
+    key = (preset.name, engine, _shape(layout), precision.name)
     return next((w for w in WINNERS
                  if (w.preset, w.engine, w.shape, w.precision) == key
                  and implementation.startswith(w.implementation) and per_rank % w.micro_batch == 0),
@@ -164,7 +165,7 @@ class Beyond:
     preset: str
     engine: str
     shape: tuple[int, int, int, int, bool]  # tp, pp, vp, cp, sp
-    precision: str
+    precision: PrecisionName
     implementation: str
     optimizer_states: str
     asks: str
@@ -206,11 +207,11 @@ BEYOND: tuple[Beyond, ...] = (
 )
 
 
-def beyond_for(preset: Preset, layout: Layout, engine: str, precision: str, implementation: str
-               ) -> Beyond | None:
+def beyond_for(preset: Preset, layout: Layout, engine: str, precision: Precision,
+               implementation: str) -> Beyond | None:
     """The faster configuration the kit does not pick for this preset, shape, engine and precision
     on these layers, if one was measured."""
-    key = (preset.name, engine, _shape(layout), precision)
+    key = (preset.name, engine, _shape(layout), precision.name)
     return next((b for b in BEYOND if (b.preset, b.engine, b.shape, b.precision) == key
                  and implementation.startswith(b.implementation)), None)
 

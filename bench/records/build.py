@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic_core import to_jsonable_python
 
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import Preset
 from bench.config.schema import Strict
 from bench.measure.logparse import LOG_TAIL_LINES, ParseResult, first_error_lines, log_lines
@@ -77,7 +78,7 @@ def _fields(plan: LaunchPlan) -> dict[str, object]:
         layout=LayoutInfo(name=lay.name, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, cp=lay.cp,
                           sp=lay.sp, zero=lay.zero, micro_batch=lay.micro_batch,
                           global_batch=lay.global_batch),
-        engine=plan.engine, precision=plan.precision, nodes=plan.nodes,
+        engine=plan.engine, precision=plan.precision.name, nodes=plan.nodes,
         gpus_per_node=plan.gpus_per_node, world_size=plan.world_size, iters=plan.iters,
         image=plan.image, train_argv=plan.train_argv, env=dict(plan.env),
         variant=dict(plan.variant), labels=dict(plan.labels),
@@ -171,7 +172,8 @@ def _checkpoint(plan: PlanSummary, parsed: ParseResult | None) -> Checkpoint | N
     """The record's ``checkpoint`` of the saves the log timed; the estimate of their bytes needs
     the plan's optimizer states (a variant where not megatron-core's default)."""
     states = str(plan.variant.get(STATES_VARIANT, "default"))
-    return checkpoint_of(parsed.checkpoint_saves if parsed else (), plan.preset, plan.precision, states)
+    return checkpoint_of(parsed.checkpoint_saves if parsed else (), plan.preset,
+                         PRECISIONS.get(plan.precision), states)
 
 
 def _facts_of_old_plan(plan: PlanSummary) -> dict[str, object]:

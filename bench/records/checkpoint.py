@@ -20,6 +20,7 @@ from typing import Annotated
 
 from pydantic import Field, ValidationError, model_validator
 
+from bench.config.precisions import PRECISIONS, Precision
 from bench.config.presets import Preset
 from bench.config.schema import Count, Strict, problems
 from bench.config.text import visible
@@ -29,11 +30,11 @@ from bench.planning.memory import model_parameters, state_bytes
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Format = Annotated[str, Field(pattern=r"^\w+$", max_length=40)]  # as the save's line names it
 Directory = Annotated[str, Field(min_length=1, max_length=MAX_LINE_CHARS)]  # part of a log line
-# Precisions whose weights are bf16 or fp16 parameters beside megatron-core's (or DeepSpeed's)
-# fp32 Adam state: Transformer Engine's fp8 casts its weights for each GEMM and keeps no fp8 master.
-ESTIMATED_PRECISIONS = frozenset({"bf16", "fp16", "fp8-delayed", "fp8-current"})
+# The estimate holds for precisions without MS-AMP, whose weights are bf16 or fp16 parameters beside
+# megatron-core's (or DeepSpeed's) fp32 Adam state: Transformer Engine's fp8 casts its weights for
+# each GEMM and keeps no fp8 master.
 WEIGHT_BYTES = 2
-BYTES_PER_PARAMETER = WEIGHT_BYTES + state_bytes("bf16")  # 14: 2 + fp32 master 4 + moments 4 + 4
+BYTES_PER_PARAMETER = WEIGHT_BYTES + state_bytes(PRECISIONS["bf16"])  # 14: 2 + fp32 master 4 + moments 4 + 4
 LISTED_SAVES = 4  # a run's summary lists this many saves one by one
 STATES_VARIANT = "optimizer_states"  # the variant of a run whose optimizer keeps other state
 TOTAL_RTOL = 1e-6
@@ -98,9 +99,10 @@ class Checkpoint(Strict):
                 "a parameter)" + (f", ~{rate:.2f} GB/s at the slowest" if rate is not None else ""))
 
 
-def estimated_bytes(preset: Preset, precision: str, optimizer_states: str) -> int | None:
-    """The bytes of one checkpoint of ``preset`` (module docstring), or None where not known."""
-    if precision not in ESTIMATED_PRECISIONS or optimizer_states != "default":
+def estimated_bytes(preset: Preset, precision: Precision | None, optimizer_states: str) -> int | None:
+    """The bytes of one checkpoint of ``preset`` (module docstring), or None where not known: under
+    MS-AMP, with other optimizer states, or for a precision the kit does not offer (None)."""
+    if precision is None or precision.msamp or optimizer_states != "default":
         return None
     return model_parameters(preset) * BYTES_PER_PARAMETER
 
@@ -115,7 +117,7 @@ def _checkpoint(saves: Sequence[CheckpointSave], size: int | None) -> Checkpoint
                       estimated_bytes=size)
 
 
-def checkpoint_of(saves: Sequence[CheckpointSave], preset: Preset, precision: str,
+def checkpoint_of(saves: Sequence[CheckpointSave], preset: Preset, precision: Precision | None,
                   optimizer_states: str) -> Checkpoint | None:
     """The record's field of the saves a log timed; None without one, and where the record
     refuses what the log says (:func:`checkpoint_notes` says why): the run keeps its record. The

@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.config.precisions import MSAMP_LEVEL
+from bench.config.precisions import FP4_SIMULATION_ENV, PRECISIONS
 from bench.records.record import Record
 
 ABSENT = "absent"
 """What a claim reads when its flag is not in the argv and has no default."""
-FP8_RECIPE = {"fp8-delayed": "delayed", "fp8-current": "tensorwise"}
-"""The Transformer Engine recipe (``--fp8-recipe``) each fp8 precision runs."""
-FP4_SWITCH = "MSAMP_USE_WEIGHT_SIMULATE_FP4"  # the fp4 precision's simulation, set in its environment
+FP4_SWITCH = FP4_SIMULATION_ENV[0][0]  # the FP4 simulation's first switch, set in its environment
 
 
 @dataclass(frozen=True)
@@ -81,19 +79,23 @@ def _shape(record: Record) -> list[tuple[str, object, str, str]]:
 def _precision(record: Record) -> list[Disagreement]:
     """The flags a precision is run with: --fp16 alone, else --bf16 with fp8's recipe or
     MS-AMP's level where the precision has one, and none where it has not (fp4: MS-AMP's O2 with
-    the FP4 simulation switched on in the environment)."""
-    argv, precision, found = record.argv, record.precision, []
-    wanted = {"--fp16": precision == "fp16", "--bf16": precision != "fp16"}
+    the FP4 simulation switched on in the environment); a precision the kit does not offer is
+    a disagreement of its own."""
+    argv, name, found = record.argv, record.precision, []
+    precision = PRECISIONS.get(name)
+    if precision is None:
+        return [Disagreement("precision", name, "the kit's precisions", ", ".join(PRECISIONS))]
+    wanted = {"--fp16": precision.half == "fp16", "--bf16": precision.half == "bf16"}
     for flag, present in wanted.items():
         if (flag in argv) != present:
-            found.append(Disagreement("precision", precision, flag, "given" if flag in argv else ABSENT))
-    expected = {"--fp8-recipe": FP8_RECIPE.get(precision), "--kit-msamp": MSAMP_LEVEL.get(precision)}
+            found.append(Disagreement("precision", name, flag, "given" if flag in argv else ABSENT))
+    expected = {"--fp8-recipe": precision.te_recipe, "--kit-msamp": precision.msamp_level}
     for flag, value in expected.items():
         given = flag_value(argv, flag)
         if given != value:
-            found.append(Disagreement("precision", precision, flag, given or ABSENT))
-    if (precision == "fp4") != (record.env.get(FP4_SWITCH) == "1"):
-        found.append(Disagreement("precision", precision, f"env {FP4_SWITCH}",
+            found.append(Disagreement("precision", name, flag, given or ABSENT))
+    if precision.fp4_simulation != (record.env.get(FP4_SWITCH) == "1"):
+        found.append(Disagreement("precision", name, f"env {FP4_SWITCH}",
                                   record.env.get(FP4_SWITCH, ABSENT)))
     return found
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.config.capabilities import layers_of
-from bench.config.precisions import MSAMP_LEVEL, MSAMP_SCALING_ENV
+from bench.config.precisions import MSAMP_PRECISIONS, MSAMP_SCALING_ENV
 
 Data = dict[str, Any]
 Upgrade = Callable[[Data], Data]
@@ -120,7 +120,7 @@ def msamp_scaling_explicit(record: Data) -> Data:
     provenance = record.get("provenance")
     commit = provenance.get("kit_commit") if isinstance(provenance, dict) else None
     precision = record.get("precision")
-    if not (isinstance(precision, str) and precision in MSAMP_LEVEL and isinstance(variant, dict)
+    if not (isinstance(precision, str) and precision in MSAMP_PRECISIONS and isinstance(variant, dict)
             and isinstance(env, dict)):
         return record
     delayed = isinstance(commit, str) and commit[:12] in DELAYED_WITHOUT_ENV

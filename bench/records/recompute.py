@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from bench.config.platforms import load_accelerator
-from bench.config.precisions import peak_format
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import Preset
 from bench.config.tomlfile import DataError
 from bench.measure.logparse import Iteration
@@ -80,7 +80,8 @@ def preset_of(record: Record) -> Preset:
 def bf16_peak(record: Record) -> float | None:
     """The dense bf16 peak a run measured against another format's peak (fp8) is also compared
     with, from its accelerator's file; None for a bf16/fp16 run or an accelerator this kit lacks."""
-    if peak_format(record.precision) == "bf16":
+    precision = PRECISIONS.get(record.precision)
+    if precision is not None and precision.peak == "bf16":
         return None
     try:
         return load_accelerator(record.platform.accelerator).peak_tflops.get("bf16")

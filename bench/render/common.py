@@ -33,7 +33,7 @@ def header(plan: LaunchPlan) -> list[str]:
     return [
         f"# megatron-bench-kit run {plan.run_id}",
         f"# preset {plan.preset.name}, layout {lay.name} (mbs {lay.micro_batch}, gbs "
-        f"{lay.global_batch}), {plan.engine}, {plan.precision}, {plan.nodes} node(s) x "
+        f"{lay.global_batch}), {plan.engine}, {plan.precision.name}, {plan.nodes} node(s) x "
         f"{plan.gpus_per_node} GPU(s) on {plan.platform.name}",
         *(f"# {line}" for line in [expected_line(plan.expected, plan.expected_none_why)] if line),
     ]

@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.config.precisions import peak_format
+from bench.config.precisions import PRECISIONS
 from bench.planning.layout import LayoutSpec
 from bench.planning.tuning import TUNING_NOTE_KEYS
 from bench.records.headline import Grade, grade, long_runs
@@ -220,6 +220,13 @@ def median_run(runs: Sequence[Record]) -> Record:
     return ranked[(len(ranked) - 1) // 2]
 
 
+def _fp8_peak(name: str) -> bool:
+    """Whether a record's precision is measured against fp8's peak (False for a precision the kit
+    does not offer)."""
+    precision = PRECISIONS.get(name)
+    return precision is not None and precision.peak == "fp8"
+
+
 def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange], evidenced: frozenset[str]) -> Row:
     median = median_run(runs)
     graded = grade(runs)
@@ -242,7 +249,7 @@ def _measured_row(runs: list[Record], ranges: Sequence[ReferenceRange], evidence
         verdict=_verdict(entry, m.tflops_per_gpu),
         # Only fp8 is measured against a peak other than bf16's (older fp16 records carry both).
         percent_of_bf16_peak=(m.mfu_bf16_peak * 100 if m.mfu_bf16_peak is not None
-                              and peak_format(median.precision) == "fp8" else None),
+                              and _fp8_peak(median.precision) else None),
         figure=Figure.of_runs(runs), commits=commits_words(runs),
         memory_cap_gb=_cap(median), key=config_key(median).digest, grade=graded,
         evidenced=sum(1 for run in runs if run.run_id in evidenced), recipe=recipe(median),

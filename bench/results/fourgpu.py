@@ -22,10 +22,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.config.precisions import PRECISIONS, Precision
 from bench.config.presets import get_preset
 from bench.planning.engines.table import ENGINES
 from bench.planning.layout import build_layout
-from bench.planning.memory import GB, REFUSE_FRACTION, estimate_bytes, is_fp8
+from bench.planning.memory import GB, REFUSE_FRACTION, estimate_bytes
 from bench.records.headline import is_headline_grade
 from bench.records.identity import config_key
 from bench.records.record import Record
@@ -99,18 +100,18 @@ def missing_layouts(rows: Sequence[LayoutRow]) -> list[str]:
     "if it fits")."""
     have = {(r.run.layout.tp, r.run.layout.pp, r.run.layout.dp, r.run.layout.sp,
              (r.run.layout.vp or 1) > 1, r.run.precision) for r in rows if layers(r.run).startswith("TE")}
-    return [f"{name} {precision}" + _beyond_80_gb(tp, pp, sp, vp, precision)
+    return [f"{name} {precision}" + _beyond_80_gb(tp, pp, sp, vp, PRECISIONS[precision])
             for name, tp, pp, dp, sp, vp in CAMPAIGN_LAYOUTS
             for precision in CAMPAIGN_PRECISIONS if (tp, pp, dp, sp, vp, precision) not in have]
 
 
-def _beyond_80_gb(tp: int, pp: int, sp: bool, vp: bool, precision: str) -> str:
+def _beyond_80_gb(tp: int, pp: int, sp: bool, vp: bool, precision: Precision) -> str:
     """`` (beyond 80 GB: ~N GB by the memory estimate)`` where the planner refuses the layout at
     its smallest micro-batch under a cap of 80 GB, else ``""``."""
     preset = get_preset(MODEL)
     name = f"tp{tp}pp{pp}" + ("vp2" if vp else "") + ("sp" if sp else "")
     layout = build_layout(name, preset, GPUS, GPUS, 1, 64)
-    need = estimate_bytes(preset, layout, 2, fp8=is_fp8(precision),
+    need = estimate_bytes(preset, layout, 2, fp8=precision.fp8,
                           optimizer_step_bytes=ENGINES["megatron"].step_bytes("default", 2)) / GB
     return f" (beyond 80 GB: ~{need:.1f} GB by the memory estimate)" if need > REFUSE_FRACTION * 80 else ""
 

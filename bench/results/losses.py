@@ -144,8 +144,9 @@ def _has_curve(run: Record) -> bool:
             and len(run.lm_losses) == run.metrics.window_iters + WARMUP_ITERS)
 
 
-def _precision_order(precision: str) -> tuple[int, str]:
-    return (PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS), precision)
+def _precision_order(name: str) -> tuple[int, str]:
+    """A record's precision in the kit's order, one the kit does not offer after them."""
+    return (list(PRECISIONS).index(name) if name in PRECISIONS else len(PRECISIONS), name)
 
 
 def _title(run: Record) -> str:

@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Mapping
 
+from bench.config.precisions import PRECISIONS
 from bench.records import identity
 from bench.records.identity import CAP_KEY, normalised_argv
 from bench.records.record import Record
@@ -22,9 +23,6 @@ LAYERS = {"te+apex": "TE+apex", "te": "TE", "local": "no TE", None: ""}
 # MS-AMP's FP8 linears are the kit's own (implementation ``local``); with ``--msamp-modules te``
 # the layer norms and core attention around them are Transformer Engine's: not "no TE".
 TE_MODULES = "TE modules"
-# Precisions whose training math is not bf16's with other number formats: MS-AMP's modes (fp8
-# weights, gradients and optimizer states) and fp4's simulated weights are recipes of their own.
-RECIPE_PRECISIONS = ("msamp-", "fp4")
 DROPOUT_FLAGS = ("--attention-dropout", "--hidden-dropout")
 
 
@@ -84,10 +82,19 @@ def recipe(run: Record) -> str:
         f"{flag} 0.0" in str(run.variant.get("megatron_args", "")) for flag in DROPOUT_FLAGS)
     states = run.variant.get("optimizer_states")
     return ", ".join(filter(None, (
-        f"MS-AMP {run.precision.removeprefix('msamp-')}" if run.precision.startswith("msamp-") else
-        run.precision if run.precision.startswith(RECIPE_PRECISIONS) else "",
+        _precision_recipe(run.precision),
         f"optimizer states {states}" if states not in (None, "default") else "",
         "dropout 0" if dropout_off else "")))
+
+
+def _precision_recipe(name: str) -> str:
+    """A precision whose training math is not bf16's with other number formats, in words: MS-AMP's
+    modes (fp8 weights, gradients and optimizer states: ``MS-AMP o2``) and the FP4 simulation's
+    weights (``fp4``) are recipes of their own; "" for the rest."""
+    precision = PRECISIONS.get(name)
+    if precision is None or precision.msamp_level is None:
+        return ""
+    return precision.name if precision.fp4_simulation else f"MS-AMP {precision.msamp_level.lower()}"
 
 
 def precision_words(run: Record) -> str:

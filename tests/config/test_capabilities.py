@@ -106,7 +106,7 @@ def test_fp8_recipes_are_named_and_measured_against_both_peaks(precision: str, r
                   options(gpus=8, precision=precision))
     args = " ".join(launch.train_args)
     assert "--fp8-format hybrid" in args and " ".join(recipe_flags) in args
-    assert launch.precision == ("fp8-delayed" if precision == "fp8" else precision)
+    assert launch.precision.name == ("fp8-delayed" if precision == "fp8" else precision)
     assert launch.peak_tflops == 1979.0 and launch.bf16_peak_tflops == 989.0
     assert plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h200"),
                 options(gpus=8)).bf16_peak_tflops is None

@@ -18,6 +18,7 @@ from bench.config.platforms import (
     match_accelerator,
     with_job_overrides,
 )
+from bench.config.precisions import PRECISIONS
 from bench.config.tomlfile import DataError
 
 
@@ -31,7 +32,7 @@ def test_every_platform_loads(path: Path) -> None:
                          ids=lambda p: p.stem)
 def test_every_accelerator_loads_with_a_source(path: Path) -> None:
     acc = load_accelerator_file(path)
-    assert acc.peak_source and acc.peak("bf16") > 0
+    assert acc.peak_source and acc.peak(PRECISIONS["bf16"]) > 0
 
 
 def test_required_platforms_and_peaks() -> None:
@@ -44,7 +45,7 @@ def test_required_platforms_and_peaks() -> None:
         assert (p.scheduler, p.launcher, p.container_runtime, p.gpus_per_node) == (
             sched, launcher, runtime, gpn)
         from bench.config.platforms import load_accelerator
-        assert load_accelerator(p.accelerator).peak("bf16") == peak
+        assert load_accelerator(p.accelerator).peak(PRECISIONS["bf16"]) == peak
     assert load_platform("lumi").default_precision == "fp16"
     assert load_platform("azure-h100").env["NCCL_TOPO_FILE"] == "/opt/microsoft/ndv5-topo.xml"
     assert load_platform("local").accelerator == "auto"

@@ -16,6 +16,7 @@ import pytest
 
 from bench.cli import build_parser
 from bench.config.platforms import load_platform
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.images import polaris
 from bench.images.pins import load_pins, load_polaris_recipe
@@ -440,7 +441,7 @@ def test_seed_003_deepspeed_config() -> None:
     assert "--cpu-optimizer" in launch.train_args
     assert dict(launch.variant)["zero_offload"] == "cpu"
     assert any("zero3 does not read allgather_bucket_size" in note for note in launch.notes)
-    assert ds_config(launch.layout, "fp16")["zero_optimization"] == {"stage": 3}
+    assert ds_config(launch.layout, PRECISIONS["fp16"])["zero_optimization"] == {"stage": 3}
 
 
 def test_cpu_offload_says_torchrun_leaves_openmp_one_thread() -> None:

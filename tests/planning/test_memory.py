@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.config.platforms import load_accelerator
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.planning.engines.deepspeed import ds_config
 from bench.planning.engines.table import ENGINES
@@ -23,7 +24,6 @@ from bench.planning.memory import (
     estimate_bytes,
     fits,
     fragmentation_note,
-    is_fp8,
     keeps_dropout_masks,
     refuse_fraction,
     state_bytes,
@@ -81,8 +81,8 @@ def test_estimate_against_every_measured_peak() -> None:
     for r in measured:
         grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
         estimate = estimate_bytes(_preset(r), _record_layout(r), grad_bytes,
-                                  optimizer_bytes=state_bytes(r.precision, _setting(r, "optimizer_states")),
-                                  recompute=_setting(r, "recompute"), fp8=is_fp8(r.precision),
+                                  optimizer_bytes=state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
+                                  recompute=_setting(r, "recompute"), fp8=PRECISIONS[r.precision].fp8,
                                   optimizer_step_bytes=_step(r, grad_bytes),
                                   hidden_dropout=keeps_dropout_masks(r.argv)) / GB
         errors.append((estimate - _measured_gb(r)) / _measured_gb(r))
@@ -155,8 +155,8 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
         grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
         return check_fits(_preset(r), _record_layout(r), device_gb(r),
                           load_accelerator(r.platform.accelerator).model, 8, grad_bytes,
-                          recompute=_setting(r, "recompute"), fp8=is_fp8(r.precision),
-                          optimizer_bytes=state_bytes(r.precision, _setting(r, "optimizer_states")),
+                          recompute=_setting(r, "recompute"), fp8=PRECISIONS[r.precision].fp8,
+                          optimizer_bytes=state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
                           optimizer_step_bytes=_step(r, grad_bytes),
                           hidden_dropout=keeps_dropout_masks(r.argv),
                           refuse_at=refuse_fraction(r.variant.get("allocator", "default")))
@@ -164,10 +164,10 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
     def fragments(r) -> list[str]:
         """The plan's warning of fragmentation, on the estimate as the plan makes it."""
         engine, layout = ENGINES[r.engine], _record_layout(r)
-        grad_bytes = engine.grad_bytes(r.precision, "--grad-reduce-in-bf16" in r.argv)
+        grad_bytes = engine.grad_bytes(PRECISIONS[r.precision], "--grad-reduce-in-bf16" in r.argv)
         need = estimate_bytes(_preset(r), layout, grad_bytes, engine.sharded_stage(layout),
-                              state_bytes(r.precision, _setting(r, "optimizer_states")),
-                              _setting(r, "recompute"), is_fp8(r.precision), _step(r, grad_bytes),
+                              state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
+                              _setting(r, "recompute"), PRECISIONS[r.precision].fp8, _step(r, grad_bytes),
                               keeps_dropout_masks(r.argv)) / GB
         return fragmentation_note(engine.one_piece_step, engine.display, layout.pp,
                                   r.variant.get("allocator", "default"), need, device_gb(r))
@@ -327,7 +327,7 @@ def test_deepspeed_config_asks_for_the_gradient_freeing_the_estimate_counts(
     """overlap_comm is rendered exactly where the estimate counts ZeRO-1 gradients as sharded."""
     preset = get_preset("13b")
     layout = build_layout(name, preset, gpus, 8, 1, gbs)
-    zero = ds_config(layout, "fp16")["zero_optimization"]
+    zero = ds_config(layout, PRECISIONS["fp16"])["zero_optimization"]
     assert zero.get("overlap_comm", False) is sharded
     assert (ENGINES["megatron-deepspeed"].sharded_stage(layout) == 2) is (sharded or layout.zero == 2)
 

@@ -13,7 +13,7 @@ from bench.config.platforms import load_platform
 from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.planning.layout import build_layout
-from bench.planning.microbatch import RULES, candidates
+from bench.planning.microbatch import candidates, rule_of
 from bench.planning.plan import LaunchPlan, plan
 from bench.planning.sweep import sweep_plans
 from tests.conftest import options
@@ -85,7 +85,7 @@ def test_only_micro_batches_that_divide_the_rank_batch_are_tried() -> None:
     preset = get_preset("1.3b")
     # 24 sequences on one rank: 4 and 8 divide it, 16 does not.
     layout = build_layout("tp1pp1", preset, 1, 1, gbs=24)
-    assert candidates(preset, layout, RULES["fp8-delayed"]) == [4, 8]
+    assert candidates(preset, layout, rule_of(PRECISIONS["fp8-delayed"])) == [4, 8]
     # dp2 with 8 sequences: 4 per rank, so only the preset's.
     assert _plan("1.3b", "tp1pp1", precision="fp8-delayed", gbs=8).layout.micro_batch == 4
 
@@ -96,10 +96,12 @@ def test_unknown_device_memory_keeps_the_preset_micro_batch() -> None:
     assert "the GPU's memory is unknown" in _mbs_notes(launch)[0]
 
 
-def test_the_rules_name_kit_precisions_and_double_to_their_cap() -> None:
-    for precision, rule in RULES.items():
-        assert precision in PRECISIONS
-        assert rule.max_factor >= 1 and math.log2(rule.max_factor).is_integer() and rule.why
+def test_the_rules_double_to_their_cap_and_say_why() -> None:
+    rules = {name: rule_of(precision) for name, precision in PRECISIONS.items()}
+    assert {name for name, rule in rules.items() if rule} == {
+        "fp8-delayed", "fp8-current", "msamp-o1", "msamp-o2"}
+    for rule in filter(None, rules.values()):
+        assert rule.max_factor > 1 and math.log2(rule.max_factor).is_integer() and rule.why
 
 
 def test_a_sweep_gives_each_fp8_layout_its_default_micro_batch() -> None:

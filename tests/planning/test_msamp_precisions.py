@@ -7,7 +7,7 @@ import pytest
 
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
-from bench.config.precisions import FP4_SIMULATION_ENV, peak_format
+from bench.config.precisions import FP4_SIMULATION_ENV, PRECISIONS
 from bench.config.presets import get_preset
 from bench.images.pins import REPO_ROOT as REPO
 from bench.planning.plan import plan
@@ -23,7 +23,7 @@ FP4_ENV = dict(FP4_SIMULATION_ENV)
 @pytest.mark.parametrize(("precision", "level"), [("msamp-o1", "O1"), ("msamp-o2", "O2"), ("fp4", "O2")])
 def test_msamp_precisions_render_msamp_fp8_linears_against_the_fp8_peak(precision, level) -> None:
     """MS-AMP's own FP8 linears in megatron-core's local layers: no Transformer Engine recipe."""
-    assert peak_format(precision) == "fp8"
+    assert PRECISIONS[precision].peak == "fp8"
     launch = plan(get_preset("6.7b"), "tp1pp1", load_platform("azure-h200"),
                   options(nodes=1, precision=precision, image=MSAMP_IMAGE, image_msamp=True))
     args = " ".join(launch.train_args)

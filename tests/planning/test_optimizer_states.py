@@ -10,6 +10,7 @@ import pytest
 
 from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.planning.engines.table import ENGINES
 from bench.planning.layout import build_layout
@@ -65,10 +66,11 @@ def test_msamp_o1_takes_the_paper_states_beside_its_fp8_linears() -> None:
 def test_state_bytes_per_parameter() -> None:
     """fp32 master + moments 12; MS-AMP O2's LBAdamW 4 + 1 + 2; the paper's 2 + 2 + 2 (TE's fp8
     moment keeps a transposed copy on Hopper); the kit's PaperAdamW 2 + 1 + 2 (no transposed copy)."""
-    assert [state_bytes(p) for p in ("bf16", "fp8-delayed", "msamp-o1", "msamp-o2", "fp4")] == [
-        12, 12, 12, 7, 7]
-    assert [state_bytes(p, "paper") for p in ("bf16", "fp8-current", "msamp-o1")] == [6, 6, 6]
-    assert [state_bytes(p, "paper-kit") for p in ("bf16", "fp8-current", "msamp-o1")] == [5, 5, 5]
+    named = [PRECISIONS[p] for p in ("bf16", "fp8-delayed", "msamp-o1", "msamp-o2", "fp4")]
+    assert [state_bytes(p) for p in named] == [12, 12, 12, 7, 7]
+    named = [PRECISIONS[p] for p in ("bf16", "fp8-current", "msamp-o1")]
+    assert [state_bytes(p, "paper") for p in named] == [6, 6, 6]
+    assert [state_bytes(p, "paper-kit") for p in named] == [5, 5, 5]
 
 
 def test_step_bytes_per_parameter() -> None:

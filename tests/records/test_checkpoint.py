@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.config.platforms import load_platform
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.measure.logparse import CheckpointSave, checkpoint_saves, log_lines, parse_log
 from bench.planning.memory import model_parameters
@@ -23,6 +24,7 @@ from tests.record_factory import make_record
 
 REPO = Path(__file__).parents[2]
 RUN_ID = "1.3b_tp1pp1dp4_local_20261127T094915Z-727ec9-c26"
+BF16 = PRECISIONS["bf16"]
 SAVED_LOG = REPO / "docs" / "reports" / "2026-11-27-h200x4-13b" / "logs" / f"{RUN_ID}.train.log.gz"
 SAVED_RECORD = REPO / "results" / "records" / f"{RUN_ID}.json"
 LOGS = REPO / "tests" / "fixtures" / "logs"
@@ -91,7 +93,7 @@ def test_the_record_keeps_the_saves_and_estimates_the_bytes() -> None:
 
 
 def test_the_field_round_trips_and_an_old_record_reads_as_none(tmp_path: Path) -> None:
-    ckpt = checkpoint_of(parse_log(_saved_log()).checkpoint_saves, get_preset("1.3b"), "bf16", "default")
+    ckpt = checkpoint_of(parse_log(_saved_log()).checkpoint_saves, get_preset("1.3b"), BF16, "default")
     record = make_record(checkpoint=ckpt.model_dump())
     assert record_from_dict(json.loads(record.to_json())) == record
     assert record_from_dict(json.loads(record.to_json())).checkpoint == ckpt
@@ -106,17 +108,18 @@ def test_the_field_round_trips_and_an_old_record_reads_as_none(tmp_path: Path) -
     ({"format": "torch dist"}, "format"),
 ])
 def test_an_inconsistent_checkpoint_is_refused(change: dict[str, object], problem: str) -> None:
-    ckpt = checkpoint_of(parse_log(_saved_log()).checkpoint_saves, get_preset("1.3b"), "bf16", "default")
+    ckpt = checkpoint_of(parse_log(_saved_log()).checkpoint_saves, get_preset("1.3b"), BF16, "default")
     with pytest.raises(RecordError, match=problem):
         make_record(checkpoint={**ckpt.model_dump(), **change})
 
 
 def test_the_estimate_is_left_out_where_the_optimizer_keeps_other_state() -> None:
     preset = get_preset("175b")
-    assert estimated_bytes(preset, "bf16", "default") / 2**40 == pytest.approx(2.22, abs=0.01)  # seed 001: ~2.3 TiB
-    assert estimated_bytes(preset, "fp8-delayed", "default") == estimated_bytes(preset, "bf16", "default")
-    assert estimated_bytes(preset, "msamp-o2", "default") is None
-    assert estimated_bytes(preset, "bf16", "paper") is None
+    assert estimated_bytes(preset, BF16, "default") / 2**40 == pytest.approx(2.22, abs=0.01)  # seed 001: ~2.3 TiB
+    assert estimated_bytes(preset, PRECISIONS["fp8-delayed"], "default") == estimated_bytes(preset, BF16, "default")
+    assert estimated_bytes(preset, PRECISIONS["msamp-o2"], "default") is None
+    assert estimated_bytes(preset, BF16, "paper") is None
+    assert estimated_bytes(preset, None, "default") is None  # a precision the kit does not offer
     ckpt = Checkpoint(format=None, directory="/ck", saves=(Save(iteration=1, seconds_max=0.0),),
                       seconds_total=0.0)
     assert ckpt.gb_per_s(ckpt.saves[0]) is None

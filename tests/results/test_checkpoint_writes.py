@@ -7,6 +7,7 @@ import gzip
 import json
 from pathlib import Path
 
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.measure.logparse import parse_log
 from bench.records.checkpoint import checkpoint_of
@@ -26,7 +27,7 @@ def _saved_run(precision: str = "bf16") -> Record:
     with gzip.open(SAVED_LOG, "rt") as log:
         saves = parse_log(log.read()).checkpoint_saves
     data = json.loads(SAVED_RECORD.read_text())
-    ckpt = checkpoint_of(saves, get_preset("1.3b"), precision, "default")
+    ckpt = checkpoint_of(saves, get_preset("1.3b"), PRECISIONS[precision], "default")
     return record_from_dict({**data, "checkpoint": ckpt.model_dump(mode="json")})
 
 
@@ -64,6 +65,6 @@ def test_a_run_of_many_saves_says_the_slowest_and_the_median() -> None:
     """Past four saves the line names the slowest and the median (the real two saves, thrice)."""
     with gzip.open(SAVED_LOG, "rt") as log:
         saves = parse_log(log.read()).checkpoint_saves
-    line = checkpoint_of(saves * 3, get_preset("1.3b"), "bf16", "default").describe()
+    line = checkpoint_of(saves * 3, get_preset("1.3b"), PRECISIONS["bf16"], "default").describe()
     assert line.startswith("6 checkpoint saves into checkpoints/x4 (torch_dist), 140.2 s waited: "
                            "slowest 31.3 s, median 23.4 s; ~18.4 GB each")

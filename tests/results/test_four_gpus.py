@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.config.campaign import load_campaign
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.planning.layout import build_layout
 from bench.records.record import Record
@@ -118,6 +119,6 @@ def test_the_four_gpu_campaign_runs_every_layout_and_precision_the_section_asks_
             planned.add((lay.tp, lay.pp, lay.dp, lay.sp, lay.vp > 1, _option(run.argv, "--precision", "bf16")))
     unplanned = [(name, precision) for name, tp, pp, dp, sp, vp in fourgpu.CAMPAIGN_LAYOUTS
                  for precision in fourgpu.CAMPAIGN_PRECISIONS
-                 if not fourgpu._beyond_80_gb(tp, pp, sp, vp, precision)
+                 if not fourgpu._beyond_80_gb(tp, pp, sp, vp, PRECISIONS[precision])
                  and (tp, pp, dp, sp, vp, precision) not in planned]
     assert not unplanned, f"x4.toml has no run of {unplanned}"

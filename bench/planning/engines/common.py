@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bench.config.precisions import FP4_SIMULATION_ENV, MSAMP_LEVEL, MSAMP_SCALING_ENV
 from bench.config.presets import Preset
 from bench.planning.layout import Layout
 
@@ -36,39 +35,6 @@ def batch_flags(layout: Layout, iters: int) -> list[str]:
             "--train-iters", str(iters), "--log-interval", "1",
             # No evaluation: a throughput run measures training steps only.
             "--eval-iters", "0", "--eval-interval", str(iters)]
-
-
-FP8_DELAYED = ("--fp8-format", "hybrid", "--fp8-recipe", "delayed",
-               "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max")
-def precision_flags(precision: str) -> list[str]:
-    """bf16/fp16 mixed precision; the fp8 precisions are bf16 plus a Transformer Engine fp8 recipe.
-
-    Both fp8 recipes use the hybrid format (E4M3 forward, E5M2 gradients). ``fp8-delayed`` scales
-    each tensor by the amax history of earlier steps (Megatron's default recipe; 1024 steps, max);
-    ``fp8-current`` scales each tensor by its own amax in the same step (Megatron's ``tensorwise``).
-    """
-    if precision == "fp16":
-        return ["--fp16"]
-    if precision == "fp8-delayed":
-        return ["--bf16", *FP8_DELAYED]
-    if precision == "fp8-current":
-        return ["--bf16", "--fp8-format", "hybrid", "--fp8-recipe", "tensorwise"]
-    if precision in MSAMP_LEVEL:
-        # The MS-AMP seed's msamp/fp4 modes: MS-AMP's own FP8 linears (bench.train.msamp), no TE recipe.
-        return ["--bf16", "--kit-msamp", MSAMP_LEVEL[precision]]
-    return ["--bf16"]
-
-
-def precision_env(precision: str, msamp_scaling: str) -> dict[str, str]:
-    """Environment a precision sets for the training processes: for MS-AMP, its FP8 linear's
-    scaling (set even at the default, so the record says what ran and a shell's own value does
-    not change it unrecorded) and, under fp4, the FP4 simulation switches."""
-    if precision not in MSAMP_LEVEL:
-        return {}
-    env = {MSAMP_SCALING_ENV: msamp_scaling}
-    if precision == "fp4":
-        env.update(FP4_SIMULATION_ENV)
-    return env
 
 
 ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"  # torch reads it on ROCm too

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config.platforms import Data
-from bench.config.precisions import peak_format
+from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.config.run_options import field_default, unknown_choices, variant_of
 from bench.planning.engines.common import (
@@ -18,7 +18,6 @@ from bench.planning.engines.common import (
     batch_flags,
     model_flags,
     parallel_flags,
-    precision_flags,
     recompute_flags,
 )
 from bench.planning.layout import Layout
@@ -77,7 +76,7 @@ def zero_problems(settings: ZeroSettings, stage: int) -> tuple[list[str], list[s
     return problems, notes
 
 
-def ds_config(layout: Layout, precision: str,
+def ds_config(layout: Layout, precision: Precision,
               zero: ZeroSettings = DEFAULT_ZERO_SETTINGS) -> dict[str, Any]:
     """DeepSpeed config for one run; batch sizes must agree with the Megatron flags."""
     zero_config: dict[str, Any] = {"stage": zero_stage(layout)}
@@ -100,7 +99,7 @@ def ds_config(layout: Layout, precision: str,
         "zero_optimization": zero_config,
         "wall_clock_breakdown": False,
     }
-    if precision == "fp16":
+    if precision.half == "fp16":
         # Dynamic loss scaling as in Megatron-DeepSpeed's examples.
         config["fp16"] = {"enabled": True, "loss_scale": 0, "loss_scale_window": 500,
                           "hysteresis": 2, "min_loss_scale": 1, "initial_scale_power": 12}
@@ -113,23 +112,20 @@ def zero_stage(layout: Layout) -> int:
     return layout.zero if layout.zero is not None else DEFAULT_ZERO_STAGE
 
 
-def ds_config_json(layout: Layout, precision: str,
+def ds_config_json(layout: Layout, precision: Precision,
                    zero: ZeroSettings = DEFAULT_ZERO_SETTINGS) -> str:
     return json.dumps(ds_config(layout, precision, zero), indent=2, sort_keys=True) + "\n"
 
 
-def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, data: Data,
+def deepspeed_args(preset: Preset, layout: Layout, precision: Precision, iters: int, data: Data,
                    config_path: str, zero: ZeroSettings = DEFAULT_ZERO_SETTINGS,
                    flash_attention: bool = False, recompute: str | None = None,
                    fused_attention: bool = True) -> list[str]:
     """Megatron-DeepSpeed flags; it reads real data only, so ``data`` must name it."""
-    if peak_format(precision) == "fp8":
-        # MS-AMP's modes need MS-AMP, not Transformer Engine: the kit wires them into the Megatron
-        # engine's entry only, as it does TE's fp8.
-        needs = ("MS-AMP" if precision.startswith("msamp") or precision == "fp4"
-                 else "Transformer Engine")
-        raise ValueError(f"{precision} needs {needs} through the Megatron engine, which the kit "
-                         "wires it into: use --engine megatron, or --precision bf16/fp16 with "
+    if precision.fp8_linears is not None:
+        # The kit wires MS-AMP's FP8 linears and TE's fp8 into the Megatron engine's entry only.
+        raise ValueError(f"{precision.name} needs {precision.fp8_linears} through the Megatron "
+                         "engine, which the kit wires it into: use --engine megatron, or --precision bf16/fp16 with "
                          "Megatron-DeepSpeed")
     if layout.vp > 1 or layout.cp > 1:
         raise ValueError(f"layout {layout.name}: Megatron-DeepSpeed's pipeline engine has no "
@@ -154,7 +150,7 @@ def deepspeed_args(preset: Preset, layout: Layout, precision: str, iters: int, d
     if layout.pp == 1:
         flags.append("--no-pipeline-parallel")
     flags += batch_flags(layout, iters)
-    flags += precision_flags(precision)
+    flags += precision.flags
     flags += recompute_flags(recompute, FULL_RECOMPUTE)
     flags += list(OPTIMIZER_FLAGS)
     # Its gradient-accumulation fusion is commented out upstream, but the flag (on by default)

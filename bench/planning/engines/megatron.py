@@ -9,16 +9,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.config.capabilities import Capabilities, megatron_flags
+from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.config.run_options import DEFAULT_MSAMP_MODULES, PAPER_OPTIMIZER_STATES
 from bench.measure.profile import PROFILE_LEAD_STEPS
 from bench.planning.engines.common import (
-    MSAMP_LEVEL,
     OPTIMIZER_FLAGS,
     batch_flags,
     model_flags,
     parallel_flags,
-    precision_flags,
     recompute_flags,
 )
 from bench.planning.layout import Layout
@@ -46,16 +45,16 @@ CHECKPOINT_FLAGS = ("--use-persistent-ckpt-worker", "--ckpt-fully-parallel-load"
                     "--ckpt-assume-constant-structure")
 
 
-def layer_capabilities(capabilities: Capabilities, precision: str) -> Capabilities:
+def layer_capabilities(capabilities: Capabilities, precision: Precision) -> Capabilities:
     """The capabilities the layers are built with: MS-AMP's FP8 linears replace megatron-core's
     local ones, so its precisions get no Transformer Engine layers."""
-    return replace(capabilities, transformer_engine=False) if precision in MSAMP_LEVEL else capabilities
+    return replace(capabilities, transformer_engine=False) if precision.msamp else capabilities
 
 
-def tuning_flags(tuning: Tuning, precision: str, dp: int) -> list[str]:
+def tuning_flags(tuning: Tuning, precision: Precision, dp: int) -> list[str]:
     """The flags of the A/B settings (bench.planning.tuning) and the defaults they turn off."""
     flags: list[str] = []
-    if precision != "fp16" and tuning.grad_reduce_bf16:
+    if precision.half == "bf16" and tuning.grad_reduce_bf16:
         flags.append("--grad-reduce-in-bf16")
     if tuning.optimizer_states in PAPER_OPTIMIZER_STATES:
         # bf16 main gradients need the bf16 buffer above (bench.planning.checks refuses fp32 ones).
@@ -79,7 +78,7 @@ def tuning_flags(tuning: Tuning, precision: str, dp: int) -> list[str]:
     return flags
 
 
-def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
+def megatron_args(preset: Preset, layout: Layout, precision: Precision, iters: int,
                   capabilities: Capabilities, data_path: str = "",
                   tuning: Tuning = DEFAULT_TUNING, recompute: str | None = None,
                   profile_steps: int = 0) -> list[str]:
@@ -106,7 +105,7 @@ def megatron_args(preset: Preset, layout: Layout, precision: str, iters: int,
         flags += ["--context-parallel-size", str(layout.cp)]
     profiled = iters + PROFILE_LEAD_STEPS if profile_steps else iters  # the steps before the captured ones
     flags += batch_flags(layout, profiled + profile_steps)
-    flags += precision_flags(precision)
+    flags += precision.flags
     flags += recompute_flags(recompute, FULL_RECOMPUTE)
     flags += list(OPTIMIZER_FLAGS)
     flags += tuning_flags(tuning, precision, layout.dp)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from bench.config.capabilities import Capabilities, implementation
 from bench.config.platforms import Data, Platform
-from bench.config.precisions import MSAMP_PRECISIONS, peak_format
+from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.planning.engines.common import checkpoint_flags
 from bench.planning.engines.deepspeed import (
@@ -51,7 +51,7 @@ class Resolved:
     preset: Preset
     layout: Layout
     platform: Platform
-    precision: str
+    precision: Precision
     iters: int
     capabilities: Capabilities
     capabilities_known: bool
@@ -87,15 +87,15 @@ def capabilities_source(platform: Platform) -> str:
     return f"declared by {platform.source or platform.name}"
 
 
-def check_capabilities(caps: Capabilities, precision: str, layout: Layout,
+def check_capabilities(caps: Capabilities, precision: Precision, layout: Layout,
                        platform: Platform) -> None:
     """What the Megatron engine cannot do without an extension, refused before anything runs."""
     where = capabilities_source(platform)
-    if peak_format(precision) == "fp8" and precision not in MSAMP_PRECISIONS and not caps.transformer_engine:
-        raise ValueError(f"{precision} needs Transformer Engine, which this environment lacks "
+    if precision.fp8_linears == "Transformer Engine" and not caps.transformer_engine:
+        raise ValueError(f"{precision.name} needs Transformer Engine, which this environment lacks "
                          f"({where}): use --precision bf16, or an image with Transformer Engine")
-    if precision in MSAMP_PRECISIONS and not caps.msamp:
-        raise ValueError(f"{precision} needs MS-AMP, which this environment lacks ({where}): build "
+    if precision.msamp and not caps.msamp:
+        raise ValueError(f"{precision.name} needs MS-AMP, which this environment lacks ({where}): build "
                          "the image with `python -m bench images build cuda --option msamp=1` and "
                          "pass it as --image with --image-option msamp=1, or use --precision fp8")
     if layout.sp and not (caps.transformer_engine or caps.apex_layer_norm):
@@ -144,7 +144,7 @@ class Engine(ABC):
         """What python runs and its flags; a ValueError for what the engine cannot do."""
 
     @abstractmethod
-    def grad_bytes(self, precision: str, grad_reduce_bf16: bool) -> int:
+    def grad_bytes(self, precision: Precision, grad_reduce_bf16: bool) -> int:
         """Bytes per gradient as the engine keeps them."""
 
     @abstractmethod
@@ -192,9 +192,9 @@ class Megatron(Engine):
         layers = implementation(layer_capabilities(run.capabilities, run.precision))
         return EngineFlags(ENTRY, tuple(args), assumed=assumed, implementation=layers)
 
-    def grad_bytes(self, precision: str, grad_reduce_bf16: bool) -> int:
+    def grad_bytes(self, precision: Precision, grad_reduce_bf16: bool) -> int:
         """fp32 main gradients unless they are reduced in bf16 (any precision but fp16)."""
-        return 2 if precision != "fp16" and grad_reduce_bf16 else 4
+        return 2 if precision.half == "bf16" and grad_reduce_bf16 else 4
 
     def step_bytes(self, optimizer_states: str, grad_bytes: int) -> int:
         """bench.planning.memory says what each holds: the distributed optimizer's fp32 copy of
@@ -252,7 +252,7 @@ class MegatronDeepSpeed(Engine):
                            ds_config_json(run.layout, run.precision, run.zero), tuple(notes),
                            patched_trees=(("megatron-deepspeed", tree),))
 
-    def grad_bytes(self, precision: str, grad_reduce_bf16: bool) -> int:
+    def grad_bytes(self, precision: Precision, grad_reduce_bf16: bool) -> int:
         """DeepSpeed keeps gradients in the training precision."""
         return 2
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench.config.precisions import PRECISIONS, Family, Precision
+
 
 @dataclass(frozen=True)
 class Case:
@@ -29,7 +31,7 @@ class Case:
     sp: bool
     micro_batch: int
     global_batch: int
-    family: str
+    family: Family
     implementation: str
     recompute: str | None = None
     graphs: bool = False
@@ -42,15 +44,6 @@ class Case:
         return self.global_batch // (self.micro_batch * self.dp)
 
 
-def precision_family(precision: str) -> str:
-    """The model's precision family of a kit precision name."""
-    if precision.startswith("fp8"):
-        return "fp8"
-    if precision.startswith("msamp"):
-        return "msamp"
-    return "fp4" if precision == "fp4" else "bf16"
-
-
 def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
     if flag not in argv:
         return None
@@ -58,7 +51,7 @@ def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
     return argv[i + 1] if i + 1 < len(argv) else ""
 
 
-def case_of(accelerator: str, preset: Any, layout: Any, precision: str, implementation: str | None,
+def case_of(accelerator: str, preset: Any, layout: Any, precision: Precision, implementation: str | None,
             argv: tuple[str, ...], optimizer_states: str) -> Case:
     """The case of a run on ``accelerator`` from what a plan and a record both hold: the preset
     and layout (read by attribute), the layers' ``implementation`` (None: read from the argv), the
@@ -69,7 +62,7 @@ def case_of(accelerator: str, preset: Any, layout: Any, precision: str, implemen
         accelerator=accelerator, layers=preset.layers, hidden=preset.hidden, heads=preset.heads,
         seq=preset.seq_length, vocab=preset.vocab_size, tp=layout.tp, pp=layout.pp, dp=layout.dp,
         vp=layout.vp or 1, cp=layout.cp, sp=layout.sp, micro_batch=layout.micro_batch,
-        global_batch=layout.global_batch, family=precision_family(precision),
+        global_batch=layout.global_batch, family=precision.family,
         implementation="te" if implementation.startswith("te") else "local",
         recompute=_flag_value(argv, "--recompute-granularity"),
         graphs="--cuda-graph-impl" in argv, overlap="--overlap-grad-reduce" in argv,
@@ -78,7 +71,7 @@ def case_of(accelerator: str, preset: Any, layout: Any, precision: str, implemen
 
 def case_from_record(record: Any) -> Case:
     """The case of a run record (a ``bench.records.record.Record``; read by attribute, as the
-    planning stage sits before the records')."""
-    return case_of(record.platform.accelerator, record.preset, record.layout, record.precision,
+    planning stage sits before the records'); its precision one the kit offers)."""
+    return case_of(record.platform.accelerator, record.preset, record.layout, PRECISIONS[record.precision],
                    record.implementation, tuple(record.argv),
                    str(record.variant.get("optimizer_states", "")))

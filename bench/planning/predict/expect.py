@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.measure.flops import flops_per_iteration
 from bench.planning.layout import Layout
@@ -82,7 +83,7 @@ class Asked:
     engine: str
     modelled: bool
     preset: Preset
-    precision: str
+    precision: Precision
     implementation: str | None
     argv: tuple[str, ...]
     optimizer_states: str

@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.config.precisions import PRECISIONS
 from bench.planning.engines.table import ENGINES
 from bench.planning.predict import holdout
 from bench.planning.predict.case import Case, case_from_record
@@ -49,12 +50,13 @@ class Observed:
 def observed(records: Iterable[Any], performance: dict[str, Performance],
              key_of: Callable[[Any], Hashable] | None = None) -> list[Observed]:
     """The ok records of the modelled engines on an accelerator with measured ceilings, without
-    context parallelism (:data:`bench.planning.predict.expect.UNMODELLED_CP`), in order; ``key_of`` gives a record's
+    context parallelism (:data:`bench.planning.predict.expect.UNMODELLED_CP`), of a precision the
+    kit offers (another has no family in the model), in order; ``key_of`` gives a record's
     configuration key (``bench.records.identity.config_key``; None: each record its own)."""
     found = []
     for record in records:
         if not (record.ok and record.engine in MODELLED and record.layout.cp == 1
-                and record.platform.accelerator in performance):
+                and record.platform.accelerator in performance and record.precision in PRECISIONS):
             continue
         case = case_from_record(record)
         terms = step_terms(case, performance[case.accelerator])

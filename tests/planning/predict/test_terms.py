@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from bench.planning.predict.case import Case, precision_family
+from bench.config.precisions import PRECISIONS
+from bench.planning.predict.case import Case
 from bench.planning.predict.facts import AllReduce, Gemm, GemmShape, Performance, load_all
 from bench.planning.predict.model import combine, predict
 from bench.planning.predict.terms import HOST_UNIT_S, TERMS, step_terms
@@ -32,7 +33,7 @@ def test_gemm_is_the_layers_and_logits_flops_over_the_ceiling() -> None:
 def test_fp8_gemms_run_at_the_fp8_ceiling() -> None:
     bf16 = step_terms(TINY, PERF)["gemm"]
     for precision in ("fp8-delayed", "msamp-o2", "fp4"):
-        case = replace(TINY, family=precision_family(precision))
+        case = replace(TINY, family=PRECISIONS[precision].family)
         assert step_terms(case, PERF)["gemm"] == pytest.approx(bf16 / 2)
 
 
