@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.records.record import Record, build_record
+from bench.records.provenance import Provenance
+from bench.records.record import Record, build_record, record_from_dict
 
 
 def record_fields(**overrides: Any) -> dict[str, Any]:
@@ -77,6 +78,7 @@ def record_fields(**overrides: Any) -> dict[str, Any]:
         },
         "log_tail": [],
         "variant": {"attention": "sdpa"},
+        "data": {"kind": "mock", "name": None, "path_sha256": None},
     }
     fields.update(overrides)
     return fields
@@ -85,6 +87,16 @@ def record_fields(**overrides: Any) -> dict[str, Any]:
 def make_record(**overrides: Any) -> Record:
     """A validated record built from :func:`record_fields` with ``overrides``."""
     return build_record(**record_fields(**overrides))
+
+
+def read_old_record(**overrides: Any) -> Record:
+    """:func:`record_fields` with ``overrides`` as a ``bench.record/1`` file held them (notes of
+    every kind in ``notes``, the facts only in the argv, MS-AMP's scaling only in the environment),
+    read as the kit reads one: upgraded to today's version."""
+    fields = {**record_fields(**overrides), "schema": "bench.record/1"}
+    fields.pop("data")  # the argv says it
+    fields["provenance"] = {**dict.fromkeys(Provenance.model_fields), **fields["provenance"]}
+    return record_from_dict(fields)
 
 
 def failed_fields(**overrides: Any) -> dict[str, Any]:

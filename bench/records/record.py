@@ -265,13 +265,13 @@ def record_from_dict(data: Any) -> Record:
 
 
 def build_record(**fields: Any) -> Record:
-    """A validated record from its keys but ``schema`` (nested parts as mappings or models);
-    ``provenance`` keys default to null; what is left out is completed as in a ``bench.record/1``
-    record (:mod:`bench.records.migrate`: the facts from the argv, MS-AMP's scaling as a variant).
-    Raises :class:`RecordError`."""
+    """A validated record of today's :data:`SCHEMA` from its keys but ``schema`` (nested parts as
+    mappings or models); ``provenance`` keys default to null. It is built from today's fields
+    alone: no upgrade runs on it (:mod:`bench.records.migrate` upgrades older records when they are
+    read). Raises :class:`RecordError`."""
     data = {k: _plain(v) for k, v in fields.items()}
     data["provenance"] = {**dict.fromkeys(Provenance.model_fields), **(data.get("provenance") or {})}
-    return record_from_dict(upgrade({**data, "schema": OLDER[0]}, SCHEMA))
+    return record_from_dict({**data, "schema": SCHEMA})
 
 
 def _plain(value: Any) -> Any:

@@ -64,7 +64,7 @@ def synthetic_records(directory: Path, count: int) -> None:
                      "mfu": tflops / 989.0, "flops_convention": "megatron-causal",
                      "tflops_per_gpu_noncausal": None, "mfu_noncausal": None,
                      "peak_mem_gb": 40.0},
-            labels={"sweep": f"s{i % 7}"},
+            labels={"sweep": f"s{i % 7}"}, data={"kind": "mock", "name": None, "path_sha256": None},
         )
         write_record(directory, build)
 

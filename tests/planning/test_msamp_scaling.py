@@ -18,7 +18,7 @@ from bench.results.aggregate import configuration
 from bench.results.compare import select
 from tests.conftest import options
 from tests.planning.msamp_options import check_env_variant, check_option_and_campaign_key
-from tests.record_factory import make_record, record_fields
+from tests.record_factory import make_record, read_old_record, record_fields
 
 MSAMP_IMAGE = "ghcr.io#megatron-bench-kit/cuda:msamp"  # what `images build cuda --option msamp=1` pushes
 DELAYED = Tuning(msamp_scaling="delayed")
@@ -84,7 +84,7 @@ def test_delayed_runs_are_kept_apart_from_the_default(tmp_path: Path) -> None:
 def test_records_read_their_scaling_against_todays_default(variant, env, commit, read_as) -> None:
     """Whatever the default was when a run ran, its record reads as a variant of today's."""
     provenance = {**record_fields()["provenance"], "kit_commit": commit or "0123abc"}
-    record = make_record(precision="msamp-o2", env=env, variant=variant, provenance=provenance)
+    record = read_old_record(precision="msamp-o2", env=env, variant=variant, provenance=provenance)
     assert record.variant == read_as
 
 

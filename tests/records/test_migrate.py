@@ -13,6 +13,7 @@ from bench.config.run_options import DEFAULT_MSAMP_SCALING
 from bench.records import migrate
 from bench.records.record import SCHEMA, record_from_json
 from bench.records.store import load_record
+from tests.record_factory import make_record, read_old_record
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "records" / "migrate"
 NOTES = FIXTURES / "1.3b_tp1pp1dp1_local_20261123T193706Z-c8.json"  # kit 67079e3, before 6fdfc48
@@ -91,3 +92,13 @@ def test_malformed_old_records_reach_the_schema_with_their_problems() -> None:
         data = migrate.upgrade(bad, SCHEMA)
         with pytest.raises(ValueError, match=r"argv|engine_notes|precision|notes|variant|env"):
             record_from_json(json.dumps(data))
+
+
+def test_a_record_built_today_runs_no_upgrade(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upgrades run only where an older record is read: one built from today's fields is stored
+    as given (MS-AMP's scaling in the environment alone is no variant of today's record)."""
+    monkeypatch.setattr(migrate, "STEPS", ())  # any upgrade on the write path would now fail
+    fields = {"precision": "msamp-o2", "env": {"MSAMP_FP8_SCALING": "delayed"}}
+    assert make_record(**fields).variant == {"attention": "sdpa"}
+    monkeypatch.undo()
+    assert read_old_record(**fields).variant == {"attention": "sdpa", "msamp_scaling": "delayed"}

@@ -16,7 +16,7 @@ from bench.results import plots
 from bench.results.aggregate import build_report
 from bench.results.data import load_published, load_ranges
 from bench.results.hardware import hardware_name, load_ceilings
-from tests.record_factory import make_record
+from tests.record_factory import make_record, read_old_record
 from tests.results.test_results import FIXTURES, SMOKE, _fixture_args
 
 
@@ -78,7 +78,8 @@ def test_a_run_on_real_data_is_its_own_row() -> None:
     """Tokenized data (--data-path in argv) against the engine's mock data: never pooled."""
     mock = make_record()
     real = make_record(run_id="13b_dp4_h200x4_20261121T203000Z",
-                       argv=[*mock.argv, "--data-path", "data/gpt2-0123_text_document"])
+                       argv=[*mock.argv, "--data-path", "data/gpt2-0123_text_document"],
+                       data={"kind": "real", "name": "gpt2-0123_text_document", "path_sha256": "2328e140b022fc02"})
     rows = build_report([mock, real], [], load_published(FIXTURES / "published.toml"),
                         []).measured_rows
     notes = "attention=sdpa"  # the factory's run: a variant setting
@@ -91,9 +92,9 @@ def test_megatron_deepspeed_runs_of_another_patch_series_are_their_own_rows() ->
     pooled, and a tree that lacked part of the series says so."""
     base = make_record()
 
-    def with_series(run_id: str, state: str):
-        return make_record(run_id=run_id, engine="megatron-deepspeed",
-                           engine_notes={**base.engine_notes, "patch_series": state})
+    def with_series(run_id: str, state: str):  # as records before the patches field said it
+        return read_old_record(run_id=run_id, engine="megatron-deepspeed",
+                               engine_notes={**base.engine_notes, "patch_series": state})
 
     runs = [with_series("13b_dp4_h200x4_20261121T203000Z", "sha256:8fba20b3a947b3a4 applied"),
             with_series("13b_dp4_h200x4_20261121T203100Z", "sha256:7c5051a71637d60d applied"),
