@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.config.platforms import load_accelerator
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.measure.flops import flops_per_iteration
@@ -29,18 +30,23 @@ BELOW = 0.15  # a run this far below its expectation is flagged (the run summary
 
 @dataclass(frozen=True, eq=False)
 class StepModel:
-    """The fit's factors, the measured ceilings by accelerator name, and the validation's figures
-    (``median`` and ``p90`` leave-one-out errors, ``gpus`` the most GPUs of a record fitted on)."""
+    """The fit's factors, the measured ceilings by accelerator name, the validation's figures
+    (``median`` and ``p90`` leave-one-out errors, ``gpus`` the most GPUs of a record fitted on)
+    and each measured accelerator's dense peaks (TFLOP/s by peak format, from its accelerator
+    file), which no expectation exceeds."""
 
     factors: dict[str, float]
     performance: dict[str, Performance]
     validation: dict[str, float]
+    peaks: dict[str, dict[str, float]]
 
 
 @functools.cache  # read once per command, however many runs it plans
 def load_step_model(fit_file: Path = FIT_FILE, folder: Path = PERFORMANCE_DIR) -> StepModel:
     factors, validation = load_stored(fit_file)
-    return StepModel(factors, load_all(folder), validation)
+    performance = load_all(folder)
+    peaks = {name: dict(load_accelerator(name).peak_tflops) for name in performance}
+    return StepModel(factors, performance, validation, peaks)
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,15 @@ def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
     beyond = ([f"{layout.gpus} GPUs, the records up to {seen}"] if layout.gpus > seen else []) + (
         [f"{asked.nodes} nodes: links between nodes are not modelled (counted as NVLink)"]
         if asked.nodes > 1 else [])
-    return Expectation(flops / found.step_s / layout.gpus / 1e12, found.step_s,
+    step_s = found.step_s
+    # The terms are fitted factors times ceilings, so an extrapolation can outrun the card itself;
+    # a step never beats the card's dense peak for the precision (its accelerator file's figure).
+    peak = model.peaks.get(asked.accelerator, {}).get(asked.precision.peak)
+    if peak is not None and flops / step_s / layout.gpus / 1e12 > peak:
+        beyond.append(f"the terms gave {flops / step_s / layout.gpus / 1e12:.0f} TFLOP/s/GPU, above "
+                      f"the dense {asked.precision.peak} peak of {peak:.0f}: held at the peak")
+        step_s = flops / layout.gpus / (peak * 1e12)
+    return Expectation(flops / step_s / layout.gpus / 1e12, step_s,
                        model.validation["p90"], parts, found.dominant, tuple(beyond))
 
 

@@ -7,17 +7,23 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench.cli import main
+from bench.config.platforms import load_accelerator, load_platform
+from bench.config.presets import get_preset
 from bench.config.tomlfile import DataError
+from bench.planning.plan import plan
 from bench.planning.predict import facts, fit, holdout, validate
+from bench.planning.predict.expect import load_step_model
 from bench.planning.predict.facts import AllReduce
 from bench.planning.predict.terms import step_terms
 from bench.records.store import load_records
 from bench.results import predicted
+from tests.conftest import options
 
 RECORDS = Path(__file__).resolve().parents[3] / "results" / "records"
 PAGE_RECORDS = 20_000
@@ -124,3 +130,17 @@ def test_the_page_never_refits_and_twenty_thousand_records_are_one_pass(
     spent = time.process_time() - started
     assert found is not None and found.count == PAGE_RECORDS and len(terms_done) == PAGE_RECORDS
     assert spent < 10  # about 3 s of CPU here; a fit per record took 90 s at 1,000
+
+
+def test_an_expectation_whose_terms_outrun_the_card_is_held_at_its_peak() -> None:
+    # Factors a thousand times too small make 13b on four H200s step far faster than the card
+    # can compute: the expectation stays at the accelerator file's dense bf16 peak and says so.
+    model = load_step_model()
+    tiny = replace(model, factors={name: f * 1e-3 for name, f in model.factors.items()})
+    launch = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"), options(gpus=4, step_model=tiny))
+    exp = launch.expected
+    peak = load_accelerator("h200-sxm").peak_tflops["bf16"]
+    assert exp is not None and exp.tflops_per_gpu == pytest.approx(peak)
+    assert any("held at the peak" in why for why in exp.beyond)
+    plain = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"), options(gpus=4)).expected
+    assert plain is not None and plain.tflops_per_gpu < peak and plain.beyond == ()
