@@ -136,7 +136,7 @@ class MemoryQuestion:
                        self.grad_bytes, self.zero_stage, self.recompute, node_gpus=node_gpus,
                        optimizer_bytes=self.state_bytes, fp8=self.fp8,
                        optimizer_step_bytes=self.step_bytes, hidden_dropout=self.hidden_dropout,
-                       also=self.paper_kit_hint(),
+                       also="; ".join(h for h in (self.paper_kit_hint(), self.one_sequence_hint()) if h),
                        refuse_at=self.refuse_at, rate=rate)
         capped = " (--gpu-memory-cap)" if self.device.capped else ""
         return need, [f"memory estimate: ~{need:.1f} GB per GPU of {self.device.memory_gb:g} GB"
@@ -144,6 +144,21 @@ class MemoryQuestion:
                       *fragmentation_note(self.engine.one_piece_step, self.engine.display,
                                           self.layout.pp, self.allocator, need,
                                           self.device.memory_gb)]
+
+    def one_sequence_hint(self) -> str:
+        """For a pure data-parallel layout, one micro-batch of one sequence per GPU with full
+        recompute (``--recompute full --gbs <DP>``, as LUMI's seed ran its ZeRO rows), where that
+        fits and the run does not already ask it; "" otherwise."""
+        lay = self.layout
+        if self.device is None or lay.tp * lay.pp * lay.cp != 1:
+            return ""
+        one = replace(self, layout=replace(lay, micro_batch=1, global_batch=lay.dp), recompute="full")
+        if one == self or not one.within_refusal():
+            return ""
+        options = [("--recompute full", self.recompute != "full"), (f"--gbs {lay.dp}", lay.global_batch != lay.dp),
+                   ("--mbs 1", lay.micro_batch != 1)]
+        return (f"{' '.join(flag for flag, needed in options if needed)} (one sequence per GPU a step, "
+                f"activations recomputed) needs ~{one.need_gb():.1f} GB")
 
     def paper_kit_hint(self) -> str:
         """For ``--optimizer-states paper``: the same states in the kit's PaperAdamW, where they
