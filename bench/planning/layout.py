@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bench.config.presets import Preset
@@ -174,10 +175,12 @@ def valid_layouts(preset: Preset, gpus: int, gpus_per_node: int, mbs: int, gbs: 
 
 
 def nearest_layouts(spec: LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int, mbs: int,
-                    gbs: int, count: int = 3) -> list[Layout]:
-    """Valid layouts closest to ``spec`` (tp and pp on a log scale), best first."""
+                    gbs: int, count: int = 3, fits: Callable[[Layout], bool] | None = None) -> list[Layout]:
+    """Valid layouts closest to ``spec`` (tp and pp on a log scale), best first; with ``fits``
+    (the run's memory check), only those it passes."""
     def candidates(**kw: object) -> list[Layout]:
-        return valid_layouts(preset, gpus, gpus_per_node, mbs, gbs, cp=spec.cp, **kw)
+        found = valid_layouts(preset, gpus, gpus_per_node, mbs, gbs, cp=spec.cp, **kw)
+        return [lay for lay in found if fits(lay)] if fits else found
 
     found = candidates(vp=spec.vp, sp=spec.sp, zero=spec.zero) or candidates(zero=spec.zero)
     found.sort(key=lambda lay: (_log2_distance(lay.tp, spec.tp) + _log2_distance(lay.pp, spec.pp),
@@ -196,13 +199,15 @@ def batch_sizes(preset: Preset, mbs: int | None, gbs: int | None) -> tuple[int, 
 
 def build_layout(layout: str | LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int,
                  mbs: int | None = None, gbs: int | None = None, *,
-                 sized_by_layout: bool = False) -> Layout:
+                 sized_by_layout: bool = False, fits: Callable[[Layout], bool] | None = None) -> Layout:
     """Check a layout (its name or parsed spec) for ``preset`` on ``gpus`` GPUs; DP fills the GPUs
     when absent.
 
     ``mbs``/``gbs`` override the preset's micro and global batch (sequences). ``sized_by_layout``
     says that ``gpus`` was not asked for but derived from the layout itself (no --gpus or --nodes),
     so a refusal suggests layouts at nearby sizes rather than claim that nothing fits that count.
+    ``fits``: whether a layout fits the run's GPU by the memory estimate (None, the default: not
+    checked); a refusal suggests only layouts that pass it, or says that none does.
     Raises ValueError listing every broken rule with its numbers and the nearest valid layouts.
     """
     spec = parse_layout_name(layout) if isinstance(layout, str) else layout
@@ -211,33 +216,49 @@ def build_layout(layout: str | LayoutSpec, preset: Preset, gpus: int, gpus_per_n
     dp = spec.dp if spec.dp is not None else max(1, gpus // model_parallel)
     problems = _problems(spec, dp, preset, gpus, gpus_per_node, mbs, gbs)
     if problems:
-        hint = (_hint_at_nearby_sizes(spec, preset, gpus, gpus_per_node, mbs, gbs) if sized_by_layout
-                else _hint_at(spec, preset, gpus, gpus_per_node, mbs, gbs))
+        hint = (_hint_at_nearby_sizes(spec, preset, gpus, gpus_per_node, mbs, gbs, fits) if sized_by_layout
+                else _hint_at(spec, preset, gpus, gpus_per_node, mbs, gbs, fits))
         raise ValueError(f"layout '{spec}' is not possible: " + "; ".join(problems) + ". " + hint)
     return Layout(spec.tp, spec.pp, dp, spec.cp, spec.vp, spec.sp, spec.zero, mbs, gbs)
 
 
 def _hint_at(spec: LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int, mbs: int,
-             gbs: int) -> str:
-    near = nearest_layouts(spec, preset, gpus, gpus_per_node, mbs, gbs)
+             gbs: int, fits: Callable[[Layout], bool] | None) -> str:
+    near = nearest_layouts(spec, preset, gpus, gpus_per_node, mbs, gbs, fits=fits)
     if near:
         return (f"nearest valid layouts for {preset.name} on {gpus} GPUs (mbs {mbs}, gbs {gbs}): "
                 + ", ".join(lay.name for lay in near))
+    valid = nearest_layouts(spec, preset, gpus, gpus_per_node, mbs, gbs) if fits else []
+    if valid:
+        return (f"no layout of {preset.name} on {gpus} GPUs fits their memory: "
+                f"{', '.join(lay.name for lay in valid)} and the other valid ones are refused by the "
+                "memory estimate (bench/planning/memory.py); use more GPUs (--gpus/--nodes)")
     return (f"no layout of {preset.name} fits {gpus} GPUs with mbs {mbs}, gbs {gbs}; "
             "change --gpus/--nodes or --gbs")
 
 
+# How many doublings past the layout's own size a refusal looks for layouts that fit the memory
+# (a 175b layout without --nodes on 80 GB GPUs first fits at 16 nodes of 8).
+MEMORY_DOUBLINGS = 10
+
+
 def _hint_at_nearby_sizes(spec: LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int,
-                          mbs: int, gbs: int) -> str:
-    """Valid layouts at the powers of two around the size the layout implies, each with its size."""
+                          mbs: int, gbs: int, fits: Callable[[Layout], bool] | None) -> str:
+    """Valid layouts at the powers of two around the size the layout implies, each with its size;
+    where none of them fits the memory (``fits``), at the next doublings that give one that does,
+    up to :data:`MEMORY_DOUBLINGS` of them."""
     below = 2 ** int(math.log2(gpus))
     sizes = sorted({below, below * 2} if below != gpus else {gpus})
     near = [lay for size in sizes for lay in nearest_layouts(spec, preset, size, gpus_per_node,
-                                                             mbs, gbs, count=2)]
+                                                             mbs, gbs, count=2, fits=fits)]
+    for size in (sizes[-1] * 2**k for k in range(1, MEMORY_DOUBLINGS + 1) if fits and not near):
+        near = nearest_layouts(spec, preset, size, gpus_per_node, mbs, gbs, count=3, fits=fits)
     near.sort(key=lambda lay: (_log2_distance(lay.tp, spec.tp) + _log2_distance(lay.pp, spec.pp),
                                lay.gpus))
     if not near:
-        return (f"no layout of {preset.name} fits {' or '.join(map(str, sizes))} GPUs with mbs "
+        valid = fits and any(nearest_layouts(spec, preset, size, gpus_per_node, mbs, gbs) for size in sizes)
+        why = " within their memory (the memory estimate, bench/planning/memory.py)" if valid else ""
+        return (f"no layout of {preset.name} fits {' or '.join(map(str, sizes))} GPUs{why} with mbs "
                 f"{mbs}, gbs {gbs}; change --gbs, or --gpus/--nodes")
     return (f"nearest valid layouts for {preset.name} (mbs {mbs}, gbs {gbs}): "
             + ", ".join(f"{lay.name} ({lay.gpus} GPUs)" for lay in near[:3])

@@ -8,6 +8,7 @@ in ``bench.render`` turn a plan into a Slurm script, a PBS script or a torchrun 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -282,17 +283,34 @@ def _unknown_gpu(platform: Platform, options: Options, accelerator: Accelerator 
             "computed; add one with its dense peak and source"]
 
 
-def _lay_out(preset: Preset, spec: LayoutSpec, platform: Platform, options: Options
-             ) -> tuple[Layout, Platform, int, int]:
+def _fits_memory(preset: Preset, platform: Platform, options: Options, engine: Engine,
+                 precision: Precision) -> Callable[[Layout], bool] | None:
+    """Whether a layout fits the run's GPU by the memory estimate, as the run's own refusal counts
+    it (True where its memory is unknown), so a refused layout suggests only such layouts; None
+    with --force. Asked only of a refused layout's candidates."""
+    if options.force:
+        return None
+
+    def fit(layout: Layout) -> bool:
+        device = device_for(platform.accelerator_for(options.gpu_name, options.gpu_memory_gb),
+                            options.tuning.gpu_memory_cap)
+        return MemoryQuestion.ask(preset, layout, engine, precision, options.tuning, options.recompute,
+                                  device).within_refusal()
+    return fit
+
+
+def _lay_out(preset: Preset, spec: LayoutSpec, platform: Platform, options: Options, engine: Engine,
+             precision: Precision) -> tuple[Layout, Platform, int, int]:
     """(the layout on the run's GPUs, the platform with the queue for its nodes, nodes, GPUs per
-    node)."""
+    node); a refusal suggests only layouts that fit the memory (:func:`_fits_memory`)."""
     gpus, nodes, per_node = _run_size(spec, platform, options)
     platform = with_job_overrides(platform, queue=pbs_queue(platform, nodes))
     # Tensor parallelism must stay inside a node; on the local machine the node is what we have.
     sized_by_layout = not (options.gpus or options.nodes
                            or (platform.scheduler == "none" and options.gpus_present))
     layout = build_layout(spec, preset, gpus, per_node, options.mbs, options.gbs,
-                          sized_by_layout=sized_by_layout)
+                          sized_by_layout=sized_by_layout,
+                          fits=_fits_memory(preset, platform, options, engine, precision))
     return layout, platform, nodes, per_node
 
 
@@ -365,7 +383,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     preset, platform, precision, other_variant = _resolve(preset, platform, options)
     # Lay out. A name is parsed once here; a sweep passes the spec of a layout it has built.
     spec = parse_layout_name(layout) if isinstance(layout, str) else layout
-    layout, platform, nodes, per_node = _lay_out(preset, spec, platform, options)
+    layout, platform, nodes, per_node = _lay_out(preset, spec, platform, options, engine, precision)
     rid, labels = _run_id(preset, layout, platform, options)
     data, save, image = _where(platform, options, rid)
     accelerator = _accelerator(platform, options, precision)

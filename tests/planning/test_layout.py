@@ -110,3 +110,39 @@ def test_a_gpu_count_given_is_kept_in_the_refusal(tmp_path: Path) -> None:
     refused = run_cli("run", "13b", "tp3pp8", "--platform", "lumi", "--gpus", "24", "--dry-run",
                       cwd=tmp_path)
     assert "no layout of 13b fits 24 GPUs" in refused.stderr
+
+
+def test_a_refused_layout_suggests_only_layouts_that_fit_the_gpus_memory(tmp_path: Path) -> None:
+    # 175b on one node of eight 80 GB H100s: every valid split needs ~440 GB per GPU, so naming
+    # one would only lead to the memory refusal; the refusal says none fits and why
+    refused = run_cli("run", "175b", "tp8pp16", "--platform", "azure-h100", "--nodes", "1",
+                      "--dry-run", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "nearest valid layouts" not in refused.stderr
+    assert ("no layout of 175b on 8 GPUs fits their memory: tp1pp8dp1, tp2pp4dp1, tp4pp2dp1 and the "
+            "other valid ones are refused by the memory estimate") in refused.stderr
+    # where some fit, those are named, and each then plans
+    refused = run_cli("run", "13b", "tp8pp16", "--platform", "azure-h100", "--nodes", "1",
+                      "--dry-run", cwd=tmp_path)
+    suggested = refused.stderr.split("(mbs 1, gbs 64): ")[1].split()[0].rstrip(",")
+    planned = run_cli("run", "13b", suggested, "--platform", "azure-h100", "--nodes", "1",
+                      "--dry-run", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
+
+
+def test_without_known_memory_the_suggestions_are_not_filtered() -> None:
+    p = get_preset("175b")
+    with pytest.raises(ValueError, match="nearest valid layouts for 175b on 8 GPUs"):
+        build_layout("tp8pp16", p, 8, 8)
+    with pytest.raises(ValueError, match="no layout of 175b on 8 GPUs fits their memory"):
+        build_layout("tp8pp16", p, 8, 8, fits=lambda lay: False)
+
+
+def test_without_a_size_the_suggestions_grow_until_they_fit(tmp_path: Path) -> None:
+    # 175b tp5 (96 heads) implies no size; 4 and 8 H100s hold no 175b layout, 128 do
+    refused = run_cli("run", "175b", "tp5pp1", "--platform", "azure-h100", "--dry-run", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "nearest valid layouts for 175b (mbs 1, gbs 512): tp4pp16dp2 (128 GPUs)" in refused.stderr
+    planned = run_cli("run", "175b", "tp4pp16dp2", "--platform", "azure-h100", "--nodes", "16",
+                      "--dry-run", cwd=tmp_path)
+    assert planned.returncode == 0, planned.stderr
