@@ -26,7 +26,7 @@ no s x s scores):
   its backward pass are kept in fp8, half their bf16 bytes (7 of the 34 s*b*h). Without it, 6.7b
   with 5 B/param of optimizer state was estimated at 71.9 GB on one 80 GB H100, where it ran out
   of memory at 75 GiB allocated.
-- ``--hidden-dropout 0.0``: the layer keeps none of its two dropout masks (2 of the 34 s*b*h).
+- ``--dropout 0`` (``Tuning.dropout``): the layer keeps none of its two dropout masks (2 of the 34 s*b*h).
 
 Against the peaks measured on H200 and H100 (``results/records/``, tests/planning/test_memory.py) it
 is within -15% to +18% of every megatron-engine run, half of them within 2.5%; it is a filter, not
@@ -39,7 +39,7 @@ the same runs used 28-32 GB.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
@@ -123,19 +123,9 @@ FP8_WEIGHT_COPY_BYTES = 2  # the fp8 weight and its transpose
 # expandable segments; 7 put it 4.8 GB short, 5 within 2.1 GB).
 FP8_SAVED_INPUTS_SBH = 5
 # The two hidden-dropout masks a layer keeps (a byte each, outside tensor parallelism unless sp):
-# --hidden-dropout 0.0 keeps none. 13b tp1pp4vp2 on four H200s at 80 GB peaked at 73.6 GB without
+# --dropout 0 keeps none. 13b tp1pp4vp2 on four H200s at 80 GB peaked at 73.6 GB without
 # them and 74.8 GB with them, where 55 layers' masks are 1.15 GB.
 DROPOUT_MASKS_SBH = 2
-
-
-def keeps_dropout_masks(args: Sequence[str]) -> bool:
-    """Whether training with these Megatron flags keeps hidden-dropout masks (the last
-    ``--hidden-dropout`` given is not 0)."""
-    values = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--hidden-dropout"]
-    try:
-        return not values or float(values[-1]) != 0.0
-    except ValueError:  # not a number: Megatron's parser refuses it, and the masks are counted
-        return True
 
 
 def state_bytes(precision: Precision, optimizer_states: str = "default") -> int:
@@ -283,8 +273,8 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
 # userbuffers, which overlap tensor parallelism's communication with the GEMMs: 13b tp4 + sp fp8 with
 # graphs at micro-batch 2 (estimate 72.6 GB) peaked at 71.2 GB without them on four H100s capped at
 # 80 GB, and ran out of memory with them as its graphs were captured.
-UNCOUNTED = {"--cuda-graph-impl": "CUDA graphs' static buffers",
-             "--defer-embedding-wgrad-compute": "the deferred output-layer inputs and logit "
+GRAPHS_UNCOUNTED = "CUDA graphs' static buffers"
+UNCOUNTED = {"--defer-embedding-wgrad-compute": "the deferred output-layer inputs and logit "
                                                 "gradients of every micro-batch",
              "--tp-comm-overlap": "Transformer Engine's userbuffers"}
 
@@ -311,7 +301,10 @@ def fragmentation_note(one_piece_step: bool, engine: str, pp: int, allocator: st
             "allocator (13b tp2pp2 on 80 GB, at 85% and 89%): --allocator expandable trained it"]
 
 
-def uncounted_note(train_args: tuple[str, ...]) -> list[str]:
-    """A note for each flag whose memory the estimate leaves out."""
+def uncounted_note(train_args: tuple[str, ...], graphs: bool) -> list[str]:
+    """A note for CUDA graphs (``graphs``: the run's ``--cuda-graphs`` setting) and for each flag
+    whose memory the estimate leaves out."""
+    left_out = [("--cuda-graphs", GRAPHS_UNCOUNTED)] if graphs else []
+    left_out += [(flag, what) for flag, what in UNCOUNTED.items() if flag in train_args]
     return [f"the memory estimate does not count {what} ({flag}): it can run out of memory where "
-            "the estimate fits" for flag, what in UNCOUNTED.items() if flag in train_args]
+            "the estimate fits" for flag, what in left_out]

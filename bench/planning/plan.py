@@ -25,16 +25,17 @@ from bench.planning.checks import (
 )
 from bench.planning.engines.common import allocator_env
 from bench.planning.engines.megatron import layer_capabilities
+from bench.planning.engines.setting_flags import keeps_dropout_masks
 from bench.planning.engines.table import ENGINES, Engine, Resolved
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
-from bench.planning.memory import keeps_dropout_masks, uncounted_note
+from bench.planning.memory import uncounted_note
 from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
 from bench.planning.predict.expect import Asked, Expectation, expectation, rate
 from bench.planning.question import MemoryQuestion, device_for
 from bench.planning.saves import save_interval
-from bench.planning.tuning import Tuning, check_extra_args, flag_names
-from bench.planning.winners import beyond_for, beyond_note, winner_for
+from bench.planning.tuning import DEFAULT_TUNING, Tuning, check_extra_args, flag_names
+from bench.planning.winners import beyond_for, beyond_note, quoted_note, winner_for
 from bench.planning.winners import note as winner_note
 
 MASTER_PORT = 29500
@@ -162,30 +163,40 @@ def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
     return asked, chosen, args, [*notes, *_beyond(question, caps, options)]
 
 
+def _sets_winner_settings(options: Options) -> bool:
+    """Whether the user set any setting a winner sets (then no winner is applied)."""
+    tuning = options.tuning
+    return (options.mbs is not None or options.recompute is not None or tuning.graphs
+            or tuning.dropout != DEFAULT_TUNING.dropout)
+
+
 def _winner(question: MemoryQuestion, caps: Capabilities, options: Options
             ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
-    """The measured winner's micro-batch, recompute and Megatron flags (bench.planning.winners)
-    where the user set none of them, the estimate is not refused and the default rule picks no
-    larger micro-batch than the winner was measured against: (the question and the options with
-    the winner's micro-batch and recompute, flags, note)."""
-    if options.mbs is not None or options.recompute is not None:
+    """The measured winner's settings (bench.planning.winners) where it passes the evidence rule
+    and is no recipe, the user set none of them, the estimate is not refused and the default rule
+    picks no larger micro-batch than the winner was measured against: (the question and the
+    options with the winner's settings, its other flags, note). A winner not applied is quoted."""
+    if _sets_winner_settings(options):
         return question, options, (), []
     winner = winner_for(question.preset, question.layout, question.engine.name, question.precision,
                         implementation(layer_capabilities(caps, question.precision)))
-    if winner is None or flag_names(winner.megatron_args) & flag_names(options.tuning.extra_args):
+    if winner is None or flag_names(winner.flags) & flag_names(options.tuning.extra_args):
         return question, options, (), []
+    if not winner.applied:
+        return question, options, (), [quoted_note(winner)]
     # A winner does not shrink a micro-batch the default rule picks (fp8 on an uncapped H200)
     # larger than any it was measured against: the winner's own, or the rule's pick it beat.
     rule, _ = default_micro_batch(question.preset, question.layout, question.precision,
                                   question.fit_test())
     if rule.micro_batch > max(winner.micro_batch, winner.rule_micro_batch):
         return question, options, (), []
+    tuning = replace(options.tuning, cuda_graphs=winner.cuda_graphs, dropout=winner.dropout)
     asked = replace(question, layout=replace(question.layout, micro_batch=winner.micro_batch),
-                    recompute=winner.recompute, hidden_dropout=keeps_dropout_masks(
-                        (*winner.megatron_args, *options.tuning.extra_args)))
+                    recompute=winner.recompute,
+                    hidden_dropout=keeps_dropout_masks(tuning.dropout, tuning.extra_args))
     if not asked.within_refusal():
         return question, options, (), []
-    options = replace(options, mbs=winner.micro_batch, recompute=winner.recompute)
+    options = replace(options, mbs=winner.micro_batch, recompute=winner.recompute, tuning=tuning)
     return asked, options, winner.megatron_args, [winner_note(winner)]
 
 
@@ -361,11 +372,11 @@ def _train_args(engine: Engine, args: tuple[str, ...], save: str, platform: Plat
 
 
 def _later_notes(platform: Platform, options: Options, accelerator: Accelerator | None,
-                 train_args: tuple[str, ...]) -> list[str]:
+                 train_args: tuple[str, ...], tuning: Tuning) -> list[str]:
     """The notes after the estimate's: an unknown GPU, what the estimate leaves out, the account
     (a dry run shows the script; only a submit refuses)."""
-    return [*_unknown_gpu(platform, options, accelerator), *uncounted_note(train_args),
-            *account_note(platform)]
+    return [*_unknown_gpu(platform, options, accelerator),
+            *uncounted_note(train_args, tuning.graphs), *account_note(platform)]
 
 
 def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: Options) -> LaunchPlan:
@@ -407,7 +418,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     # The step-time question, beside the memory one: the same plan at any layout.
     asked = Asked(accelerator.name if accelerator else None, engine.name, engine.step_model, preset,
                   precision, flags.implementation, (*args, *tuning.extra_args),
-                  tuning.optimizer_states, nodes)
+                  tuning.optimizer_states, nodes, tuning.graphs)
     expected, expected_none_why = expectation(options.step_model, asked, layout)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
     memory_gb, memory_notes = question.estimate(
@@ -416,7 +427,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         rate(options.step_model, asked))
     notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes,
              *mbs_notes, *measured_notes, *msamp_seed_notes(precision, layout, options.mbs),
-             *memory_notes, *saving, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args))]
+             *memory_notes, *saving, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args), tuning)]
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine.name, precision=precision, nodes=nodes, gpus_per_node=per_node,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from bench.config.platforms import Accelerator
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
+from bench.planning.engines.setting_flags import keeps_dropout_masks
 from bench.planning.engines.table import Engine
 from bench.planning.layout import Layout
 from bench.planning.memory import (
@@ -26,7 +27,6 @@ from bench.planning.memory import (
     estimate_bytes,
     fits,
     fragmentation_note,
-    keeps_dropout_masks,
     refuse_fraction,
     state_bytes,
 )
@@ -83,7 +83,8 @@ class MemoryQuestion:
         return cls(preset, layout, engine, precision, grad,
                    state_bytes(precision, tuning.optimizer_states),
                    engine.step_bytes(tuning.optimizer_states, grad), recompute, device,
-                   tuning.optimizer_states, tuning.allocator, keeps_dropout_masks(tuning.extra_args))
+                   tuning.optimizer_states, tuning.allocator,
+                   keeps_dropout_masks(tuning.dropout, tuning.extra_args))
 
     def at(self, layout: Layout) -> MemoryQuestion:
         return replace(self, layout=layout)

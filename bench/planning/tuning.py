@@ -90,12 +90,6 @@ class Tuning:
         return self.cuda_graphs != field_default("tuning.cuda_graphs")
 
     @property
-    def keeps_dropout_masks(self) -> bool:
-        """Whether training keeps dropout masks (dropout above 0): the memory estimate counts
-        them."""
-        return self.dropout > 0
-
-    @property
     def grad_reduce_fp8(self) -> bool:
         """Whether the kit's FP8 collectives reduce the gradients."""
         return self.grad_reduce in FP8_GRAD_REDUCE

@@ -1,34 +1,95 @@
-"""The kit's defaults where a configuration was measured: the fastest known settings, with their
-evidence.
+"""The kit's defaults where a configuration was measured: the fastest known settings, with the
+evidence each stands on.
 
 A *winner* is what a preset, layout shape (tp, pp, vp, cp, sequence parallel; any dp) and
-precision trained fastest at, on the layer implementation it names, in the kit's own records. A
-run of that shape gets the winner's micro-batch, activation recompute and Megatron flags when the
-user sets none of them (``--mbs``, ``--recompute``, the same flags after ``--``), as long as the
-memory estimate still fits; the plan's note says what was picked and why. Shapes not listed keep
-the preset's settings (and fp8's micro-batch rule, ``bench.planning.microbatch``).
+precision trained fastest at, on the layer implementation it names, in the kit's own records: a
+micro-batch, activation recompute, CUDA graphs and dropout (typed settings,
+``bench.config.run_options``) and any other Megatron flags. Each side of the comparison carries its
+runs and their figures as data (:class:`Side`). A winner backs a measured default only where it
+passes the evidence rule (:attr:`Winner.headline`): n >= 3 runs per side of >= 20 measured steps
+each, one configuration per side, and a gain of more than two standard errors. A winner that
+passes and changes no training math is applied to a run of its shape when the user sets none of
+its settings and the memory estimate still fits; the plan's note says what was picked and why.
 
-Every entry names the records it stands on (``results/records/<run id>.json``); a test checks
-that they exist and that the winner's figure is theirs.
+Every other entry is *quoted*, never applied: a *quick* one (fewer runs or steps; the plan says so,
+with its n and spread), or a *recipe* (dropout 0 changes the training math: opt-in, named as a
+faster recipe, as the paper's optimizer states are in :data:`BEYOND`). Shapes not listed keep the
+preset's settings (and fp8's micro-batch rule, ``bench.planning.microbatch``).
+
+Planning reads no records; a test checks every entry against them (``results/records/<run id>.json``):
+the figures, the measured steps, one configuration key per side and the headline grade.
 """
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import dataclass
 
 from bench.config.precisions import Precision, PrecisionName
 from bench.config.presets import Preset
+from bench.config.run_options import DEFAULT_DROPOUT
+from bench.planning.engines.setting_flags import dropout_flags, graph_flags
 from bench.planning.layout import Layout
+
+EVIDENCE_RUNS = 3  # runs per side a measured default needs (bench.records.headline.HEADLINE_RUNS)
+EVIDENCE_STEPS = 20  # measured steps each of them needs (bench.records.headline.HEADLINE_STEPS)
+EVIDENCE_SE = 2.0  # the gain must exceed this many standard errors of the difference
+
+
+@dataclass(frozen=True)
+class Side:
+    """The runs one side of a comparison stands on: ``runs`` as (run id, TFLOP/s per GPU), all of
+    one configuration; ``steps``: the fewest measured steps among them."""
+
+    runs: tuple[tuple[str, float], ...]
+    steps: int
+
+    @property
+    def n(self) -> int:
+        return len(self.runs)
+
+    @property
+    def figures(self) -> tuple[float, ...]:
+        return tuple(tflops for _, tflops in self.runs)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.figures)
+
+    @property
+    def variance_of_mean(self) -> float:
+        """The squared standard error of the mean, (TFLOP/s)^2; 0 for a single run."""
+        return statistics.variance(self.figures) / self.n if self.n > 1 else 0.0
+
+    @property
+    def spread(self) -> str:
+        """``n=3, 476.5-479.0`` (TFLOP/s/GPU), or ``n=1, 5 steps`` for one run."""
+        low, high = min(self.figures), max(self.figures)
+        figures = f"{low:.1f}-{high:.1f}" if self.n > 1 else f"{low:.1f}"
+        return f"n={self.n}, {figures}, {self.steps} measured steps"
+
+    @property
+    def long_enough(self) -> bool:
+        return self.n >= EVIDENCE_RUNS and self.steps >= EVIDENCE_STEPS
+
+
+def gain_exceeds_noise(faster: Side, slower: Side) -> bool:
+    """Whether ``faster``'s mean beats ``slower``'s by more than :data:`EVIDENCE_SE` standard
+    errors of the difference of the means."""
+    error = math.sqrt(faster.variance_of_mean + slower.variance_of_mean)
+    return faster.mean - slower.mean > EVIDENCE_SE * error
 
 
 @dataclass(frozen=True)
 class Winner:
     """``implementation``: the layers the settings need (``te``: Transformer Engine's).
-    ``megatron_args``: flags appended to the kit's. ``record``/``against``: the winner's record
-    and the record of the setting it beat, with their TFLOP/s per GPU; ``why``: one line.
-    ``rule_micro_batch``: where ``against`` is the kit's plan of its day, the micro-batch fp8's
-    rule picked there (0: none). The winner gives way only where the rule picks a micro-batch
-    larger than both this and its own."""
+    ``micro_batch``, ``recompute``, ``cuda_graphs`` and ``dropout``: the settings (default: no
+    graphs, Megatron's dropout); ``megatron_args``: other flags appended to the kit's.
+    ``record``/``against``: the winner's runs and those of the setting it beat; ``without``: what
+    those ran without; ``why``: one line. ``rule_micro_batch``: where ``against`` is the kit's
+    plan of its day, the micro-batch fp8's rule picked there (0: none). The winner gives way only
+    where the rule picks a micro-batch larger than both this and its own."""
 
     preset: str
     engine: str
@@ -37,15 +98,50 @@ class Winner:
     implementation: str
     micro_batch: int
     recompute: str | None
-    megatron_args: tuple[str, ...]
-    record: tuple[str, float]
-    against: tuple[str, float, str]  # run id, TFLOP/s per GPU, what it ran without
+    record: Side
+    against: Side
+    without: str
     why: str
+    cuda_graphs: str = "none"
+    dropout: float = DEFAULT_DROPOUT
+    megatron_args: tuple[str, ...] = ()
     rule_micro_batch: int = 0
 
     @property
     def shape_name(self) -> str:
         return shape_name(self.shape)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """Every Megatron flag it sets: its settings' (as the engine renders them) and the others."""
+        return (*graph_flags(self.cuda_graphs), *dropout_flags(self.dropout, DEFAULT_DROPOUT),
+                *self.megatron_args)
+
+    @property
+    def recipe(self) -> bool:
+        """Whether its settings change the training math (dropout away from Megatron's)."""
+        return self.dropout != DEFAULT_DROPOUT
+
+    @property
+    def headline(self) -> bool:
+        """Whether it passes the evidence rule: both sides long enough, and a gain beyond noise."""
+        return (self.record.long_enough and self.against.long_enough
+                and gain_exceeds_noise(self.record, self.against))
+
+    @property
+    def applied(self) -> bool:
+        """Whether the planner applies it as a default: headline grade, and no recipe."""
+        return self.headline and not self.recipe
+
+    @property
+    def typed(self) -> str:
+        """What to type for its settings."""
+        words = [f"--mbs {self.micro_batch}"]
+        words += [f"--recompute {self.recompute}"] if self.recompute else []
+        words += [f"--cuda-graphs {self.cuda_graphs}"] if self.cuda_graphs != "none" else []
+        words += [f"--dropout {self.dropout:g}"] if self.recipe else []
+        words += ["--", *self.megatron_args] if self.megatron_args else []
+        return " ".join(words)
 
 
 def shape_name(shape: tuple[int, int, int, int, bool]) -> str:
@@ -55,77 +151,78 @@ def shape_name(shape: tuple[int, int, int, int, bool]) -> str:
             + ("sp" if sp else ""))
 
 
+def _one(run: str, tflops: float, steps: int = 5) -> Side:
+    """One quick run (the campaigns of 2026-11-26..28 measured 5 or 15 steps)."""
+    return Side(((run, tflops),), steps)
+
+
 # Transformer Engine's CUDA graphs, with the selective recompute they graph, need dropout off
 # (megatron-core: "attention dropout is not supported with graphed attention recomputation").
-TE_GRAPHS = ("--cuda-graph-impl", "transformer_engine", "--attention-dropout", "0.0",
-             "--hidden-dropout", "0.0")
+GRAPHED = "Transformer Engine's CUDA graphs with attention and hidden dropout 0.0 (graphed recompute needs them off)"
 
 WINNERS: tuple[Winner, ...] = (
     # 4 x H200 capped at 80 GB (2026-11-27): the GPU idled 37 % of the un-graphed step (its
     # profile), the host launching kernels; graphs took the step from 7.19 to 5.56 s.
-    Winner("13b", "megatron", (2, 2, 1, 1, True), "bf16", "te", 2, "selective", TE_GRAPHS,
-           record=("13b_tp2pp2dp1sp_local_20261127T071826Z-3ab377", 468.9),
-           against=("13b_tp2pp2dp1sp_local_20261127T065217Z-d16e9a-c1", 362.6, "the graphs"),
-           why="micro-batch 2 with selective recompute, Transformer Engine's CUDA graphs with "
-               "attention and hidden dropout 0.0 (graphed recompute needs them off)"),
+    Winner("13b", "megatron", (2, 2, 1, 1, True), "bf16", "te", 2, "selective",
+           _one("13b_tp2pp2dp1sp_local_20261127T071826Z-3ab377", 468.9),
+           _one("13b_tp2pp2dp1sp_local_20261127T065217Z-d16e9a-c1", 362.6), "the graphs",
+           f"micro-batch 2 with selective recompute, {GRAPHED}", cuda_graphs="te", dropout=0.0),
     # The same settings on tp4 + sp (two machines of 4 x H200 at 80 GB, 2026-11-27): its
     # un-graphed step is host-bound too (11.22 s against 5.93 with the graphs).
-    Winner("13b", "megatron", (4, 1, 1, 1, True), "bf16", "te", 2, "selective", TE_GRAPHS,
-           record=("13b_tp4pp1dp1sp_local_20261127T095255Z-32deb0-c12", 440.0),
-           against=("13b_tp4pp1dp1sp_local_20261127T114230Z-fde7a5-c11", 232.4,
-                    "the graphs and dropout 0.0"),
-           why="micro-batch 2 with selective recompute, Transformer Engine's CUDA graphs with "
-               "attention and hidden dropout 0.0 (graphed recompute needs them off)"),
+    Winner("13b", "megatron", (4, 1, 1, 1, True), "bf16", "te", 2, "selective",
+           _one("13b_tp4pp1dp1sp_local_20261127T095255Z-32deb0-c12", 440.0),
+           _one("13b_tp4pp1dp1sp_local_20261127T114230Z-fde7a5-c11", 232.4),
+           "the graphs and dropout 0.0",
+           f"micro-batch 2 with selective recompute, {GRAPHED}", cuda_graphs="te", dropout=0.0),
     # The best 13b layout with apex on the path (its fused weight-gradient accumulation, which
     # the deferral runs inside): the output layer's weight gradient deferred to the pipeline's
-    # flush, 52.2 % MFU against 50.5 % on one machine of 4 x H200 at 80 GB (2026-11-27), where
-    # the same settings without apex ran 490.6. The deferred inputs and logit gradients of every
-    # micro-batch raise the last stage's peak from 74.2 to 82.5 GB (76.8 GiB, within an 80 GB
-    # card); the memory estimate does not count them and the plan says so.
+    # flush, 52.2 % MFU against 50.5 % on one machine of 4 x H200 at 80 GB (2026-11-27). The
+    # deferred inputs and logit gradients of every micro-batch raise the last stage's peak from
+    # 74.2 to 82.5 GB (76.8 GiB, within an 80 GB card); the memory estimate does not count them.
     Winner("13b", "megatron", (1, 4, 2, 1, False), "bf16", "te+apex", 1, None,
-           ("--attention-dropout", "0.0", "--hidden-dropout", "0.0",
-            "--defer-embedding-wgrad-compute"),
-           record=("13b_tp1pp4vp2dp1_local_20261127T151928Z-ea3ae7-c22", 516.3),
-           against=("13b_tp1pp4vp2dp1_local_20261127T151718Z-4c5fe1-c21", 499.5,
-                    "the deferred output-layer weight gradient"),
-           why="micro-batch 1 without recompute, attention and hidden dropout 0.0, the output "
-               "layer's weight gradient deferred to the pipeline's flush"),
+           _one("13b_tp1pp4vp2dp1_local_20261127T151928Z-ea3ae7-c22", 516.3),
+           _one("13b_tp1pp4vp2dp1_local_20261127T151718Z-4c5fe1-c21", 499.5),
+           "the deferred output-layer weight gradient",
+           "micro-batch 1 without recompute, attention and hidden dropout 0.0, the output layer's "
+           "weight gradient deferred to the pipeline's flush",
+           dropout=0.0, megatron_args=("--defer-embedding-wgrad-compute",)),
     # The best 13b layout on four GPUs: its preset settings (micro-batch 1, no recompute) with
-    # dropout off, 50.3 % MFU against 49.0 % (two machines of 4 x H200 at 80 GB, 2026-11-27; the
-    # kit's default on tp2pp2 + sp reproduced within 1.1 % across two such machines).
+    # dropout off, 50.3 % MFU against 49.0 % (two machines of 4 x H200 at 80 GB, 2026-11-27).
     Winner("13b", "megatron", (1, 4, 2, 1, False), "bf16", "te", 1, None,
-           ("--attention-dropout", "0.0", "--hidden-dropout", "0.0"),
-           record=("13b_tp1pp4vp2dp1_local_20261127T114020Z-e266cd-c14", 497.8),
-           against=("13b_tp1pp4vp2dp1_local_20261127T094709Z-c995f3-c13", 484.8, "dropout 0.0"),
-           why="micro-batch 1 without recompute, attention and hidden dropout 0.0"),
+           _one("13b_tp1pp4vp2dp1_local_20261127T114020Z-e266cd-c14", 497.8),
+           _one("13b_tp1pp4vp2dp1_local_20261127T094709Z-c995f3-c13", 484.8), "dropout 0.0",
+           "micro-batch 1 without recompute, attention and hidden dropout 0.0", dropout=0.0),
     # 13b tp4 + sp in fp8: the kit's plan before (fp8's rule picked micro-batch 4 at ~72.7 GB, no
-    # recompute, no graphs) ran 396.3 and the same micro-batch 2 without graphs 171.4 (neither
-    # profiled) on one machine of 4 x H100 80 GB (2026-11-28); with graphs 581.0 there (1.41x
-    # bf16 with graphs, 410.9, beside it) and 613.8 on 4 x H200 at 80 GB (2026-11-27).
-    Winner("13b", "megatron", (4, 1, 1, 1, True), "fp8-delayed", "te", 2, "selective", TE_GRAPHS,
-           record=("13b_tp4pp1dp1sp_local_20261128T004441Z-773592-c20", 581.0),
-           against=("13b_tp4pp1dp1sp_local_20261128T004441Z-da0365-c22", 396.3,
-                    "the graphs (fp8's rule: micro-batch 4, no recompute)"),
-           why="micro-batch 2 with selective recompute, Transformer Engine's CUDA graphs with "
-               "attention and hidden dropout 0.0 (graphed recompute needs them off)",
+    # recompute, no graphs) ran 396.3 on one machine of 4 x H100 80 GB (2026-11-28); with graphs
+    # 581.0 there (1.41x bf16 with graphs, 410.9, beside it).
+    Winner("13b", "megatron", (4, 1, 1, 1, True), "fp8-delayed", "te", 2, "selective",
+           _one("13b_tp4pp1dp1sp_local_20261128T004441Z-773592-c20", 581.0),
+           _one("13b_tp4pp1dp1sp_local_20261128T004441Z-da0365-c22", 396.3),
+           "the graphs (fp8's rule: micro-batch 4, no recompute)",
+           f"micro-batch 2 with selective recompute, {GRAPHED}", cuda_graphs="te", dropout=0.0,
            rule_micro_batch=4),
     # 6.7b tp2 + sp in fp8 on two GPUs: the un-graphed step is host-bound (the GPU idled 43 % of it
-    # on two H100s), more so than bf16's, whose kernels run longer; Transformer Engine's CUDA
-    # graphs (no recompute, so dropout may stay) ran 1.94x on one machine of 2 x H200 at 80 GB
-    # (2026-11-26) and 603.9 on another (2026-11-27), 1.38x bf16 with graphs (436.6) beside it.
+    # on two H100s); Transformer Engine's CUDA graphs (no recompute, so dropout may stay) ran 1.94x
+    # on one machine of 2 x H200 at 80 GB (2026-11-26) and 603.9 on another (2026-11-27).
     Winner("6.7b", "megatron", (2, 1, 1, 1, True), "fp8-delayed", "te", 2, None,
-           ("--cuda-graph-impl", "transformer_engine"),
-           record=("6.7b_tp2pp1dp1sp_local_20261126T113323Z-c58cae-c61", 610.3),
-           against=("6.7b_tp2pp1dp1sp_local_20261126T113323Z-f5af1c-c60", 315.1, "the graphs"),
-           why="micro-batch 2 without recompute, Transformer Engine's CUDA graphs"),
+           _one("6.7b_tp2pp1dp1sp_local_20261126T113323Z-c58cae-c61", 610.3, steps=15),
+           _one("6.7b_tp2pp1dp1sp_local_20261126T113323Z-f5af1c-c60", 315.1, steps=15),
+           "the graphs", "micro-batch 2 without recompute, Transformer Engine's CUDA graphs",
+           cuda_graphs="te"),
     # 6.7b data-parallel: dropout off, 54.2 % MFU against 51.3 % on one machine of 4 x H200 at
-    # 80 GB (2026-11-27). With apex on the path as well (its fused weight-gradient accumulation,
-    # which the kit turns on where apex is found) the same settings ran 545.9 (55.2 %).
+    # 80 GB (2026-11-27).
     Winner("6.7b", "megatron", (1, 1, 1, 1, False), "bf16", "te", 2, None,
-           ("--attention-dropout", "0.0", "--hidden-dropout", "0.0"),
-           record=("6.7b_tp1pp1dp4_local_20261127T132436Z-05f990-c23", 536.0),
-           against=("6.7b_tp1pp1dp4_local_20261127T132254Z-41b88c-c22", 507.4, "dropout 0.0"),
-           why="micro-batch 2 without recompute, attention and hidden dropout 0.0"),
+           _one("6.7b_tp1pp1dp4_local_20261127T132436Z-05f990-c23", 536.0),
+           _one("6.7b_tp1pp1dp4_local_20261127T132254Z-41b88c-c22", 507.4), "dropout 0.0",
+           "micro-batch 2 without recompute, attention and hidden dropout 0.0", dropout=0.0),
+    # One H200 (2026-11-29), megatron-core's local layers (no Transformer Engine), three runs of
+    # 20 measured steps per side, one knob apart: headline grade, and a recipe.
+    Winner("2.7b", "megatron", (1, 1, 1, 1, False), "bf16", "local", 4, None,
+           Side(tuple((f"2.7b_tp1pp1dp1_local_20261129T031755Z-85efdb-r{i}", tflops)
+                      for i, tflops in ((1, 504.4), (2, 505.8), (3, 505.1))), 20),
+           Side(tuple((f"2.7b_tp1pp1dp1_local_20261129T030421Z-bc2278-r{i}", tflops)
+                      for i, tflops in ((1, 478.6), (2, 476.5), (3, 479.0))), 20),
+           "dropout 0.0", "attention and hidden dropout 0.0", dropout=0.0),
 )
 
 
@@ -136,7 +233,7 @@ def _shape(layout: Layout) -> tuple[int, int, int, int, bool]:
 def winner_for(preset: Preset, layout: Layout, engine: str, precision: Precision,
                implementation: str) -> Winner | None:
     """The measured winner of this preset, layout shape, engine and precision on these layers, if
-    any whose micro-batch divides the sequences of one data-parallel rank."""
+    any whose micro-batch divides the sequences of one data-parallel rank (applied or quoted)."""
     per_rank = layout.global_batch // layout.dp
     key = (preset.name, engine, _shape(layout), precision.name)
     return next((w for w in WINNERS
@@ -145,13 +242,31 @@ def winner_for(preset: Preset, layout: Layout, engine: str, precision: Precision
                 None)
 
 
+def _figures(winner: Winner) -> str:
+    return (f"{winner.record.mean:.1f} TFLOP/s/GPU ({winner.record.spread}) against "
+            f"{winner.against.mean:.1f} ({winner.against.spread}) without {winner.without}")
+
+
 def note(winner: Winner) -> str:
-    """The plan's note: what the winner set, its figure against the one it beat, and the way out."""
-    run, tflops, without = winner.against
+    """The plan's note of an applied winner: what it set, its figures against the ones it beat,
+    and the way out."""
     return (f"measured defaults for {winner.preset} {winner.shape_name} {winner.precision}: "
-            f"{winner.why}: {winner.record[1]:.1f} TFLOP/s/GPU against {tflops:.1f} without "
-            f"{without} (records {winner.record[0]}, {run}); --mbs, --recompute or your own "
-            "flags after '--' replace them")
+            f"{winner.why}: {_figures(winner)}; --mbs, --recompute, --cuda-graphs or --dropout "
+            "replace them")
+
+
+def quoted_note(winner: Winner) -> str:
+    """The plan's note of a winner it does not apply: a recipe, or quick evidence."""
+    if winner.recipe and winner.headline:
+        why_not = "a recipe: dropout 0 changes the training math, so it is yours to choose"
+    elif winner.recipe:
+        why_not = ("not headline grade (n >= 3 runs of >= 20 measured steps a side, a gain beyond "
+                   "two standard errors), and a recipe: dropout 0 changes the training math")
+    else:
+        why_not = ("not headline grade (n >= 3 runs of >= 20 measured steps a side, a gain beyond "
+                   "two standard errors)")
+    return (f"measured faster, not a default, for {winner.preset} {winner.shape_name} "
+            f"{winner.precision}: {winner.typed} ran {_figures(winner)}; not applied: {why_not}")
 
 
 @dataclass(frozen=True)
@@ -192,7 +307,7 @@ BEYOND: tuple[Beyond, ...] = (
     # 4 x H200 at 80 GB (2026-11-28): megatron-core's states leave no room for the graphs here
     # (they ran out of memory at micro-batch 2, 2026-11-27).
     Beyond("13b", "megatron", (2, 2, 1, 1, True), "fp8-delayed", "te", "paper-kit",
-           "--mbs 4 --recompute selective -- " + " ".join(TE_GRAPHS),
+           "--mbs 4 --recompute selective --cuda-graphs te --dropout 0",
            record=("13b_tp2pp2dp1sp_local_20261128T084516Z-d254d6-c28", 760.8),
            against=("13b_tp2pp2dp1sp_local_20261127T115331Z-81e0a3-c16", 395.1), why_not=PAPER_STATES),
     Beyond("13b", "megatron", (4, 1, 1, 1, True), "fp8-delayed", "te", "paper-kit",

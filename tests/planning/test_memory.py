@@ -15,7 +15,9 @@ import pytest
 from bench.config.platforms import load_accelerator
 from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
+from bench.config.run_options import DEFAULT_DROPOUT
 from bench.planning.engines.deepspeed import ds_config
+from bench.planning.engines.setting_flags import keeps_dropout_masks
 from bench.planning.engines.table import ENGINES
 from bench.planning.layout import Layout, build_layout
 from bench.planning.memory import (
@@ -24,11 +26,11 @@ from bench.planning.memory import (
     estimate_bytes,
     fits,
     fragmentation_note,
-    keeps_dropout_masks,
     refuse_fraction,
     state_bytes,
     uncounted_note,
 )
+from bench.planning.predict.case import record_graphs
 from bench.records.store import load_records
 from bench.running.provenance import DIRTY
 from tests.inprocess import run_cli
@@ -84,7 +86,7 @@ def test_estimate_against_every_measured_peak() -> None:
                                   optimizer_bytes=state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
                                   recompute=_setting(r, "recompute"), fp8=PRECISIONS[r.precision].fp8,
                                   optimizer_step_bytes=_step(r, grad_bytes),
-                                  hidden_dropout=keeps_dropout_masks(r.argv)) / GB
+                                  hidden_dropout=_keeps_masks(r)) / GB
         errors.append((estimate - _measured_gb(r)) / _measured_gb(r))
     print(f"\nmemory estimate vs {len(errors)} measured peaks: {min(errors):+.1%} to "
           f"{max(errors):+.1%}, median |error| {statistics.median(map(abs, errors)):.1%}")
@@ -118,6 +120,12 @@ def _preset(r):
 
 def _step(r, grad_bytes: int) -> int:
     return ENGINES[r.engine].step_bytes(_setting(r, "optimizer_states"), grad_bytes)
+
+
+def _keeps_masks(r) -> bool:
+    """Whether a record's run kept dropout masks: the last --hidden-dropout of its argv above 0,
+    or none given (Megatron's default)."""
+    return keeps_dropout_masks(DEFAULT_DROPOUT, r.argv)
 
 
 def _setting(r, key: str):
@@ -158,7 +166,7 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
                           recompute=_setting(r, "recompute"), fp8=PRECISIONS[r.precision].fp8,
                           optimizer_bytes=state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
                           optimizer_step_bytes=_step(r, grad_bytes),
-                          hidden_dropout=keeps_dropout_masks(r.argv),
+                          hidden_dropout=_keeps_masks(r),
                           refuse_at=refuse_fraction(r.variant.get("allocator", "default")))
 
     def fragments(r) -> list[str]:
@@ -168,14 +176,14 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
         need = estimate_bytes(_preset(r), layout, grad_bytes, engine.sharded_stage(layout),
                               state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
                               _setting(r, "recompute"), PRECISIONS[r.precision].fp8, _step(r, grad_bytes),
-                              keeps_dropout_masks(r.argv)) / GB
+                              _keeps_masks(r)) / GB
         return fragmentation_note(engine.one_piece_step, engine.display, layout.pp,
                                   r.variant.get("allocator", "default"), need, device_gb(r))
 
     # The estimate leaves some buffers out (UNCOUNTED: CUDA graphs'); a run out of memory with such
     # a flag is one the plan warned of, not one it should have refused. So is one that fragmented
     # torch's default allocator where the plan warns of it.
-    warned = [r for r in oom if uncounted_note(tuple(r.argv)) or fragments(r)]
+    warned = [r for r in oom if uncounted_note(tuple(r.argv), record_graphs(r)) or fragments(r)]
     for r in (r for r in oom if r not in warned):
         with pytest.raises(ValueError, match=r"needs ~\d+\.\d GB per GPU"):
             check(r)
@@ -223,11 +231,10 @@ def test_hidden_dropout_off_drops_the_masks_the_pair_of_records_shows() -> None:
     lay = build_layout("tp1pp4vp2", p, 4, 4, mbs=1, gbs=64)
     saved = (estimate_bytes(p, lay) - estimate_bytes(p, lay, hidden_dropout=False)) / GB
     assert saved == pytest.approx(with_masks - without, abs=0.1)
-    assert keeps_dropout_masks(["--hidden-dropout", "0.1"])
-    assert not keeps_dropout_masks(["--attention-dropout", "0.0", "--hidden-dropout", "0.0"])
-    assert keeps_dropout_masks(["--hidden-dropout", "0.0", "--hidden-dropout", "0.1"])
-    assert keeps_dropout_masks([])
-    assert keeps_dropout_masks(["--hidden-dropout", "none"])
+    assert keeps_dropout_masks(0.1, ()) and not keeps_dropout_masks(0.0, ())
+    assert not keeps_dropout_masks(0.1, ("--hidden-dropout", "0.0"))  # the user's flag is read last
+    assert keeps_dropout_masks(0.0, ("--hidden-dropout", "0.1"))
+    assert keeps_dropout_masks(0.1, ("--hidden-dropout", "none"))  # Megatron refuses it
 
 
 def test_the_plan_counts_the_dropout_flag_passed_through(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from bench.config.capabilities import Capabilities, megatron_flags
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
-from bench.config.run_options import DEFAULT_MSAMP_MODULES, PAPER_OPTIMIZER_STATES
+from bench.config.run_options import DEFAULT_DROPOUT, DEFAULT_MSAMP_MODULES, PAPER_OPTIMIZER_STATES
 from bench.measure.profile import PROFILE_LEAD_STEPS
 from bench.planning.engines.common import (
     OPTIMIZER_FLAGS,
@@ -20,6 +20,7 @@ from bench.planning.engines.common import (
     parallel_flags,
     recompute_flags,
 )
+from bench.planning.engines.setting_flags import dropout_flags, graph_flags
 from bench.planning.layout import Layout
 from bench.planning.tuning import DEFAULT_TUNING, Tuning
 
@@ -51,6 +52,22 @@ def layer_capabilities(capabilities: Capabilities, precision: Precision) -> Capa
     return replace(capabilities, transformer_engine=False) if precision.msamp else capabilities
 
 
+def check_graphs(tuning: Tuning, layers: str | None, recompute: str | None) -> None:
+    """Refuse CUDA graphs megatron-core would refuse at start-up: Transformer Engine's graphs
+    capture Transformer Engine's layers, and graphed selective recompute keeps no dropout
+    ("attention dropout is not supported with graphed attention recomputation")."""
+    if not tuning.graphs:
+        return
+    if not (layers or "").startswith("te"):
+        raise ValueError(f"--cuda-graphs {tuning.cuda_graphs} captures Transformer Engine's layers, "
+                         f"and this run builds {layers or 'no'} layers: use a training environment "
+                         "with Transformer Engine and a precision it runs, or drop --cuda-graphs")
+    if recompute == "selective" and tuning.dropout > 0:
+        raise ValueError(f"--cuda-graphs {tuning.cuda_graphs} with --recompute selective needs "
+                         f"--dropout 0 (megatron-core graphs no recompute with dropout), not "
+                         f"{tuning.dropout:g}: add --dropout 0, or drop --recompute or --cuda-graphs")
+
+
 def tuning_flags(tuning: Tuning, precision: Precision, dp: int) -> list[str]:
     """The flags of the A/B settings (bench.planning.tuning) and the defaults they turn off."""
     flags: list[str] = []
@@ -75,7 +92,7 @@ def tuning_flags(tuning: Tuning, precision: Precision, dp: int) -> list[str]:
     if tuning.fused_loss:
         # Megatron's own fused cross entropy (torch.compile'd), not TE's, which Megatron warns about.
         flags += ["--cross-entropy-loss-fusion", "--cross-entropy-fusion-impl", "native"]
-    return flags
+    return flags + graph_flags(tuning.cuda_graphs) + dropout_flags(tuning.dropout, DEFAULT_DROPOUT)
 
 
 def megatron_args(preset: Preset, layout: Layout, precision: Precision, iters: int,

@@ -72,6 +72,23 @@ def _without(argv: Sequence[str], flags: Sequence[str]) -> tuple[str, ...]:
     return tuple(rest)
 
 
+def hidden_dropout(argv: Sequence[str]) -> float | None:
+    """The hidden dropout ``argv`` sets (Megatron reads the last ``--hidden-dropout``; None: none
+    given, or no number, which Megatron's parser refuses)."""
+    try:
+        return float(_value(argv, DROPOUT_FLAGS[1]) or "")
+    except ValueError:
+        return None
+
+
+def keeps_dropout_masks(dropout: float, user_flags: Sequence[str]) -> bool:
+    """Whether training keeps hidden-dropout masks (hidden dropout above 0), the memory estimate's
+    question: the ``--dropout`` setting, unless the user's own flags after '--' (``user_flags``,
+    which Megatron reads after the kit's) set ``--hidden-dropout``."""
+    written = hidden_dropout(user_flags)
+    return (dropout if written is None else written) > 0
+
+
 def lift(argv: Sequence[str]) -> Lifted:
     """The settings written as Megatron flags in ``argv``, and the argv without those flags: a
     graph implementation the kit names, and one dropout probability given to both flags."""

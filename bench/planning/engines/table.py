@@ -17,6 +17,7 @@ from bench.config.capabilities import Capabilities, implementation
 from bench.config.platforms import Data, Platform
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
+from bench.config.run_options import DEFAULT_DROPOUT
 from bench.planning.engines.common import checkpoint_flags
 from bench.planning.engines.deepspeed import (
     DS_CONFIG_NAME,
@@ -29,9 +30,11 @@ from bench.planning.engines.deepspeed import (
 from bench.planning.engines.megatron import (
     CHECKPOINT_FLAGS,
     ENTRY,
+    check_graphs,
     layer_capabilities,
     megatron_args,
 )
+from bench.planning.engines.setting_flags import dropout_flags
 from bench.planning.layout import Layout
 from bench.planning.memory import (
     DO_FP32_GRAD_BYTES,
@@ -190,6 +193,7 @@ class Megatron(Engine):
             assumed = (f"megatron-core did not import in {where}, so Transformer Engine and apex "
                        "could not be detected: the plan assumes neither",)
         layers = implementation(layer_capabilities(run.capabilities, run.precision))
+        check_graphs(run.tuning, layers, run.recompute)
         return EngineFlags(ENTRY, tuple(args), assumed=assumed, implementation=layers)
 
     def grad_bytes(self, precision: Precision, grad_reduce_bf16: bool) -> int:
@@ -243,6 +247,7 @@ class MegatronDeepSpeed(Engine):
         args = deepspeed_args(run.preset, run.layout, run.precision, run.iters, run.data,
                               f"{run.run_dir}/{DS_CONFIG_NAME}", run.zero,
                               run.platform.flash_attention, run.recompute, run.tuning.fused_attention)
+        args += dropout_flags(run.tuning.dropout, DEFAULT_DROPOUT)
         tree = run.platform.megatron_deepspeed_dir
         script: tuple[str, ...] = (f"{tree}/pretrain_gpt.py",)
         cap = run.tuning.gpu_memory_cap

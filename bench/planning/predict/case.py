@@ -6,6 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config.precisions import PRECISIONS, Family, Precision
+from bench.config.run_options import field_default, variant_key
+from bench.planning.engines.setting_flags import lift
+
+STATES_KEY = variant_key("optimizer_states")
+GRAPHS_KEY = variant_key("cuda_graphs")
+NO_GRAPHS = field_default("tuning.cuda_graphs")
 
 
 @dataclass(frozen=True)
@@ -14,7 +20,7 @@ class Case:
     ``tp`` .. ``global_batch``: the layout; ``family``: ``bf16`` (also fp16), ``fp8`` (Transformer
     Engine's), ``msamp`` (MS-AMP O1/O2) or ``fp4`` (MS-AMP O2 with FP4 simulation);
     ``implementation``: ``te`` or ``local`` layers; ``recompute``: ``selective``, ``full`` or
-    None; ``graphs``: CUDA graphs (``--cuda-graph-impl``); ``overlap``: the data-parallel
+    None; ``graphs``: CUDA graphs (the ``--cuda-graphs`` setting); ``overlap``: the data-parallel
     reduction overlapped with the backward pass; ``paper_states``: MS-AMP's paper optimizer states."""
 
     accelerator: str
@@ -52,10 +58,10 @@ def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
 
 
 def case_of(accelerator: str, preset: Any, layout: Any, precision: Precision, implementation: str | None,
-            argv: tuple[str, ...], optimizer_states: str) -> Case:
+            argv: tuple[str, ...], optimizer_states: str, graphs: bool) -> Case:
     """The case of a run on ``accelerator`` from what a plan and a record both hold: the preset
     and layout (read by attribute), the layers' ``implementation`` (None: read from the argv), the
-    rank's argv and the optimizer states setting."""
+    rank's argv, the optimizer states setting and whether it runs CUDA graphs."""
     implementation = implementation or (
         "te" if _flag_value(argv, "--transformer-impl") == "transformer_engine" else "local")
     return Case(
@@ -65,7 +71,7 @@ def case_of(accelerator: str, preset: Any, layout: Any, precision: Precision, im
         global_batch=layout.global_batch, family=precision.family,
         implementation="te" if implementation.startswith("te") else "local",
         recompute=_flag_value(argv, "--recompute-granularity"),
-        graphs="--cuda-graph-impl" in argv, overlap="--overlap-grad-reduce" in argv,
+        graphs=graphs, overlap="--overlap-grad-reduce" in argv,
         paper_states=optimizer_states.startswith("paper"))
 
 
@@ -74,4 +80,11 @@ def case_from_record(record: Any) -> Case:
     planning stage sits before the records'); its precision one the kit offers)."""
     return case_of(record.platform.accelerator, record.preset, record.layout, PRECISIONS[record.precision],
                    record.implementation, tuple(record.argv),
-                   str(record.variant.get("optimizer_states", "")))
+                   str(record.variant.get(STATES_KEY, "")), record_graphs(record))
+
+
+def record_graphs(record: Any) -> bool:
+    """Whether a record's run had CUDA graphs: its ``cuda_graphs`` variant, or, in a record made
+    before graphs were a setting, the flag its argv ran with."""
+    setting = record.variant.get(GRAPHS_KEY) or lift(tuple(record.argv)).cuda_graphs or NO_GRAPHS
+    return setting != NO_GRAPHS

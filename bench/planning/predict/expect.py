@@ -83,7 +83,8 @@ class Expectation:
 class Asked:
     """What the model is asked of a plan beside its layout: the accelerator's name (None: not
     known), the engine, whether it is modelled, the preset, precision, layers, the rank's argv,
-    the optimizer states setting and the nodes the run spans."""
+    the optimizer states setting, the nodes the run spans and whether it runs CUDA graphs (the
+    ``--cuda-graphs`` setting)."""
 
     accelerator: str | None
     engine: str
@@ -94,6 +95,7 @@ class Asked:
     argv: tuple[str, ...]
     optimizer_states: str
     nodes: int
+    graphs: bool = False
 
 
 def why_not(model: StepModel, asked: Asked) -> str:
@@ -115,7 +117,7 @@ def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
     """The expectation of a plan the model covers (:func:`why_not` gave "")."""
     assert asked.accelerator is not None
     case = case_of(asked.accelerator, asked.preset, layout, asked.precision, asked.implementation,
-                   asked.argv, asked.optimizer_states)
+                   asked.argv, asked.optimizer_states, asked.graphs)
     found = predict(case, model.performance[asked.accelerator], model.factors)
     flops = flops_per_iteration(asked.preset, layout.global_batch)
     parts = tuple(sorted(((n, s) for n, s in found.parts.items() if s > 0), key=lambda p: -p[1]))

@@ -38,7 +38,7 @@ def test_a_plan_expects_the_models_step_of_its_own_case() -> None:
     exp = launch.expected
     assert exp is not None and launch.expected_none_why == ""
     case = case_of("h200-sxm", launch.preset, launch.layout, launch.precision, launch.implementation,
-                   launch.train_args, "default")
+                   launch.train_args, "default", graphs=False)
     step = predict(case, MODEL.performance["h200-sxm"], MODEL.factors).step_s
     assert exp.step_s == pytest.approx(step)
     # 13b counts 163.0 TFLOP per sample (causal): the throughput is the step's, per GPU.
