@@ -6,6 +6,7 @@ import re
 import shlex
 
 from bench.config.platforms import LIBRARY_DIR
+from bench.config.run_options import BY_NAME
 from bench.planning.checks import ACCOUNT_PLACEHOLDER
 from bench.planning.plan import LaunchPlan
 from bench.planning.predict.expect import expected_line
@@ -14,6 +15,9 @@ from bench.render.shell import Token, directive_value, export_lines, join
 END_MARKER = "BENCH_END status="  # the last line a job prints; jobs tooling reads it
 # bench.running.provenance.IMAGE_DIGEST_LINE reads what these lines print.
 _PINNED = re.compile(r"@(?P<digest>sha256:[0-9a-f]{64})$")
+# The typed settings a measured default may set beside the layout's micro-batch (the header names
+# that) and the recompute (the flags show it): shown as typed, their defaults included.
+SHOWN_SETTINGS = ("cuda_graphs", "dropout")
 
 
 def account(plan: LaunchPlan) -> str:
@@ -35,8 +39,20 @@ def header(plan: LaunchPlan) -> list[str]:
         f"# preset {plan.preset.name}, layout {lay.name} (mbs {lay.micro_batch}, gbs "
         f"{lay.global_batch}), {plan.engine}, {plan.precision.name}, {plan.nodes} node(s) x "
         f"{plan.gpus_per_node} GPU(s) on {plan.platform.name}",
+        settings_line(plan),
         *(f"# {line}" for line in [expected_line(plan.expected, plan.expected_none_why)] if line),
     ]
+
+
+def settings_line(plan: LaunchPlan) -> str:
+    """``# settings: --cuda-graphs none --dropout 0.1``: :data:`SHOWN_SETTINGS` that apply to the
+    plan's engine, as the run would type them (read from the plan's variant through the run-option
+    table; a setting not in it is at its default)."""
+    chosen = dict(plan.variant)
+    options = [BY_NAME[name] for name in SHOWN_SETTINGS]
+    words = [f"{o.flag} {chosen.get(o.variant or '', o.variant_text(o.field_default))}"
+             for o in options if o.engine in (None, plan.engine)]
+    return "# settings: " + " ".join(words)
 
 
 def environment(plan: LaunchPlan, master_addr: str) -> list[str]:
