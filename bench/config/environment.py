@@ -87,6 +87,8 @@ FREE_TEXT: dict[str, str] = {
     "DOCKER_HOST": "whether docker talks to a remote engine (only its scheme is looked at)",
     "PYTHONPATH": "kept, with the kit's folder put first, for the training Python's probe",
     "LMOD_CMD": "only whether it is set: environment modules exist here",
+    "OMP_NUM_THREADS": "only whether it is set: a ZeRO-Offload run here then keeps the shell's "
+                       "CPU Adam threads, not the plan's",
     "MODULESHOME": "only whether it is set: environment modules exist here",
     "BENCH_PYTHON312": "a Python 3.12; checked by running it (an error if it is not one)",
     "PYTORCH_CUDA_ALLOC_CONF": "compared with the value --allocator sets: a run here with both, "

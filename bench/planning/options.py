@@ -57,6 +57,9 @@ class Options:
     gpus_present: int = 0
     gpu_name: str = ""
     gpu_memory_gb: float = 0.0  # the local GPU's memory as the driver reports it (0: unknown)
+    # The CPU cores a run here may use (os.sched_getaffinity; 0: unknown, or the shell sets
+    # OMP_NUM_THREADS itself): a ZeRO-Offload run's CPU Adam threads are shared out of them.
+    cpus_present: int = 0
     # The n-th of N measurements of one configuration (``--repeat N``): the run id gets ``-r<n>``
     # and the run's notes name the group (``repeat_group``, the run id without the suffix).
     repeat: int | None = None

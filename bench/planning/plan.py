@@ -412,7 +412,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         capabilities=caps, capabilities_known=(platform.capabilities is not None
                                                or options.capabilities is not None),
         data=data, tuning=tuning, zero=options.zero, recompute=options.recompute,
-        run_dir=f"{RUNS_DIR}/{rid}", image=image,
+        run_dir=f"{RUNS_DIR}/{rid}", image=image, cpus=options.cpus_present if platform.scheduler == "none" else 0,
         profile_steps=PROFILE_STEPS if options.profile else 0))
     args, saving = _train_args(engine, flags.args + measured_args, save, platform, options, tuning)
     # The step-time question, beside the memory one: the same plan at any layout.
@@ -433,7 +433,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         engine=engine.name, precision=precision, nodes=nodes, gpus_per_node=per_node,
         iters=options.iters, image=image, entry=flags.entry,
         train_args=(*args, *tuning.extra_args),
-        env=tuple(_env(platform, engine, precision, tuning, nodes).items()),
+        env=tuple({**_env(platform, engine, precision, tuning, nodes), **dict(flags.env)}.items()),
         ds_config=flags.ds_config, capabilities=caps, notes=tuple(notes),
         variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
         recompute=options.recompute, implementation=flags.implementation, data_path=data.path,

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -109,7 +110,13 @@ def local_options(options: Options, args: argparse.Namespace, platform: Platform
     found = machine.training_facts(args.image, platform, args.dry_run)
     caps = found.capabilities if found is not None and platform.capabilities is None else None
     return replace(options, gpus_present=gpus.count, gpu_name=gpus.name, capabilities=caps,
-                   gpu_memory_gb=gpus.memory_gb)
+                   gpu_memory_gb=gpus.memory_gb, cpus_present=cpus_for_threads())
+
+
+def cpus_for_threads() -> int:
+    """The cores this process may run on, which a ZeRO-Offload run's CPU Adam threads share;
+    0 where the shell sets ``OMP_NUM_THREADS`` itself (torchrun keeps a value that is set)."""
+    return 0 if "OMP_NUM_THREADS" in os.environ else len(os.sched_getaffinity(0))
 
 
 def without_cluster_defaults(options: Options, argv: Sequence[str], platform: Platform) -> Options:

@@ -459,6 +459,32 @@ def test_cpu_offload_says_torchrun_leaves_openmp_one_thread() -> None:
     assert dict(launch.env)["OMP_NUM_THREADS"] == "16"
 
 
+def test_cpu_offload_here_shares_the_cores_out_as_cpu_adam_threads() -> None:
+    """On local, a ZeRO-Offload run exports OMP_NUM_THREADS = its cores over its ranks and says
+    so; no other run does (the environment is part of the configuration key), and a cluster job
+    takes it only from its platform's [env]."""
+    offload = _seed_003(zero=SEED_003, cpus_present=64)
+    assert dict(offload.env)["OMP_NUM_THREADS"] == "16"
+    assert ("ZeRO-Offload: OMP_NUM_THREADS=16 for DeepSpeed's CPU Adam, the 64 cores this process may "
+            "run on over 4 ranks") in offload.notes
+    plain = _seed_003(zero=ZeroSettings(overlap_comm=True), cpus_present=64)
+    assert "OMP_NUM_THREADS" not in dict(plain.env)
+    assert dict(_seed_003(zero=SEED_003, cpus_present=2).env)["OMP_NUM_THREADS"] == "1"
+    cluster = plan(get_preset("345m"), "tp4pp1zero3", load_platform("azure-h100"),
+                   options(engine="megatron-deepspeed", precision="fp16", mbs=1, gbs=4, data_path="/shared/d",
+                           vocab_file="/shared/v", merge_file="/shared/m", zero=SEED_003,
+                           cpus_present=64))
+    assert "OMP_NUM_THREADS" not in dict(cluster.env)
+
+
+def test_a_shell_that_sets_the_threads_keeps_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.running.run import cpus_for_threads
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    assert cpus_for_threads() == 0
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert cpus_for_threads() >= 1
+
+
 def test_sequence_parallelism_on_megatron_deepspeed_is_refused() -> None:
     """13b tp2pp2 + sp crashed at its first step on four H200s, three times (records
     ...131818Z-469543-c8, ...151329Z-15b3fb-c8, ...152337Z-833df7-c8); without a pipeline

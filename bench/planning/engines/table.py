@@ -65,6 +65,7 @@ class Resolved:
     run_dir: str
     image: str
     profile_steps: int = 0  # steps trained and profiled after the ``iters`` measured ones
+    cpus: int = 0  # the cores a run here may use (Options.cpus_present); 0: unknown, or a cluster's
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class EngineFlags:
     implementation: str | None = None  # what builds the layers, where the engine chooses
     # (upstream, tree): the kit's patch series that the tree the run trains with must have.
     patched_trees: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # what the run exports beside the platform's [env]
 
 
 def capabilities_source(platform: Platform) -> str:
@@ -224,6 +226,15 @@ OFFLOAD_THREADS_NOTE = ("ZeRO-Offload steps Adam on the CPU with DeepSpeed's Ope
                         "the shell")
 
 
+def offload_threads(run: Resolved, engine: str) -> tuple[tuple[str, str], ...]:
+    """``OMP_NUM_THREADS`` for a ZeRO-Offload run here: its cores over its ranks (at least 1);
+    nothing where the platform's [env] sets it, the cores are unknown (or the shell sets it:
+    Options.cpus_present) or the run offloads nothing."""
+    if run.zero.offload != "cpu" or not run.cpus or "OMP_NUM_THREADS" in run.platform.env_for(engine):
+        return ()
+    return (("OMP_NUM_THREADS", str(max(1, run.cpus // run.layout.gpus))),)
+
+
 class MegatronDeepSpeed(Engine):
     """Megatron-DeepSpeed's ``pretrain_gpt.py`` with a DeepSpeed config
     (bench.planning.engines.deepspeed)."""
@@ -242,7 +253,11 @@ class MegatronDeepSpeed(Engine):
         problems, notes = zero_problems(run.zero, zero_stage(run.layout))
         if problems:
             raise ValueError("DeepSpeed settings are not possible: " + "; ".join(problems))
-        if run.zero.offload == "cpu" and "OMP_NUM_THREADS" not in run.platform.env_for(self.name):
+        env = offload_threads(run, self.name)
+        if env:
+            notes.append(f"ZeRO-Offload: OMP_NUM_THREADS={env[0][1]} for DeepSpeed's CPU Adam, the "
+                         f"{run.cpus} cores this process may run on over {run.layout.gpus} ranks")
+        elif run.zero.offload == "cpu" and "OMP_NUM_THREADS" not in run.platform.env_for(self.name):
             notes.append(OFFLOAD_THREADS_NOTE)
         args = deepspeed_args(run.preset, run.layout, run.precision, run.iters, run.data,
                               f"{run.run_dir}/{DS_CONFIG_NAME}", run.zero,
@@ -255,7 +270,7 @@ class MegatronDeepSpeed(Engine):
             script = ("-m", "bench.train.capped", "--kit-gpu-memory-cap", f"{cap:g}", *script)
         return EngineFlags(script, tuple(args),
                            ds_config_json(run.layout, run.precision, run.zero), tuple(notes),
-                           patched_trees=(("megatron-deepspeed", tree),))
+                           patched_trees=(("megatron-deepspeed", tree),), env=env)
 
     def grad_bytes(self, precision: Precision, grad_reduce_bf16: bool) -> int:
         """DeepSpeed keeps gradients in the training precision."""
