@@ -25,11 +25,12 @@ FIXED_NOW = datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
 IN_CI = os.environ.get("CI") == "true"
 
 
-# Fixtures that start real engines or need the Megatron Python, and the markers they imply.
+# Fixtures that start a real container runtime, Slurm or registry, or need the Megatron Python,
+# and the markers they imply.
 FIXTURE_MARKERS = {
     "megatron_python": ("slow", "needs_megatron"),
     "slurm_cluster": ("slow", "needs_root"),
-    "engine": ("slow", "needs_root"),
+    "runtime": ("slow", "needs_root"),
     "registry": ("slow", "needs_root"),
     "small_wheelhouse": ("slow",),  # real pip into real venvs: seconds each
 }
