@@ -108,8 +108,9 @@ class Precision:
 PRECISIONS: dict[str, Precision] = {precision.name: precision for precision in (
     Precision("bf16", peak="bf16", family="bf16"),
     Precision("fp16", peak="fp16", family="bf16", half="fp16"),
-    # Delayed scaling: each tensor scaled by the amax history of earlier steps (Megatron's default
-    # recipe; 1024 steps, max).
+    # Delayed scaling: each tensor scaled by the amax history of earlier steps, as Transformer
+    # Engine's DelayedScaling recipe defaults it (1024 steps, max); Megatron's own flags default to
+    # a history of 1, most_recent, which the MS-AMP seed's te mode ran.
     Precision("fp8-delayed", peak="fp8", family="fp8", micro_batch_factor=4,
               te_fp8=(*HYBRID_FP8, "--fp8-recipe", "delayed", "--fp8-amax-history-len", "1024",
                       "--fp8-amax-compute-algo", "max")),

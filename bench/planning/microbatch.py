@@ -78,21 +78,32 @@ def default_micro_batch(preset: Preset, layout: Layout, precision: Precision,
                     f"{', '.join(map(str, tried))} that fits, {rule.why}; --mbs sets it)")
 
 
-SEED_MICRO_BATCH = 8
-"""The micro-batch of the MS-AMP seed's (seed 000) te and msamp scripts."""
+SEED_MICRO_BATCHES = {"345m": 8, "6.7b": 1, "13b": 1}
+"""The micro-batch of each of the MS-AMP seed's (seed 000) Megatron-LM scripts, by preset
+(MS-AMP-Examples d836034, ``gpt3/pretrain_345m_megatron.sh``, ``pretrain_6b7_megatron.sh``,
+``pretrain_13b_megatron.sh``), the same in all of a script's modes."""
+SEED_WITHOUT_DROPOUT = ("6.7b", "13b")
+"""The seed's scripts that set ``--attention-dropout 0.0 --hidden-dropout 0.0`` for all their
+modes (bf16, te, msamp, fp4); its 345m script keeps Megatron's 0.1."""
 
 
-def msamp_seed_notes(precision: Precision, layout: Layout, given_mbs: int | None) -> list[str]:
+def msamp_seed_notes(precision: Precision, preset: str, layout: Layout, given_mbs: int | None,
+                     dropout: float) -> list[str]:
     """Where a run of the fp8 or MS-AMP precisions differs from the MS-AMP seed's (seed 000) by the
     kit's defaults, said in the plan's notes (docs/precisions.md gives the why): fp8-delayed's amax
-    history, and a micro-batch the kit picked other than the seed's 8."""
+    history, a micro-batch the kit picked other than the seed's script's for ``preset``, and
+    dropout where the seed's script has none (``dropout``: the run's probability)."""
     notes = []
     if precision.te_recipe == "delayed":
-        notes.append(f"{precision.name} keeps Megatron's delayed-scaling recipe, an amax history of 1024 "
-                     "steps reduced by max; the MS-AMP seed's te runs a history of 1, most_recent "
-                     "(the kit has no option for it: docs/precisions.md)")
-    if precision.micro_batch_factor > 1 and given_mbs is None and layout.micro_batch != SEED_MICRO_BATCH:
-        notes.append(f"the MS-AMP seed's scripts use micro-batch {SEED_MICRO_BATCH}, the kit's "
-                     f"{precision.name} default picked {layout.micro_batch} (--mbs {SEED_MICRO_BATCH} "
+        notes.append(f"{precision.name} keeps Transformer Engine's delayed-scaling default, an amax history "
+                     "of 1024 steps reduced by max; the MS-AMP seed's te runs Megatron-LM's own "
+                     "defaults, a history of 1, most_recent (the kit has no option for it: docs/precisions.md)")
+    seed_mbs = SEED_MICRO_BATCHES.get(preset)
+    if precision.micro_batch_factor > 1 and given_mbs is None and seed_mbs not in (None, layout.micro_batch):
+        notes.append(f"the MS-AMP seed's {preset} script uses micro-batch {seed_mbs}, the kit's "
+                     f"{precision.name} default picked {layout.micro_batch} (--mbs {seed_mbs} "
                      "gives the seed's)")
+    if precision.fp8 and preset in SEED_WITHOUT_DROPOUT and dropout != 0:
+        notes.append(f"the MS-AMP seed's {preset} script trains without dropout in every mode; this "
+                     f"run keeps {dropout:g} (--dropout 0 gives the seed's)")
     return notes

@@ -425,8 +425,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
         platform.gpus_per_node or per_node, options.force,
         platform.gpus_per_node if platform.scheduler != "none" else None,
         rate(options.step_model, asked))
-    notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes,
-             *mbs_notes, *measured_notes, *msamp_seed_notes(precision, layout, options.mbs),
+    notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes, *mbs_notes,
+             *measured_notes, *msamp_seed_notes(precision, preset.name, layout, options.mbs, tuning.dropout),
              *memory_notes, *saving, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args), tuning)]
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
