@@ -251,3 +251,26 @@ def test_a_runs_options_and_megatron_flags_are_kept_apart(tmp_path: Path) -> Non
     assert flagged.argv_with(["--iters", "20"]) == ("125m", "tp1pp1", "--iters", "11", "--iters", "20",
                                                     "--", "--hidden-dropout", "0.0")
     assert plain.argv == ("125m", "tp1pp1")
+
+
+TWO_H200_CAMPAIGNS = ("h200x2-te", "h200-te-attention")
+
+
+@pytest.mark.parametrize("name", TWO_H200_CAMPAIGNS)
+def test_a_two_h200_campaign_plans_every_run_on_two_h200s(monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path, name: str) -> None:
+    """At its own size, with the GPU's memory known, so the memory estimate is asked of every run
+    (test_every_campaign_file_plans plans on GPUs of unknown memory, or on four, where the
+    optimizer state is sharded over twice the ranks, so it never saw h200x2-te's 13b fp8 runs
+    refused)."""
+    monkeypatch.setattr(hardware, "detect_gpus",
+                        lambda: hardware.LocalGPUs(2, "NVIDIA H200", "570.00", 150.0))
+    monkeypatch.setattr("bench.running.machine.facts", lambda **kw: Facts(
+        python="python", capabilities=Capabilities(transformer_engine=True, apex_layer_norm=True)))
+    path = REPO / "results" / "campaigns" / f"{name}.toml"
+    campaign = load_campaign(path)
+    result = run_cli("run", "--campaign", str(path), "--dry-run", "--json", cwd=tmp_path)
+    plans = _plans(result)
+    assert {p["labels"]["campaign_run"] for p in plans} == {run.name for run in campaign.runs}
+    assert all(p["layout"]["tp"] * p["layout"]["pp"] * p["layout"]["dp"] == 2 for p in plans)
+    assert "memory estimate: ~" in result.stderr and "device memory unknown" not in result.stderr
