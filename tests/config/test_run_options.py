@@ -20,8 +20,8 @@ from bench.running.arguments import options_from, parse_run_argv, run_parser
 
 REPO = Path(__file__).resolve().parents[2]
 # What the caller observes or the command decides, not what a user sets.
-OBSERVED = {"now", "nonce", "gpus_present", "gpu_name", "gpu_memory_gb", "capabilities", "repeat", "labels", "tag",
-            "step_model"}
+OBSERVED = {"now", "nonce", "gpus_present", "gpu_name", "gpu_memory_gb", "cpus_present", "capabilities", "repeat",
+            "labels", "tag", "step_model"}
 
 
 def test_the_command_line_is_the_table() -> None:
