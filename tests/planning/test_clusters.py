@@ -537,3 +537,23 @@ def test_seed_003_published_row_matches_its_flops_convention() -> None:
     vocab = 50688  # GPT-2's 50257 padded to a multiple of 128 x TP4
     flops_per_sample = 96 * s * layers * h**2 * (1 + s / (6 * h) + vocab / (16 * layers * h))
     assert round(row.samples_per_s * flops_per_sample / row.gpus / 1e12, 2) == row.tflops_per_gpu
+
+
+def test_a_single_gpu_fp16_megatron_deepspeed_run_without_a_stage_runs_deepspeed_at_stage_1() -> None:
+    """The kit's decision (docs/megatron-deepspeed.md): always through DeepSpeed; no stage named
+    is stage 1, which shards nothing over one rank, and the plan says so."""
+    launch = plan(get_preset("1.3b"), "tp1pp1", load_platform("local"),
+                  options(engine="megatron-deepspeed", gpus_present=1, precision="fp16",
+                          data_path="d", vocab_file="v", merge_file="m"))
+    args = launch.train_args
+    assert "--fp16" in args and "--deepspeed" in args and args[args.index("--zero-stage") + 1] == "1"
+    config = json.loads(launch.ds_config)
+    assert config["zero_optimization"] == {"stage": 1}
+    assert config["fp16"]["enabled"] and config["fp16"]["loss_scale"] == 0 and "bf16" not in config
+    assert any(note.startswith("no ZeRO stage in the layout: DeepSpeed runs stage 1") for note in launch.notes)
+    # a stage named, or data parallelism for it to shard over: no note
+    for layout, gpus in (("tp1pp1zero1", 1), ("tp1pp1", 2)):
+        other = plan(get_preset("1.3b"), layout, load_platform("local"),
+                     options(engine="megatron-deepspeed", gpus_present=gpus, precision="fp16",
+                             data_path="d", vocab_file="v", merge_file="m"))
+        assert not any(note.startswith("no ZeRO stage") for note in other.notes)

@@ -112,6 +112,20 @@ def zero_stage(layout: Layout) -> int:
     return layout.zero if layout.zero is not None else DEFAULT_ZERO_STAGE
 
 
+def default_stage_notes(layout: Layout) -> list[str]:
+    """What a layout that names no ZeRO stage runs on one data-parallel rank. The kit always runs
+    Megatron-DeepSpeed through DeepSpeed (its loss scaling and optimizer are DeepSpeed's, as in
+    every Megatron-DeepSpeed record; the one-VM seed's first script, which passes no --deepspeed,
+    ran Megatron's own and is not rendered), so such a run is DeepSpeed at its default stage, 1,
+    which has nothing to shard over one rank."""
+    if layout.zero is not None or layout.dp > 1:
+        return []
+    return [f"no ZeRO stage in the layout: DeepSpeed runs stage {DEFAULT_ZERO_STAGE} (--deepspeed "
+            f"--zero-stage {DEFAULT_ZERO_STAGE}, the kit's default), which shards nothing over one "
+            "data-parallel rank: only DeepSpeed's optimizer and loss scaling act; the kit runs "
+            "Megatron-DeepSpeed only through DeepSpeed (docs/megatron-deepspeed.md)"]
+
+
 def ds_config_json(layout: Layout, precision: Precision,
                    zero: ZeroSettings = DEFAULT_ZERO_SETTINGS) -> str:
     return json.dumps(ds_config(layout, precision, zero), indent=2, sort_keys=True) + "\n"

@@ -23,6 +23,7 @@ from bench.planning.engines.deepspeed import (
     DS_CONFIG_NAME,
     ZeroSettings,
     deepspeed_args,
+    default_stage_notes,
     ds_config_json,
     zero_problems,
     zero_stage,
@@ -253,6 +254,7 @@ class MegatronDeepSpeed(Engine):
         problems, notes = zero_problems(run.zero, zero_stage(run.layout))
         if problems:
             raise ValueError("DeepSpeed settings are not possible: " + "; ".join(problems))
+        notes += default_stage_notes(run.layout)
         env = offload_threads(run, self.name)
         if env:
             notes.append(f"ZeRO-Offload: OMP_NUM_THREADS={env[0][1]} for DeepSpeed's CPU Adam, the "
