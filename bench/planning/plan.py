@@ -16,6 +16,7 @@ from bench.config.capabilities import Capabilities, implementation
 from bench.config.platforms import Accelerator, Data, Platform, with_job_overrides
 from bench.config.precisions import Precision, resolve_precision
 from bench.config.presets import Preset
+from bench.config.run_options import variant_key
 from bench.measure.profile import PROFILE_STEPS
 from bench.planning.checks import (
     account_note,
@@ -257,10 +258,10 @@ def _resolve(preset: Preset, platform: Platform, options: Options
     the sequence length, the job settings and the platform's default precision applied."""
     variant = options.zero.variant()  # ZeRO settings, sequence length, recompute
     if options.recompute:
-        variant += (("recompute", options.recompute),)
+        variant += ((variant_key("recompute"), options.recompute),)
     if options.seq_length is not None and options.seq_length != preset.seq_length:
         preset = replace(preset, seq_length=options.seq_length)
-        variant += (("seq_length", str(options.seq_length)),)
+        variant += ((variant_key("seq_length"), str(options.seq_length)),)
     platform = with_job_overrides(platform, account=options.account, partition=options.partition,
                                   queue=options.queue, walltime=options.walltime)
     return (preset, platform, resolve_precision(options.precision or platform.default_precision),

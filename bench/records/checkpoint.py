@@ -22,6 +22,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from bench.config.precisions import PRECISIONS, Precision
 from bench.config.presets import Preset
+from bench.config.run_options import variant_key
 from bench.config.schema import Count, Strict, problems
 from bench.config.text import visible
 from bench.measure.logparse import MAX_LINE_CHARS, CheckpointSave
@@ -36,7 +37,7 @@ Directory = Annotated[str, Field(min_length=1, max_length=MAX_LINE_CHARS)]  # pa
 WEIGHT_BYTES = 2
 BYTES_PER_PARAMETER = WEIGHT_BYTES + state_bytes(PRECISIONS["bf16"])  # 14: 2 + fp32 master 4 + moments 4 + 4
 LISTED_SAVES = 4  # a run's summary lists this many saves one by one
-STATES_VARIANT = "optimizer_states"  # the variant of a run whose optimizer keeps other state
+STATES_VARIANT = variant_key("optimizer_states")  # the variant of a run whose optimizer keeps other state
 TOTAL_RTOL = 1e-6
 NOTE = "checkpoint"  # the record's note of saves it leaves out (checkpoint_notes)
 NOTE_CHARS = 1000  # of that note's reasons, at most

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config.environment import VERSION_STAMPS
+from bench.config.run_options import BY_NAME, DEFAULT_DROPOUT, EXTRA_ARGS_KEY, variant_key
+from bench.planning.engines.setting_flags import lift
 from bench.records.record import CAP_KEY, Record
 
 KEY_CHARS = 10  # hex digits of the key's sha256 shown: 40 bits, no collision among thousands of keys
@@ -58,7 +60,7 @@ ENTRY_SUFFIX = ".py"  # an entry script's path, e.g. /opt/Megatron-DeepSpeed/pre
 # start time, the setting a run started before it shows): the two are other configurations.
 CODE_CHANGES = (
     # Kit 74d8988: PaperAdamW steps with its Triton kernel, where it had a chunked torch step.
-    ("optimizer_states", "paper-kit", "2026-11-26T11:27:50Z", ("paper_adam", "chunked")),
+    (variant_key("optimizer_states"), "paper-kit", "2026-11-26T11:27:50Z", ("paper_adam", "chunked")),
 )
 
 
@@ -95,10 +97,28 @@ def older_code(record: Record) -> dict[str, str]:
                 if record.variant.get(key) == value and record.started_at < since)
 
 
+def typed_settings(record: Record) -> dict[str, Any]:
+    """The record's variant with CUDA graphs and dropout as the ``cuda_graphs`` and ``dropout``
+    settings its argv ran with (records made before the two were settings typed them after '--',
+    or had them from a measured default), and those flags out of its ``megatron_args``: such a
+    run and today's run of the same settings are one configuration. The record is never changed."""
+    ran = lift(record.argv)
+    typed = {key: value for key, value in record.variant.items() if key != EXTRA_ARGS_KEY}
+    if ran.cuda_graphs is not None:
+        typed.setdefault(variant_key("cuda_graphs"), ran.cuda_graphs)
+    if ran.dropout is not None and ran.dropout != DEFAULT_DROPOUT:
+        typed.setdefault(variant_key("dropout"), BY_NAME["dropout"].variant_text(ran.dropout))
+    if EXTRA_ARGS_KEY in record.variant:
+        rest = lift(str(record.variant[EXTRA_ARGS_KEY]).split()).rest
+        typed.update({EXTRA_ARGS_KEY: " ".join(rest)} if rest else {})
+    return typed
+
+
 def settings(record: Record) -> dict[str, Any]:
     """The record's variant without version stamps (records from before those were kept out of
-    variants carry them), with :func:`older_code`."""
-    chosen = {key: value for key, value in record.variant.items()
+    variants carry them), its hand-written graph and dropout flags read as settings
+    (:func:`typed_settings`), with :func:`older_code`."""
+    chosen = {key: value for key, value in typed_settings(record).items()
               if key.removeprefix("env:") not in VERSION_STAMPS}
     return {**chosen, **older_code(record)}
 

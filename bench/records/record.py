@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench.config.platforms import EngineName
-from bench.config.run_options import MSAMP_SCALINGS
+from bench.config.run_options import MSAMP_SCALINGS, variant_key
 from bench.config.schema import Count, Finite, Strict, hinted, problems
 from bench.measure.status import Status
 from bench.records.checkpoint import Checkpoint
@@ -192,7 +192,7 @@ def _layout_problems(record: Record) -> list[str]:
     return found
 
 
-CAP_KEY = "gpu_memory_cap_gb"  # the variant key of --gpu-memory-cap (bench.planning.tuning)
+CAP_KEY = variant_key("gpu_memory_cap")  # the variant key of --gpu-memory-cap
 
 
 def _variant_problems(record: Record) -> list[str]:

@@ -240,8 +240,7 @@ class LayoutBars:
 
 
 # Plot labels only: Megatron flags of the four-GPU campaign in a few words (the table has them whole).
-SHORT_FLAGS = (("megatron_args=", ""), ("--cuda-graph-impl transformer_engine", "TE CUDA graphs"),
-               ("--attention-dropout 0.0 --hidden-dropout 0.0", "dropout 0"),
+SHORT_FLAGS = (("megatron_args=", ""), ("cuda_graphs=te", "TE CUDA graphs"), ("dropout=0", "dropout 0"),
                ("recompute=selective", "selective recompute"))
 
 

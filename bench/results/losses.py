@@ -27,18 +27,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
+from bench.config.run_options import variant_key
 from bench.measure.protocol import WARMUP_ITERS
+from bench.records.identity import typed_settings
 from bench.records.record import Record
 from bench.results import plots
 from bench.results.hardware import hardware_id, hardware_name
 from bench.results.loss_plot import BASELINE, FINAL_WINDOW, SMOOTH_WINDOW, Curve, LossPlot, Treatment
 from bench.results.table import DASH, link, number, table, text, with_code
-from bench.results.words import DROPOUT_FLAGS, display_name, model_sort_key, recipe, variant
+from bench.results.words import display_name, model_sort_key, recipe, variant
 
 MIN_LOSSES = 100  # fewer: a throughput run's few iterations, still near the initial loss
-TREATMENT_KEYS = ("grad_reduce", "overlap")  # variant keys an FP8 gradient reduction sets
-SCALING_KEY = "msamp_scaling"  # MS-AMP's FP8 scaling: part of the treatment too
-RECIPE_KEYS = ("optimizer_states", "dropout")  # a recipe's settings: treatments, not setups
+# Variant keys (through the run-option table): those an FP8 gradient reduction sets, MS-AMP's FP8
+# scaling (part of the treatment too) and a recipe's settings (treatments, not setups).
+TREATMENT_KEYS = (variant_key("grad_reduce"), variant_key("no_overlap"))
+SCALING_KEY = variant_key("msamp_scaling")
+RECIPE_KEYS = (variant_key("optimizer_states"), variant_key("dropout"))
 WORSE_PERCENT = 1.0  # a treatment's final loss this much above bf16's is marked worse
 LOSS_CHECK_ITERATIONS = 300  # a recipe's loss check: this many steps on real data at least
 
@@ -83,7 +87,7 @@ def _accelerator(run: Record) -> str:
 
 def _fp8_reduction(run: Record) -> str:
     """The run's FP8 gradient reduction (``fp8-shared-scale``), or "" under the engine's own."""
-    reduction = str(run.variant.get("grad_reduce", ""))
+    reduction = str(run.variant.get(TREATMENT_KEYS[0], ""))
     return reduction if reduction.startswith("fp8") else ""
 
 
@@ -103,28 +107,13 @@ def _treatment(run: Record) -> str:
                                    reduction and f"{reduction} reduction")))
 
 
-def _without_dropout_flags(args: object) -> str:
-    """Megatron flags given after ``--`` without the dropout ones, which are the recipe's."""
-    words, kept = str(args).split(), []
-    for i, word in enumerate(words):
-        if word in DROPOUT_FLAGS or (i and words[i - 1] in DROPOUT_FLAGS):
-            continue
-        kept.append(word)
-    return " ".join(kept)
-
-
 def _shaping_variant(run: Record) -> tuple:
     """The variant's settings that set curves apart. An FP8 gradient reduction is part of the
     treatment (set against bf16's own reduction), and so are the overlap it turns off, MS-AMP's
     scaling and the recipe's optimizer states and dropout: a recipe's loss is checked against
     the plain precision's."""
     dropped = (*(TREATMENT_KEYS if _fp8_reduction(run) else ()), SCALING_KEY, *RECIPE_KEYS)
-    shaping = {k: v for k, v in run.variant.items() if k not in dropped}
-    if "megatron_args" in shaping:
-        shaping["megatron_args"] = _without_dropout_flags(shaping["megatron_args"])
-        if not shaping["megatron_args"]:
-            del shaping["megatron_args"]
-    return tuple(sorted(shaping.items()))
+    return tuple(sorted((k, v) for k, v in typed_settings(run).items() if k not in dropped))
 
 
 def _setup(run: Record) -> tuple:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
+from bench.config.run_options import variant_key
 from bench.records.record import Record
 from bench.results.data import Published
 from bench.results.hardware import hardware_name
@@ -20,7 +21,7 @@ from bench.results.table import link, number, table, text
 from bench.results.words import layers, model_name, model_sort_key
 
 PARTS = ("weights", "gradients", "master", "moments")
-STATES_KEY = "optimizer_states"  # the variant that changes what the optimizer holds
+STATES_KEY = variant_key("optimizer_states")  # the variant that changes what the optimizer holds
 # Kit commits whose count left the fp8 first moment of ``--optimizer-states paper`` out: Transformer
 # Engine 2.20 gives a Float8Tensor an empty storage of its own, which the count took for no bytes
 # (bench.train.memory_parts counts its inner tensors since). Their moments read as not counted.

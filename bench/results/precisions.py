@@ -31,7 +31,17 @@ from bench.results.aggregate import median_run
 from bench.results.losses import BASELINE  # the precision others are set against
 from bench.results.spread import RATIO_WORDS, Figure, commits_words, kit_commit, ratio_text
 from bench.results.table import cell_code, heading, link, number, table, text
-from bench.results.words import CAP_KEY, TE_MODULES, group_title, layers, model_sort_key, recipe, settings, variant
+from bench.results.words import (
+    CAP_KEY,
+    MODULES_KEY,
+    TE_MODULES,
+    group_title,
+    layers,
+    model_sort_key,
+    recipe,
+    settings,
+    variant,
+)
 
 # The parts of a configuration key (bench.records.identity.key_fields) that are the precision, or
 # what built the layers; a name ending in * is a prefix. A like-for-like ratio differs in one set.
@@ -76,7 +86,7 @@ def _title(runs: Sequence[Record]) -> str:
 
 def _name(run: Record, builders: int) -> str:
     # The cap is in the title; TE's modules around MS-AMP's linears are in the layers' name.
-    hidden = {CAP_KEY, "msamp_modules"} if layers(run) == TE_MODULES else {CAP_KEY}
+    hidden = {CAP_KEY, MODULES_KEY} if layers(run) == TE_MODULES else {CAP_KEY}
     shown = {key: value for key, value in settings(run).items() if key not in hidden}
     return " ".join(filter(None, (run.precision, layers(run) if builders > 1 else "", variant(shown))))
 

@@ -11,8 +11,9 @@ import re
 from collections.abc import Mapping
 
 from bench.config.precisions import PRECISIONS
+from bench.config.run_options import variant_key
 from bench.records import identity
-from bench.records.identity import CAP_KEY, normalised_argv
+from bench.records.identity import CAP_KEY
 from bench.records.record import Record
 from bench.results.hardware import accelerator_of, hardware_name
 
@@ -23,7 +24,8 @@ LAYERS = {"te+apex": "TE+apex", "te": "TE", "local": "no TE", None: ""}
 # MS-AMP's FP8 linears are the kit's own (implementation ``local``); with ``--msamp-modules te``
 # the layer norms and core attention around them are Transformer Engine's: not "no TE".
 TE_MODULES = "TE modules"
-DROPOUT_FLAGS = ("--attention-dropout", "--hidden-dropout")
+STATES_KEY, DROPOUT_KEY = variant_key("optimizer_states"), variant_key("dropout")
+MODULES_KEY = variant_key("msamp_modules")
 
 
 def model_sort_key(name: str) -> tuple[float, str]:
@@ -47,7 +49,7 @@ def layers(run: Record) -> str:
     """What built a run's layers as the page names it: ``TE+apex``, ``TE``, ``no TE``; "" where
     the engine has no choice (the record's ``implementation``); ``TE modules`` for MS-AMP's
     linears among Transformer Engine's modules (variant ``msamp_modules=te``)."""
-    if run.implementation == "local" and run.variant.get("msamp_modules") == "te":
+    if run.implementation == "local" and run.variant.get(MODULES_KEY) == "te":
         return TE_MODULES
     return LAYERS[run.implementation]
 
@@ -76,15 +78,14 @@ def settings(run: Record) -> dict[str, object]:
 def recipe(run: Record) -> str:
     """The ways a run changes the training math, not only its speed, in words (``MS-AMP o2``,
     ``fp4``, ``optimizer states paper-kit``, ``dropout 0``), "" for none: such a run is a recipe
-    row of its own, never the plain precision's."""
-    flags = dict(normalised_argv(run.argv))
-    dropout_off = any(flags.get(flag) in (("0",), ("0.0",)) for flag in DROPOUT_FLAGS) or any(
-        f"{flag} 0.0" in str(run.variant.get("megatron_args", "")) for flag in DROPOUT_FLAGS)
-    states = run.variant.get("optimizer_states")
+    row of its own, never the plain precision's. Dropout is the ``dropout`` setting, read from the
+    flags of a record made before it was one (:func:`bench.records.identity.typed_settings`)."""
+    chosen = identity.settings(run)
+    states = chosen.get(STATES_KEY)
     return ", ".join(filter(None, (
         _precision_recipe(run.precision),
         f"optimizer states {states}" if states not in (None, "default") else "",
-        "dropout 0" if dropout_off else "")))
+        "dropout 0" if chosen.get(DROPOUT_KEY) == "0" else "")))
 
 
 def _precision_recipe(name: str) -> str:

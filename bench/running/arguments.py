@@ -8,8 +8,9 @@ import secrets
 from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities
-from bench.config.run_options import DEFAULT_ITERS, GROUPS, RUN_OPTIONS
+from bench.config.run_options import DEFAULT_ITERS, GROUPS, RUN_OPTIONS, field_default
 from bench.planning.engines.deepspeed import ZeroSettings
+from bench.planning.engines.setting_flags import lift
 from bench.planning.options import Options
 from bench.planning.predict.expect import load_step_model
 from bench.planning.sweep import SWEEP_ITERS
@@ -52,7 +53,20 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                    nonce=secrets.token_hex(3),  # run ids of two checkouts in one second stay apart
                    capabilities=capabilities, step_model=load_step_model(), **top,
                    zero=ZeroSettings(**nested["zero"]),
-                   tuning=Tuning(**nested["tuning"], extra_args=args.megatron_args))
+                   tuning=Tuning(**typed_settings(nested["tuning"], args.megatron_args)))
+
+
+def typed_settings(tuning: dict[str, object], extra: tuple[str, ...]) -> dict[str, object]:
+    """The tuning fields with the graph and dropout flags typed after '--' read as the settings
+    they are (``bench.planning.engines.setting_flags.lift``) and out of the extra flags, where the
+    user left those settings at their defaults: the run is recorded as a run of the settings. Any
+    other mix stays as typed, for the plan to refuse the flags the kit then renders itself."""
+    found = lift(extra)
+    given = {name: value for name, value in (("cuda_graphs", found.cuda_graphs),
+                                             ("dropout", found.dropout)) if value is not None}
+    if not given or any(tuning[name] != field_default(f"tuning.{name}") for name in given):
+        return {**tuning, "extra_args": extra}
+    return {**tuning, **given, "extra_args": found.rest}
 
 
 def run_parser() -> argparse.ArgumentParser:

@@ -63,7 +63,7 @@ def test_6_7b_across_layouts_sets_the_paper_s_states_at_dp2_beside_te_at_tp2() -
     top = [(row.configuration, row.run.layout.name, round(row.run.metrics.tflops_per_gpu, 1))
            for row in across.best[:2]]
     assert top == [("msamp-o1 no TE optimizer_states=paper-kit", "tp1pp1dp2", 632.6),
-                   ("fp8-delayed TE megatron_args=--cuda-graph-impl transformer_engine",
+                   ("fp8-delayed TE cuda_graphs=te",
                     "tp2pp1dp1sp", 610.3)]
     # te's own states trained at tp2 (so it is not listed as untrained), not at dp2
     assert ("fp8-delayed TE", "tp2pp1dp1sp") in [(r.configuration, r.run.layout.name) for r in across.best]

@@ -100,7 +100,7 @@ def test_the_plot_labels_every_kept_configuration_apart() -> None:
     spec = fourgpu.plan_plot(fourgpu.layout_rows(runs))
     labels = [label for label, _, _ in spec.bars]
     assert len(set(labels)) == len(labels)
-    assert any("TE CUDA graphs dropout 0, selective recompute" in label for label in labels)
+    assert any("TE CUDA graphs, dropout 0, selective recompute" in label for label in labels)
     assert all("megatron_args" not in label for label in labels)
 
 

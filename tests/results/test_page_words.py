@@ -70,5 +70,6 @@ def test_an_images_version_stamp_is_not_a_setting_of_the_row() -> None:
     path = REPO / "results" / "records" / "13b_tp2pp2dp1sp_local_20261127T100626Z-b08dd2-c3.json"
     run = load_record(path)
     assert run.variant["env:NCCL_VERSION"] == "2.28.3-1"
-    assert settings(run) == {"gpu_memory_cap_gb": "80"}
+    # It ran with a measured default's graphs and dropout 0 (in its argv alone): read as settings.
+    assert settings(run) == {"gpu_memory_cap_gb": "80", "cuda_graphs": "te", "dropout": "0"}
     assert "NCCL_VERSION" not in variant_text(run)

@@ -67,7 +67,7 @@ def test_one_configuration_is_one_column_whatever_command_ran_it(groups) -> None
     figures = {c.name: Figure.of_runs(c.runs).text() for c in group.columns}
     # Seven runs of one key from four commits are one column; the 537.2 of that day among them.
     assert figures["fp8-delayed TE"] == "537.2 (n=7, 468.2–575.0, CV 7.7 %)"
-    assert figures["fp8-delayed TE megatron_args=--cuda-graph-impl transformer_engine"] == "572.0 (n=1)"
+    assert figures["fp8-delayed TE cuda_graphs=te"] == "572.0 (n=1)"
 
 
 def test_titles_name_the_hardware_and_kit_never_a_campaign(groups) -> None:
