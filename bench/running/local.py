@@ -47,6 +47,7 @@ from bench.running.patches import applied_series
 from bench.running.rundir import create_run_dir
 
 KILL_GRACE_S = 15.0
+SLIM_TAIL_LINES = 40  # a record's log tail where the whole record does not fit the disk
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # Loaded here, not in the forked child, where loading a library could deadlock on a lock.
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
@@ -346,11 +347,22 @@ def _execute_stoppable(
         signal.signal(signal.SIGTERM, previous)
 
 
+def _slimmed(record: Record) -> Record:
+    """The record with only the last :data:`SLIM_TAIL_LINES` of its log tail, and a note saying
+    so: what a disk that cannot take the whole record (full, or under a file-size limit) may."""
+    notes = {**record.notes, "log_tail": f"cut to its last {SLIM_TAIL_LINES} lines: the whole record did not fit"}
+    return record.model_copy(update={"log_tail": record.log_tail[-SLIM_TAIL_LINES:], "notes": notes})
+
+
 def _write_or_keep(record: Record, records_dir: Path, run_dir: Path) -> Path:
-    """Write the record to ``records_dir`` or, should that fail, keep it in the run's folder."""
+    """Write the record to ``records_dir``, else with a shorter log tail (:func:`_slimmed`), or,
+    should both fail, keep it in the run's folder."""
     try:
         return write_record(records_dir, record)
     except OSError as error:  # the directory went away or filled up during the run
+        record = _slimmed(record)
+        with contextlib.suppress(OSError):
+            return write_record(records_dir, record)
         try:
             kept = write_record(run_dir, record)
         except OSError as again:  # the disk is full: said once, with what the record would say
