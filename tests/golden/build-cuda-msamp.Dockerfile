@@ -4,7 +4,7 @@
 # --build-arg KIT_COMMIT=0000000000000000000000000000000000000000
 # --build-arg MSAMP_COMMIT=9746ea85289f8e6233646e73ace35f730d1245d5
 # --build-arg MSAMP_CUDA_ARCH=9.0
-# --build-arg PATCHES_SHA256=43347e857a3329484a1ae853cbb2d64adec79360d1c1f88bae591238bd35235b
+# --build-arg PATCHES_SHA256=754be5d531688dd72006ed57326a596b23f4ec20c7d49ad90b3ffd7f270e8fc4
 # --build-arg PINS=megatron-core==0.19.2 deepspeed==0.18.2 megatron-core==0.19.2 deepspeedai/Megatron-DeepSpeed@207b2d5aad1eea98464c37e0b991be6f8937226f Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5
 # --build-arg WITH_MSAMP=1
 # NVIDIA image: NGC PyTorch + pinned megatron-core, DeepSpeed and Megatron-DeepSpeed + patch series + the kit.
@@ -19,7 +19,7 @@ LABEL org.opencontainers.image.title="megatron-bench-cuda" \
       org.opencontainers.image.revision="0000000000000000000000000000000000000000" \
       org.opencontainers.image.base.name="nvcr.io/nvidia/pytorch:25.03-py3" \
       dev.megatron-bench.pins="megatron-core==0.19.2 deepspeed==0.18.2 megatron-core==0.19.2 deepspeedai/Megatron-DeepSpeed@207b2d5aad1eea98464c37e0b991be6f8937226f Azure/MS-AMP@9746ea85289f8e6233646e73ace35f730d1245d5" \
-      dev.megatron-bench.patches.sha256="43347e857a3329484a1ae853cbb2d64adec79360d1c1f88bae591238bd35235b" \
+      dev.megatron-bench.patches.sha256="754be5d531688dd72006ed57326a596b23f4ec20c7d49ad90b3ffd7f270e8fc4" \
       dev.megatron-bench.msamp="1" \
       dev.megatron-bench.msamp.commit="9746ea85289f8e6233646e73ace35f730d1245d5" \
       dev.megatron-bench.msamp.cuda_arch="9.0"

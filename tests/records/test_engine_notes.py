@@ -62,11 +62,14 @@ def test_megatron_deepspeed_record_carries_engine_facts(patched_tree):
     # Megatron-DeepSpeed counts non-causal attention and the recompute: above both kit figures.
     assert notes["engine_tflops_per_gpu"] > notes["hardware_tflops_per_gpu"] > \
         record.metrics.tflops_per_gpu
-    # Engine notes never split a configuration; the recompute does.
+    # What the engine measured never splits a configuration; its DeepSpeed version, a software
+    # version like torch's, does (bench.records.identity), and so does the recompute.
     assert record.notes == {} and record.labels == {}
     measured_otherwise = record.model_copy(update={"engine_notes": {
-        **notes, "engine_tflops_per_gpu": 1.0, "deepspeed": "0.0", "hardware_tflops_per_gpu": 2.0}})
+        **notes, "engine_tflops_per_gpu": 1.0, "hardware_tflops_per_gpu": 2.0}})
     assert configuration(measured_otherwise) == configuration(record)
+    other_deepspeed = record.model_copy(update={"engine_notes": {**notes, "deepspeed": "0.0"}})
+    assert configuration(other_deepspeed) != configuration(record)
     assert configuration(record.model_copy(update={"variant": {}})) != configuration(record)
 
 
