@@ -17,14 +17,14 @@ from pathlib import Path
 
 from bench.config import cli as config_cli
 from bench.config.environment import environment_problem
+from bench.config.presets import load_presets
 from bench.config.text import error_text, visible
 from bench.dataset import cli as dataset_cli
 from bench.images import cli as images_cli
-from bench.config.presets import load_presets
 from bench.planning.predict import facts, fit, validate
 from bench.planning.predict.published import published_cases
-from bench.records.identity import config_key
 from bench.records import manifest, verify
+from bench.records.identity import config_key
 from bench.records.store import add_records_option, load_records, records_dir
 from bench.results import cli as results_cli
 from bench.results.data import load_published

@@ -122,16 +122,17 @@ def build_run_record(plan: PlanSummary, status: Status | str, reason: str | None
     metrics (implausible ones make it a failed record: :func:`bench.records.record.build_finished_record`).
 
     ``parsed`` is the log parser's result (None when the log was not parsed): every run keeps its
-    logged iterations (``series``) and the log's last lines, a failed one also the first error
-    lines before them; ``log`` is the train log as kept beside the records
+    logged iterations (``series``) and the log's last lines, a failed one also the first error lines
+    before them; ``log`` is the train log as kept beside the records
     (:func:`bench.records.evidence.write_log`), None where it could not be kept. ``notes`` is the
     kit's bookkeeping (a cluster job's id and state), ``engine_notes`` how the numbers were made
-    (:mod:`bench.records.engine_notes`); the plan gives the variant and the labels, what built the layers and the data; ``patches``
-    are the kit's patch series as found in the tree that ran. Only the plan's ``iters`` are
-    measured: steps trained after them were profiled (``profile``), which slows them. The
-    bytes held per part (``memory_parts``) are kept whatever the status: they were measured after
-    the first step; so are the timed checkpoint saves (``checkpoint``). ``conditions``: what the
-    GPUs and host were while the run went (:mod:`bench.running.conditions`), None where not watched.
+    (:mod:`bench.records.engine_notes`); the plan gives the variant and the labels, what built the
+    layers and the data; ``patches`` are the kit's patch series as found in the tree that ran. Only
+    the plan's ``iters`` are measured: steps trained after them were profiled (``profile``), which
+    slows them. The bytes held per part (``memory_parts``) are kept whatever the status: they were
+    measured after the first step; so are the timed checkpoint saves (``checkpoint``).
+    ``conditions``: what the GPUs and host were while the run went
+    (:mod:`bench.running.conditions`), None where not watched.
     """
     status, run_metrics = Status(status), None
     if status is Status.OK:

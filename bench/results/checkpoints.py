@@ -28,7 +28,8 @@ def saving_runs(runs: Sequence[Record]) -> list[Record]:
 def _row(run: Record, ckpt: Checkpoint, save: Save, records_link: str) -> list[str]:
     size = None if ckpt.estimated_bytes is None else ckpt.estimated_bytes / 1e9
     return [link(f"{model_name(run)} {run.layout.name}", f"{records_link}/{run.run_id}.json"),
-            text(f"{run.gpus} × {hardware_name(run.platform.accelerator)}"), cell_code(ckpt.format) if ckpt.format else DASH,
+            text(f"{run.gpus} × {hardware_name(run.platform.accelerator)}"),
+            cell_code(ckpt.format) if ckpt.format else DASH,
             cell_code(ckpt.directory), integer(save.iteration), number(save.seconds_max, 1),
             number(save.seconds_min, 1), number(size, 1), number(ckpt.gb_per_s(save), 2)]
 

@@ -3,8 +3,8 @@
 The engines render the flags from the settings (``Tuning.cuda_graphs``, ``Tuning.dropout``);
 :func:`lift` reads the settings back out of Megatron flags that were written by hand: the flags a
 user types after ``--`` (``bench.running.arguments``), and the argv of records made before the two
-were settings (``bench.records.identity.typed_settings``, which reads them, never rewrites them). Megatron-LM and Megatron-DeepSpeed name dropout alike;
-only megatron-core has the graphs.
+were settings (``bench.records.identity.typed_settings``, which reads them, never rewrites them).
+Megatron-LM and Megatron-DeepSpeed name dropout alike; only megatron-core has the graphs.
 """
 
 from __future__ import annotations

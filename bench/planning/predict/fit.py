@@ -222,7 +222,8 @@ class StoredFit(Strict):
     def _terms(self) -> StoredFit:
         missing, unknown = set(TERMS) - set(self.factors), set(self.factors) - set(TERMS)
         if missing or unknown:
-            raise ValueError(f"factors: its terms are not the model's (missing: {', '.join(sorted(missing)) or 'none'}; "
+            raise ValueError(f"factors: its terms are not the model's (missing: "
+                             f"{', '.join(sorted(missing)) or 'none'}; "
                              f"unknown: {', '.join(sorted(unknown)) or 'none'})")
         return self
 

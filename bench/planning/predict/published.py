@@ -53,7 +53,8 @@ def label_of(row: Any) -> str:
     degrees = "".join(f"{name}{value}" for name in ("tp", "pp", "vp", "dp")
                       if (value := getattr(row, name)) is not None)
     gpus = f" on {row.gpus}" if row.gpus else ""
-    return f"{row.source} {row.model} {row.priced_as or row.precision} {degrees or 'layout not stated'}{gpus} {row.accelerator}"
+    return (f"{row.source} {row.model} {row.priced_as or row.precision} "
+            f"{degrees or 'layout not stated'}{gpus} {row.accelerator}")
 
 
 def accelerator_name(row: Any) -> str:
