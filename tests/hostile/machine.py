@@ -9,6 +9,7 @@ What is under test is everything the kit does around the launcher; a test names 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -44,4 +45,12 @@ def bench_run(cwd: Path, *args: str, fake: str = str(OK_LOG), uuid: str = "GPU-t
     environ = {**os.environ, "PYTHONPATH": str(REPO), "TEST_GPU_UUID": uuid,
                "TEST_FAKE_ARGS": fake, **(env or {})}
     return subprocess.Popen([sys.executable, "-c", CHILD, *(args or RUN_ARGS)], cwd=cwd,
-                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_terminal_sigint)
+
+
+def _terminal_sigint() -> None:
+    """The child takes Ctrl-C as a terminal's foreground process does, even where this test run
+    was started with SIGINT ignored (a background job): Python keeps an ignored SIGINT ignored,
+    and the tests that stop a run with SIGINT would wait on it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
