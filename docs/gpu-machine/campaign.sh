@@ -66,16 +66,8 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 export PATH="$SITE/bin:$PATH"
 summary="$WORK/logs/summary.txt"
 
-step() {  # step NAME COMMAND...: run, log to $WORK/logs/NAME.txt, one summary line with the time
-  local name=$1 start rc
-  shift
-  start=$(date +%s)
-  "$@" > "$WORK/logs/$name.txt" 2>&1
-  rc=$?
-  echo "$name: exit $rc in $(( $(date +%s) - start )) s" | tee -a "$summary"
-  if [ "$rc" -ne 0 ]; then tail -n 25 "$WORK/logs/$name.txt" | tee -a "$summary"; fi
-  return "$rc"
-}
+# shellcheck source=docs/gpu-machine/step.sh
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
 
 apex_build() {
   rm -rf /tmp/apex-src && mkdir -p /tmp/apex-src &&

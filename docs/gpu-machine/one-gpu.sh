@@ -23,16 +23,8 @@ mkdir -p "$WORK/logs" "$WORK/records"
 export PYTHONUNBUFFERED=1 BENCH_PLATFORMS_DIR=platforms/sites/shared-gpu-hosts
 summary="$WORK/logs/summary.txt"
 
-step() {  # step NAME COMMAND...: run, log to $WORK/logs/NAME.txt, one summary line with the time
-  local name=$1 start rc
-  shift
-  start=$(date +%s)
-  "$@" > "$WORK/logs/$name.txt" 2>&1
-  rc=$?
-  echo "$name: exit $rc in $(( $(date +%s) - start )) s" | tee -a "$summary"
-  [ "$rc" -eq 0 ] || tail -n 25 "$WORK/logs/$name.txt" | tee -a "$summary"
-  return "$rc"
-}
+# shellcheck source=docs/gpu-machine/step.sh
+. "$(dirname "${BASH_SOURCE[0]}")/step.sh"  # step NAME COMMAND...
 
 setup() {
   rm -rf "$KIT" && git -c advice.detachedHead=false clone -q .carry/kit.bundle "$KIT" || return 1
