@@ -87,11 +87,15 @@ def run_label(run: Record) -> str:
 
 
 def distinct_labels(runs: Sequence[Record]) -> list[str]:
-    """:func:`run_label` of each run, with its start (``2026-11-26 09:51``) where runs share one:
-    every bar its own name."""
+    """:func:`run_label` of each run, with its start where runs share one (``2026-11-26 09:51``,
+    to the second where two short runs started within one minute): every bar its own name."""
     labels = [run_label(run) for run in runs]
-    return [f"{label}, {run.started_at[:10]} {run.started_at[11:16]}" if labels.count(label) > 1 else label
-            for label, run in zip(labels, runs, strict=True)]
+    starts = [run.started_at[:10] + " " + run.started_at[11:16] for run in runs]
+    keyed = [(label, start) for label, start in zip(labels, starts, strict=True)]
+    return [label if labels.count(label) == 1
+            else f"{label}, {start}" if keyed.count((label, start)) == 1
+            else f"{label}, {start}{run.started_at[16:19]}"
+            for label, start, run in zip(labels, starts, runs, strict=True)]
 
 
 @dataclass(frozen=True)

@@ -71,15 +71,22 @@ def _measured_gb(r) -> float:
     return r.metrics.peak_mem_gb * (1 if _converts_mib(r.provenance.kit_commit) else 2**20 / 1e6)
 
 
+# Below this peak the estimate's 2 GB for the CUDA context and NCCL, which torch's peak does not
+# see, is a third of the figure or more (125m at micro-batch 1 on one GPU: 3.8 GB measured, 5.5
+# estimated): such a run is held to that allowance in GB, the others to a relative error.
+SMALL_PEAK_GB = 6.0
+CONTEXT_GB = 2.0
+
+
 def test_estimate_against_every_measured_peak() -> None:
-    """The error the README states: every run of results/records with a measured peak."""
+    """The error the docs state: every run of results/records with a measured peak."""
     records, _ = load_records(REPO / "results" / "records")
     # The estimate models flash-style attention (bench/planning/memory.py); Megatron-DeepSpeed's own attention
     # keeps the s x s scores (1.3b: 62 GB measured, 40 GB estimated), which it does not model.
     measured = [r for r in records if r.metrics is not None and r.metrics.peak_mem_gb
                 and r.engine == "megatron"]
     assert len(measured) >= 30
-    errors = []
+    errors, small = [], []
     for r in measured:
         grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
         estimate = estimate_bytes(_preset(r), _record_layout(r), grad_bytes,
@@ -87,11 +94,17 @@ def test_estimate_against_every_measured_peak() -> None:
                                   recompute=_setting(r, "recompute"), fp8=PRECISIONS[r.precision].fp8,
                                   optimizer_step_bytes=_step(r, grad_bytes),
                                   hidden_dropout=_keeps_masks(r)) / GB
-        errors.append((estimate - _measured_gb(r)) / _measured_gb(r))
-    print(f"\nmemory estimate vs {len(errors)} measured peaks: {min(errors):+.1%} to "
-          f"{max(errors):+.1%}, median |error| {statistics.median(map(abs, errors)):.1%}")
+        if _measured_gb(r) < SMALL_PEAK_GB:  # the context's 2 GB, which torch's peak does not see, dominates
+            small.append(estimate - _measured_gb(r))
+        else:
+            errors.append((estimate - _measured_gb(r)) / _measured_gb(r))
+    print(f"\nmemory estimate vs {len(errors)} measured peaks of {SMALL_PEAK_GB:g} GB or more: "
+          f"{min(errors):+.1%} to {max(errors):+.1%}, median |error| "
+          f"{statistics.median(map(abs, errors)):.1%}; {len(small)} smaller: {min(small):+.1f} to "
+          f"{max(small):+.1f} GB")
     assert -0.15 <= min(errors) and max(errors) <= 0.18
     assert statistics.median(map(abs, errors)) <= 0.035
+    assert small and all(0 <= gb <= CONTEXT_GB for gb in small)
 
 
 def test_megatron_deepspeed_peaks_with_its_fp32_gradient_partition() -> None:
