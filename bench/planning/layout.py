@@ -174,6 +174,17 @@ def valid_layouts(preset: Preset, gpus: int, gpus_per_node: int, mbs: int, gbs: 
     return out
 
 
+# (vp, sp) a sweep tries over every split; valid_layouts drops those a split cannot take (sp with
+# tp1, vp with pp1, layers that pp x vp does not divide).
+SHAPES = ((1, False), (1, True), (2, False), (2, True))
+
+
+def shaped_layouts(preset: Preset, gpus: int, gpus_per_node: int, mbs: int, gbs: int) -> list[Layout]:
+    """Every valid layout of every tp x pp x dp split in each of :data:`SHAPES`, split by split."""
+    found = [lay for vp, sp in SHAPES for lay in valid_layouts(preset, gpus, gpus_per_node, mbs, gbs, vp=vp, sp=sp)]
+    return sorted(found, key=lambda lay: (lay.tp, lay.pp, lay.vp, lay.sp))
+
+
 def nearest_layouts(spec: LayoutSpec, preset: Preset, gpus: int, gpus_per_node: int, mbs: int,
                     gbs: int, count: int = 3, fits: Callable[[Layout], bool] | None = None) -> list[Layout]:
     """Valid layouts closest to ``spec`` (tp and pp on a log scale), best first; with ``fits``

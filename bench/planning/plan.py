@@ -242,6 +242,13 @@ def _save_dir(platform: Platform, options: Options, rid: str) -> str:
     return f"{platform.storage.stage}/checkpoints/{rid}"
 
 
+def layers_take_sp(platform: Platform, options: Options) -> bool:
+    """Whether the training environment's layers can run sequence parallelism (Transformer
+    Engine's, or apex's layer norm under the local ones)."""
+    caps = _capabilities(platform, options)
+    return caps.transformer_engine or caps.apex_layer_norm
+
+
 def _capabilities(platform: Platform, options: Options) -> Capabilities:
     """What the training environment has: the platform's declaration (with MS-AMP for an image
     declared so), else what was detected, else nothing."""

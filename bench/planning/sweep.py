@@ -1,5 +1,10 @@
 """Sweep: every valid layout of a preset on the run's GPUs, minus those that cannot fit.
 
+A layout is a tp x pp x dp split, and with it the shapes Megatron offers over that split:
+sequence parallelism where tp > 1 (where the layers can: Transformer Engine or apex's layer norm)
+and two virtual stages a pipeline stage (the interleaved schedule) where pp > 1; the measured
+defaults of a shape (``bench.planning.winners``) come with its plan as they do for one layout.
+
 Locally the GPUs are those present and each candidate runs briefly (``SWEEP_ITERS`` iterations: the
 warm-up plus a short window), then the best by TFLOP/s/GPU is reported; on a cluster each candidate
 is its own job, gathered by ``collect``. Every run's record carries the sweep's id in its notes.
@@ -16,10 +21,10 @@ from bench.config.precisions import resolve_precision
 from bench.config.presets import Preset
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
 from bench.planning.engines.table import ENGINES
-from bench.planning.layout import Layout, batch_sizes, valid_layouts
+from bench.planning.layout import Layout, batch_sizes, shaped_layouts
 from bench.planning.memory import GB, estimate_bytes, fits, state_bytes
 from bench.planning.options import Options
-from bench.planning.plan import LaunchPlan, plan
+from bench.planning.plan import LaunchPlan, layers_take_sp, plan
 
 SWEEP_ITERS = WARMUP_ITERS + MIN_WINDOW_ITERS + 2
 
@@ -35,7 +40,7 @@ def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
     counts them, and ``fp8`` its FP8 linears (``Precision.fp8``);
     tensor parallelism stays within ``gpus_per_node`` (default: all GPUs are one node)."""
     keep, skipped = [], []
-    for lay in valid_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
+    for lay in shaped_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
         if fits(preset, lay, device_gb, grad, optimizer_bytes=optimizer_bytes, fp8=fp8,
                 optimizer_step_bytes=optimizer_step_bytes):
             keep.append(lay)
@@ -64,6 +69,13 @@ def sweep_plans(preset: Preset, platform: Platform, options: Options,
     keep, skipped = candidates(preset, gpus, mbs, gbs, device_gb, grad, per_node or None,
                                state_bytes(precision, options.tuning.optimizer_states), precision.fp8,
                                engine.step_bytes(options.tuning.optimizer_states, grad))
+    plain, sp_ok = engine.plain_splits, layers_take_sp(platform, options)
+
+    def runnable(lay: Layout) -> bool:  # what the engine and the layers can run of the shapes
+        return (lay.vp == 1 and not lay.sp) if plain else (sp_ok or not lay.sp)
+
+    keep = [lay for lay in keep if runnable(lay)]
+    skipped = [(lay, gb) for lay, gb in skipped if runnable(lay)]
     if not keep:
         raise ValueError(f"no layout of {preset.name} fits {gpus} GPUs of {device_gb:.0f} GB by "
                          "the memory estimate; try a smaller --mbs or more GPUs")
@@ -73,11 +85,18 @@ def sweep_plans(preset: Preset, platform: Platform, options: Options,
 
 def ranking(plans: list[LaunchPlan]) -> str:
     """The sweep's layouts by expected TFLOP/s/GPU, fastest first (the step-time model), with the
-    dominant term of each; "" where the model expects nothing of them (it says why in each plan)."""
-    expected = sorted(((p.expected, p.layout) for p in plans if p.expected is not None),
-                      key=lambda pair: -pair[0].tflops_per_gpu)
+    dominant term and the memory estimate of each; "" where the model expects nothing of them (it
+    says why in each plan)."""
+    expected = sorted((p for p in plans if p.expected is not None),
+                      key=lambda p: -p.expected.tflops_per_gpu)  # type: ignore[union-attr]
     if not expected:
         return ""
-    band = expected[0][0].band
-    shown = ", ".join(f"{lay.name} {exp.tflops_per_gpu:.0f} ({exp.largest})" for exp, lay in expected)
-    return (f"expected, fastest first (TFLOP/s/GPU ±{100 * band:.0f} %, largest term): {shown}")
+    band = expected[0].expected.band  # type: ignore[union-attr]
+    shown = ", ".join(f"{p.layout.name} {p.expected.tflops_per_gpu:.0f} ({p.expected.largest}, "  # type: ignore[union-attr]
+                      f"{p.memory_gb:.0f} GB)" for p in expected)
+    bound = [p.layout.name for p in expected if p.expected.largest.startswith("host_")]  # type: ignore[union-attr]
+    hint = (f"; {len(bound)} of them launch-bound (largest term the host's): with Transformer "
+            "Engine's CUDA graphs (--cuda-graphs te) the launches leave the step, as the measured "
+            "defaults each plan quotes show" if bound else "")
+    return (f"expected, fastest first (TFLOP/s/GPU ±{100 * band:.0f} %, largest term, memory "
+            f"estimate per GPU): {shown}{hint}")

@@ -72,9 +72,11 @@ def test_a_campaign_on_a_cluster_renders_one_job_per_run(tmp_path: Path) -> None
                      cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     scripts = result.stdout.count("# job.sbatch for run ")
-    assert scripts == 2 + 10  # two repeats, then every 13b layout of 8 GPUs
+    # two repeats, then every 13b layout of 8 GPUs: ten splits, fourteen sequence-parallel and
+    # interleaved shapes over them
+    assert scripts == 2 + 24
     assert "13b_tp1pp1dp8_azure-h200_" in result.stdout and "-c1-r2" in result.stdout
-    assert result.stdout.count("--manual-gc") == 10
+    assert result.stdout.count("--manual-gc") == 24
 
 
 @pytest.mark.parametrize("text,message", [

@@ -134,7 +134,9 @@ class Engine(ABC):
     so the results page sets them side by side by precision, memory cap and GPU count.
     ``one_piece_step``: whether its optimizer step asks a rank's fp32 copy of the parameters in one
     piece, which torch's default allocator has failed from fragmentation behind a pipeline
-    (``bench.planning.memory.fragmentation_note``)."""
+    (``bench.planning.memory.fragmentation_note``). ``plain_splits``: whether it runs only plain
+    tp x pp x dp splits, without sequence parallelism or virtual stages (a sweep offers it no
+    others)."""
 
     name: str
     display: str
@@ -144,6 +146,7 @@ class Engine(ABC):
     step_model: bool
     preflight: Preflight
     one_piece_step: bool = False
+    plain_splits: bool = False
 
     @abstractmethod
     def flags(self, run: Resolved) -> EngineFlags:
@@ -248,6 +251,7 @@ class MegatronDeepSpeed(Engine):
     chooses_layers = False
     step_model = False  # its attention and ZeRO stages are outside the model's terms
     one_piece_step = True  # DeepSpeed's fp32 partition
+    plain_splits = True  # its pipeline engine has no virtual stages; its sp splits batches twice
     preflight = Preflight("deepspeed", "deepspeed", no_deps=False, needs_tree=True)
 
     def flags(self, run: Resolved) -> EngineFlags:

@@ -205,6 +205,7 @@ class Validation(Strict):
     published_rows: Fraction | None = None
     published_median: Fraction | None = None
     published_p90: Fraction | None = None
+    published_top: Fraction | None = None  # of the priced rows, those whose layout the sweep ranks in its top three
 
 
 class StoredFit(Strict):

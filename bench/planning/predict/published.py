@@ -36,8 +36,8 @@ CONVENTIONS = {"megatron-causal": (True, None), "megatron-noncausal": (False, No
 class PublishedCase:
     """One published row: ``label`` names it; where priced, its unfitted ``terms`` (TERMS order),
     the ``step_s`` its throughput implies, its TFLOP/s/GPU in the kit's causal count
-    (``causal_tflops``) and the FLOPs of a step at the causal count (``causal_flops``); else
-    ``why_not``."""
+    (``causal_tflops``), the FLOPs of a step at the causal count (``causal_flops``), its ``case``,
+    the ``preset`` of its model and the kit's ``precision`` it is priced as; else ``why_not``."""
 
     label: str
     terms: tuple[float, ...] = ()
@@ -46,6 +46,9 @@ class PublishedCase:
     causal_flops: float = 0.0
     gpus: int = 0
     why_not: str = ""
+    case: Case | None = None  # the row's layout as the model sees it, where priced
+    preset: Preset | None = None
+    precision: str = ""  # the kit's precision it is priced as
 
 
 def label_of(row: Any) -> str:
@@ -106,9 +109,11 @@ def published_case(row: Any, presets: Mapping[str, Preset],
         counted, recompute = CONVENTIONS[row.flops_convention]
         stated = flops_per_iteration(preset, row.global_batch, causal=counted, recompute=recompute)
         step = stated / (row.tflops_per_gpu * 1e12 * row.gpus)
-    terms = step_terms(_case(row, preset, accelerator), performance[accelerator])
+    case = _case(row, preset, accelerator)
+    terms = step_terms(case, performance[accelerator])
     return PublishedCase(label_of(row), tuple(terms[n] for n in TERMS), step,
-                         causal / step / row.gpus / 1e12, causal, row.gpus)
+                         causal / step / row.gpus / 1e12, causal, row.gpus, case=case, preset=preset,
+                         precision=row.priced_as or row.precision)
 
 
 def published_cases(rows: Iterable[Any], presets: Mapping[str, Preset],

@@ -11,7 +11,7 @@ first order).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +19,10 @@ from bench.config.precisions import PRECISIONS
 from bench.planning.engines.table import ENGINES
 from bench.planning.predict import holdout
 from bench.planning.predict.case import Case, case_from_record
-from bench.planning.predict.facts import Performance
+from bench.planning.predict.facts import Performance, load_all
 from bench.planning.predict.fit import Fitter, Sample, fitted_step
 from bench.planning.predict.published import PublishedCase
+from bench.planning.predict.published_rank import TOP, Placed, place_in_sweep
 from bench.planning.predict.terms import TERMS, step_terms
 
 MODELLED = tuple(name for name, engine in ENGINES.items() if engine.step_model)
@@ -172,6 +173,17 @@ def _published_lines(rows: Sequence[PublishedCase], factors: dict[str, float]) -
     return lines, errs
 
 
+def _placement_lines(placed: Sequence[Placed]) -> list[str]:
+    """Each priced row's place in the sweep at its GPU count, then how many made the top."""
+    if not placed:
+        return []
+    top = sum(p.place <= TOP for p in placed)
+    return (["published layouts in the sweep at their GPU count (every valid layout and shape that "
+             "fits, priced by the fit on every record), 1 = fastest:"]
+            + [p.line for p in placed]
+            + [f"published layouts in the sweep's top {TOP}: {top} of {len(placed)} rows"])
+
+
 def summary(label: str, errs: Sequence[float], count: str = "") -> str:
     """``label: median X % p90 Y %`` (``n/a`` where nothing was predicted), then ``count``."""
     figures = (f"median {100 * statistics.median(errs):.1f} % p90 {100 * percentile(errs, 0.9):.1f} %"
@@ -179,9 +191,11 @@ def summary(label: str, errs: Sequence[float], count: str = "") -> str:
     return f"{label}: {figures}{count}"
 
 
-def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = ()) -> tuple[list[str], dict[str, float]]:
+def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = (),
+           performance: Mapping[str, Performance] | None = None) -> tuple[list[str], dict[str, float]]:
     """The validation's lines, the last two ``group-held-out: median X % p90 Y %`` and
-    ``published: median X % p90 Y % (N rows)``, and its figures by name."""
+    ``published: median X % p90 Y % (N rows)``, and its figures by name; ``performance``: the
+    ceilings the published rows' sweeps are priced on (default: ``platforms/performance/``)."""
     fitter = Fitter([r.sample for r in runs])
     predicted = group_held_out(runs, fitter)
     errs = errors(runs, predicted)
@@ -197,13 +211,17 @@ def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = ()) ->
     lines += _ranking_lines(ranked)
     shown, published_errs = _published_lines(published, fitter.full)
     lines += shown
+    ceilings = load_all() if performance is None else performance
+    placed = [p for row in published if (p := place_in_sweep(row, ceilings, fitter.full)) is not None]
+    lines += _placement_lines(placed)
     figures = {"median": statistics.median(errs), "p90": percentile(errs, 0.9),
                "size_median": statistics.median(by_size), "cross_median": statistics.median(cross),
                "ranking": sum(s <= RANK_TIE for *_, s in ranked) / len(ranked) if ranked else 0.0,
                "published_rows": float(len(published_errs))}
     if published_errs:
         figures |= {"published_median": statistics.median(published_errs),
-                    "published_p90": percentile(published_errs, 0.9)}
+                    "published_p90": percentile(published_errs, 0.9),
+                    "published_top": sum(p.place <= TOP for p in placed) / len(placed)}
     unpriced = len(published) - len(published_errs)
     lines += [summary("group-held-out", errs),
               summary("published", published_errs, f" ({len(published_errs)} rows"

@@ -105,8 +105,8 @@ def test_a_sweep_lists_its_layouts_by_expected_throughput(tmp_path: Path) -> Non
                    cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stderr.splitlines() if x.startswith("expected, fastest first"))
-    rates = [float(v) for v in re.findall(r"tp\dpp\ddp\d (\d+) \(\w+\)", line)]
-    assert len(rates) == 6 and rates == sorted(rates, reverse=True)
+    rates = [float(v) for v in re.findall(r"tp\dpp\d(?:vp\d)?dp\d(?:sp)? (\d+) \(\w+, \d+ GB\)", line)]
+    assert len(rates) == 13 and rates == sorted(rates, reverse=True)  # six splits, seven shapes over them
 
 
 def _expected(tflops: float) -> Expected:
