@@ -51,6 +51,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="published figures (default: %(default)s)")
     parser.add_argument("--ranges", type=Path, default=gen.RANGES_FILE,
                         help="reference ranges (default: %(default)s)")
+    parser.add_argument("--targets", type=Path, default=None,
+                        help=f"the throughput targets the page checks (default: {gen.TARGETS_FILE} "
+                        "where it exists, else none)")
     parser.add_argument("--smoke", type=Path, default=gen.SMOKE_DIR,
                         help="folder of smoke reports (*smoke*.json, subfolders too) whose GEMM ceilings the "
                         "plots draw (default: %(default)s)")
@@ -66,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
             gen.check_out_dir(args.out)
         generated = gen.generate(records_dir(args), args.out, args.published, args.ranges,
                                  draw_plots=writes, smoke_dir=args.smoke,
-                                 by_commit=args.by_commit)
+                                 by_commit=args.by_commit, targets_file=args.targets or (
+                                     gen.TARGETS_FILE if gen.TARGETS_FILE.is_file() else None))
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

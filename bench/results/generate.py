@@ -22,10 +22,12 @@ from bench.results.drawing import Drawer
 from bench.results.evidence import evidenced
 from bench.results.hardware import load_ceilings, load_node_checks
 from bench.results.profiles import plan_time_plot, time_rows
+from bench.results.targets import load_targets
 
 RESULTS_DIR = Path("results")
 PUBLISHED_FILE = RESULTS_DIR / "published.toml"
 RANGES_FILE = RESULTS_DIR / "reference_ranges.toml"
+TARGETS_FILE = RESULTS_DIR / "targets.toml"
 SMOKE_DIR = Path("docs") / "reports"  # the smoke checks' reports, kept with the campaign that ran them
 PAGE = "README.md"
 PLOTS_DIR = "plots"
@@ -47,6 +49,7 @@ def generate(
     draw_plots: bool = True,
     smoke_dir: Path = SMOKE_DIR,
     by_commit: bool = False,
+    targets_file: Path | None = None,
 ) -> Generated:
     """Load everything and render the page (and, with ``draw_plots``, the PNGs) in memory.
 
@@ -54,12 +57,14 @@ def generate(
     (:func:`bench.results.plots.reuse_or_render`).
 
     Runs of one configuration key share a row whatever their kit commit unless ``by_commit``. Bad
-    records are skipped and listed in the report; a bad TOML file raises ValueError.
+    records are skipped and listed in the report; a bad TOML file raises ValueError. With a
+    ``targets_file`` (``results/targets.toml``) the page sets each target beside what answers it.
     """
     # The drawing process imports matplotlib while this one loads the inputs.
     with Drawer() if draw_plots else contextlib.nullcontext() as drawer:
         published = load_published(published_file)
         ranges = load_ranges(ranges_file)
+        aims = load_targets(targets_file) if targets_file is not None else ()
         ceilings = load_ceilings(smoke_dir)
         runs, problems = load_records(records_dir)
         report = build_report(runs, problems, published, ranges, by_commit, evidenced(records_dir, runs))
@@ -72,7 +77,7 @@ def generate(
         page = markdown.render(markdown.Page(
             report, Path(os.path.relpath(records_dir, out_dir)).as_posix(), tuple(runs), published,
             tuple(platform_specs), tuple(loss_specs), tuple(profiles), tuple(load_node_checks(smoke_dir)),
-            Path(os.path.relpath(smoke_dir, out_dir)).as_posix(), by_commit, four_gpu_plot, model))
+            Path(os.path.relpath(smoke_dir, out_dir)).as_posix(), by_commit, four_gpu_plot, model, aims))
         files = {PAGE: page.encode()}
         model_plot = model.plot if model else None
         specs: list[plots.Drawable] = [*platform_specs, *loss_specs, *(

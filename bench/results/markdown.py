@@ -30,6 +30,7 @@ from bench.results import (
     predicted,
     profiles,
     scaling,
+    targets,
 )
 from bench.results.aggregate import ModelTable, Report, Row
 from bench.results.best import percent_cell, tflops_cell
@@ -63,21 +64,24 @@ class Page:
     by_commit: bool = False  # each kit commit's runs of a configuration are a row of their own
     four_gpu_plot: fourgpu.LayoutBars | None = None
     step_model: predicted.Checked | None = None  # the step-time model checked on the runs
+    targets: tuple[targets.Target, ...] = ()  # results/targets.toml
 
 
 def render(page: Page) -> str:
     """The whole page, one line per section in page order."""
     runs, records = page.runs, page.records_link
+    groups = precisions.side_by_side(runs, page.by_commit)
     sections = (
         _head(records),
         _summary(page.report, records),
         best.section(page.report, records),
+        targets.section(page.targets, page.report.measured_rows, groups, records),
         scaling.section(scaling.scaling_pairs(runs, page.by_commit), records),
         fourgpu.section(fourgpu.layout_rows(runs, page.by_commit),
                         fourgpu.scaling_rows(runs, page.by_commit), page.four_gpu_plot, records),
         profiles.section(page.profiles, records),
         hardware.section(page.node_checks, page.smoke_link),
-        precisions.section(precisions.side_by_side(runs, page.by_commit), records),
+        precisions.section(groups, records),
         fits.section(fits.fit_groups(runs), records),
         memory.section(memory.parts_rows(runs, page.published), records),
         checkpoints.section(runs, records),

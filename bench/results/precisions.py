@@ -163,7 +163,7 @@ def section(groups: Sequence[PrecisionGroup], records_link: str) -> list[str]:
     return lines
 
 
-def _partner(column: Column, group: PrecisionGroup) -> tuple[Column, str] | None:
+def partner(column: Column, group: PrecisionGroup) -> tuple[Column, str] | None:
     """The group's first bf16 column whose key differs from ``column``'s in one compared thing
     (precision or layers only), with that thing; None where there is none."""
     for other in group.columns:
@@ -175,7 +175,7 @@ def _partner(column: Column, group: PrecisionGroup) -> tuple[Column, str] | None
 
 
 def _ratio_cell(column: Column, group: PrecisionGroup) -> str:
-    found = _partner(column, group)
+    found = partner(column, group)
     if found is None:
         return "1" if column.run.precision == BASELINE else "not like for like"
     other, thing = found

@@ -8,7 +8,7 @@ import pytest
 
 from bench.records.record import Record
 from bench.records.store import load_records
-from bench.results.precisions import _partner, section, side_by_side
+from bench.results.precisions import partner, section, side_by_side
 from bench.results.spread import Figure, Ratio
 from tests.record_factory import make_record
 
@@ -27,10 +27,10 @@ def _partners(group) -> dict[str, tuple[str, str, float] | None]:
     """Each column's like-for-like bf16 column, what they differ in and the ratio of medians."""
     found = {}
     for column in group.columns:
-        partner = _partner(column, group)
-        found[column.name] = None if partner is None else (
-            partner[0].name, partner[1],
-            round(Figure.of_runs(column.runs).median / Figure.of_runs(partner[0].runs).median, 2))
+        paired = partner(column, group)
+        found[column.name] = None if paired is None else (
+            paired[0].name, paired[1],
+            round(Figure.of_runs(column.runs).median / Figure.of_runs(paired[0].runs).median, 2))
     return found
 
 

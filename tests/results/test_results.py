@@ -25,7 +25,8 @@ REPO = TESTS.parent
 def _fixture_args(records: Path, out: Path, smoke: Path = SMOKE) -> list[str]:
     return ["results", "--records", str(records), "--out", str(out),
             "--published", str(FIXTURES / "published.toml"),
-            "--ranges", str(FIXTURES / "reference_ranges.toml"), "--smoke", str(smoke)]
+            "--ranges", str(FIXTURES / "reference_ranges.toml"), "--smoke", str(smoke),
+            "--targets", str(FIXTURES / "targets.toml")]
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_regeneration_is_byte_identical(workdir: Path, tmp_path: Path) -> None:
     assert first == second
     assert write_outputs(workdir, generate(
         workdir / "records", workdir, FIXTURES / "published.toml",
-        FIXTURES / "reference_ranges.toml", smoke_dir=smoke).files) == []
+        FIXTURES / "reference_ranges.toml", smoke_dir=smoke, targets_file=FIXTURES / "targets.toml").files) == []
 
 
 def test_bad_records_are_reported_by_name_and_skipped(workdir: Path, capsys) -> None:
@@ -167,7 +168,7 @@ def test_repository_results_page_is_current() -> None:
     generated = generate(REPO / "results" / "records", REPO / "results",
                          REPO / "results" / "published.toml",
                          REPO / "results" / "reference_ranges.toml",
-                         smoke_dir=REPO / "docs" / "reports")
+                         smoke_dir=REPO / "docs" / "reports", targets_file=REPO / "results" / "targets.toml")
     for name, data in generated.files.items():
         assert (REPO / "results" / name).read_bytes() == data, f"run nox -s results ({name})"
 

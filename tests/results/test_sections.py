@@ -16,7 +16,7 @@ def test_every_section_module_has_its_line_in_the_page_order() -> None:
                      if any(isinstance(node, ast.FunctionDef) and node.name == "section"
                             for node in ast.parse(path.read_text()).body))
     assert modules == ["best", "checkpoints", "fits", "fourgpu", "hardware", "losses", "memory", "precisions",
-                       "predicted", "profiles", "scaling"]
+                       "predicted", "profiles", "scaling", "targets"]
     order = inspect.getsource(markdown.render)
     assert all(f"{module}.section(" in order for module in modules)
 
