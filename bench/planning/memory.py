@@ -16,7 +16,7 @@ no s x s scores):
   this estimate does not count anyway, so it changes nothing here;
 - logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers;
 - the optimizer step, when activations and logits are freed, needs its own transient bytes per
-  parameter, divided by DP (an engine's ``step_bytes``, bench.planning.engines.table): the peak
+  parameter, divided by DP (an engine's ``step_bytes``, bench.planning.engines.registry): the peak
   is the larger of the two moments. With
   little activation memory (6.7b at micro-batch 1) the step binds: every 6.7b run on two 80 GB
   GPUs (H200s capped at 80 GB) and on one 80 GB H100 ran out of memory in the step, where the

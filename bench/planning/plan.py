@@ -25,8 +25,9 @@ from bench.planning.checks import (
     pbs_queue,
 )
 from bench.planning.defaults import defaults_for
+from bench.planning.engines.base import Engine, Resolved
 from bench.planning.engines.common import allocator_env
-from bench.planning.engines.table import ENGINES, Engine, Resolved
+from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.planning.memory import uncounted_note
 from bench.planning.options import Options

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from bench.config.platforms import Accelerator
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
+from bench.planning.engines.base import Engine
 from bench.planning.engines.setting_flags import keeps_dropout_masks
-from bench.planning.engines.table import Engine
 from bench.planning.layout import Layout
 from bench.planning.memory import (
     GB,

@@ -15,7 +15,7 @@ from bench.config.platforms import Platform
 from bench.config.precisions import resolve_precision
 from bench.config.presets import Preset
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import Layout, batch_sizes, valid_layouts
 from bench.planning.memory import GB, Counted, estimate_bytes, fits, state_bytes
 from bench.planning.options import Options

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS, Precision
 from bench.config.presets import get_preset
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import build_layout
 from bench.planning.memory import GB, REFUSE_FRACTION, Counted, estimate_bytes
 from bench.records.headline import is_headline_grade

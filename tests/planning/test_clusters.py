@@ -447,7 +447,7 @@ def test_seed_003_deepspeed_config() -> None:
 def test_cpu_offload_says_torchrun_leaves_openmp_one_thread() -> None:
     """torchrun sets OMP_NUM_THREADS=1 (seed 003's row on four H200s logged it), and DeepSpeed's
     CPU Adam is an OpenMP loop: the plan says so unless the platform sets the threads."""
-    from bench.planning.engines.table import OFFLOAD_THREADS_NOTE
+    from bench.planning.engines.registry import OFFLOAD_THREADS_NOTE
     assert OFFLOAD_THREADS_NOTE in _seed_003(zero=SEED_003).notes
     assert OFFLOAD_THREADS_NOTE not in _seed_003(zero=ZeroSettings(overlap_comm=True)).notes
     local = load_platform("local")

@@ -17,8 +17,8 @@ from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.config.run_options import DEFAULT_DROPOUT
 from bench.planning.engines.deepspeed import ds_config
+from bench.planning.engines.registry import ENGINES
 from bench.planning.engines.setting_flags import keeps_dropout_masks
-from bench.planning.engines.table import ENGINES
 from bench.planning.layout import Layout, build_layout
 from bench.planning.memory import (
     GB,

@@ -12,7 +12,7 @@ from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import build_layout
 from bench.planning.memory import GB, Counted, estimate_bytes, params_per_gpu, state_bytes
 from bench.planning.plan import plan
