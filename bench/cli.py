@@ -30,7 +30,7 @@ from bench.results import cli as results_cli
 from bench.results.data import load_published
 from bench.results.generate import PUBLISHED_FILE
 from bench.running import command
-from bench.running.arguments import misplaced_flags, split_megatron_args
+from bench.running.arguments import RunCommand, misplaced_flags, split_megatron_args
 from bench.running.jobs import cli as jobs_cli
 from bench.running.provenance import kit_commit
 
@@ -147,16 +147,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     own, extra = split_megatron_args(argv)
     args = parse(own)
-    if extra and not getattr(args, "takes_megatron_args", False):
+    takes_megatron_args = getattr(args, "takes_megatron_args", False)
+    if extra and not takes_megatron_args:
         print("error: Megatron flags after '--' are for 'run' only", file=sys.stderr)
         return EXIT_USAGE
     error = misplaced_flags(extra)
     if error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    args.megatron_args, args.argv = extra, own
     try:
-        return args.func(args)
+        # A command that takes Megatron flags gets them and the words typed beside argparse's reading.
+        return args.func(RunCommand(args, tuple(own), extra) if takes_megatron_args else args)
     except (ValueError, FileExistsError) as exc:
         print(f"error: {error_text(exc)}", file=sys.stderr)
         return EXIT_USAGE

@@ -20,7 +20,7 @@ from bench.config.run_options import (
     misplaced,
 )
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
-from bench.planning.engines.table import capabilities_source
+from bench.planning.engines.base import capabilities_source
 from bench.planning.layout import Layout
 from bench.planning.options import Options
 from bench.planning.tuning import Tuning, flag_names

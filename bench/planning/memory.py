@@ -16,7 +16,7 @@ no s x s scores):
   this estimate does not count anyway, so it changes nothing here;
 - logits s*b*V/tp in fp32 plus their gradient; 2 GB for the CUDA context and NCCL buffers;
 - the optimizer step, when activations and logits are freed, needs its own transient bytes per
-  parameter, divided by DP (an engine's ``step_bytes``, bench.planning.engines.table): the peak
+  parameter, divided by DP (an engine's ``step_bytes``, bench.planning.engines.registry): the peak
   is the larger of the two moments. With
   little activation memory (6.7b at micro-batch 1) the step binds: every 6.7b run on two 80 GB
   GPUs (H200s capped at 80 GB) and on one 80 GB H100 ran out of memory in the step, where the
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
@@ -153,34 +154,55 @@ def deepspeed_frees_zero1_gradients(layout: Layout) -> bool:
     return (layout.zero or 1) == 1 and layout.grad_accumulation == 1 and layout.pp == 1
 
 
-def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_stage: int = 1,
-                   optimizer_bytes: int = 12, recompute: str | None = None, fp8: bool = False,
-                   optimizer_step_bytes: int = 0, hidden_dropout: bool = True) -> float:
-    """``grad_bytes``: 2 when gradients are kept and reduced in bf16, else 4. ``zero_stage``: what
-    is sharded over DP (1: optimizer state, as Megatron's distributed optimizer; 2: + gradients;
-    3: + weights). ``recompute``: activation recompute (None, "full" or "selective"). ``fp8``:
-    FP8 linears (``Precision.fp8``). ``optimizer_step_bytes``: the step's transient bytes per
-    parameter (an engine's ``step_bytes``); the estimate is the larger of the activation peak and
-    the step. ``hidden_dropout``: False with ``--hidden-dropout 0.0``, which keeps no masks."""
+@dataclass(frozen=True)
+class Counted:
+    """What the estimate counts of a run at one layout (the planner's ``MemoryQuestion``,
+    bench.planning.question, gives one per layout). ``grad_bytes``: 2 when gradients are kept and
+    reduced in bf16, else 4. ``zero_stage``: what is sharded over DP (1: optimizer state, as
+    Megatron's distributed optimizer; 2: + gradients; 3: + weights). ``optimizer_bytes``: optimizer
+    state per parameter (:func:`state_bytes`). ``recompute``: activation recompute (None, "full" or
+    "selective"). ``fp8``: FP8 linears (``Precision.fp8``). ``optimizer_step_bytes``: the step's
+    transient bytes per parameter (an engine's ``step_bytes``); the estimate is the larger of the
+    activation peak and the step. ``hidden_dropout``: False with ``--hidden-dropout 0.0``, which
+    keeps no masks."""
+
+    preset: Preset
+    layout: Layout
+    grad_bytes: int = 2
+    zero_stage: int = 1
+    optimizer_bytes: int = 12
+    recompute: str | None = None
+    fp8: bool = False
+    optimizer_step_bytes: int = 0
+    hidden_dropout: bool = True
+
+    def at(self, layout: Layout) -> Counted:
+        """The same run at another layout, sharded at the same stage."""
+        return replace(self, layout=layout)
+
+
+def estimate_bytes(counted: Counted) -> float:
+    """The estimated peak of the most loaded GPU, bytes."""
+    preset, layout, zero_stage = counted.preset, counted.layout, counted.zero_stage
     params = params_per_gpu(preset, layout)
     # Megatron shards the distributed optimizer over data and context parallel ranks together
     # (its dp-cp group): 1.3b cp2 at sequence 8192 on two H200s peaked at 22.4 GB, 33 by the
     # estimate when sharded over dp alone.
     dp = layout.dp * layout.cp
     # Only the layers' linears get fp8 copies: the embeddings stay in 16 bits.
-    fp8_linears = preset.layers * _linear_parameters(preset) / (layout.tp * layout.pp) if fp8 else 0
+    fp8_linears = preset.layers * _linear_parameters(preset) / (layout.tp * layout.pp) if counted.fp8 else 0
     states = ((params * 2 + fp8_linears * FP8_WEIGHT_COPY_BYTES) / (dp if zero_stage >= 3 else 1)
-              + params * grad_bytes / (dp if zero_stage >= 2 else 1)
-              + params * optimizer_bytes / (dp if zero_stage >= 1 else 1))
+              + params * counted.grad_bytes / (dp if zero_stage >= 2 else 1)
+              + params * counted.optimizer_bytes / (dp if zero_stage >= 1 else 1))
     s, b, h = preset.seq_length / layout.cp, layout.micro_batch, preset.hidden
     per_sbh = 34 / layout.tp if layout.sp else 10 + 24 / layout.tp
-    if fp8:
+    if counted.fp8:
         per_sbh -= FP8_SAVED_INPUTS_SBH / layout.tp
-    if not hidden_dropout:
+    if not counted.hidden_dropout:
         per_sbh -= DROPOUT_MASKS_SBH / (layout.tp if layout.sp else 1)
     layers = preset.layers / layout.pp
     kept = _layers_in_flight(preset, layout)
-    if recompute == "full":  # layer inputs kept, one layer's activations rebuilt at a time
+    if counted.recompute == "full":  # layer inputs kept, one layer's activations rebuilt at a time
         activations = (kept * s * b * h * 2 / (layout.tp if layout.sp else 1)
                        + s * b * h * per_sbh)
     else:
@@ -190,7 +212,7 @@ def estimate_bytes(preset: Preset, layout: Layout, grad_bytes: int = 2, zero_sta
         activations = max(activations, layers * s * b * h * per_sbh + logits)
     else:
         activations += logits
-    step = params * optimizer_step_bytes / (dp if zero_stage >= 1 else 1)
+    step = params * counted.optimizer_step_bytes / (dp if zero_stage >= 1 else 1)
     return states + max(activations, step) + _CONTEXT_BYTES
 
 
@@ -206,29 +228,25 @@ def _layers_in_flight(preset: Preset, layout: Layout) -> float:
     return min(layout.pp, layout.grad_accumulation) * preset.layers / layout.pp
 
 
-def fits(preset: Preset, layout: Layout, device_gb: float, grad_bytes: int = 2,
-         zero_stage: int = 1, recompute: str | None = None, optimizer_bytes: int = 12,
-         fp8: bool = False, optimizer_step_bytes: int = 0, hidden_dropout: bool = True) -> bool:
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
-                          optimizer_step_bytes, hidden_dropout)
-    return need <= FIT_FRACTION * device_gb * GB
+def fits(counted: Counted, device_gb: float) -> bool:
+    """Whether the estimate is within FIT_FRACTION of ``device_gb``, the head-room of the planner's
+    own picks."""
+    return estimate_bytes(counted) <= FIT_FRACTION * device_gb * GB
 
 
-def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gpus_per_node: int,
-               grad_bytes: int = 2, zero_stage: int = 1, recompute: str | None = None, *,
-               node_gpus: int | None = None, optimizer_bytes: int = 12, fp8: bool = False,
-               optimizer_step_bytes: int = 0, hidden_dropout: bool = True, also: str = "",
-               refuse_at: float = REFUSE_FRACTION,
+def check_fits(counted: Counted, device_gb: float, device: str, gpus_per_node: int, *,
+               node_gpus: int | None = None, also: str = "", refuse_at: float = REFUSE_FRACTION,
                rate: Callable[[Layout], float] | None = None) -> float:
     """The estimate in GB; when it does not fit, a ValueError naming it, the device memory and the
     nearest layouts that fit (same GPUs and micro batch first, then smaller micro batches, then
-    twice the GPUs, and so on up to 1024x until three are found). ``node_gpus``: the GPUs of one
-    node where the platform runs jobs over nodes, so a larger run is named by ``--nodes``.
-    ``also``: another way to fit, said after the layouts. ``refuse_at``: the fraction of the
-    device beyond which it refuses (:func:`refuse_fraction`). ``rate``: a layout's expected
-    TFLOP/s/GPU (the step-time model); with it, the layouts on one GPU count go fastest first."""
-    need = estimate_bytes(preset, layout, grad_bytes, zero_stage, optimizer_bytes, recompute, fp8,
-                          optimizer_step_bytes, hidden_dropout) / GB
+    twice the GPUs, and so on up to 1024x until three are found), each counted as ``counted`` at
+    its layout. ``node_gpus``: the GPUs of one node where the platform runs jobs over nodes, so a
+    larger run is named by ``--nodes``. ``also``: another way to fit, said after the layouts.
+    ``refuse_at``: the fraction of the device beyond which it refuses (:func:`refuse_fraction`).
+    ``rate``: a layout's expected TFLOP/s/GPU (the step-time model); with it, the layouts on one
+    GPU count go fastest first."""
+    preset, layout = counted.preset, counted.layout
+    need = estimate_bytes(counted) / GB
     limit = refuse_at * device_gb
     if need <= limit:
         return need
@@ -240,8 +258,7 @@ def check_fits(preset: Preset, layout: Layout, device_gb: float, device: str, gp
             # across nodes, TP stays inside one node of the platform's size
             for lay in valid_layouts(preset, gpus, node_gpus or gpus_per_node, mbs, layout.global_batch,
                                      cp=layout.cp, zero=layout.zero):
-                gb = estimate_bytes(preset, lay, grad_bytes, zero_stage, optimizer_bytes,
-                                    recompute, fp8, optimizer_step_bytes, hidden_dropout) / GB
+                gb = estimate_bytes(counted.at(lay)) / GB
                 distance = abs(math.log2(lay.tp / layout.tp)) + abs(math.log2(lay.pp / layout.pp))
                 if gb <= limit:
                     expected = rate(lay) if rate else 0.0

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bench.config.capabilities import Capabilities, implementation
+from bench.config.capabilities import Capabilities
 from bench.config.platforms import Accelerator, Data, Platform, with_job_overrides
 from bench.config.precisions import Precision, resolve_precision
 from bench.config.presets import Preset
@@ -24,20 +24,17 @@ from bench.planning.checks import (
     check_resolved,
     pbs_queue,
 )
+from bench.planning.defaults import defaults_for
+from bench.planning.engines.base import Engine, Resolved
 from bench.planning.engines.common import allocator_env
-from bench.planning.engines.megatron import layer_capabilities
-from bench.planning.engines.setting_flags import keeps_dropout_masks
-from bench.planning.engines.table import ENGINES, Engine, Resolved
+from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.planning.memory import uncounted_note
-from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
 from bench.planning.predict.expect import Asked, Expectation, expectation, rate
 from bench.planning.question import MemoryQuestion, device_for
 from bench.planning.saves import save_interval
-from bench.planning.tuning import DEFAULT_TUNING, Tuning, check_extra_args, flag_names
-from bench.planning.winners import beyond_for, beyond_note, quoted_note, winner_for
-from bench.planning.winners import note as winner_note
+from bench.planning.tuning import Tuning, check_extra_args
 
 MASTER_PORT = 29500
 RUNS_DIR = "runs"
@@ -146,71 +143,6 @@ def _run_size(spec: LayoutSpec, platform: Platform, options: Options) -> tuple[i
     return gpus, gpus // per_node, per_node
 
 
-def _micro_batch(question: MemoryQuestion, options: Options) -> tuple[MemoryQuestion, list[str]]:
-    """The question at the precision's default micro-batch (bench.planning.microbatch) and its
-    note, where the user gave no --mbs; a micro-batch the user gave always stands."""
-    if options.mbs is not None:
-        return question, []
-    chosen, note = default_micro_batch(question.preset, question.layout, question.precision,
-                                       question.fit_test())
-    return question.at(chosen), [note] if note else []
-
-
-def _measured(question: MemoryQuestion, caps: Capabilities, options: Options
-              ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
-    """What the records say of this configuration: its winner (:func:`_winner`) and a faster
-    configuration the kit does not pick (:func:`_beyond`)."""
-    asked, chosen, args, notes = _winner(question, caps, options)
-    return asked, chosen, args, [*notes, *_beyond(question, caps, options)]
-
-
-def _sets_winner_settings(options: Options) -> bool:
-    """Whether the user set any setting a winner sets (then no winner is applied)."""
-    tuning = options.tuning
-    return (options.mbs is not None or options.recompute is not None or tuning.graphs
-            or tuning.dropout != DEFAULT_TUNING.dropout)
-
-
-def _winner(question: MemoryQuestion, caps: Capabilities, options: Options
-            ) -> tuple[MemoryQuestion, Options, tuple[str, ...], list[str]]:
-    """The measured winner's settings (bench.planning.winners) where it passes the evidence rule
-    and is no recipe, the user set none of them, the estimate is not refused and the default rule
-    picks no larger micro-batch than the winner was measured against: (the question and the
-    options with the winner's settings, its other flags, note). A winner not applied is quoted."""
-    if _sets_winner_settings(options):
-        return question, options, (), []
-    winner = winner_for(question.preset, question.layout, question.engine.name, question.precision,
-                        implementation(layer_capabilities(caps, question.precision)))
-    if winner is None or flag_names(winner.flags) & flag_names(options.tuning.extra_args):
-        return question, options, (), []
-    if not winner.applied:
-        return question, options, (), [quoted_note(winner)]
-    # A winner does not shrink a micro-batch the default rule picks (fp8 on an uncapped H200)
-    # larger than any it was measured against: the winner's own, or the rule's pick it beat.
-    rule, _ = default_micro_batch(question.preset, question.layout, question.precision,
-                                  question.fit_test())
-    if rule.micro_batch > max(winner.micro_batch, winner.rule_micro_batch):
-        return question, options, (), []
-    tuning = replace(options.tuning, cuda_graphs=winner.cuda_graphs, dropout=winner.dropout)
-    asked = replace(question, layout=replace(question.layout, micro_batch=winner.micro_batch),
-                    recompute=winner.recompute,
-                    hidden_dropout=keeps_dropout_masks(tuning.dropout, tuning.extra_args))
-    if not asked.within_refusal():
-        return question, options, (), []
-    options = replace(options, mbs=winner.micro_batch, recompute=winner.recompute, tuning=tuning)
-    return asked, options, winner.megatron_args, [winner_note(winner)]
-
-
-def _beyond(question: MemoryQuestion, caps: Capabilities, options: Options) -> list[str]:
-    """The note of a faster measured configuration the kit does not pick (bench.planning.winners),
-    where the user's run is not already on its optimizer states."""
-    found = beyond_for(question.preset, question.layout, question.engine.name, question.precision,
-                       implementation(layer_capabilities(caps, question.precision)))
-    if found is None or options.tuning.optimizer_states == found.optimizer_states:
-        return []
-    return [beyond_note(found)]
-
-
 def _bound(path: str, binds: tuple[str, ...]) -> bool:
     """Whether a path the job uses is inside its container: relative paths live in the bound
     submit folder; absolute ones must lie under a bind's container side (``src[:dst[:opts]]``)."""
@@ -302,6 +234,13 @@ def _unknown_gpu(platform: Platform, options: Options, accelerator: Accelerator 
             "computed; add one with its dense peak and source"]
 
 
+def _question(preset: Preset, layout: Layout, engine: Engine, precision: Precision, options: Options,
+              accelerator: Accelerator | None) -> MemoryQuestion:
+    """The memory question of the run as the user asked it, on its GPU or under --gpu-memory-cap."""
+    return MemoryQuestion.ask(preset, layout, engine, precision, options.tuning, options.recompute,
+                              device_for(accelerator, options.tuning.gpu_memory_cap))
+
+
 def _fits_memory(preset: Preset, platform: Platform, options: Options, engine: Engine,
                  precision: Precision) -> Callable[[Layout], bool] | None:
     """Whether a layout fits the run's GPU by the memory estimate, as the run's own refusal counts
@@ -311,10 +250,8 @@ def _fits_memory(preset: Preset, platform: Platform, options: Options, engine: E
         return None
 
     def fit(layout: Layout) -> bool:
-        device = device_for(platform.accelerator_for(options.gpu_name, options.gpu_memory_gb),
-                            options.tuning.gpu_memory_cap)
-        return MemoryQuestion.ask(preset, layout, engine, precision, options.tuning, options.recompute,
-                                  device).within_refusal()
+        accelerator = platform.accelerator_for(options.gpu_name, options.gpu_memory_gb)
+        return _question(preset, layout, engine, precision, options, accelerator).within_refusal()
     return fit
 
 
@@ -367,16 +304,26 @@ def _accelerator(platform: Platform, options: Options, precision: Precision) -> 
 
 def _train_args(engine: Engine, args: tuple[str, ...], save: str, platform: Platform,
                 options: Options, tuning: Tuning) -> tuple[tuple[str, ...], list[str]]:
-    """The engine's flags with its checkpoint flags where the run saves, and the notes on its save
-    interval (bench.planning.saves); the user's extra flags are refused where they repeat one of
-    these."""
+    """The run's flags after the entry: the engine's, its checkpoint flags where the run saves,
+    then the user's extra flags, refused where they repeat one of these; and the notes on its save
+    interval (bench.planning.saves)."""
     notes: list[str] = []
     if save:
         interval, notes = save_interval(options.iters, options.save_interval,
                                         platform.storage.save_interval)
         args += tuple(engine.checkpoint_flags(save, interval))
     check_extra_args(tuning.extra_args, args)
-    return args, notes
+    return (*args, *tuning.extra_args), notes
+
+
+def _estimate(question: MemoryQuestion, platform: Platform, per_node: int, options: Options,
+              asked: Asked) -> tuple[float, list[str]]:
+    """(estimated GB per GPU, its notes); refused when it cannot fit the GPU, unless --force. The
+    refusal names larger runs by --nodes where jobs run over nodes, and orders the layouts that fit
+    by the step-time model's rate."""
+    return question.estimate(platform.gpus_per_node or per_node, options.force,
+                             platform.gpus_per_node if platform.scheduler != "none" else None,
+                             rate(options.step_model, asked))
 
 
 def _later_notes(platform: Platform, options: Options, accelerator: Accelerator | None,
@@ -391,11 +338,11 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     """Check everything and return the frozen plan; any impossibility raises ValueError.
 
     The stages: check the options, resolve what they ask, lay the run out on its GPUs, refuse what
-    needs the resolved plan (``check_resolved``), ask the memory question once (the micro-batch
-    picks and the estimate read it), let the engine render its flags (refusing what it cannot
-    do), ask the step-time question beside it (the expectation, and the order of a refusal's
-    layouts), then estimate the memory. Reads no files: the platform comes with its accelerators
-    loaded, the options with the step-time model.
+    needs the resolved plan (``check_resolved``), ask the memory question once (the settled
+    defaults, ``bench.planning.defaults``, and the estimate read it), let the engine render its
+    flags (refusing what it cannot do), ask the step-time question beside it (the expectation, and
+    the order of a refusal's layouts), then estimate the memory. Reads no files: the platform comes
+    with its accelerators loaded, the options with the step-time model.
     """
     engine = ENGINES[options.engine or platform.default_engine]
     check_options(options, platform, engine.name)
@@ -408,42 +355,32 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     accelerator = _accelerator(platform, options, precision)
     caps = _capabilities(platform, options)
     check_resolved(precision, layout, options.tuning, caps, platform)
-    question = MemoryQuestion.ask(preset, layout, engine, precision, options.tuning,
-                                  options.recompute,
-                                  device_for(accelerator, options.tuning.gpu_memory_cap))
-    question, options, measured_args, measured_notes = _measured(question, caps, options)
-    question, mbs_notes = _micro_batch(question, options)
-    layout = question.layout
-    tuning, tuning_notes = options.tuning.at_layout(layout.dp, precision)
+    question = _question(preset, layout, engine, precision, options, accelerator)
+    chosen = defaults_for(question, caps, options)
+    layout, tuning = chosen.layout, chosen.tuning
     flags = engine.flags(Resolved(
         preset=preset, layout=layout, platform=platform, precision=precision, iters=options.iters,
         capabilities=caps, capabilities_known=(platform.capabilities is not None
                                                or options.capabilities is not None),
-        data=data, tuning=tuning, zero=options.zero, recompute=options.recompute,
+        data=data, tuning=tuning, zero=options.zero, recompute=chosen.recompute,
         run_dir=f"{RUNS_DIR}/{rid}", image=image, cpus=options.cpus_present if platform.scheduler == "none" else 0,
         profile_steps=PROFILE_STEPS if options.profile else 0))
-    args, saving = _train_args(engine, flags.args + measured_args, save, platform, options, tuning)
+    args, saving = _train_args(engine, flags.args + chosen.args, save, platform, options, tuning)
     # The step-time question, beside the memory one: the same plan at any layout.
     asked = Asked(accelerator.name if accelerator else None, engine.name, engine.step_model, preset,
-                  precision, flags.implementation, (*args, *tuning.extra_args),
-                  tuning.optimizer_states, nodes, tuning.graphs)
+                  precision, flags.implementation, args, tuning.optimizer_states, nodes, tuning.graphs)
     expected, expected_none_why = expectation(options.step_model, asked, layout)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
-    memory_gb, memory_notes = question.estimate(
-        platform.gpus_per_node or per_node, options.force,
-        platform.gpus_per_node if platform.scheduler != "none" else None,
-        rate(options.step_model, asked))
-    notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *tuning_notes, *mbs_notes,
-             *measured_notes, *msamp_seed_notes(precision, preset.name, layout, options.mbs, tuning.dropout),
-             *memory_notes, *saving, *_later_notes(platform, options, accelerator, (*args, *tuning.extra_args), tuning)]
+    memory_gb, memory_notes = _estimate(chosen.question, platform, per_node, options, asked)
+    notes = [*flags.notes, *_no_gpu(platform, options, layout.gpus), *flags.assumed, *chosen.notes,
+             *memory_notes, *saving, *_later_notes(platform, options, accelerator, args, tuning)]
     return LaunchPlan(
         run_id=rid, preset=preset, layout=layout, platform=platform, accelerator=accelerator,
         engine=engine.name, precision=precision, nodes=nodes, gpus_per_node=per_node,
-        iters=options.iters, image=image, entry=flags.entry,
-        train_args=(*args, *tuning.extra_args),
+        iters=options.iters, image=image, entry=flags.entry, train_args=args,
         env=tuple({**_env(platform, engine, precision, tuning, nodes), **dict(flags.env)}.items()),
         ds_config=flags.ds_config, capabilities=caps, notes=tuple(notes),
         variant=tuning.variant() + other_variant, labels=labels, memory_gb=memory_gb,
-        recompute=options.recompute, implementation=flags.implementation, data_path=data.path,
+        recompute=chosen.recompute, implementation=flags.implementation, data_path=data.path,
         patched_trees=flags.patched_trees, profile_steps=PROFILE_STEPS if options.profile else 0,
         expected=expected, expected_none_why=expected_none_why)

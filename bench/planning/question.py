@@ -18,11 +18,12 @@ from dataclasses import dataclass, replace
 from bench.config.platforms import Accelerator
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
+from bench.planning.engines.base import Engine
 from bench.planning.engines.setting_flags import keeps_dropout_masks
-from bench.planning.engines.table import Engine
 from bench.planning.layout import Layout
 from bench.planning.memory import (
     GB,
+    Counted,
     check_fits,
     estimate_bytes,
     fits,
@@ -97,15 +98,14 @@ class MemoryQuestion:
     def fp8(self) -> bool:
         return self.precision.fp8
 
-    @property
-    def zero_stage(self) -> int:
-        return self.engine.sharded_stage(self.layout)
+    def counted(self, layout: Layout) -> Counted:
+        """What the estimate counts of the run at a layout, sharded as the engine shards it there."""
+        return Counted(self.preset, layout, self.grad_bytes, self.engine.sharded_stage(layout),
+                       self.state_bytes, self.recompute, self.fp8, self.step_bytes, self.hidden_dropout)
 
     def need_gb(self) -> float:
         """The estimated peak per GPU, GB."""
-        return estimate_bytes(self.preset, self.layout, self.grad_bytes, self.zero_stage,
-                              self.state_bytes, self.recompute, self.fp8, self.step_bytes,
-                              self.hidden_dropout) / GB
+        return estimate_bytes(self.counted(self.layout)) / GB
 
     def fit_test(self) -> Callable[[Layout], bool] | None:
         """Whether a layout fits the device with the planner's head-room, counted as the estimate
@@ -113,9 +113,7 @@ class MemoryQuestion:
         device = self.device
         if device is None:
             return None
-        return lambda lay: fits(self.preset, lay, device.memory_gb, self.grad_bytes,
-                                self.engine.sharded_stage(lay), self.recompute, self.state_bytes,
-                                self.fp8, self.step_bytes, self.hidden_dropout)
+        return lambda lay: fits(self.counted(lay), device.memory_gb)
 
     def within_refusal(self) -> bool:
         """Whether the estimate stays within the refusal's fraction of the device (True where its
@@ -133,12 +131,9 @@ class MemoryQuestion:
         if self.device is None:
             return need, [f"memory estimate: ~{need:.1f} GB per GPU (device memory unknown: not checked)"]
         if not force:
-            check_fits(self.preset, self.layout, self.device.memory_gb, self.device.model, per_node,
-                       self.grad_bytes, self.zero_stage, self.recompute, node_gpus=node_gpus,
-                       optimizer_bytes=self.state_bytes, fp8=self.fp8,
-                       optimizer_step_bytes=self.step_bytes, hidden_dropout=self.hidden_dropout,
-                       also="; ".join(h for h in (self.paper_kit_hint(), self.one_sequence_hint()) if h),
-                       refuse_at=self.refuse_at, rate=rate)
+            check_fits(self.counted(self.layout), self.device.memory_gb, self.device.model, per_node,
+                       node_gpus=node_gpus, refuse_at=self.refuse_at, rate=rate,
+                       also="; ".join(h for h in (self.paper_kit_hint(), self.one_sequence_hint()) if h))
         capped = " (--gpu-memory-cap)" if self.device.capped else ""
         return need, [f"memory estimate: ~{need:.1f} GB per GPU of {self.device.memory_gb:g} GB"
                       f"{capped}" + (" (--force)" if force else ""),

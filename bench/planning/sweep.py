@@ -20,9 +20,9 @@ from bench.config.platforms import Platform
 from bench.config.precisions import resolve_precision
 from bench.config.presets import Preset
 from bench.measure.protocol import MIN_WINDOW_ITERS, WARMUP_ITERS
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import Layout, batch_sizes, shaped_layouts
-from bench.planning.memory import GB, estimate_bytes, fits, state_bytes
+from bench.planning.memory import GB, Counted, estimate_bytes, fits, state_bytes
 from bench.planning.options import Options
 from bench.planning.plan import LaunchPlan, layers_take_sp, plan
 
@@ -41,12 +41,12 @@ def candidates(preset: Preset, gpus: int, mbs: int, gbs: int, device_gb: float,
     tensor parallelism stays within ``gpus_per_node`` (default: all GPUs are one node)."""
     keep, skipped = [], []
     for lay in shaped_layouts(preset, gpus, gpus_per_node or gpus, mbs, gbs):
-        if fits(preset, lay, device_gb, grad, optimizer_bytes=optimizer_bytes, fp8=fp8,
-                optimizer_step_bytes=optimizer_step_bytes):
+        counted = Counted(preset, lay, grad, optimizer_bytes=optimizer_bytes, fp8=fp8,
+                          optimizer_step_bytes=optimizer_step_bytes)
+        if fits(counted, device_gb):
             keep.append(lay)
         else:
-            skipped.append((lay, estimate_bytes(preset, lay, grad, optimizer_bytes=optimizer_bytes,
-                                                fp8=fp8, optimizer_step_bytes=optimizer_step_bytes) / GB))
+            skipped.append((lay, estimate_bytes(counted) / GB))
     return keep, skipped
 
 

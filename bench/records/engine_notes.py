@@ -24,7 +24,7 @@ import statistics
 from bench.measure.flops import flops_per_iteration
 from bench.measure.logparse import ParseResult
 from bench.measure.protocol import window
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.plan import LaunchPlan
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bench.measure.oom import fragmented
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.records.record import Record
 from bench.results.table import DASH, heading, number, record_link, table, text
 from bench.results.words import CAP_KEY, group_title, layers, model_name, model_sort_key, settings, variant

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS, Precision
 from bench.config.presets import get_preset
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import build_layout
-from bench.planning.memory import GB, REFUSE_FRACTION, estimate_bytes
+from bench.planning.memory import GB, REFUSE_FRACTION, Counted, estimate_bytes
 from bench.records.headline import is_headline_grade
 from bench.records.identity import config_key
 from bench.records.record import Record
@@ -111,8 +111,8 @@ def _beyond_80_gb(tp: int, pp: int, sp: bool, vp: bool, precision: Precision) ->
     preset = get_preset(MODEL)
     name = f"tp{tp}pp{pp}" + ("vp2" if vp else "") + ("sp" if sp else "")
     layout = build_layout(name, preset, GPUS, GPUS, 1, 64)
-    need = estimate_bytes(preset, layout, 2, fp8=precision.fp8,
-                          optimizer_step_bytes=ENGINES["megatron"].step_bytes("default", 2)) / GB
+    need = estimate_bytes(Counted(preset, layout, 2, fp8=precision.fp8,
+                                  optimizer_step_bytes=ENGINES["megatron"].step_bytes("default", 2))) / GB
     return f" (beyond 80 GB: ~{need:.1f} GB by the memory estimate)" if need > REFUSE_FRACTION * 80 else ""
 
 

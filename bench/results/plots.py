@@ -41,7 +41,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Protocol
 
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.records.headline import Grade
 from bench.results.aggregate import Report, Row
 from bench.results.hardware import Ceiling, accelerator_of

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.records.identity import config_key, differences
 from bench.records.record import Record
 from bench.results.aggregate import median_run

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import secrets
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bench.config.capabilities import Capabilities
@@ -15,6 +16,17 @@ from bench.planning.options import Options
 from bench.planning.predict.expect import load_step_model
 from bench.planning.sweep import SWEEP_ITERS
 from bench.planning.tuning import Tuning, flag_names
+
+
+@dataclass(frozen=True)
+class RunCommand:
+    """One ``run`` command: argparse's reading of the kit's options (``args``), the words they were
+    read from (``argv``, ``run`` first; none for arguments built in code) and the Megatron flags
+    after '--'. The namespace stays argparse's: nothing is stored on it."""
+
+    args: argparse.Namespace
+    argv: tuple[str, ...] = ()
+    megatron_args: tuple[str, ...] = ()
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -33,10 +45,11 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         option.add_to(where, sweep_iters=SWEEP_ITERS)
 
 
-def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
+def options_from(command: RunCommand, gpus_present: int, gpu_name: str,
                  capabilities: Capabilities | None = None) -> Options:
-    """The planner's options from ``run``'s arguments, each where its table entry says, with
-    what the caller observed of the machine."""
+    """The planner's options from a ``run`` command, each where its table entry says, with what
+    the caller observed of the machine."""
+    args = command.args
     top: dict[str, object] = {}
     nested: dict[str, dict[str, object]] = {"tuning": {}, "zero": {}}
     for option in RUN_OPTIONS:
@@ -53,7 +66,7 @@ def options_from(args: argparse.Namespace, gpus_present: int, gpu_name: str,
                    nonce=secrets.token_hex(3),  # run ids of two checkouts in one second stay apart
                    capabilities=capabilities, step_model=load_step_model(), **top,
                    zero=ZeroSettings(**nested["zero"]),
-                   tuning=Tuning(**typed_settings(nested["tuning"], args.megatron_args)))
+                   tuning=Tuning(**typed_settings(nested["tuning"], command.megatron_args)))
 
 
 def typed_settings(tuning: dict[str, object], extra: tuple[str, ...]) -> dict[str, object]:
@@ -98,7 +111,7 @@ def misplaced_flags(extra: tuple[str, ...]) -> str | None:
             "'python -m bench run': put it before '--'")
 
 
-def parse_run_argv(argv: list[str]) -> argparse.Namespace:
+def parse_run_argv(argv: list[str]) -> RunCommand:
     """A campaign run's ``run`` arguments, checked like a command line; ValueError if bad."""
     own, extra = split_megatron_args(argv)
     try:
@@ -108,5 +121,4 @@ def parse_run_argv(argv: list[str]) -> argparse.Namespace:
     error = misplaced_flags(extra)
     if error:
         raise ValueError(error)
-    args.megatron_args, args.argv = extra, ["run", *own]
-    return args
+    return RunCommand(args, ("run", *own), extra)

@@ -3,12 +3,11 @@ planned (and so checked) before the first is launched, then run in file order.""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
 from bench.config.campaign import load_campaign
-from bench.running.arguments import parse_run_argv
+from bench.running.arguments import RunCommand, parse_run_argv
 from bench.running.machine import Machine
 from bench.running.run import execute, launches_for
 
@@ -16,22 +15,23 @@ from bench.running.run import execute, launches_for
 SELECTING = ("--campaign", "--only")
 
 
-def run_campaign(args: argparse.Namespace, results: list[dict[str, object]],
+def run_campaign(command: RunCommand, results: list[dict[str, object]],
                  machine: Machine) -> int:
     """Plan every selected run of the campaign file, then execute them in file order; each run's
     options are the file's, then the command line's own (which win)."""
-    if args.preset or args.layout or args.sweep or args.megatron_args:
+    args = command.args
+    if args.preset or args.layout or args.sweep or command.megatron_args:
         raise ValueError("--campaign takes the configurations from its file: give no model, "
                          "layout, --sweep or Megatron flags beside it")
     campaign = load_campaign(args.campaign)
-    common = campaign_common_argv(args.argv)
+    common = campaign_common_argv(command.argv)
     planned = []
     for entry in campaign.selected(args.only):
-        entry_args = parse_run_argv(list(entry.argv_with(common)))
+        entry_command = parse_run_argv(list(entry.argv_with(common)))
         # The run's name too: a record then says which entry of the file it answers.
         labels = (("campaign", campaign.name), ("campaign_run", entry.name))
-        launches = launches_for(entry_args, labels=labels, tag=f"c{entry.number}", machine=machine)
-        planned.append((entry, entry_args, launches))
+        launches = launches_for(entry_command, labels=labels, tag=f"c{entry.number}", machine=machine)
+        planned.append((entry, entry_command.args, launches))
     code = 0
     for entry, entry_args, launches in planned:
         print(f"campaign {campaign.name}: {entry.name} ({len(launches)} run(s))", file=sys.stderr)

@@ -12,24 +12,25 @@ from __future__ import annotations
 import argparse
 import json
 
-from bench.running.arguments import add_run_options
+from bench.running.arguments import RunCommand, add_run_options
 from bench.running.campaign import run_campaign
 from bench.running.machine import Machine
 from bench.running.run import execute, launches_for
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(command: RunCommand) -> int:
+    args = command.args
     results: list[dict[str, object]] = []
     machine = Machine()  # asked once for the whole command
     if args.campaign:
-        code = run_campaign(args, results, machine)
+        code = run_campaign(command, results, machine)
     else:
         if args.only:  # it selects a campaign's runs; alone it would be silently ignored
             raise ValueError("--only selects runs of a campaign: give --campaign FILE with it")
         if not args.preset:
             raise ValueError("give a model preset and a layout (python -m bench run 13b tp2pp8), "
                              "or --campaign FILE")
-        code = execute(args, launches_for(args, machine=machine), results, machine)
+        code = execute(args, launches_for(command, machine=machine), results, machine)
     if args.json:
         print(json.dumps({"runs": results}, indent=2))
     return code

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.plan import LaunchPlan
 from bench.records.build import PlanSummary, plan_preview
 from bench.render.scripts import render_script

@@ -23,7 +23,7 @@ from bench.planning.plan import LaunchPlan, plan, run_id
 from bench.planning.sweep import ranking, sweep_plans
 from bench.records.build import plan_summary
 from bench.records.store import record_path, records_dir
-from bench.running.arguments import options_from
+from bench.running.arguments import RunCommand, options_from
 from bench.running.datafiles import check_data_files
 from bench.running.gpulock import gpu_keys, gpus_locked
 from bench.running.jobs.cli import EXIT_FAILED
@@ -55,13 +55,14 @@ def _preset(name: str, layout: str | None) -> Preset:
     return get_preset(name)
 
 
-def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] = (),
+def launches_for(command: RunCommand, labels: tuple[tuple[str, str], ...] = (),
                  tag: str | None = None, machine: Machine | None = None) -> list[LaunchPlan]:
     """Every plan one ``run`` command makes: a layout or a sweep, each ``--repeat`` times.
 
     All are planned (and so checked) before anything is written or launched. ``machine``: the
     command's answers of this machine (a campaign asks it once for all its runs).
     """
+    args = command.args
     if not 1 <= args.repeat <= MAX_REPEAT:
         raise ValueError(f"--repeat must be at least 1 and at most {MAX_REPEAT}, got "
                          f"{args.repeat}")
@@ -69,7 +70,7 @@ def launches_for(args: argparse.Namespace, labels: tuple[tuple[str, str], ...] =
     preset = _preset(args.preset, args.layout)
     platform = load_platform(args.platform)
     check_run_options(args, platform)
-    options = without_cluster_defaults(options_from(args, 0, ""), getattr(args, "argv", ()), platform)
+    options = without_cluster_defaults(options_from(command, 0, ""), command.argv, platform)
     # Refused before the machine is asked: its probe imports torch and megatron-core (seconds).
     check_options(options, platform, options.engine or platform.default_engine)
     if platform.scheduler == "none":

@@ -27,7 +27,7 @@ from bench.config.paths import KIT_ROOT
 
 if TYPE_CHECKING:  # the probe runs in the training Python, which may lack pydantic
     from bench.images.pins import Pins
-    from bench.planning.engines.table import Preflight
+    from bench.planning.engines.base import Preflight
 
 PROBE_TIMEOUT_S = 180  # imports torch, megatron-core, DeepSpeed: seconds, not minutes
 PROVISION_HINT = "or run through `nox -s bench`, which provisions a venv with the pins"
@@ -131,7 +131,7 @@ def problems(found: Facts, engine: str, gpus_needed: int, megatron_deepspeed_dir
              pins: Pins | None = None) -> list[str]:
     """One line per missing piece, each naming it and the command that fixes it; [] when ready."""
     from bench.images.pins import load_pins  # host side: pydantic is there
-    from bench.planning.engines.table import ENGINES
+    from bench.planning.engines.registry import ENGINES
 
     pins = pins or load_pins()
     py = found.python

@@ -25,7 +25,7 @@ from bench.planning.engines.deepspeed import ZeroSettings, ds_config
 from bench.planning.plan import LaunchPlan, plan
 from bench.render import pbs, slurm
 from bench.results.data import load_published
-from bench.running.arguments import options_from
+from bench.running.arguments import RunCommand, options_from
 from tests.conftest import options
 from tests.inprocess import run_cli
 
@@ -299,9 +299,8 @@ def test_polaris_seed_run_is_preset_layout_and_options() -> None:
     args = build_parser().parse_args(
         ["run", "25b", "tp4pp4zero1", "--platform", "polaris", "--nodes", "8",
          "--seq-length", "4096", "--mbs", "1", "--gbs", "2", "--account", "datascience"])
-    args.megatron_args = ()
     launch = plan(get_preset("25b"), args.layout, load_platform("polaris"),
-                  options_from(args, 0, ""))
+                  options_from(RunCommand(args), 0, ""))
     flags = " ".join(launch.train_args)
     assert "--seq-length 4096 --max-position-embeddings 4096" in flags
     assert "--zero-stage 1" in flags
@@ -447,7 +446,7 @@ def test_seed_003_deepspeed_config() -> None:
 def test_cpu_offload_says_torchrun_leaves_openmp_one_thread() -> None:
     """torchrun sets OMP_NUM_THREADS=1 (seed 003's row on four H200s logged it), and DeepSpeed's
     CPU Adam is an OpenMP loop: the plan says so unless the platform sets the threads."""
-    from bench.planning.engines.table import OFFLOAD_THREADS_NOTE
+    from bench.planning.engines.registry import OFFLOAD_THREADS_NOTE
     assert OFFLOAD_THREADS_NOTE in _seed_003(zero=SEED_003).notes
     assert OFFLOAD_THREADS_NOTE not in _seed_003(zero=ZeroSettings(overlap_comm=True)).notes
     local = load_platform("local")

@@ -17,11 +17,12 @@ from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.config.run_options import DEFAULT_DROPOUT
 from bench.planning.engines.deepspeed import ds_config
+from bench.planning.engines.registry import ENGINES
 from bench.planning.engines.setting_flags import keeps_dropout_masks
-from bench.planning.engines.table import ENGINES
 from bench.planning.layout import Layout, build_layout
 from bench.planning.memory import (
     GB,
+    Counted,
     check_fits,
     estimate_bytes,
     fits,
@@ -45,13 +46,13 @@ MIB_TO_GB_COMMIT = "8884924"  # "Peak memory converted from Megatron's MiB in on
 def test_estimate_is_near_measured(preset: str, layout: str, gpus: int, mbs: int, gbs: int,
                                    measured_gb: float) -> None:
     lay = build_layout(layout, get_preset(preset), gpus, gpus, mbs, gbs)
-    assert estimate_bytes(get_preset(preset), lay) / GB == pytest.approx(measured_gb, rel=0.15)
+    assert estimate_bytes(Counted(get_preset(preset), lay)) / GB == pytest.approx(measured_gb, rel=0.15)
 
 
 def test_fit_filter() -> None:
     p = get_preset("13b")
-    assert fits(p, build_layout("dp4", p, 4, 4), 141)
-    assert not fits(p, build_layout("tp1pp1", p, 1, 1), 141)  # 13B on one GPU: ~230 GB
+    assert fits(Counted(p, build_layout("dp4", p, 4, 4)), 141)
+    assert not fits(Counted(p, build_layout("tp1pp1", p, 1, 1)), 141)  # 13B on one GPU: ~230 GB
 
 
 def _record_layout(r) -> Layout:
@@ -89,11 +90,11 @@ def test_estimate_against_every_measured_peak() -> None:
     errors, small = [], []
     for r in measured:
         grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
-        estimate = estimate_bytes(_preset(r), _record_layout(r), grad_bytes,
-                                  optimizer_bytes=state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
-                                  recompute=_setting(r, "recompute"), fp8=PRECISIONS[r.precision].fp8,
-                                  optimizer_step_bytes=_step(r, grad_bytes),
-                                  hidden_dropout=_keeps_masks(r)) / GB
+        estimate = estimate_bytes(Counted(
+            _preset(r), _record_layout(r), grad_bytes,
+            optimizer_bytes=state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
+            recompute=_setting(r, "recompute"), fp8=PRECISIONS[r.precision].fp8,
+            optimizer_step_bytes=_step(r, grad_bytes), hidden_dropout=_keeps_masks(r))) / GB
         if _measured_gb(r) < SMALL_PEAK_GB:  # the context's 2 GB, which torch's peak does not see, dominates
             small.append(estimate - _measured_gb(r))
         else:
@@ -120,9 +121,9 @@ def test_megatron_deepspeed_peaks_with_its_fp32_gradient_partition() -> None:
     for r in runs:
         engine = ENGINES[r.engine]
         layout = _record_layout(r)
-        estimate = estimate_bytes(get_preset("13b"), layout, 2, engine.sharded_stage(layout),
-                                  recompute=_setting(r, "recompute"),
-                                  optimizer_step_bytes=_step(r, 2)) / GB
+        estimate = estimate_bytes(Counted(get_preset("13b"), layout, 2, engine.sharded_stage(layout),
+                                          recompute=_setting(r, "recompute"),
+                                          optimizer_step_bytes=_step(r, 2))) / GB
         assert 0 <= estimate - _measured_gb(r) <= 0.04 * _measured_gb(r), (r.run_id, estimate)
 
 
@@ -174,22 +175,21 @@ def test_the_check_refuses_the_run_that_ran_out_of_memory_and_no_run_that_finish
 
     def check(r) -> float:
         grad_bytes = 2 if "--grad-reduce-in-bf16" in r.argv else 4
-        return check_fits(_preset(r), _record_layout(r), device_gb(r),
-                          load_accelerator(r.platform.accelerator).model, 8, grad_bytes,
+        counted = Counted(_preset(r), _record_layout(r), grad_bytes,
                           recompute=_setting(r, "recompute"), fp8=PRECISIONS[r.precision].fp8,
                           optimizer_bytes=state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
-                          optimizer_step_bytes=_step(r, grad_bytes),
-                          hidden_dropout=_keeps_masks(r),
+                          optimizer_step_bytes=_step(r, grad_bytes), hidden_dropout=_keeps_masks(r))
+        return check_fits(counted, device_gb(r), load_accelerator(r.platform.accelerator).model, 8,
                           refuse_at=refuse_fraction(r.variant.get("allocator", "default")))
 
     def fragments(r) -> list[str]:
         """The plan's warning of fragmentation, on the estimate as the plan makes it."""
         engine, layout = ENGINES[r.engine], _record_layout(r)
         grad_bytes = engine.grad_bytes(PRECISIONS[r.precision], "--grad-reduce-in-bf16" in r.argv)
-        need = estimate_bytes(_preset(r), layout, grad_bytes, engine.sharded_stage(layout),
-                              state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
-                              _setting(r, "recompute"), PRECISIONS[r.precision].fp8, _step(r, grad_bytes),
-                              _keeps_masks(r)) / GB
+        need = estimate_bytes(Counted(_preset(r), layout, grad_bytes, engine.sharded_stage(layout),
+                                      state_bytes(PRECISIONS[r.precision], _setting(r, "optimizer_states")),
+                                      _setting(r, "recompute"), PRECISIONS[r.precision].fp8,
+                                      _step(r, grad_bytes), _keeps_masks(r))) / GB
         return fragmentation_note(engine.one_piece_step, engine.display, layout.pp,
                                   r.variant.get("allocator", "default"), need, device_gb(r))
 
@@ -215,7 +215,7 @@ def test_refusal_names_estimate_device_and_layouts_that_fit() -> None:
     """The README's old Polaris example: 6.7b tp2pp1 on two 40 GB A100s."""
     p = get_preset("6.7b")
     with pytest.raises(ValueError) as refused:
-        check_fits(p, build_layout("tp2pp1", p, 2, 4), 40, "NVIDIA A100 SXM4 40GB", 4)
+        check_fits(Counted(p, build_layout("tp2pp1", p, 2, 4)), 40, "NVIDIA A100 SXM4 40GB", 4)
     message = str(refused.value)
     assert message.startswith("6.7b tp2pp1dp1 (mbs 2) needs ~67.9 GB per GPU by the memory estimate")
     assert "more than 96% of the 40 GB of each NVIDIA A100 SXM4 40GB" in message
@@ -227,10 +227,10 @@ def test_refusal_names_estimate_device_and_layouts_that_fit() -> None:
 def test_zero_stages_and_sequence_parallelism_lower_the_estimate() -> None:
     p = get_preset("13b")
     lay = build_layout("tp1pp1dp8zero1", p, 8, 8)
-    zero1, zero2, zero3 = (estimate_bytes(p, lay, zero_stage=z) for z in (1, 2, 3))
+    zero1, zero2, zero3 = (estimate_bytes(Counted(p, lay, zero_stage=z)) for z in (1, 2, 3))
     assert zero1 > zero2 > zero3
-    assert estimate_bytes(p, build_layout("tp4pp1sp", p, 4, 4)) < estimate_bytes(
-        p, build_layout("tp4pp1", p, 4, 4))
+    assert estimate_bytes(Counted(p, build_layout("tp4pp1sp", p, 4, 4))) < estimate_bytes(
+        Counted(p, build_layout("tp4pp1", p, 4, 4)))
 
 
 def test_hidden_dropout_off_drops_the_masks_the_pair_of_records_shows() -> None:
@@ -242,7 +242,7 @@ def test_hidden_dropout_off_drops_the_masks_the_pair_of_records_shows() -> None:
     without = peaks["13b_tp1pp4vp2dp1_local_20261127T114020Z-e266cd-c14"]
     p = get_preset("13b")
     lay = build_layout("tp1pp4vp2", p, 4, 4, mbs=1, gbs=64)
-    saved = (estimate_bytes(p, lay) - estimate_bytes(p, lay, hidden_dropout=False)) / GB
+    saved = (estimate_bytes(Counted(p, lay)) - estimate_bytes(Counted(p, lay, hidden_dropout=False))) / GB
     assert saved == pytest.approx(with_masks - without, abs=0.1)
     assert keeps_dropout_masks(0.1, ()) and not keeps_dropout_masks(0.0, ())
     assert not keeps_dropout_masks(0.1, ("--hidden-dropout", "0.0"))  # the user's flag is read last
@@ -285,10 +285,10 @@ def test_full_recompute_keeps_only_layer_inputs() -> None:
     lay = build_layout("dp16zero2", preset, 16, 8, 2, 64)
     s, b, h, layers = preset.seq_length, 2, preset.hidden, preset.layers
     saved = layers * s * b * h * (10 + 24) - (layers * s * b * h * 2 + s * b * h * (10 + 24))
-    without, full = estimate_bytes(preset, lay), estimate_bytes(preset, lay, recompute="full")
+    without, full = estimate_bytes(Counted(preset, lay)), estimate_bytes(Counted(preset, lay, recompute="full"))
     assert without - full == pytest.approx(saved)
     # Selective recompute drops the s x s scores, which the estimate never counts.
-    assert estimate_bytes(preset, lay, recompute="selective") == without
+    assert estimate_bytes(Counted(preset, lay, recompute="selective")) == without
 
 
 def test_lumi_13b_data_parallel_plans_with_full_recompute(tmp_path: Path) -> None:
@@ -357,11 +357,11 @@ def test_expandable_segments_refuse_only_beyond_the_device() -> None:
     allocator, where it ran out of memory; planned with expandable segments, where it trained."""
     p = get_preset("2.7b")
     lay = build_layout("tp1pp1", p, 2, 8, 8, 32)
-    args = (p, lay, 80, "NVIDIA H200 SXM 141GB", 8)
-    kwargs = {"fp8": True, "optimizer_step_bytes": ENGINES["megatron"].step_bytes("default", 2)}
+    args = (Counted(p, lay, fp8=True, optimizer_step_bytes=ENGINES["megatron"].step_bytes("default", 2)),
+            80, "NVIDIA H200 SXM 141GB", 8)
     with pytest.raises(ValueError, match="more than 96% of the 80 GB"):
-        check_fits(*args, **kwargs, refuse_at=refuse_fraction("default"))
-    assert check_fits(*args, **kwargs, refuse_at=refuse_fraction("expandable")) == pytest.approx(79.2, abs=0.05)
+        check_fits(*args, refuse_at=refuse_fraction("default"))
+    assert check_fits(*args, refuse_at=refuse_fraction("expandable")) == pytest.approx(79.2, abs=0.05)
 
 
 def test_the_plan_warns_of_fragmentation_where_megatron_deepspeed_failed_so(tmp_path: Path) -> None:

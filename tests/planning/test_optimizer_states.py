@@ -12,9 +12,9 @@ from bench.config.capabilities import Capabilities
 from bench.config.platforms import load_platform
 from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import build_layout
-from bench.planning.memory import GB, estimate_bytes, params_per_gpu, state_bytes
+from bench.planning.memory import GB, Counted, estimate_bytes, params_per_gpu, state_bytes
 from bench.planning.plan import plan
 from bench.planning.tuning import Tuning
 from tests.conftest import options
@@ -94,9 +94,9 @@ def test_the_step_binds_where_activations_are_few() -> None:
     params = params_per_gpu(preset, layout)
     h = preset.hidden
     linears = preset.layers * (4 * h * h + 2 * h * preset.ffn_hidden)
-    at_step = estimate_bytes(preset, layout, 2, 1, 6, fp8=True, optimizer_step_bytes=12)
+    at_step = estimate_bytes(Counted(preset, layout, 2, 1, 6, fp8=True, optimizer_step_bytes=12))
     assert at_step == pytest.approx(params * (2 + 2 + 3 + 6) + linears * 2 + 2 * GB)
-    assert at_step > estimate_bytes(preset, layout, 2, 1, 6, fp8=True) + 25 * GB
+    assert at_step > estimate_bytes(Counted(preset, layout, 2, 1, 6, fp8=True)) + 25 * GB
 
 
 def test_a_refusal_of_the_paper_states_names_paper_kit_where_it_fits() -> None:
@@ -122,8 +122,8 @@ def test_the_estimate_counts_the_paper_states_sharded_over_dp() -> None:
     preset = get_preset("1.3b")
     layout = build_layout("tp1pp1", preset, 2, 2, 8, 32)
     assert params_per_gpu(preset, layout) == 1_317_650_432
-    assert estimate_bytes(preset, layout, 2, 1, 12) == 49_267_807_232
-    assert estimate_bytes(preset, layout, 2, 1, 6) == 49_267_807_232 - 3 * 1_317_650_432
+    assert estimate_bytes(Counted(preset, layout, 2, 1, 12)) == 49_267_807_232
+    assert estimate_bytes(Counted(preset, layout, 2, 1, 6)) == 49_267_807_232 - 3 * 1_317_650_432
     assert _dp2("bf16").memory_gb == pytest.approx(45_314_855_936 / GB)
     assert _dp2("bf16", Tuning()).memory_gb == pytest.approx(49_267_807_232 / GB)
     # paper-kit: 5 bytes of state over dp, half a byte a parameter less than paper's 6.

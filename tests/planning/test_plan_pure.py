@@ -15,7 +15,7 @@ from bench.config.capabilities import Capabilities
 from bench.config.platforms import ENGINE_NAMES, load_platform
 from bench.config.presets import get_preset
 from bench.planning import plan as planner
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from tests.conftest import options
 
 CASES = [
@@ -57,7 +57,7 @@ ENGINE_BRANCHES_ALLOWED = ("planning/engines/",)
 
 
 def test_no_module_outside_the_engines_branches_on_an_engine() -> None:
-    """What differs between engines is asked of the engine object (bench.planning.engines.table)."""
+    """What differs between engines is asked of the engine object (bench.planning.engines.base)."""
     bench = pathlib.Path(planner.__file__).parents[1]
     branching = [str(path.relative_to(bench)) for path in sorted(bench.rglob("*.py"))
                  if not str(path.relative_to(bench)).startswith(ENGINE_BRANCHES_ALLOWED)

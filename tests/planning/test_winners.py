@@ -141,9 +141,9 @@ def _headline(winner: Winner, **settings: object) -> Winner:
 def graphs_winner(monkeypatch: pytest.MonkeyPatch) -> Winner:
     """The 13b tp2pp2sp entry as a headline-grade default with no recipe: graphs without recompute
     (graphed selective recompute needs dropout 0), dropout kept."""
-    import bench.planning.plan as plan_module
+    import bench.planning.defaults as defaults_module
     winner = _headline(WINNERS[0], recompute=None, dropout=DEFAULT_DROPOUT)
-    monkeypatch.setattr(plan_module, "winner_for", lambda *a: winner)
+    monkeypatch.setattr(defaults_module, "winner_for", lambda *a: winner)
     return winner
 
 

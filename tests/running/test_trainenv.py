@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.images.pins import PINS_FILE, load_pins
+from bench.running.arguments import RunCommand
 from bench.running.machine import Machine
 from bench.running.run import environment_ready, launches_for
 from bench.running.trainenv import describe, facts, problems
@@ -116,9 +117,8 @@ def test_run_stops_before_launch_and_says_no_record(capsys: pytest.CaptureFixtur
     if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0:
         pytest.skip("this Python has torch")
     args = build_parser().parse_args(["run", "125m", "tp1pp1", "--dry-run"])
-    args.megatron_args = ()
     machine, given = Machine(), dict(vars(args))
-    (launch,) = launches_for(args, machine=machine)
+    (launch,) = launches_for(RunCommand(args), machine=machine)
     assert vars(args) == given  # the probe's answers stay with the machine, not on the arguments
     assert environment_ready(launch, machine.training_facts(None, launch.platform, True)) is False
     err = capsys.readouterr().err

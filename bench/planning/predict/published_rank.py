@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from bench.config.platforms import load_accelerator
 from bench.config.precisions import PRECISIONS
 from bench.planning.layout import Layout, shaped_layouts
-from bench.planning.memory import fits, state_bytes
+from bench.planning.memory import Counted, fits, state_bytes
 from bench.planning.predict.case import Case
 from bench.planning.predict.facts import Performance
 from bench.planning.predict.model import predict
@@ -56,11 +56,13 @@ def place_in_sweep(row: PublishedCase, performance: Mapping[str, Performance],
         return predict(replace(case, tp=lay.tp, pp=lay.pp, dp=lay.dp, vp=lay.vp, sp=lay.sp),
                        perf, factors).step_s
 
+    def counted(lay: Layout) -> Counted:
+        return Counted(preset, lay, optimizer_bytes=state_bytes(precision), fp8=precision.fp8)
+
     shape = (case.tp, case.pp, case.dp, case.vp, case.sp)
     others = sorted((step(lay), lay.name)
                     for lay in shaped_layouts(preset, row.gpus, GPUS_PER_NODE, case.micro_batch, case.global_batch)
-                    if (lay.tp, lay.pp, lay.dp, lay.vp, lay.sp) != shape
-                    and fits(preset, lay, device_gb, optimizer_bytes=state_bytes(precision), fp8=precision.fp8))
+                    if (lay.tp, lay.pp, lay.dp, lay.vp, lay.sp) != shape and fits(counted(lay), device_gb))
     own = step(case)
     faster = [name for seconds, name in others if seconds < own]
     return Placed(row.label, len(faster) + 1, len(others) + 1, faster[0] if faster else "its own")

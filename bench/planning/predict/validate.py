@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config.precisions import PRECISIONS
-from bench.planning.engines.table import ENGINES
+from bench.planning.engines.registry import ENGINES
 from bench.planning.predict import holdout
 from bench.planning.predict.case import Case, case_from_record
 from bench.planning.predict.facts import Performance, load_all

@@ -14,7 +14,7 @@ import pytest
 from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.planning.layout import build_layout
-from bench.planning.memory import check_fits
+from bench.planning.memory import Counted, check_fits
 from bench.planning.plan import plan
 from bench.planning.predict.case import case_of
 from bench.planning.predict.expect import load_step_model
@@ -92,7 +92,7 @@ def test_the_refusals_layouts_that_fit_go_fastest_expected_first() -> None:
     lay = build_layout("tp2pp1", p, 2, 4)
     speeds = {"tp4pp1dp1": 100.0, "tp2pp2dp1": 300.0, "tp1pp4dp1": 200.0}
     with pytest.raises(ValueError) as refused:
-        check_fits(p, lay, 40, "NVIDIA A100 SXM4 40GB", 4, rate=lambda other: speeds.get(other.name, 0.0))
+        check_fits(Counted(p, lay), 40, "NVIDIA A100 SXM4 40GB", 4, rate=lambda other: speeds.get(other.name, 0.0))
     message = str(refused.value)
     names = re.findall(r"(tp\dpp\ddp\d) --gpus 4[^(]*\(~\d+ GB, ~(\d+) TFLOP/s/GPU expected\)", message)
     assert "nearest that fit, fastest expected first:" in message
