@@ -18,7 +18,11 @@ worse fails (to within SLACK: each record added to results/ moves them a little)
   bf16 and fp8 at micro-batch 8, and host-bound 125m steps) took the cross-GPU median from 12.3 %
   to 8.8 % and the published median from 18.9 % to 18.3 %, and the published p90 from 27.4 % to
   29.2 %: with the host term they fit (one launch unit per layer and pass), the FP8-LM 13b fp8 row
-  on 32 GPUs is priced launch-bound, 422 TFLOP/s/GPU against the 569 published.
+  on 32 GPUs is priced launch-bound, 422 TFLOP/s/GPU against the 569 published. Pricing the
+  links between the four nodes of those rows (Azure's InfiniBand, priced_on = "azure-h100") left
+  the 6.7b rows as they were (eight NICs carry the data-parallel ring as fast as NVLink) and
+  slowed the 13b rows (tp2: four ranks of a group per node share half the NICs) by 2-3 TFLOP/s/GPU:
+  published median 18.3 %, p90 29.2 % -> 29.6 %, the 13b fp8 row 34.9 % -> 35.3 %.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from bench.cli import main
 from bench.config.presets import load_presets
 from bench.planning.predict import facts, fit, validate
 from bench.planning.predict.plot import plot_predicted
-from bench.planning.predict.published import PublishedCase, published_cases
+from bench.planning.predict.published import PublishedCase, published_cases, row_platforms
 from bench.records.identity import config_key
 from bench.records.store import load_records
 from bench.results.data import load_published
@@ -51,7 +55,8 @@ def runs() -> list[validate.Observed]:
 
 @pytest.fixture(scope="module")
 def published() -> list[PublishedCase]:
-    return published_cases(load_published(PUBLISHED_FILE).rows, load_presets(), facts.load_all())
+    rows = load_published(PUBLISHED_FILE).rows
+    return published_cases(rows, load_presets(), facts.load_all(), row_platforms(rows))
 
 
 @pytest.fixture(scope="module")
