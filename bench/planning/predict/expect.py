@@ -126,7 +126,9 @@ def why_not(model: StepModel, asked: Asked) -> str:
 def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
     """The expectation of a plan the model covers (:func:`why_not` gave "")."""
     assert asked.accelerator is not None
-    network = asked.network if asked.nodes > 1 else None
+    # Another layout of the same plan (a refusal's, a sweep's) may span another number of nodes.
+    nodes = -(-layout.gpus // asked.node_gpus) if asked.node_gpus else asked.nodes
+    network = asked.network if nodes > 1 else None
     case = case_of(asked.accelerator, asked.preset, layout, asked.precision, asked.implementation,
                    asked.argv, asked.optimizer_states, asked.graphs, asked.node_gpus, network)
     perf = model.performance[asked.accelerator]
@@ -135,7 +137,7 @@ def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
     parts = tuple(sorted(((n, s) for n, s in found.parts.items() if s > 0), key=lambda p: -p[1]))
     seen = int(model.validation["gpus"])
     beyond = ([f"{layout.gpus} GPUs, the records up to {seen}"] if layout.gpus > seen else []) + (
-        [_between_nodes(asked)] if asked.nodes > 1 else [])
+        [_between_nodes(asked, nodes)] if nodes > 1 else [])
     step_s = found.step_s
     # The terms are fitted factors times ceilings, so an extrapolation can outrun the card itself;
     # a step never beats the card's dense peak for the precision (its accelerator file's figure).
@@ -149,13 +151,13 @@ def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
                        "" if perf.measured else _unmeasured(model, asked.accelerator, perf.figures))
 
 
-def _between_nodes(asked: Asked) -> str:
-    """What the expectation of a run over nodes prices the links between them with."""
+def _between_nodes(asked: Asked, nodes: int) -> str:
+    """What the expectation of a run over ``nodes`` nodes prices the links between them with."""
     if asked.network is None:
-        return f"{asked.nodes} nodes: links between nodes are not modelled (counted as NVLink)"
+        return f"{nodes} nodes: links between nodes are not modelled (counted as NVLink)"
     net = asked.network
     kind = net.source.split(":", 1)[0]
-    return (f"{asked.nodes} nodes: links between nodes priced as {net.name}, {net.nics} x {net.gbits:g} Gb/s "
+    return (f"{nodes} nodes: links between nodes priced as {net.name}, {net.nics} x {net.gbits:g} Gb/s "
             f"per node ({kind} figures, platforms/{asked.platform}.toml [network])")
 
 
