@@ -7,17 +7,19 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench.config.platforms import load_platform
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.planning.layout import build_layout
 from bench.planning.memory import check_fits
 from bench.planning.plan import plan
 from bench.planning.predict.case import case_of
-from bench.planning.predict.expect import StepModel, load_step_model
+from bench.planning.predict.expect import Asked, StepModel, expect, load_step_model, rate
 from bench.planning.predict.model import predict
 from bench.planning.predict.terms import TERMS
 from bench.records.expected import Expected, expected_of, shortfall
@@ -210,3 +212,16 @@ def test_a_platform_without_links_between_nodes_still_says_they_are_not_modelled
     priced = plan(get_preset("13b"), "tp2pp8", load_platform("lumi"), asked).expected
     assert priced is not None and dict(priced.parts)["pp_net"] > 0  # its pipeline sends cross nodes
     assert priced.step_s > launch.expected.step_s and "pp_net" not in dict(launch.expected.parts)
+
+
+def test_another_layout_of_a_plan_is_priced_over_the_nodes_it_spans() -> None:
+    preset, lumi = get_preset("13b"), load_platform("lumi")
+    asked = Asked("mi250x-gcd", "megatron", True, preset, PRECISIONS["fp16"], "local", (), "default",
+                  nodes=1, platform="lumi", node_gpus=8, network=lumi.network)
+    speed, unlinked = rate(MODEL, asked), rate(MODEL, replace(asked, network=None))
+    assert speed is not None and unlinked is not None
+    one_node = build_layout("tp2pp4", preset, 8, 8)
+    assert speed(one_node) == unlinked(one_node)  # nothing crosses nodes
+    two_nodes = build_layout("tp2pp8", preset, 16, 8)
+    assert speed(two_nodes) < unlinked(two_nodes)  # the plan is one node; this layout spans two
+    assert expect(MODEL, asked, two_nodes).beyond[-1].startswith("2 nodes: links between nodes priced as")
