@@ -10,8 +10,12 @@ import pytest
 
 from bench.config.paths import PERFORMANCE_DIR, PLATFORMS_DIR
 from bench.config.platforms import load_platform, load_platform_file
+from bench.config.presets import load_presets
 from bench.config.tomlfile import DataError
-from bench.planning.predict.facts import load_performance
+from bench.planning.predict.facts import load_all, load_performance
+from bench.planning.predict.published import published_case, row_platforms
+from bench.results.data import load_published
+from bench.results.generate import PUBLISHED_FILE
 
 # The platforms' NICs per node and Gb/s each, as their operators' documents give them.
 NETWORKS = {"azure-h100": (8, 400.0), "azure-h200": (8, 400.0), "lumi": (4, 200.0), "polaris": (2, 200.0)}
@@ -93,3 +97,15 @@ def test_fp8_figures_for_some_shapes_only_are_refused(tmp_path: Path) -> None:
     path.write_text(text.replace(", fp8 = 1413.0 }", " }", 1))
     with pytest.raises(DataError, match=r"h200-sxm.toml: gemm.shapes: some shapes give an fp8 figure"):
         load_performance("h200-sxm", tmp_path)
+
+
+def test_a_published_row_over_nodes_is_priced_on_its_platforms_links() -> None:
+    rows = [r for r in load_published(PUBLISHED_FILE).rows if r.priced_on and r.model == "13b"]
+    assert rows and {r.priced_on for r in rows} == {"azure-h100"}
+    presets, performance, platforms = load_presets(), load_all(), row_platforms(rows)
+    priced = published_case(rows[0], presets, performance, platforms)
+    as_one_node = published_case(rows[0].model_copy(update={"priced_on": None}), presets, performance)
+    assert priced.terms == as_one_node.terms and as_one_node.network == (("pp_net", 0.0), ("dp_net", 0.0))
+    assert dict(priced.network)["dp_net"] > 0  # tp2 dp16 on four nodes of eight: the ring crosses them
+    nowhere = published_case(rows[0].model_copy(update={"priced_on": "nowhere"}), presets, performance, platforms)
+    assert nowhere.why_not == "priced_on names platform 'nowhere', not one of azure-h100"
