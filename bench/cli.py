@@ -22,7 +22,7 @@ from bench.config.text import error_text, visible
 from bench.dataset import cli as dataset_cli
 from bench.images import cli as images_cli
 from bench.planning.predict import facts, fit, validate
-from bench.planning.predict.published import published_cases
+from bench.planning.predict.published import published_cases, row_platforms
 from bench.records import manifest, verify
 from bench.records.identity import config_key
 from bench.records.store import add_records_option, load_records, records_dir
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _validation(args: argparse.Namespace, runs: list[validate.Observed]) -> tuple[list[str], dict[str, float]]:
     """The validation's lines and figures: the records, and the published rows."""
     rows = load_published(PUBLISHED_FILE).rows
-    published = published_cases(rows, load_presets(), facts.load_all())
+    published = published_cases(rows, load_presets(), facts.load_all(), row_platforms(rows))
     return validate.report(runs, published)
 
 

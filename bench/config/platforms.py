@@ -21,6 +21,7 @@ from pydantic import AfterValidator, Field, create_model, field_validator, model
 
 from bench.config.capabilities import Capabilities
 from bench.config.environment import env_value
+from bench.config.network import Network
 from bench.config.paths import PLATFORMS_DIR, platforms_dirs
 from bench.config.precisions import PeakFormat, Precision, PrecisionName
 from bench.config.schema import NonNegative, Positive, Strict, hinted, load_toml
@@ -220,6 +221,8 @@ class PlatformFile(Strict):
     library_path: tuple[LibraryDir, ...] = ()
     cpu_bind: CpuBind = ""  # for per-GPU srun tasks, e.g. LUMI's mask per GCD
     storage: Storage = Storage()
+    # The links between nodes (none by default: a multi-node plan then prices them as NVLink).
+    network: Network | None = None
     # Variables an engine's jobs leave unset, by engine name (none by default): not exported from
     # [env], and unset in the script, since a module load may set them too (ALCF Polaris: the NCCL
     # plugin's variables can hang Megatron-DeepSpeed).

@@ -368,7 +368,8 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     args, saving = _train_args(engine, flags.args + chosen.args, save, platform, options, tuning)
     # The step-time question, beside the memory one: the same plan at any layout.
     asked = Asked(accelerator.name if accelerator else None, engine.name, engine.step_model, preset,
-                  precision, flags.implementation, args, tuning.optimizer_states, nodes, tuning.graphs)
+                  precision, flags.implementation, args, tuning.optimizer_states, nodes, tuning.graphs,
+                  platform.name, per_node, platform.network)
     expected, expected_none_why = expectation(options.step_model, asked, layout)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
     memory_gb, memory_notes = _estimate(chosen.question, platform, per_node, options, asked)

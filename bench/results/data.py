@@ -87,6 +87,9 @@ class PublishedRow(Strict):
     # The kit precision the step-time model prices the row as, where the row's own words are not
     # one (``fp8`` of MS-AMP's paper: ``msamp-o2``); None: its ``precision``.
     priced_as: str | None = None
+    # The kit's platform the row ran on (``azure-h100``), whose GPUs per node and links between
+    # nodes the step-time model prices a row over nodes with; None: its GPUs priced as one node.
+    priced_on: str | None = None
 
 
 Bytes = Annotated[float, Field(ge=0, allow_inf_nan=False)]

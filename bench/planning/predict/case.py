@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench.config.network import Network
 from bench.config.precisions import PRECISIONS, Family, Precision
 from bench.config.run_options import field_default, variant_key
 from bench.planning.engines.setting_flags import lift
@@ -21,7 +22,9 @@ class Case:
     Engine's), ``msamp`` (MS-AMP O1/O2) or ``fp4`` (MS-AMP O2 with FP4 simulation);
     ``implementation``: ``te`` or ``local`` layers; ``recompute``: ``selective``, ``full`` or
     None; ``graphs``: CUDA graphs (the ``--cuda-graphs`` setting); ``overlap``: the data-parallel
-    reduction overlapped with the backward pass; ``paper_states``: MS-AMP's paper optimizer states."""
+    reduction overlapped with the backward pass; ``paper_states``: MS-AMP's paper optimizer states;
+    ``node_gpus``: the GPUs of a node and ``network`` the links between nodes, where the run spans
+    more than one (0 and None by default: every rank on one node, as every record so far)."""
 
     accelerator: str
     layers: int
@@ -43,6 +46,14 @@ class Case:
     graphs: bool = False
     overlap: bool = False
     paper_states: bool = False
+    node_gpus: int = 0
+    network: Network | None = None
+
+    @property
+    def nodes(self) -> int:
+        """Nodes the run spans: 1 unless ``network`` and ``node_gpus`` say otherwise."""
+        gpus = self.tp * self.pp * self.dp * self.cp
+        return -(-gpus // self.node_gpus) if self.network is not None and self.node_gpus else 1
 
     @property
     def micro_batches(self) -> int:
@@ -58,10 +69,12 @@ def _flag_value(argv: tuple[str, ...], flag: str) -> str | None:
 
 
 def case_of(accelerator: str, preset: Any, layout: Any, precision: Precision, implementation: str | None,
-            argv: tuple[str, ...], optimizer_states: str, graphs: bool) -> Case:
+            argv: tuple[str, ...], optimizer_states: str, graphs: bool, node_gpus: int = 0,
+            network: Network | None = None) -> Case:
     """The case of a run on ``accelerator`` from what a plan and a record both hold: the preset
     and layout (read by attribute), the layers' ``implementation`` (None: read from the argv), the
-    rank's argv, the optimizer states setting and whether it runs CUDA graphs."""
+    rank's argv, the optimizer states setting and whether it runs CUDA graphs; a plan adds the
+    GPUs of a node and the links between nodes (none by default: one node)."""
     implementation = implementation or (
         "te" if _flag_value(argv, "--transformer-impl") == "transformer_engine" else "local")
     return Case(
@@ -72,7 +85,7 @@ def case_of(accelerator: str, preset: Any, layout: Any, precision: Precision, im
         implementation="te" if implementation.startswith("te") else "local",
         recompute=_flag_value(argv, "--recompute-granularity"),
         graphs=graphs, overlap="--overlap-grad-reduce" in argv,
-        paper_states=optimizer_states.startswith("paper"))
+        paper_states=optimizer_states.startswith("paper"), node_gpus=node_gpus, network=network)
 
 
 def case_from_record(record: Any) -> Case:

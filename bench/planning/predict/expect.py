@@ -4,8 +4,10 @@ A :class:`StepModel` is the stored fit and every accelerator's measured ceilings
 planning (:func:`load_step_model`), as the platforms' accelerators are; the planner reads no files.
 :func:`expectation` gives a plan's :class:`Expectation` (the expected TFLOP/s/GPU, the error band
 of the validation, the terms of the step) or says why there is none: an engine outside the model,
-an accelerator without measured ceilings, a GPU not known. An expectation beyond what the fit saw
-(more GPUs than its records, a run over nodes) says so.
+an accelerator without ceilings, a GPU not known. An expectation beyond what the fit saw (more GPUs
+than its records, a run over nodes, priced over the platform's links between nodes where its file
+gives them) says so, and one on a card whose ceilings are datasheet and published figures, not the
+kit's measurements, says so beside its band.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.config.network import Network
 from bench.config.platforms import load_accelerator
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
@@ -54,7 +57,8 @@ class Expectation:
     """``tflops_per_gpu``: the expected throughput (causal count, as records measure it);
     ``step_s`` its step; ``band``: the validation's 90th-percentile error; ``parts``: (term,
     seconds) of the step, largest first; ``dominant``: the terms that make at least half of it;
-    ``beyond``: where the plan lies outside what the fit saw."""
+    ``beyond``: where the plan lies outside what the fit saw; ``basis``: where the ceilings and
+    the band come from, where not the kit's own measurements ("" by default)."""
 
     tflops_per_gpu: float
     step_s: float
@@ -62,6 +66,7 @@ class Expectation:
     parts: tuple[tuple[str, float], ...]
     dominant: tuple[str, ...]
     beyond: tuple[str, ...] = ()
+    basis: str = ""
 
     @property
     def largest(self) -> str:
@@ -71,11 +76,12 @@ class Expectation:
         return dict(self.parts)[term] / self.step_s
 
     def text(self) -> str:
-        """``expected: X TFLOP/s/GPU (±Y %)``, the dominant terms' shares of the step, what is
-        beyond the fit."""
+        """``expected: X TFLOP/s/GPU (±Y %)`` (and where its figures come from, where not the kit's
+        measurements), the dominant terms' shares of the step, what is beyond the fit."""
         terms = ", ".join(f"{name} {100 * self.share(name):.0f} %" for name in self.dominant)
         beyond = f"; beyond the fit's records: {'; '.join(self.beyond)}" if self.beyond else ""
-        return (f"expected: {self.tflops_per_gpu:.0f} TFLOP/s/GPU (±{100 * self.band:.0f} %), "
+        basis = f"; {self.basis}" if self.basis else ""
+        return (f"expected: {self.tflops_per_gpu:.0f} TFLOP/s/GPU (±{100 * self.band:.0f} %{basis}), "
                 f"step {self.step_s:.2f} s: {terms} (bench/planning/predict){beyond}")
 
 
@@ -84,7 +90,8 @@ class Asked:
     """What the model is asked of a plan beside its layout: the accelerator's name (None: not
     known), the engine, whether it is modelled, the preset, precision, layers, the rank's argv,
     the optimizer states setting, the nodes the run spans and whether it runs CUDA graphs (the
-    ``--cuda-graphs`` setting)."""
+    ``--cuda-graphs`` setting); the platform's name, its GPUs per node and the links between its
+    nodes (its ``[network]``; None where its file gives none)."""
 
     accelerator: str | None
     engine: str
@@ -96,6 +103,9 @@ class Asked:
     optimizer_states: str
     nodes: int
     graphs: bool = False
+    platform: str = ""
+    node_gpus: int = 0
+    network: Network | None = None
 
 
 def why_not(model: StepModel, asked: Asked) -> str:
@@ -104,7 +114,7 @@ def why_not(model: StepModel, asked: Asked) -> str:
     if asked.accelerator is None:
         reasons.append("the GPU is not known, so neither are its measured ceilings")
     elif asked.accelerator not in model.performance:
-        reasons.append(f"{asked.accelerator} has no measured GEMM, memory and NCCL figures in "
+        reasons.append(f"{asked.accelerator} has no GEMM, memory and NCCL figures in "
                        "platforms/performance/ and no record to fit on: measure them with "
                        "python -m bench.train.smoke and add its file")
     if not asked.modelled:
@@ -116,15 +126,18 @@ def why_not(model: StepModel, asked: Asked) -> str:
 def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
     """The expectation of a plan the model covers (:func:`why_not` gave "")."""
     assert asked.accelerator is not None
+    # Another layout of the same plan (a refusal's, a sweep's) may span another number of nodes.
+    nodes = -(-layout.gpus // asked.node_gpus) if asked.node_gpus else asked.nodes
+    network = asked.network if nodes > 1 else None
     case = case_of(asked.accelerator, asked.preset, layout, asked.precision, asked.implementation,
-                   asked.argv, asked.optimizer_states, asked.graphs)
-    found = predict(case, model.performance[asked.accelerator], model.factors)
+                   asked.argv, asked.optimizer_states, asked.graphs, asked.node_gpus, network)
+    perf = model.performance[asked.accelerator]
+    found = predict(case, perf, model.factors)
     flops = flops_per_iteration(asked.preset, layout.global_batch)
     parts = tuple(sorted(((n, s) for n, s in found.parts.items() if s > 0), key=lambda p: -p[1]))
     seen = int(model.validation["gpus"])
     beyond = ([f"{layout.gpus} GPUs, the records up to {seen}"] if layout.gpus > seen else []) + (
-        [f"{asked.nodes} nodes: links between nodes are not modelled (counted as NVLink)"]
-        if asked.nodes > 1 else [])
+        [_between_nodes(asked, nodes)] if nodes > 1 else [])
     step_s = found.step_s
     # The terms are fitted factors times ceilings, so an extrapolation can outrun the card itself;
     # a step never beats the card's dense peak for the precision (its accelerator file's figure).
@@ -134,7 +147,27 @@ def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
                       f"the dense {asked.precision.peak} peak of {peak:.0f}: held at the peak")
         step_s = flops / layout.gpus / (peak * 1e12)
     return Expectation(flops / step_s / layout.gpus / 1e12, step_s,
-                       model.validation["p90"], parts, found.dominant, tuple(beyond))
+                       model.validation["p90"], parts, found.dominant, tuple(beyond),
+                       "" if perf.measured else _unmeasured(model, asked.accelerator, perf.figures))
+
+
+def _between_nodes(asked: Asked, nodes: int) -> str:
+    """What the expectation of a run over ``nodes`` nodes prices the links between them with."""
+    if asked.network is None:
+        return f"{nodes} nodes: links between nodes are not modelled (counted as NVLink)"
+    net = asked.network
+    kind = net.source.split(":", 1)[0]
+    return (f"{nodes} nodes: links between nodes priced as {net.name}, {net.nics} x {net.gbits:g} Gb/s "
+            f"per node ({kind} figures, platforms/{asked.platform}.toml [network])")
+
+
+def _unmeasured(model: StepModel, accelerator: str, figures: str) -> str:
+    """The band's note on a card the kit has not measured: where its ceilings come from and which
+    cards' records the factors were fitted on."""
+    fitted = "/".join(sorted(name.split("-")[0].upper() for name, perf in model.performance.items()
+                             if perf.measured))
+    return (f"the factors fitted on {fitted} records only; {accelerator}'s ceilings are {figures} "
+            f"figures, not measured by the kit: platforms/performance/{accelerator}.toml")
 
 
 # Context parallelism's ring exchange of keys and values has no term, and one record (1.3b cp2 at

@@ -1,12 +1,17 @@
 """Measured ceilings of an accelerator: GEMM TFLOP/s per shape, memory bandwidth, NCCL all-reduce
 bus bandwidth per GPU count and size. One TOML file per accelerator under
-``platforms/performance/``, named as the accelerator file it measures (``h200-sxm.toml``)."""
+``platforms/performance/``, named as the accelerator file it measures (``h200-sxm.toml``).
+
+A file's ``figures`` says where its ceilings come from: ``measured by the kit`` (the default: the
+kit's GEMM check and all-reduce on the card) or ``datasheet and published`` (a card the kit has not
+run on: its vendor's datasheet and published GEMM and collective figures, each source named), which
+an expectation on that card says beside its band."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
@@ -18,14 +23,15 @@ Source = Annotated[str, Field(pattern=r"\S")]
 
 
 class GemmShape(Strict):
-    """One measured product (tokens x k) @ (k x n), TFLOP/s in bf16 and fp8."""
+    """One measured product (tokens x k) @ (k x n), TFLOP/s in bf16 and fp8 (none where the card
+    has no fp8)."""
 
     name: Source
     tokens: Count
     k: Count
     n: Count
     bf16: Positive
-    fp8: Positive
+    fp8: Positive | None = None
 
 
 class Gemm(Strict):
@@ -68,18 +74,38 @@ class AllReduce(Strict):
         return latency, 1 / slope
 
 
-class Performance(Strict):
-    """What one accelerator measured; ``hbm_gbps`` is its memory bandwidth in GB/s."""
+MEASURED = "measured by the kit"
 
+
+class Performance(Strict):
+    """What one accelerator measured; ``hbm_gbps`` is its memory bandwidth in GB/s; ``figures``
+    where the ceilings come from (the default: measured by the kit)."""
+
+    figures: Literal["measured by the kit", "datasheet and published"] = MEASURED
     hbm_gbps: Positive
     hbm_source: Source
     gemm: Gemm
     allreduce: tuple[AllReduce, ...] = ()
 
+    @model_validator(mode="after")
+    def _fp8_everywhere_or_nowhere(self) -> Performance:
+        given = {shape.fp8 is not None for shape in self.gemm.shapes}
+        if len(given) > 1:
+            raise ValueError("gemm.shapes: some shapes give an fp8 figure and some do not; give it "
+                             "for every shape, or for none where the card has no fp8")
+        return self
+
+    @property
+    def measured(self) -> bool:
+        """Whether the kit measured these ceilings itself."""
+        return self.figures == MEASURED
+
     def gemm_tflops(self, k: int, n: int, fp8: bool) -> float:
         """The ceiling of a (k x n) weight's product: the measured shapes ordered by sqrt(k n),
         interpolated on a log scale and held at the ends (smaller shapes are the fit's)."""
-        points = sorted((math.sqrt(s.k * s.n), s.fp8 if fp8 else s.bf16) for s in self.gemm.shapes)
+        if fp8 and self.gemm.shapes[0].fp8 is None:
+            raise ValueError("no fp8 GEMM figure: this card's platforms/performance file gives bf16 only")
+        points = sorted((math.sqrt(s.k * s.n), (s.fp8 or 0.0) if fp8 else s.bf16) for s in self.gemm.shapes)
         size = math.sqrt(k * n)
         if size <= points[0][0]:
             return points[0][1]

@@ -1,4 +1,10 @@
-"""The step time of a case: its terms times the fit's factors, ``max(gpu, host) + after``."""
+"""The step time of a case: its terms times the fit's factors, ``max(gpu, host) + after``.
+
+A run over nodes adds what the links between them cost (``pp_net``, ``dp_net``:
+:func:`bench.planning.predict.terms.network_terms`) at face value, as no record crosses nodes to fit
+them on: the pipeline sends' to the GPU's stream, the data-parallel collectives' once a step, where
+the backward pass overlaps them (``--overlap-grad-reduce``) in the share of them the fit leaves
+exposed inside a node (the ``dp_overlap`` factor)."""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ from dataclasses import dataclass
 
 from bench.planning.predict.case import Case
 from bench.planning.predict.facts import Performance
-from bench.planning.predict.terms import AFTER_TERMS, GPU_TERMS, HOST_TERMS, TERMS, step_terms
+from bench.planning.predict.terms import AFTER_TERMS, GPU_TERMS, HOST_TERMS, TERMS, network_terms, step_terms
 
 
 @dataclass(frozen=True)
@@ -31,16 +37,25 @@ class Prediction:
         return tuple(found)
 
 
-def combine(terms: dict[str, float], factors: dict[str, float]) -> Prediction:
-    """The step from unfitted ``terms`` and the fit's ``factors`` (a missing factor counts 0)."""
+def combine(terms: dict[str, float], factors: dict[str, float], network: dict[str, float] | None = None,
+            overlap: bool = False) -> Prediction:
+    """The step from unfitted ``terms`` and the fit's ``factors`` (a missing factor counts 0), with
+    what links between nodes add (``network``, none by default) for a run whose data-parallel
+    reduction is overlapped or not (``overlap``)."""
     fitted = {name: terms[name] * factors.get(name, 0.0) for name in TERMS}
-    gpu = sum(fitted[name] for name in GPU_TERMS)
+    if network and any(network.values()):
+        fitted["pp_net"] = network["pp_net"]
+        fitted["dp_net"] = network["dp_net"] * (factors.get("dp_overlap", 0.0) if overlap else 1.0)
+        gpu_terms, after_terms = (*GPU_TERMS, "pp_net"), (*AFTER_TERMS, "dp_net")
+    else:
+        gpu_terms, after_terms = GPU_TERMS, AFTER_TERMS
+    gpu = sum(fitted[name] for name in gpu_terms)
     host = sum(fitted[name] for name in HOST_TERMS)
     bound = host > gpu
-    parts = {name: fitted[name] for name in (HOST_TERMS if bound else GPU_TERMS) + AFTER_TERMS}
-    return Prediction(max(gpu, host) + sum(fitted[name] for name in AFTER_TERMS), parts, bound)
+    parts = {name: fitted[name] for name in (HOST_TERMS if bound else gpu_terms) + after_terms}
+    return Prediction(max(gpu, host) + sum(fitted[name] for name in after_terms), parts, bound)
 
 
 def predict(case: Case, perf: Performance, factors: dict[str, float]) -> Prediction:
     """The expected step of ``case`` on the accelerator ``perf`` measured, with ``factors``."""
-    return combine(step_terms(case, perf), factors)
+    return combine(step_terms(case, perf), factors, network_terms(case, perf), case.overlap)

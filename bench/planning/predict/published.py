@@ -11,6 +11,9 @@ The measured step a row implies: ``global_batch / samples_per_s`` where it gives
 second (no FLOPs count needed), else its FLOPs per iteration in its own convention over its
 TFLOP/s per GPU and GPU count. Its throughput in the kit's causal count is the causal FLOPs of
 that step: ``published x F_causal / F_its_convention``.
+
+A row run over nodes names the kit's platform it ran on (``priced_on``): its GPUs per node and
+the links between its nodes (the platform's ``[network]``) price the collectives that cross them.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bench.config.platforms import Platform, load_platform
 from bench.config.precisions import PRECISIONS
 from bench.config.presets import Preset
 from bench.measure.flops import flops_per_iteration
 from bench.planning.predict.case import Case
 from bench.planning.predict.facts import Performance
-from bench.planning.predict.terms import TERMS, step_terms
+from bench.planning.predict.terms import TERMS, network_terms, step_terms
 
 PRICED_ENGINES = ("megatron", "nemo")  # NeMo's GPT training is Megatron-Core's
 # FLOPs per iteration in each convention a row may state, as (causal, recompute) of the kit's count
@@ -37,7 +41,8 @@ class PublishedCase:
     """One published row: ``label`` names it; where priced, its unfitted ``terms`` (TERMS order),
     the ``step_s`` its throughput implies, its TFLOP/s/GPU in the kit's causal count
     (``causal_tflops``), the FLOPs of a step at the causal count (``causal_flops``), its ``case``,
-    the ``preset`` of its model and the kit's ``precision`` it is priced as; else ``why_not``."""
+    the ``preset`` of its model and the kit's ``precision`` it is priced as; else ``why_not``;
+    ``network``: what the links between nodes add (``pp_net``, ``dp_net``; none on one node)."""
 
     label: str
     terms: tuple[float, ...] = ()
@@ -46,6 +51,7 @@ class PublishedCase:
     causal_flops: float = 0.0
     gpus: int = 0
     why_not: str = ""
+    network: tuple[tuple[str, float], ...] = ()
     case: Case | None = None  # the row's layout as the model sees it, where priced
     preset: Preset | None = None
     precision: str = ""  # the kit's precision it is priced as
@@ -65,8 +71,11 @@ def accelerator_name(row: Any) -> str:
     return "-".join(row.accelerator.lower().split())
 
 
-def _missing(row: Any, presets: Mapping[str, Preset], performance: Mapping[str, Performance]) -> str:
+def _missing(row: Any, presets: Mapping[str, Preset], performance: Mapping[str, Performance],
+             platforms: Mapping[str, Platform]) -> str:
     """What keeps ``row`` from a case ("" where nothing does)."""
+    if row.priced_on is not None and row.priced_on not in platforms:
+        return f"priced_on names platform {row.priced_on!r}, not one of {', '.join(sorted(platforms)) or 'none'}"
     if row.engine not in PRICED_ENGINES:
         return f"the {row.engine} engine is outside the model"
     if accelerator_name(row) not in performance:
@@ -87,18 +96,22 @@ def _missing(row: Any, presets: Mapping[str, Preset], performance: Mapping[str, 
     return ""
 
 
-def _case(row: Any, preset: Preset, accelerator: str) -> Case:
+def _case(row: Any, preset: Preset, accelerator: str, platform: Platform | None) -> Case:
     return Case(accelerator=accelerator, layers=preset.layers, hidden=preset.hidden, heads=preset.heads,
                 seq=preset.seq_length, vocab=preset.vocab_size, tp=row.tp, pp=row.pp, dp=row.dp,
                 vp=row.vp or 1, cp=row.cp or 1, sp=bool(row.sp), micro_batch=row.micro_batch,
                 global_batch=row.global_batch, family=PRECISIONS[row.priced_as or row.precision].family,
-                implementation="te", overlap=True)
+                implementation="te", overlap=True,
+                node_gpus=platform.gpus_per_node if platform is not None else 0,
+                network=platform.network if platform is not None else None)
 
 
-def published_case(row: Any, presets: Mapping[str, Preset],
-                   performance: Mapping[str, Performance]) -> PublishedCase:
-    """The model's view of one published row (see the module's docstring)."""
-    why = _missing(row, presets, performance)
+def published_case(row: Any, presets: Mapping[str, Preset], performance: Mapping[str, Performance],
+                   platforms: Mapping[str, Platform] | None = None) -> PublishedCase:
+    """The model's view of one published row (see the module's docstring); ``platforms``: the
+    kit's platforms by name, for rows that name theirs (none by default)."""
+    platforms = platforms or {}
+    why = _missing(row, presets, performance, platforms)
     if why:
         return PublishedCase(label_of(row), why_not=why)
     preset, accelerator = presets[row.model.lower()], accelerator_name(row)
@@ -109,14 +122,29 @@ def published_case(row: Any, presets: Mapping[str, Preset],
         counted, recompute = CONVENTIONS[row.flops_convention]
         stated = flops_per_iteration(preset, row.global_batch, causal=counted, recompute=recompute)
         step = stated / (row.tflops_per_gpu * 1e12 * row.gpus)
-    case = _case(row, preset, accelerator)
+    platform = platforms[row.priced_on] if row.priced_on is not None else None
+    case = _case(row, preset, accelerator, platform)
     terms = step_terms(case, performance[accelerator])
     return PublishedCase(label_of(row), tuple(terms[n] for n in TERMS), step,
-                         causal / step / row.gpus / 1e12, causal, row.gpus, case=case, preset=preset,
-                         precision=row.priced_as or row.precision)
+                         causal / step / row.gpus / 1e12, causal, row.gpus,
+                         network=tuple(network_terms(case, performance[accelerator]).items()),
+                         case=case, preset=preset, precision=row.priced_as or row.precision)
 
 
-def published_cases(rows: Iterable[Any], presets: Mapping[str, Preset],
-                    performance: Mapping[str, Performance]) -> list[PublishedCase]:
+def published_cases(rows: Iterable[Any], presets: Mapping[str, Preset], performance: Mapping[str, Performance],
+                    platforms: Mapping[str, Platform] | None = None) -> list[PublishedCase]:
     """Every published row's :class:`PublishedCase`, in file order."""
-    return [published_case(row, presets, performance) for row in rows]
+    return [published_case(row, presets, performance, platforms) for row in rows]
+
+
+def row_platforms(rows: Iterable[Any]) -> dict[str, Platform]:
+    """The kit's platforms the rows name (``priced_on``), loaded, by name; a name that is no
+    platform's is left out, and its row says so."""
+    names = {row.priced_on for row in rows if row.priced_on is not None}
+    found = {}
+    for name in sorted(names):
+        try:
+            found[name] = load_platform(name)
+        except (ValueError, OSError):  # DataError is a ValueError: the row's why_not names it
+            continue
+    return found

@@ -17,6 +17,17 @@ The step of the pipeline's last stage (it holds the logits) is ``max(gpu, host) 
   of the parameters (``optimizer``, ``optimizer_paper``) and a fixed cost (``step_fixed``, 10 ms).
 
 A pass is a forward (1), its backward (2) and, with full recompute, a second forward (1).
+
+Where a run spans nodes (a plan on a platform whose ``[network]`` table gives the links between
+them; every record so far is one node), :func:`network_terms` gives what those links add to the
+terms above, which price every collective inside a node. The collectives are placed in Megatron's
+rank order (tensor-parallel ranks adjacent, then data-parallel, then pipeline stages):
+tensor-parallel ones stay inside a node (NVLink); pipeline sends, once the pipeline spans nodes,
+go over the node's NICs, each GPU its share of them (``pp_net``); the data-parallel reduce-scatter
+and all-gather, once its ranks span nodes, run as NCCL's ring does over nodes (``dp_net``): its
+steps inside a node over NVLink, its steps between nodes over the share of the node's NICs the
+group's ranks there have, at the slower of the two, with the network's latency per step between
+nodes. No record crosses nodes, so these two are not fitted (:mod:`bench.planning.predict.model`).
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ GPU_TERMS = ("gemm", "gemm_small", "attention", "elementwise", "elementwise_loca
 HOST_TERMS = ("host_te", "host_local", "host_msamp", "host_tp", "host_fp8")
 AFTER_TERMS = ("dp_sync", "dp_overlap", "optimizer", "optimizer_paper", "step_fixed")
 TERMS = GPU_TERMS + HOST_TERMS + AFTER_TERMS
+NETWORK_TERMS = ("pp_net", "dp_net")  # what links between nodes add: not fitted (network_terms)
 
 BF16_BYTES = 2
 ELEMENTWISE_TENSORS = 16  # tokens x hidden tensors a layer's forward reads or writes outside GEMMs
@@ -63,6 +75,49 @@ def _gemm_terms(case: Case, perf: Performance, tokens: int, passes: int) -> tupl
 def _collective(perf: Performance, gpus: int, bus_bytes: float) -> float:
     latency, rate = perf.link(gpus)
     return latency + bus_bytes / rate
+
+
+def _send(case: Case, perf: Performance, size_bytes: float) -> float:
+    """One pipeline send of ``size_bytes`` between nodes, over the GPU's share of the NICs."""
+    assert case.network is not None
+    return case.network.latency_us * 1e-6 + size_bytes / case.network.gpu_bytes_per_s(case.node_gpus)
+
+
+def _shard_collective(case: Case, perf: Performance, size_bytes: float) -> float:
+    """One data-parallel reduce-scatter (or all-gather) of ``size_bytes`` per GPU, a ring over the
+    ``dp`` ranks spread over nodes, as NCCL's ring runs it (its tuning model: one bandwidth, a
+    latency per step by the link the step crosses): the ring's steps inside a node over NVLink, its
+    steps between nodes over the NICs, the group's ranks on a node sharing them with the node's
+    other GPUs (other tensor-parallel ranks' groups run theirs at once), the ring moving at its
+    slower link."""
+    assert case.network is not None
+    share = (case.dp - 1) / case.dp
+    local = max(1, case.node_gpus // (case.tp * case.cp))  # the group's ranks on one node
+    nodes = case.dp // local
+    inside_latency, inside_rate = perf.link(local) if local > 1 else (0.0, float("inf"))
+    across_rate = local * case.network.gpu_bytes_per_s(case.node_gpus)
+    latency = inside_latency + (nodes - 1) * case.network.latency_us * 1e-6
+    return latency + share * size_bytes / min(inside_rate, across_rate)
+
+
+def network_terms(case: Case, perf: Performance) -> dict[str, float]:
+    """What the links between nodes add, in seconds, to :func:`step_terms`' pricing of the same
+    collectives inside a node: ``pp_net`` (pipeline sends, on the GPU's stream, stretched as its
+    other terms) and ``dp_net`` (the data-parallel reduce-scatter and all-gather, once a step);
+    both 0 on one node, or where the ranks of each stay inside one."""
+    found = {name: 0.0 for name in NETWORK_TERMS}
+    if case.network is None or case.nodes == 1:
+        return found
+    if case.pp > 1:  # the pipeline's ranks lie one data-parallel block apart: it spans the nodes
+        act = case.micro_batch * case.seq // case.cp * case.hidden * BF16_BYTES / (case.tp if case.sp else 1)
+        m = case.micro_batches
+        stretch = m * (1 + (case.pp - 1) / (case.vp * m))
+        found["pp_net"] = max(0.0, 2 * case.vp * (_send(case, perf, act) - _collective(perf, 2, act))) * stretch
+    if case.dp > 1 and case.tp * case.cp * case.dp > case.node_gpus:
+        size = _stage_parameters(case) * BF16_BYTES
+        inside = _collective(perf, case.dp, (case.dp - 1) / case.dp * size)
+        found["dp_net"] = max(0.0, 2 * (_shard_collective(case, perf, size) - inside))
+    return found
 
 
 def _gpu_terms(case: Case, perf: Performance) -> dict[str, float]:

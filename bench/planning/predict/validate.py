@@ -21,6 +21,7 @@ from bench.planning.predict import holdout
 from bench.planning.predict.case import Case, case_from_record
 from bench.planning.predict.facts import Performance, load_all
 from bench.planning.predict.fit import Fitter, Sample, fitted_step
+from bench.planning.predict.model import combine
 from bench.planning.predict.published import PublishedCase
 from bench.planning.predict.published_rank import TOP, Placed, place_in_sweep
 from bench.planning.predict.terms import TERMS, step_terms
@@ -165,7 +166,9 @@ def _published_lines(rows: Sequence[PublishedCase], factors: dict[str, float]) -
         if row.why_not:
             lines.append(f"  {row.label}: no expectation: {row.why_not}")
             continue
-        step = fitted_step(row.terms, x)
+        network = dict(row.network)
+        step = (combine(dict(zip(TERMS, row.terms, strict=True)), factors, network, overlap=True).step_s
+                if any(network.values()) else fitted_step(row.terms, x))
         errs.append(abs(step - row.step_s) / row.step_s)
         expected = row.causal_flops / step / row.gpus / 1e12
         lines.append(f"  {row.label}: published {row.causal_tflops:.0f} TFLOP/s/GPU (causal count), "

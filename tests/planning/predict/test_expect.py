@@ -7,17 +7,19 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bench.config.platforms import load_platform
+from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
 from bench.planning.layout import build_layout
 from bench.planning.memory import Counted, check_fits
 from bench.planning.plan import plan
 from bench.planning.predict.case import case_of
-from bench.planning.predict.expect import load_step_model
+from bench.planning.predict.expect import Asked, StepModel, expect, load_step_model, rate
 from bench.planning.predict.model import predict
 from bench.planning.predict.terms import TERMS
 from bench.records.expected import Expected, expected_of, shortfall
@@ -55,15 +57,37 @@ def test_without_a_model_a_plan_expects_nothing_and_says_nothing() -> None:
     assert launch.expected is None and launch.expected_none_why == ""
 
 
-def test_an_accelerator_without_measured_figures_gets_no_expectation_and_why() -> None:
+# The model as it was before any card's figures came from datasheets: measured cards only.
+MEASURED_ONLY = StepModel(MODEL.factors, {n: p for n, p in MODEL.performance.items() if p.measured},
+                          MODEL.validation, {n: MODEL.peaks[n] for n, p in MODEL.performance.items() if p.measured})
+
+
+def test_an_accelerator_without_figures_gets_no_expectation_and_why() -> None:
     launch = plan(get_preset("13b"), "tp2pp8", load_platform("lumi"),
-                  options(engine="megatron", account="project_1"))
+                  options(engine="megatron", account="project_1", step_model=MEASURED_ONLY))
     assert launch.expected is None
-    assert launch.expected_none_why.startswith("mi250x-gcd has no measured GEMM, memory and NCCL figures")
+    assert launch.expected_none_why.startswith("mi250x-gcd has no GEMM, memory and NCCL figures")
     polaris = plan(get_preset("13b"), "tp4pp2", load_platform("polaris"),
-                   options(nodes=4, account="datascience"))
-    assert "a100-sxm has no measured" in polaris.expected_none_why
+                   options(nodes=4, account="datascience", step_model=MEASURED_ONLY))
+    assert "a100-sxm has no GEMM" in polaris.expected_none_why
     assert "megatron-deepspeed engine is outside the model" in polaris.expected_none_why
+
+
+@pytest.mark.parametrize(("platform", "layout", "nodes", "accelerator"),
+                         [("lumi", "tp2pp8", 2, "mi250x-gcd"), ("polaris", "tp4pp2", 4, "a100-sxm")])
+def test_a_card_the_kit_has_not_measured_expects_with_its_figures_sources(
+        platform: str, layout: str, nodes: int, accelerator: str) -> None:
+    launch = plan(get_preset("13b"), layout, load_platform(platform),
+                  options(engine="megatron", nodes=nodes, account="project_1"))
+    exp = launch.expected
+    assert exp is not None and launch.expected_none_why == ""
+    assert 0 < exp.tflops_per_gpu < MODEL.peaks[accelerator]["bf16"]
+    assert exp.basis == (f"the factors fitted on H100/H200 records only; {accelerator}'s ceilings are "
+                         f"datasheet and published figures, not measured by the kit: "
+                         f"platforms/performance/{accelerator}.toml")
+    assert f"(±{round(100 * exp.band)} %; the factors fitted on H100/H200 records only;" in exp.text()
+    assert exp.beyond[-1].startswith(f"{nodes} nodes: links between nodes priced as HPE Slingshot")
+    assert exp.beyond[-1].endswith(f"(datasheet figures, platforms/{platform}.toml [network])")
 
 
 def test_context_parallelism_gets_no_expectation_and_why() -> None:
@@ -77,7 +101,9 @@ def test_a_run_beyond_the_records_says_so() -> None:
     launch = plan(get_preset("175b"), "tp8pp16sp", load_platform("azure-h100"), options(save=""))
     assert launch.expected is not None
     assert launch.expected.beyond == ("128 GPUs, the records up to 4",
-                                      "16 nodes: links between nodes are not modelled (counted as NVLink)")
+                                      "16 nodes: links between nodes priced as InfiniBand NDR (ConnectX-7), "
+                                      "8 x 400 Gb/s per node (datasheet figures, platforms/azure-h100.toml [network])")
+    assert launch.expected.basis == ""  # H100's ceilings are the kit's own measurements
 
 
 def test_the_dry_run_plans_in_under_a_second() -> None:
@@ -163,3 +189,39 @@ def test_a_records_own_expectation_is_the_one_flagged() -> None:
     found = predicted.checked([*runs, flagged])
     assert found is not None and [item.run.run_id for item in found.low] == [flagged.run_id]
     assert found.low[0].recorded and found.low[0].largest == "gemm"
+
+
+def test_a_lumi_dry_run_prints_an_expectation_that_says_where_its_figures_come_from(tmp_path: Path) -> None:
+    done = run_cli("run", "13b", "tp2pp8", "--platform", "lumi", "--engine", "megatron", "--nodes", "2",
+                   "--account", "project_1", "--dry-run", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.startswith("# expected: "))
+    assert re.match(r"# expected: \d+ TFLOP/s/GPU \(±\d+ %; the factors fitted on H100/H200 records only; "
+                    r"mi250x-gcd's ceilings are datasheet and published figures, not measured by the kit: "
+                    r"platforms/performance/mi250x-gcd.toml\), step ", line), line
+    assert line.endswith("2 nodes: links between nodes priced as HPE Slingshot-11, 4 x 200 Gb/s per node "
+                         "(datasheet figures, platforms/lumi.toml [network])")
+
+
+def test_a_platform_without_links_between_nodes_still_says_they_are_not_modelled() -> None:
+    platform = load_platform("lumi").model_copy(update={"network": None})
+    asked = options(engine="megatron", nodes=2, account="project_1")
+    launch = plan(get_preset("13b"), "tp2pp8", platform, asked)
+    assert launch.expected is not None
+    assert launch.expected.beyond[-1] == "2 nodes: links between nodes are not modelled (counted as NVLink)"
+    priced = plan(get_preset("13b"), "tp2pp8", load_platform("lumi"), asked).expected
+    assert priced is not None and dict(priced.parts)["pp_net"] > 0  # its pipeline sends cross nodes
+    assert priced.step_s > launch.expected.step_s and "pp_net" not in dict(launch.expected.parts)
+
+
+def test_another_layout_of_a_plan_is_priced_over_the_nodes_it_spans() -> None:
+    preset, lumi = get_preset("13b"), load_platform("lumi")
+    asked = Asked("mi250x-gcd", "megatron", True, preset, PRECISIONS["fp16"], "local", (), "default",
+                  nodes=1, platform="lumi", node_gpus=8, network=lumi.network)
+    speed, unlinked = rate(MODEL, asked), rate(MODEL, replace(asked, network=None))
+    assert speed is not None and unlinked is not None
+    one_node = build_layout("tp2pp4", preset, 8, 8)
+    assert speed(one_node) == unlinked(one_node)  # nothing crosses nodes
+    two_nodes = build_layout("tp2pp8", preset, 16, 8)
+    assert speed(two_nodes) < unlinked(two_nodes)  # the plan is one node; this layout spans two
+    assert expect(MODEL, asked, two_nodes).beyond[-1].startswith("2 nodes: links between nodes priced as")

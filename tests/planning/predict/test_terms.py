@@ -7,11 +7,12 @@ from dataclasses import replace
 
 import pytest
 
+from bench.config.network import Network
 from bench.config.precisions import PRECISIONS
 from bench.planning.predict.case import Case
 from bench.planning.predict.facts import AllReduce, Gemm, GemmShape, Performance, load_all
 from bench.planning.predict.model import combine, predict
-from bench.planning.predict.terms import HOST_UNIT_S, TERMS, step_terms
+from bench.planning.predict.terms import HOST_UNIT_S, TERMS, network_terms, step_terms
 
 GIB = 2**30
 # 100 TFLOP/s bf16 at every shape, 1000 GB/s of memory, NCCL at 100 GB/s with no latency.
@@ -149,3 +150,47 @@ def test_every_performance_file_loads_and_predicts() -> None:
     for perf in found.values():
         step = predict(TINY, perf, dict.fromkeys(TERMS, 1.0)).step_s
         assert math.isfinite(step) and step > 0
+
+
+# Eight GPUs a node, eight 100 Gb/s NICs (12.5 GB/s a GPU when all send), 10 us a step between nodes.
+NET = Network(name="test net", nics=8, gbits=100.0, source="datasheet: test", latency_us=10.0,
+              latency_source="published: test")
+SPREAD = replace(TINY, dp=16, tp=2, global_batch=32, node_gpus=8, network=NET, overlap=True)
+
+
+def test_one_node_adds_nothing_for_links_between_nodes() -> None:
+    assert replace(SPREAD, network=None).nodes == 1 and SPREAD.nodes == 4
+    assert network_terms(replace(SPREAD, network=None), PERF) == {"pp_net": 0.0, "dp_net": 0.0}
+    inside = replace(SPREAD, dp=4, global_batch=8)  # tp2 x dp4 = one node of 8
+    assert inside.nodes == 1 and network_terms(inside, PERF) == {"pp_net": 0.0, "dp_net": 0.0}
+    # the fitted terms price every collective inside a node, over nodes or not
+    assert step_terms(SPREAD, PERF) == step_terms(replace(SPREAD, network=None), PERF)
+
+
+def test_data_parallel_over_nodes_is_a_ring_at_its_slower_link_and_costs_more() -> None:
+    params = (12 * 64 * 64 + 13 * 64) * 2 / 2 + 128 * 64 / 2  # the stage's share at tp 2
+    size = params * 2
+    # 4 ranks of the group on each of 4 nodes: the NICs give them 4 x 12.5 GB/s, below NVLink's
+    # 100; 3 steps between nodes of 10 us each
+    over_nodes = 3 * 10e-6 + 15 / 16 * size / 50e9
+    inside = 15 / 16 * size / 100e9
+    found = network_terms(SPREAD, PERF)
+    assert found["dp_net"] == pytest.approx(2 * (over_nodes - inside))
+    assert found["pp_net"] == 0.0  # no pipeline
+    factors = {"gemm": 1.0, "dp_overlap": 0.5}
+    far = predict(SPREAD, PERF, factors)
+    near = predict(replace(SPREAD, network=None), PERF, factors)
+    assert far.step_s == pytest.approx(near.step_s + 0.5 * found["dp_net"])  # overlapped: the fit's share
+    synced = replace(SPREAD, overlap=False)
+    assert predict(synced, PERF, factors).step_s == pytest.approx(
+        predict(replace(synced, network=None), PERF, factors).step_s + found["dp_net"])
+    assert far.parts["dp_net"] > 0
+
+
+def test_pipeline_sends_over_nodes_go_over_the_gpus_share_of_the_nics() -> None:
+    case = replace(TINY, pp=2, global_batch=2, node_gpus=1, network=NET)  # one GPU a node, 2 nodes
+    act = 32 * 64 * 2  # tokens x hidden, bf16
+    per_gpu = 8 * 100e9 / 8 / 1  # all eight NICs for the node's one GPU
+    stretch = 2 * (1 + 1 / 2)  # two micro-batches, the bubble of two stages
+    send = 10e-6 + act / per_gpu
+    assert network_terms(case, PERF)["pp_net"] == pytest.approx(2 * (send - act / 100e9) * stretch)
