@@ -112,7 +112,7 @@ def test_published_rows_are_priced_or_said_why_not(figures: tuple[list[str], dic
                                                    published: list[PublishedCase]) -> None:
     assert len(published) >= 20 and figures[1]["published_rows"] >= 8
     assert figures[1]["published_median"] <= 0.1827 + SLACK
-    assert figures[1]["published_p90"] <= 0.2923 + SLACK
+    assert figures[1]["published_p90"] <= 0.2963 + SLACK
     unpriced = [row for row in published if row.why_not]
     assert len(unpriced) + figures[1]["published_rows"] == len(published)
     assert all(f"{row.label}: no expectation: {row.why_not}" in "\n".join(figures[0]) for row in unpriced)
