@@ -42,7 +42,7 @@ def test_the_wheel_carries_the_kits_data(wheel: Path) -> None:
         *REPO.glob("platforms/*.toml"), *REPO.glob("platforms/accelerators/*.toml"),
         *REPO.glob("platforms/performance/*.toml"))}
     assert expected and expected <= names
-    assert {"bench/planning/predict/fit.json", "bench/config/presets/gpt3.toml"} <= names
+    assert {"bench/platforms/performance/fit.json", "bench/config/presets/gpt3.toml"} <= names
     assert not any(name.startswith(("platforms/", "tests/")) for name in names)
 
 

@@ -2,7 +2,7 @@
 
 The kit's data (platform, accelerator and performance files; the step-time fit) travels with the
 package: a wheel carries the checkout's ``platforms/`` as ``bench/platforms`` (``setup.py`` maps one
-onto the other) and ``bench/planning/predict/fit.json`` as it is. A source checkout reads its own
+onto the other), the step-time fit in ``platforms/performance/fit.json`` with them. A source checkout reads its own
 ``platforms/`` at its root, the folder its users edit. Image recipes, patch series, JSON schemas and
 the records exist in a checkout only, under :data:`KIT_ROOT`. A user's own platform and accelerator
 files live in a folder named by ``BENCH_PLATFORMS_DIR`` (:func:`platforms_dirs`).
@@ -27,7 +27,7 @@ KIT_ROOT = PACKAGE.parent
 CHECKOUT: Path | None = KIT_ROOT if (KIT_ROOT / "pyproject.toml").is_file() else None
 PLATFORMS_DIR = (CHECKOUT or PACKAGE) / "platforms"
 PERFORMANCE_DIR = PLATFORMS_DIR / "performance"
-FIT_FILE = PACKAGE / "planning" / "predict" / "fit.json"
+FIT_FILE = PERFORMANCE_DIR / "fit.json"  # the step-time model's fit, beside the ceilings it divides by
 
 
 def platforms_dirs() -> list[Path]:

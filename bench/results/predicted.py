@@ -1,5 +1,5 @@
 """The step-time model against the records: each ok record's step predicted by the stored fit
-(``bench/planning/predict/fit.json``), drawn against what it measured, with the errors of the
+(``platforms/performance/fit.json``), drawn against what it measured, with the errors of the
 fit's own validation (configurations held out whole, ``python -m bench predict --validate``, run
 at its refit), and the runs more than 15 % below their expectation with the largest term of it.
 

@@ -19,11 +19,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from bench.config.paths import FIT_FILE
 from bench.config.schema import Count, Strict, validate
 from bench.config.tomlfile import DataError
 from bench.planning.predict.terms import AFTER_TERMS, GPU_TERMS, HOST_TERMS, TERMS
 
-FIT_FILE = Path(__file__).with_name("fit.json")
 FIT_SCHEMA = "bench.predict-fit/1"
 REFIT_COMMAND = "python -m bench predict --refit"
 MAX_ROUNDS = 12  # bound choices settle in 2-4 rounds on the kit's records
