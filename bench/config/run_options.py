@@ -388,8 +388,15 @@ def misplaced(options: Any, engine: str) -> str | None:
 
 
 EXTRA_ARGS_KEY = "megatron_args"  # the variant key of the Megatron flags given after '--'
-# Every note key a variant may use: the table's, and the Megatron flags given after '--'.
-VARIANT_KEYS = (*(o.variant for o in RUN_OPTIONS if o.variant), EXTRA_ARGS_KEY)
+# Variant keys no run option sets: the code an older kit ran for a setting, where it is not the
+# code today's kit runs for it, written into older records' variants as they are read
+# (bench.records.migrate.CODE_CHANGES). PAPER_ADAM_KEY: "chunked", PaperAdamW's chunked torch step
+# before its Triton kernel (kit 74d8988), with optimizer_states paper-kit.
+PAPER_ADAM_KEY = "paper_adam"
+OLDER_CODE_KEYS = (PAPER_ADAM_KEY,)
+# Every note key a variant may use: the table's, the Megatron flags given after '--', and the
+# older code's.
+VARIANT_KEYS = (*(o.variant for o in RUN_OPTIONS if o.variant), EXTRA_ARGS_KEY, *OLDER_CODE_KEYS)
 
 
 def variant_key(name: str) -> str:

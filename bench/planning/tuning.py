@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from bench.config.precisions import Precision
 from bench.config.run_options import (
     FP8_GRAD_REDUCE,
+    OLDER_CODE_KEYS,
     VARIANT_KEYS,
     field_default,
     unknown_choices,
@@ -121,8 +122,9 @@ class Tuning:
 
 DEFAULT_TUNING = Tuning()
 # The note keys a plan's variant may use: these settings, the DeepSpeed ZeRO settings, a sequence
-# length away from the preset's and the activation recompute (all declared in the run options).
-TUNING_NOTE_KEYS = VARIANT_KEYS
+# length away from the preset's and the activation recompute (all declared in the run options);
+# not the older code's, which only an older record's variant carries.
+TUNING_NOTE_KEYS = tuple(key for key in VARIANT_KEYS if key not in OLDER_CODE_KEYS)
 
 
 def flag_names(argv: Iterable[str]) -> set[str]:

@@ -19,8 +19,9 @@ different commits pool unless what the commit rendered changed. The key is built
 - the hardware: platform, accelerator, the GPU name the driver reported, nodes, GPU count and the
   ``--gpu-memory-cap`` (variant ``gpu_memory_cap_gb``);
 - the record's variant (settings that reach the engine outside its argv, such as a DeepSpeed
-  config's buckets) without version stamps, the older code of a :data:`CODE_CHANGES` entry, and
-  the corpus's name for a run on real data (its path is a machine's).
+  config's buckets, and the older code a run of a record written before ``bench.record/3`` ran,
+  ``paper_adam``: :data:`bench.records.migrate.CODE_CHANGES`) without version stamps, and the
+  corpus's name for a run on real data (its path is a machine's).
 
 Not keyed: the kit commit, the run id and dates, labels (campaign, sweep), the host and GPU UUIDs
 (repeats on other machines of one card are the spread a reader should see), the driver.
@@ -56,14 +57,6 @@ LAUNCHER_OPTIONS = frozenset({"--nnodes", "--nproc-per-node", "--standalone", "-
                               "--rdzv-endpoint", "--master-addr", "--master-port", "-m"})
 ENTRY_SUFFIX = ".py"  # an entry script's path, e.g. /opt/Megatron-DeepSpeed/pretrain_gpt.py
 
-# Kit changes after which a variant runs other code, as (variant key, value, the new code's first
-# start time, the setting a run started before it shows): the two are other configurations.
-CODE_CHANGES = (
-    # Kit 74d8988: PaperAdamW steps with its Triton kernel, where it had a chunked torch step.
-    (variant_key("optimizer_states"), "paper-kit", "2026-11-26T11:27:50Z", ("paper_adam", "chunked")),
-)
-
-
 # Patch series whose messages were reworded with their code unchanged, as (upstream, the series'
 # digest after the rewording): the digest records made before it carry. One code, so one key.
 REWORDED_SERIES = {
@@ -91,12 +84,6 @@ def normalised_argv(argv: Sequence[str]) -> tuple[tuple[str, tuple[str, ...]], .
     return tuple(sorted((flag, tuple(values)) for flag, values in options if flag not in dropped))
 
 
-def older_code(record: Record) -> dict[str, str]:
-    """The setting a run that started before a :data:`CODE_CHANGES` entry shows, else nothing."""
-    return dict(setting for key, value, since, setting in CODE_CHANGES
-                if record.variant.get(key) == value and record.started_at < since)
-
-
 def typed_settings(record: Record) -> dict[str, Any]:
     """The record's variant with CUDA graphs and dropout as the ``cuda_graphs`` and ``dropout``
     settings its argv ran with (records made before the two were settings typed them after '--',
@@ -117,10 +104,9 @@ def typed_settings(record: Record) -> dict[str, Any]:
 def settings(record: Record) -> dict[str, Any]:
     """The record's variant without version stamps (records from before those were kept out of
     variants carry them), its hand-written graph and dropout flags read as settings
-    (:func:`typed_settings`), with :func:`older_code`."""
-    chosen = {key: value for key, value in typed_settings(record).items()
-              if key.removeprefix("env:") not in VERSION_STAMPS}
-    return {**chosen, **older_code(record)}
+    (:func:`typed_settings`)."""
+    return {key: value for key, value in typed_settings(record).items()
+            if key.removeprefix("env:") not in VERSION_STAMPS}
 
 
 def _series_code(upstream: str, digest: str) -> str:

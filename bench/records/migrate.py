@@ -14,12 +14,17 @@ a later shape as it is:
    environment, or not at all where it ran a kit that scaled delayed by default
    (:data:`DELAYED_WITHOUT_ENV`); it becomes a variant against ``bench.record/2``'s default.
 
-A ``bench.record/2`` record holds every field of the schema, its variant against the defaults of
-its version. To change the record again: add the field to ``Record`` with a default where an older
-record can do without it (nothing to migrate), or else raise ``SCHEMA`` to ``bench.record/3``, write
-a function here that takes a ``bench.record/2`` record (a dict) and returns it in the new shape,
-and add ``("bench.record/2", (that_function,))`` to :data:`STEPS`, with a fixture of a real record
-of the old shape in ``tests/fixtures/records/migrate/`` (``tests/records/test_migrate.py``).
+``bench.record/2`` to ``bench.record/3``: :func:`older_code_explicit`, a run whose variant ran
+other code than today's kit runs for it gets the setting that code was (:data:`CODE_CHANGES`):
+``paper_adam = "chunked"`` for ``optimizer_states = "paper-kit"`` before kit 74d8988.
+
+A ``bench.record/3`` record holds every field of the schema, its variant against the defaults of
+its version and naming the code it ran where that is not today's. To change the record again: add
+the field to ``Record`` with a default where an older record can do without it (nothing to
+migrate), or else raise ``SCHEMA`` to ``bench.record/4``, write a function here that takes a
+``bench.record/3`` record (a dict) and returns it in the new shape, and add
+``("bench.record/3", (that_function,))`` to :data:`STEPS`, with a fixture of a real record of the
+old shape in ``tests/fixtures/records/migrate/`` (``tests/records/test_migrate.py``).
 """
 
 from __future__ import annotations
@@ -49,8 +54,15 @@ OLD_LAYERS: dict[str, str | None] = {"TE+apex": "te+apex", "TE": "te", "no TE": 
 # MSAMP_FP8_SCALING: c96d05d up to the --msamp-scaling option. Runs of earlier commits scaled in time.
 DELAYED_WITHOUT_ENV = frozenset({"c96d05d7bdcb", "4ced49419afe", "86553d5548e2", "6be5d1e66e21",
                                  "15e5646696af", "1ec5ff35fcf0", "a4b1b78f1e0d"})
-MSAMP_SCALING_DEFAULT = "in-time"  # the default of bench.record/2, which its variants are against
+MSAMP_SCALING_DEFAULT = "in-time"  # the default of bench.record/2 and /3, which variants are against
 SCALING_KEY = "msamp_scaling"
+# Kit changes after which a variant runs other code, as (variant key, value, the new code's first
+# start time, the setting a run that started before it gets): bench.record/2 records did not say
+# it, bench.record/3 records carry it in their variant, so the two runs are other configurations.
+CODE_CHANGES = (
+    # Kit 74d8988: PaperAdamW steps with its Triton kernel, where it had a chunked torch step.
+    ("optimizer_states", "paper-kit", "2026-11-26T11:27:50Z", ("paper_adam", "chunked")),
+)
 
 
 def notes_by_kind(record: Data) -> Data:
@@ -129,9 +141,22 @@ def msamp_scaling_explicit(record: Data) -> Data:
     return {**record, "variant": others if ran == MSAMP_SCALING_DEFAULT else {**others, SCALING_KEY: ran}}
 
 
+def older_code_explicit(record: Data) -> Data:
+    """A run that started before a :data:`CODE_CHANGES` entry with its variant's value: that
+    entry's setting added to its variant (after its other keys), unless the variant names it."""
+    variant, started = record.get("variant"), record.get("started_at")
+    if not (isinstance(variant, dict) and isinstance(started, str)):
+        return record  # not a variant or a start time: the schema names the problem
+    older = dict(setting for key, value, since, setting in CODE_CHANGES
+                 if variant.get(key) == value and started < since)
+    return {**record, "variant": {**variant, **{key: value for key, value in older.items()
+                                                if key not in variant}}}
+
+
 # (version, its upgrades in order): each step leads to the version after it, the last to SCHEMA.
 STEPS: tuple[tuple[str, tuple[Upgrade, ...]], ...] = (
     ("bench.record/1", (notes_by_kind, facts_from_argv, msamp_scaling_explicit)),
+    ("bench.record/2", (older_code_explicit,)),
 )
 OLDER = tuple(version for version, _ in STEPS)
 

@@ -1,4 +1,4 @@
-"""Run records: the versioned JSON schema ``bench.record/2`` and its one parse path.
+"""Run records: the versioned JSON schema ``bench.record/3`` and its one parse path.
 
 A *record*, ``results/records/<run_id>.json``, describes one *run*: the resolved preset, layout and
 platform, what the kit set (argv, environment), provenance, and either steady-state metrics
@@ -54,7 +54,7 @@ __all__ = ["MAX_NAME_CHARS", "MAX_TEXT_CHARS", "SCHEMA", "Conditions", "DataInfo
            "build_finished_record", "build_record", "data_info", "record_from_dict",
            "record_from_json"]
 
-SCHEMA = "bench.record/2"
+SCHEMA = "bench.record/3"
 # MFU must agree with tflops_per_gpu / peak_tflops and tokens/s/GPU with samples/s * seq / gpus to
 # this relative tolerance; a mismatch means the metrics were computed from different inputs.
 CONSISTENCY_RTOL = 0.01
@@ -77,9 +77,11 @@ class Record(Strict):
     run's log before ``log_tail`` (the cause often scrolls out of the tail); older records lack it.
 
     What the record says beyond the shared schema keeps its kind: ``variant``, the settings away
-    from the defaults of its schema version (A/B tuning, ZeRO settings, sequence length, recompute),
-    which make the run a configuration of its own; ``engine_notes``, how the numbers were made (the
-    engine's own TFLOP/s, DeepSpeed's version, the patch series: ``bench.records.engine_notes``);
+    from the defaults of its schema version (A/B tuning, ZeRO settings, sequence length, recompute,
+    and the older code a run ran for a setting where it is not today's: ``paper_adam``,
+    :data:`bench.records.migrate.CODE_CHANGES`), which make the run a configuration of its own;
+    ``engine_notes``, how the numbers were made (the engine's own TFLOP/s, DeepSpeed's version,
+    the patch series: ``bench.records.engine_notes``);
     ``labels``, how the run was made (``sweep``, ``repeat_group``, ``campaign`` and ``campaign_run``, the
     campaign file's run name, in records since 2026-11-27), which never split
     a configuration; ``notes``, the kit's bookkeeping. ``lm_losses`` is the ``lm loss`` of every
@@ -99,7 +101,7 @@ class Record(Strict):
 
     model_config = ConfigDict(validate_by_name=True, serialize_by_alias=True)
 
-    schema_: Literal["bench.record/2"] = Field(SCHEMA, alias="schema")
+    schema_: Literal["bench.record/3"] = Field(SCHEMA, alias="schema")
     run_id: Annotated[str, hinted(r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
                                   "must be letters, digits, '.', '_' or '-' (it is the file name)")]
     status: Status

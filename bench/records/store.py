@@ -132,7 +132,8 @@ def load_record(path: Path | str) -> Record:
     if "schema_" not in record.model_fields_set:  # read as the current version, it could be another
         raise RecordError(['no "schema" key, so the version it was written in is unknown: add the '
                            'one its kit wrote ("bench.record/1" before the record held its data '
-                           'and implementation, else "bench.record/2")'])
+                           'and implementation, "bench.record/2" before its variant named the '
+                           'older code it ran, else "bench.record/3")'])
     name = os.path.basename(path)
     if record.run_id != name.removesuffix(".json"):
         raise RecordError([f"run_id {record.run_id!r} does not match the file name {name!r}"])

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
-from bench.config.run_options import variant_key
+from bench.config.run_options import OLDER_CODE_KEYS, variant_key
 from bench.measure.protocol import WARMUP_ITERS
 from bench.records.identity import typed_settings
 from bench.records.record import Record
@@ -111,8 +111,9 @@ def _shaping_variant(run: Record) -> tuple:
     """The variant's settings that set curves apart. An FP8 gradient reduction is part of the
     treatment (set against bf16's own reduction), and so are the overlap it turns off, MS-AMP's
     scaling and the recipe's optimizer states and dropout: a recipe's loss is checked against
-    the plain precision's."""
-    dropped = (*(TREATMENT_KEYS if _fp8_reduction(run) else ()), SCALING_KEY, *RECIPE_KEYS)
+    the plain precision's. The older code that stepped the optimizer states (``paper_adam``,
+    records written before ``bench.record/3``) keeps the recipe's math: its curves are not apart."""
+    dropped = (*(TREATMENT_KEYS if _fp8_reduction(run) else ()), SCALING_KEY, *RECIPE_KEYS, *OLDER_CODE_KEYS)
     return tuple(sorted((k, v) for k, v in typed_settings(run).items() if k not in dropped))
 
 

@@ -1,9 +1,10 @@
 """``python -m bench schemas``: the JSON Schemas of records and data files, written into
 ``results/schema/``, where a site can validate its own files against them.
 
-``record.schema.json`` is today's record (``bench.record/2``); the schema of each older record
-version stays beside it as it was last exported (``record-1.schema.json``), never regenerated: the
-kit reads those records through :mod:`bench.records.migrate`, and a site validates them against it.
+``record.schema.json`` is today's record (``bench.record/3``); the schema of each older record
+version stays beside it as it was last exported (``record-1.schema.json``,
+``record-2.schema.json``), never regenerated: the kit reads those records through
+:mod:`bench.records.migrate`, and a site validates them against it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from bench.images.pins import REPO_ROOT, Pins
 from bench.records.record import Record
 
 SCHEMA_DIR = REPO_ROOT / "results" / "schema"
-OLDER_RECORDS = {"bench.record/1": "record-1.schema.json"}  # kept as exported, by version
+# kept as exported, by version
+OLDER_RECORDS = {"bench.record/1": "record-1.schema.json", "bench.record/2": "record-2.schema.json"}
 MODELS: dict[str, type[BaseModel]] = {"record": Record, "platform": PlatformFile,
                                       "accelerator": AcceleratorFile, "pins": Pins}
 

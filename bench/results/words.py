@@ -67,10 +67,9 @@ def variant(settings: Mapping[str, object]) -> str:
 
 
 def settings(run: Record) -> dict[str, object]:
-    """What ran away from the kit's defaults: the record's variant, the apex version where the
-    training Python had NVIDIA apex (Megatron-DeepSpeed then uses its kernels: other code), and
-    the older code of a :data:`bench.records.identity.CODE_CHANGES` entry where the run started
-    before that change."""
+    """What ran away from the kit's defaults: the record's variant (with the older code a run
+    ran, ``paper_adam``, :data:`bench.records.migrate.CODE_CHANGES`) and the apex version where
+    the training Python had NVIDIA apex (Megatron-DeepSpeed then uses its kernels: other code)."""
     apex = run.engine_notes.get("apex")
     return {**identity.settings(run), **({"apex": apex} if apex is not None else {})}
 

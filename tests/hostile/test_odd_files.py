@@ -28,7 +28,7 @@ def test_a_record_without_a_schema_key_is_a_problem_named(tmp_path: Path) -> Non
     assert [str(p) for p in problems] == [
         f'{record.run_id}.json: no "schema" key, so the version it was written in is unknown: add '
         'the one its kit wrote ("bench.record/1" before the record held its data and implementation, '
-        'else "bench.record/2")']
+        '"bench.record/2" before its variant named the older code it ran, else "bench.record/3")']
     write_record(tmp_path / "kept", record)  # the kit's own records name it
     assert load_records(tmp_path / "kept") == ([record], [])
 

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.config.run_options import DEFAULT_MSAMP_SCALING
+from bench.config.run_options import (
+    DEFAULT_MSAMP_SCALING,
+    OLDER_CODE_KEYS,
+    PAPER_ADAM_KEY,
+    VARIANT_KEYS,
+    variant_key,
+)
 from bench.records import migrate
 from bench.records.record import SCHEMA, record_from_json
 from bench.records.store import load_record
@@ -20,6 +26,8 @@ NOTES = FIXTURES / "1.3b_tp1pp1dp1_local_20261123T193706Z-c8.json"  # kit 67079e
 FACTS_TE = FIXTURES / "1.3b_tp1pp1dp1_local_20261125T073420Z.json"  # kit e76d17e, before c1a456b
 FACTS_DS = FIXTURES / "1.3b_tp1pp1dp2zero1_local_20261125T220401Z-c20.json"  # kit 460cbdc
 DELAYED = FIXTURES / "1.3b_tp1pp1dp1_local_20261126T020114Z-67eab8-c14.json"  # kit 86553d5
+CHUNKED = FIXTURES / "2.7b_tp1pp1dp2_local_20261126T095722Z-c0e8ac-c28.json"  # kit 56bf00c, before 74d8988
+KERNEL = FIXTURES / "13b_tp1pp2dp2_local_20261127T174137Z-3c4d90-c13.json"  # kit 9aaabe0, bench.record/2
 ALL = sorted(FIXTURES.glob("*.json"))
 
 
@@ -67,7 +75,7 @@ def test_msamp_scaling_of_a_delayed_default_commit_becomes_its_variant() -> None
 def test_each_old_record_is_read_as_today_s_schema(path: Path) -> None:
     text = path.read_text()
     record = load_record(path)
-    assert json.loads(text)["schema"] == "bench.record/1" and record.schema_ == SCHEMA
+    assert json.loads(text)["schema"] in migrate.OLDER and record.schema_ == SCHEMA
     assert record == record_from_json(json.dumps(migrate.upgrade(json.loads(text), SCHEMA)))
     assert record_from_json(record.to_json()) == record  # written today, read back unchanged
     assert path.read_text() == text  # the file is not rewritten
@@ -76,12 +84,40 @@ def test_each_old_record_is_read_as_today_s_schema(path: Path) -> None:
 def test_the_upgrades_run_in_order_and_end_at_today_s_schema() -> None:
     upgraded = migrate.upgrade(_data(DELAYED), SCHEMA)
     assert upgraded["schema"] == SCHEMA
-    assert [version for version, _ in migrate.STEPS] == list(migrate.OLDER) == ["bench.record/1"]
+    assert [version for version, _ in migrate.STEPS] == list(migrate.OLDER) == ["bench.record/1",
+                                                                                 "bench.record/2"]
+    assert migrate.upgrade(_data(KERNEL), SCHEMA)["schema"] == SCHEMA
+
+
+def test_a_paper_kit_run_of_the_chunked_step_names_it_in_its_variant() -> None:
+    """PaperAdamW stepped in chunks of torch ops before kit 74d8988, with its Triton kernel since:
+    a run that started before it gets ``paper_adam = "chunked"``, one that started after does not."""
+    chunked, kernel = _data(CHUNKED), _data(KERNEL)
+    assert chunked["started_at"] < "2026-11-26T11:27:50Z" < kernel["started_at"]
+    assert chunked["variant"] == {"optimizer_states": "paper-kit"} and kernel["schema"] == "bench.record/2"
+    assert migrate.older_code_explicit(chunked)["variant"] == {"optimizer_states": "paper-kit",
+                                                               PAPER_ADAM_KEY: "chunked"}
+    assert migrate.upgrade(chunked, SCHEMA)["variant"] == {"optimizer_states": "paper-kit",
+                                                           PAPER_ADAM_KEY: "chunked"}
+    assert migrate.older_code_explicit(kernel) == kernel
+    assert migrate.upgrade(kernel, SCHEMA) == {**kernel, "schema": SCHEMA}
+    assert load_record(CHUNKED).variant[PAPER_ADAM_KEY] == "chunked"
+    assert PAPER_ADAM_KEY not in load_record(KERNEL).variant
+    other = {**chunked, "variant": {"optimizer_states": "paper"}}  # TE's FusedAdam: no other code
+    assert migrate.older_code_explicit(other) == other
+    named = {**chunked, "variant": {"optimizer_states": "paper-kit", PAPER_ADAM_KEY: "x"}}
+    assert migrate.older_code_explicit(named) == named  # a variant that names it keeps its value
+
+
+def test_the_older_code_is_named_by_its_declared_variant_keys() -> None:
+    for key, _, _, (setting, _) in migrate.CODE_CHANGES:
+        assert key in VARIANT_KEYS and setting in OLDER_CODE_KEYS
+    assert [change[0] for change in migrate.CODE_CHANGES] == [variant_key("optimizer_states")]
 
 
 def test_a_new_default_needs_a_new_schema_version() -> None:
-    # bench.record/2's variants are against its defaults: a kit whose default changes must name a
-    # new version and upgrade bench.record/2 records to it (bench/records/migrate.py says how).
+    # bench.record/3's variants are against its defaults: a kit whose default changes must name a
+    # new version and upgrade bench.record/3 records to it (bench/records/migrate.py says how).
     assert migrate.MSAMP_SCALING_DEFAULT == DEFAULT_MSAMP_SCALING
 
 
@@ -96,9 +132,14 @@ def test_malformed_old_records_reach_the_schema_with_their_problems() -> None:
 
 def test_a_record_built_today_runs_no_upgrade(monkeypatch: pytest.MonkeyPatch) -> None:
     """Upgrades run only where an older record is read: one built from today's fields is stored
-    as given (MS-AMP's scaling in the environment alone is no variant of today's record)."""
+    as given (MS-AMP's scaling in the environment alone is no variant of today's record, nor is
+    the chunked Adam step of a paper-kit run that started before kit 74d8988)."""
     monkeypatch.setattr(migrate, "STEPS", ())  # any upgrade on the write path would now fail
     fields = {"precision": "msamp-o2", "env": {"MSAMP_FP8_SCALING": "delayed"}}
     assert make_record(**fields).variant == {"attention": "sdpa"}
+    paper_kit = {"variant": {"optimizer_states": "paper-kit"}, "started_at": "2026-11-26T10:00:00Z",
+                 "finished_at": "2026-11-26T10:10:00Z"}
+    assert make_record(**paper_kit).variant == {"optimizer_states": "paper-kit"}
     monkeypatch.undo()
     assert read_old_record(**fields).variant == {"attention": "sdpa", "msamp_scaling": "delayed"}
+    assert read_old_record(**paper_kit).variant == {"optimizer_states": "paper-kit", PAPER_ADAM_KEY: "chunked"}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.records import store as rec
+from bench.records.migrate import OLDER
 from bench.records.record import SCHEMA, RecordError, Status, build_record, record_from_dict
 from bench.records.store import RecordExistsError, load_records, write_record
 from tests.record_factory import failed_fields, make_record, record_fields
@@ -154,7 +155,7 @@ def test_load_reports_and_skips_bad_files(tmp_path: Path) -> None:
     good = make_record()
     write_record(tmp_path, good)
     (tmp_path / "broken.json").write_text('{"schema": "bench.record/1", ')
-    future = dict(good.to_dict(), schema="bench.record/3", run_id="future")
+    future = dict(good.to_dict(), schema="bench.record/4", run_id="future")
     (tmp_path / "future.json").write_text(json.dumps(future))
     (tmp_path / "foreign.json").write_text(json.dumps({"schema": "mlperf/4", "x": 1}))
     invalid = dict(good.to_dict(), run_id="invalid", gpus=3)
@@ -176,7 +177,7 @@ def test_load_reports_and_skips_bad_files(tmp_path: Path) -> None:
         "renamed.json",
     ]
     assert by_file["broken.json"].startswith("not valid JSON")
-    assert "schema 'bench.record/3' is not supported by this kit" in by_file["future.json"]
+    assert "schema 'bench.record/4' is not supported by this kit" in by_file["future.json"]
     assert "is not a run record" in by_file["foreign.json"]
     assert "but gpus is 3" in by_file["invalid.json"]
     assert "does not match the file name" in by_file["renamed.json"]
@@ -235,26 +236,30 @@ def test_every_malformed_record_is_refused_with_named_problems() -> None:
     "*.json")), ids=lambda p: p.stem)
 def test_every_kept_record_loads_unchanged(path: Path) -> None:
     # Every kept record loads and gives back the same JSON (keys added since it was written take
-    # their defaults: null or empty; bench.record/1 is read as bench.record/2, bench.records.migrate).
+    # their defaults: null or empty; bench.record/1 and /2 are read as today's, bench.records.migrate).
     # One written before the notes' kinds has its notes sorted by
     # kind: none lost, none in two kinds; one written since keeps its kinds as written, but for
-    # MS-AMP's scaling, which reads against today's default, and agrees with the run's environment.
+    # MS-AMP's scaling, which reads against today's default, and agrees with the run's environment,
+    # and the chunked Adam step a paper-kit run before kit 74d8988 ran, which its variant names.
     record = rec.load_record(path)
     data = json.loads(path.read_text())
     kinds = ("notes", "variant", "engine_notes", "labels")
     loaded = record.model_dump(mode="json", exclude_unset=True)
     facts = ("implementation", "data", "patches")  # read from the argv where the file lacks them
-    assert data["schema"] in ("bench.record/1", SCHEMA) and loaded["schema"] == SCHEMA
+    assert data["schema"] in (*OLDER, SCHEMA) and loaded["schema"] == SCHEMA
     assert {k: v for k, v in loaded.items() if k not in (*kinds, *facts, "schema")} == {
         k: v for k, v in data.items() if k not in (*kinds, *facts, "schema")}
     assert all(loaded[key] == data[key] for key in facts if key in data)
     if "MSAMP_FP8_SCALING" in data["env"]:
         assert record.variant.get("msamp_scaling", "in-time") == data["env"]["MSAMP_FP8_SCALING"]
+    chunked = record.variant.get("optimizer_states") == "paper-kit" and record.started_at < "2026-11-26T11:27:50Z"
+    assert record.variant.get("paper_adam") == ("chunked" if chunked else None)
     if set(kinds[1:]) & data.keys():
         read = {kind: dict(getattr(record, kind)) for kind in kinds}
         written = {kind: dict(data[kind]) for kind in kinds}
         for variant in (read["variant"], written["variant"]):
             variant.pop("msamp_scaling", None)
+        read["variant"].pop("paper_adam", None)
         assert read == written
         return
     sorted_notes = [getattr(record, kind) for kind in kinds]

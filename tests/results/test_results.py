@@ -64,9 +64,9 @@ def test_bad_records_are_reported_by_name_and_skipped(workdir: Path, capsys) -> 
     assert main(_fixture_args(workdir / "records", workdir)) == 0
     err = capsys.readouterr().err
     assert "skipped broken.json: not valid JSON" in err
-    assert "skipped future.json: schema 'bench.record/3' is not supported" in err
+    assert "skipped future.json: schema 'bench.record/4' is not supported" in err
     page = (workdir / "README.md").read_text()
-    assert "- `future.json`: schema 'bench.record/3'" in page
+    assert "- `future.json`: schema 'bench.record/4'" in page
     assert "future" not in page.split("## Skipped files")[0]
 
 

@@ -53,7 +53,7 @@ def test_kit_data_validates_against_its_json_schema(path: Path, schema: str) -> 
 
 
 def _today(path: Path) -> dict:
-    """A kept record as the kit reads it and would write it today (``bench.record/2``)."""
+    """A kept record as the kit reads it and would write it today (``bench.record/3``)."""
     return json.loads(load_record(path).to_json())
 
 
