@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config.platforms import Platform, load_platform
-from bench.config.precisions import PRECISIONS
+from bench.config.precisions import PRECISIONS, Precision
 from bench.config.presets import Preset
 from bench.measure.flops import flops_per_iteration
 from bench.planning.predict.case import Case
@@ -54,7 +54,7 @@ class PublishedCase:
     network: tuple[tuple[str, float], ...] = ()
     case: Case | None = None  # the row's layout as the model sees it, where priced
     preset: Preset | None = None
-    precision: str = ""  # the kit's precision it is priced as
+    precision: Precision | None = None  # the kit's precision it is priced as
 
 
 def label_of(row: Any) -> str:
@@ -128,7 +128,7 @@ def published_case(row: Any, presets: Mapping[str, Preset], performance: Mapping
     return PublishedCase(label_of(row), tuple(terms[n] for n in TERMS), step,
                          causal / step / row.gpus / 1e12, causal, row.gpus,
                          network=tuple(network_terms(case, performance[accelerator]).items()),
-                         case=case, preset=preset, precision=row.priced_as or row.precision)
+                         case=case, preset=preset, precision=PRECISIONS[row.priced_as or row.precision])
 
 
 def published_cases(rows: Iterable[Any], presets: Mapping[str, Preset], performance: Mapping[str, Performance],

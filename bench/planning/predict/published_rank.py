@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from bench.config.platforms import load_accelerator
-from bench.config.precisions import PRECISIONS
 from bench.planning.layout import Layout, shaped_layouts
 from bench.planning.memory import Counted, fits, state_bytes
 from bench.planning.predict.case import Case
@@ -45,10 +44,9 @@ class Placed:
 def place_in_sweep(row: PublishedCase, performance: Mapping[str, Performance],
                    factors: dict[str, float]) -> Placed | None:
     """``row``'s place among the layouts of its GPUs, None where it is not priced."""
-    case, preset = row.case, row.preset
-    if case is None or preset is None:
+    case, preset, precision = row.case, row.preset, row.precision
+    if case is None or preset is None or precision is None:
         return None
-    precision = PRECISIONS[row.precision]
     device_gb = load_accelerator(case.accelerator).memory_gb
     perf = performance[case.accelerator]
 
