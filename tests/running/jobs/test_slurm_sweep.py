@@ -37,14 +37,14 @@ def test_sweep_and_campaign_submit_one_job_each_and_collect_gathers_them(kit_env
     assert sweep.returncode == 0, sweep.stderr
     swept = json.loads(sweep.stdout)["runs"]
     assert sorted(entry["plan"]["layout"]["name"] for entry in swept) == [
-        "tp1pp1dp2", "tp1pp2dp1", "tp2pp1dp1"]
+        "tp1pp1dp2", "tp1pp2dp1", "tp1pp2vp2dp1", "tp2pp1dp1"]  # no sp: the test platform declares neither TE nor apex
     (tmp_path / "campaign.toml").write_text(CAMPAIGN)
     campaign = _kit(tmp_path, "run", "--campaign", "campaign.toml", "--platform", "ci-slurm",
                     "--json")
     assert campaign.returncode == 0, campaign.stderr
     repeated = json.loads(campaign.stdout)["runs"]
     submitted = [entry["job"] for entry in swept + repeated]
-    assert len({job["job_id"] for job in submitted}) == 5, "one job per configuration and repeat"
+    assert len({job["job_id"] for job in submitted}) == 6, "one job per configuration and repeat"
 
     runs = list_runs(tmp_path)
     assert sorted(r.run_id for r in runs) == sorted(job["run_id"] for job in submitted)
@@ -54,9 +54,9 @@ def test_sweep_and_campaign_submit_one_job_each_and_collect_gathers_them(kit_env
     collected = _kit(tmp_path, "collect", "--json")
     assert collected.returncode == 0, collected.stderr
     items = json.loads(collected.stdout)
-    assert sorted(i["action"] for i in items) == ["recorded"] * 5
+    assert sorted(i["action"] for i in items) == ["recorded"] * 6
     records, problems = load_records(tmp_path / "results" / "records")
-    assert not problems and len(records) == 5
+    assert not problems and len(records) == 6
     assert all(r.status == "failed" and r.reason for r in records)  # nothing can train here
     sweep_ids = {r.labels.get("sweep") for r in records if r.preset.name == "125m"}
     assert len(sweep_ids) == 1 and next(iter(sweep_ids)).startswith("125m_sweep_ci-slurm_")
@@ -66,7 +66,7 @@ def test_sweep_and_campaign_submit_one_job_each_and_collect_gathers_them(kit_env
     assert {r.labels["campaign"] for r in twice} == {"campaign"}
 
     again = json.loads(_kit(tmp_path, "collect", "--json").stdout)
-    assert sorted(i["action"] for i in again) == ["exists"] * 5
+    assert sorted(i["action"] for i in again) == ["exists"] * 6
     listed = json.loads(_kit(tmp_path, "jobs", "--json").stdout)
     assert sorted(j["run_id"] for j in listed) == sorted(r.run_id for r in records)
     assert all(j["result"].startswith("recorded failed") for j in listed)
