@@ -34,6 +34,12 @@ class Capabilities:
     fused_softmax: bool = False  # scaled_upper_triang_masked_softmax_cuda: the local attention's fusion
     msamp: bool = False  # msamp imports (MS-AMP: the msamp-o1/msamp-o2/fp4 precisions)
 
+    @property
+    def sequence_parallel(self) -> bool:
+        """Whether the layers can run sequence parallelism: Transformer Engine's, or the local
+        ones with apex's layer norm."""
+        return self.transformer_engine or self.apex_layer_norm
+
     def describe(self) -> str:
         """One line for a dry run, e.g. ``Transformer Engine yes, apex layer norm no, ...``."""
         words = {"transformer_engine": "Transformer Engine", "apex_layer_norm": "apex layer norm",

@@ -175,10 +175,8 @@ def _save_dir(platform: Platform, options: Options, rid: str) -> str:
 
 
 def layers_take_sp(platform: Platform, options: Options) -> bool:
-    """Whether the training environment's layers can run sequence parallelism (Transformer
-    Engine's, or apex's layer norm under the local ones)."""
-    caps = _capabilities(platform, options)
-    return caps.transformer_engine or caps.apex_layer_norm
+    """Whether the training environment's layers can run sequence parallelism."""
+    return _capabilities(platform, options).sequence_parallel
 
 
 def _capabilities(platform: Platform, options: Options) -> Capabilities:

@@ -51,7 +51,7 @@ def check_capabilities(caps: Capabilities, precision: Precision, layout: Layout,
         raise ValueError(f"{precision.name} needs MS-AMP, which this environment lacks ({where}): build "
                          "the image with `python -m bench images build cuda --option msamp=1` and "
                          "pass it as --image with --image-option msamp=1, or use --precision fp8")
-    if layout.sp and not (caps.transformer_engine or caps.apex_layer_norm):
+    if layout.sp and not caps.sequence_parallel:
         raise ValueError(f"layout {layout.name}: sequence parallelism needs Transformer Engine or "
                          f"apex layer norm, which this environment lacks ({where}); drop 'sp'")
 
