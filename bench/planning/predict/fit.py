@@ -1,10 +1,13 @@
 """Fitting the model's factors on measured steps, and the stored fit (``fit.json``).
 
 One non-negative factor per term minimises the squared *relative* error of the step,
-``sum(((max(gpu, host) + after) - measured) / measured)^2``: a record is either GPU-bound or
-launch-bound (host), so the fit alternates between choosing each record's bound with the current
-factors and solving the non-negative least squares (Lawson and Hanson) that bound makes linear,
-starting from the fit with both added. Refit with ``python -m bench predict --refit``.
+``sum((overlapped(gpu, host) + after - measured) / measured)^2``
+(:func:`bench.planning.predict.model.overlapped`). The step is homogeneous of degree one in the
+factors, each term weighted by its side's ``d step / d side`` at the factors themselves, so the fit
+alternates (Gauss-Newton): weigh each record's terms at the current factors, solve the
+non-negative least squares (Lawson and Hanson) those weights make linear, halving the move where
+it does not lower the loss; it starts from the GPU's and host's terms added (both weights 1).
+Refit with ``python -m bench predict --refit``.
 """
 
 from __future__ import annotations
@@ -22,15 +25,18 @@ from pydantic import Field, model_validator
 from bench.config.paths import FIT_FILE
 from bench.config.schema import Count, Strict, validate
 from bench.config.tomlfile import DataError
+from bench.planning.predict.model import overlapped
 from bench.planning.predict.terms import AFTER_TERMS, GPU_TERMS, HOST_TERMS, TERMS
 
 FIT_SCHEMA = "bench.predict-fit/1"
 REFIT_COMMAND = "python -m bench predict --refit"
-MAX_ROUNDS = 12  # bound choices settle in 2-4 rounds on the kit's records
+MAX_ROUNDS = 40  # the loss settles to 1e-9 in 5-15 rounds on the kit's records
+SETTLED = 1e-9  # a round lowering the loss by less (relative) ends the fit
 K = len(TERMS)
 _GPU = [TERMS.index(n) for n in GPU_TERMS]
 _HOST = [TERMS.index(n) for n in HOST_TERMS]
 _AFTER = [TERMS.index(n) for n in AFTER_TERMS]
+_SIDE = [0 if n in GPU_TERMS else 1 if n in HOST_TERMS else 2 for n in TERMS]  # weights' index
 
 
 @dataclass(frozen=True)
@@ -88,72 +94,52 @@ def nnls(gram: list[float], rhs: list[float], passive: Sequence[int] = ()) -> li
     return x
 
 
-def _outer(v: list[float]) -> list[float]:
-    return [a * b for a in v for b in v]
-
-
-def _add(total: list[float], part: list[float], sign: float = 1.0) -> list[float]:
-    """``total`` plus (``sign`` 1) or minus (-1) ``part``, term by term."""
-    # operator's add or sub mapped: twice a comprehension's speed (a leave-one-out calls this
-    # tens of thousands of times), and the very sums, since a + -1.0 * b is a - b exactly
-    if len(total) != len(part) or sign not in (1, -1):
-        raise ValueError(f"cannot add {len(part)} terms times {sign} to {len(total)}")
-    return list(map(operator.add if sign > 0 else operator.sub, total, part))
-
-
 class Fitter:
-    """The samples' weighted outer products per bound (``gpu``, ``host``, ``both`` added), kept so
-    that a fit leaving a few records out, or changing a few bounds, updates sums instead of
-    redoing them."""
+    """The samples' terms relative to their measured steps, a column per term, kept so that each
+    fit (all samples, or all but a few) builds its normal equations from them with sums over
+    columns; ``full``: the factors fitted on every sample."""
 
     def __init__(self, samples: Sequence[Sample]):
         self.samples = tuple(samples)
-        self._rows: list[dict[str, tuple[list[float], list[float]]]] = []
-        for s in self.samples:
-            t = [v / s.step_s for v in s.terms]
-            gpu = [t[j] if j not in _HOST else 0.0 for j in range(K)]
-            host = [t[j] if j not in _GPU else 0.0 for j in range(K)]
-            self._rows.append({"both": (_outer(t), t), "gpu": (_outer(gpu), gpu),
-                               "host": (_outer(host), host)})
-        self._totals = {bound: self._sum(range(len(self.samples)), bound)
-                        for bound in ("both", "gpu", "host")}
-        self.full = self.fit(())
+        self._columns = [[s.terms[j] / s.step_s for s in self.samples] for j in range(K)]
+        self.full = dict(zip(TERMS, self._settle((), [1.0] * K, both_added=True), strict=True))
 
-    def _sum(self, members: Sequence[int], bound: str) -> tuple[list[float], list[float]]:
-        gram, rhs = [0.0] * (K * K), [0.0] * K
-        for i in members:
-            gram, rhs = _add(gram, self._rows[i][bound][0]), _add(rhs, self._rows[i][bound][1])
-        return gram, rhs
+    def _weights(self, x: list[float], left_out: frozenset[int]) -> list[list[float]]:
+        """Per side (GPU, host, after) each sample's weight at factors ``x``; 0 where left out."""
+        sides: list[list[float]] = [[], [], []]
+        for i, s in enumerate(self.samples):
+            both = overlapped(sum(s.terms[j] * x[j] for j in _GPU), sum(s.terms[j] * x[j] for j in _HOST))
+            member = 0.0 if i in left_out else 1.0
+            for side, w in zip(sides, (both.gpu, both.host, 1.0), strict=True):
+                side.append(member * w)
+        return sides
 
-    def _bounds(self, members: Sequence[int], x: list[float]) -> dict[int, str]:
-        return {i: self._bound(i, x) for i in members}
+    def _step(self, weights: list[list[float]], x: list[float]) -> list[float]:
+        """The non-negative least squares with each sample's terms at ``weights``."""
+        rows = [list(map(operator.mul, self._columns[j], weights[_SIDE[j]])) for j in range(K)]
+        gram = [0.0] * (K * K)
+        for a in range(K):
+            for b in range(a, K):
+                gram[a * K + b] = gram[b * K + a] = sum(map(operator.mul, rows[a], rows[b]))
+        rhs = [sum(map(operator.mul, rows[j], weights[2])) for j in range(K)]
+        return nnls(gram, rhs, [j for j in range(K) if x[j] > 0])
 
-    def _bound(self, i: int, x: list[float]) -> str:
-        t = self.samples[i].terms
-        return "host" if sum(t[j] * x[j] for j in _HOST) > sum(t[j] * x[j] for j in _GPU) else "gpu"
-
-    def _system(self, left_out: Sequence[int], bound: dict[int, str]) -> tuple[list[float], list[float]]:
-        """The normal equations of every sample but ``left_out``, each at its ``bound``: the
-        all-GPU sums corrected where a bound is the host."""
-        gram, rhs = self._totals["gpu"]
-        for i in left_out:
-            gram, rhs = _add(gram, self._rows[i]["gpu"][0], -1), _add(rhs, self._rows[i]["gpu"][1], -1)
-        for i, b in bound.items():
-            if b == "host":
-                for part, sign in ((self._rows[i]["host"], 1), (self._rows[i]["gpu"], -1)):
-                    gram, rhs = _add(gram, part[0], sign), _add(rhs, part[1], sign)
-        return gram, rhs
-
-    def _settle(self, left_out: Sequence[int], x: list[float]) -> list[float]:
-        """From factors ``x``: choose each bound, refit, until the bounds stay."""
-        members = [i for i in range(len(self.samples)) if i not in set(left_out)]
-        bound: dict[int, str] = {}
+    def _settle(self, left_out: Sequence[int], x: list[float], both_added: bool = False) -> list[float]:
+        """From factors ``x`` (or from both sides added): weigh, solve, until the loss settles."""
+        out = frozenset(left_out)
+        weights = ([[0.0 if i in out else 1.0 for i in range(len(self.samples))]] * 3 if both_added
+                   else self._weights(x, out))
+        x = self._step(weights, x) if both_added else x
+        loss = self.loss(left_out, x)
         for _ in range(MAX_ROUNDS):
-            chosen = self._bounds(members, x)
-            if chosen == bound:
-                break
-            bound = chosen
-            x = nnls(*self._system(left_out, bound), [j for j in range(K) if x[j] > 0])
+            new = self._step(self._weights(x, out), x)
+            new_loss = self.loss(left_out, new)
+            while new_loss > loss and max(abs(a - b) for a, b in zip(new, x, strict=True)) > 1e-12:
+                new = [(a + b) / 2 for a, b in zip(new, x, strict=True)]
+                new_loss = self.loss(left_out, new)
+            if new_loss > loss * (1 - SETTLED):
+                return new if new_loss < loss else x
+            x, loss = new, new_loss
         return x
 
     def loss(self, left_out: Sequence[int], x: list[float]) -> float:
@@ -163,22 +149,16 @@ class Fitter:
                    for i, s in enumerate(self.samples) if i not in out)
 
     def fit(self, left_out: Sequence[int]) -> dict[str, float]:
-        """Factors fitted on every sample but those at ``left_out`` (indices). The first fit
-        starts from the one with the bounds added and from one that lets the host explain all;
-        a fit leaving records out starts from the full fit (a warm start) and settles."""
-        if hasattr(self, "full"):
-            return dict(zip(TERMS, self._settle(left_out, [self.full[n] for n in TERMS]), strict=True))
-        gram, rhs = self._totals["both"]
-        starts = [nnls(gram, rhs), nnls(*self._totals["host"])]
-        best = min((self._settle(left_out, x) for x in starts), key=lambda x: self.loss(left_out, x))
-        return dict(zip(TERMS, best, strict=True))
+        """Factors fitted on every sample but those at ``left_out`` (indices), starting from the
+        full fit's (a warm start)."""
+        return dict(zip(TERMS, self._settle(left_out, [self.full[n] for n in TERMS]), strict=True))
 
 
-def fitted_step(terms: Sequence[float], x: list[float]) -> float:
+def fitted_step(terms: Sequence[float], x: Sequence[float]) -> float:
     """The step (s) of unfitted ``terms`` with factors ``x``, both in TERMS order."""
     gpu = sum(terms[j] * x[j] for j in _GPU)
     host = sum(terms[j] * x[j] for j in _HOST)
-    return max(gpu, host) + sum(terms[j] * x[j] for j in _AFTER)
+    return overlapped(gpu, host).seconds + sum(terms[j] * x[j] for j in _AFTER)
 
 
 def fit_factors(samples: Sequence[Sample]) -> dict[str, float]:

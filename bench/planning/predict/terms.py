@@ -1,6 +1,8 @@
 """The terms of one step, in seconds at the measured ceilings, before the fit's factors.
 
-The step of the pipeline's last stage (it holds the logits) is ``max(gpu, host) + after``:
+The step of the pipeline's last stage (it holds the logits) is ``overlapped(gpu, host) + after``,
+the GPU's stream and the host's launches partly overlapping
+(:func:`bench.planning.predict.model.overlapped`):
 
 - ``gpu``, the GPU's stream per micro-batch times the micro-batches ``m``, stretched by the
   pipeline bubble ``1 + (pp - 1) / (vp m)``: GEMMs at their shape's ceiling (``gemm``) and a
@@ -8,13 +10,23 @@ The step of the pipeline's last stage (it holds the logits) is ``max(gpu, host) 
   over memory bandwidth (``elementwise``; ``elementwise_local`` for the unfused local layers),
   fp8 casts (``cast_*``), tensor-parallel collectives
   (``tp_comm``) and pipeline sends (``pp_p2p``) over the measured NCCL latency and bandwidth;
-- ``host``, launching the kernels: one unit (1 ms) per layer and pass per micro-batch, stretched
-  the same way, for the kind of layers (``host_te``, ``host_local``, ``host_msamp``) and again for
-  what adds kernels to each layer (``host_tp``: tensor parallelism, ``host_fp8``: Transformer
-  Engine's fp8); CUDA graphs leave it out;
+- ``host``, what the host spends per micro-batch, stretched the same way: launching each layer's
+  kernels, one unit (1 ms) per layer and pass, for the kind of layers (``host_te``,
+  ``host_local``, ``host_msamp``) and again for what adds kernels to each layer (``host_tp``:
+  tensor parallelism, ``host_fp8``: Transformer Engine's fp8), which CUDA graphs leave out; and
+  the training loop's Python and the layers' outside (embedding, loss), one unit a micro-batch
+  (``host_micro``), which they do not;
 - ``after``, once a step: the data-parallel reduce-scatter and all-gather (``dp_sync``, or
   ``dp_overlap`` where the backward pass hides part of it), the optimizer's pass over its shard
-  of the parameters (``optimizer``, ``optimizer_paper``) and a fixed cost (``step_fixed``, 10 ms).
+  of the parameters (``optimizer``, ``optimizer_paper``), the host launching the optimizer step's
+  kernels, a few per parameter tensor, so one unit per layer of the stage (``host_step``), and a
+  fixed cost (``step_fixed``, 10 ms).
+
+The host terms follow the profiles' kernel counts: 125m with local layers launched 6,944 kernels
+a step at micro-batch 1 x 8 and 4,744 at 8 x 4, so 46 a layer and micro-batch (15 a pass) and
+about 2,500 a step besides, more with more layers (10,418 for 2.7b at 8 x 4); the GPU ran 71 ms
+of the first's 390 ms step. The fit prices each launch (a local layer's pass at 0.38 ms: 25 us a
+kernel) and the rest of the host's step from the records.
 
 A pass is a forward (1), its backward (2) and, with full recompute, a second forward (1).
 
@@ -39,8 +51,8 @@ from bench.planning.predict.facts import Performance
 
 GPU_TERMS = ("gemm", "gemm_small", "attention", "elementwise", "elementwise_local", "cast_fp8",
              "cast_msamp", "cast_fp4", "tp_comm", "pp_p2p")
-HOST_TERMS = ("host_te", "host_local", "host_msamp", "host_tp", "host_fp8")
-AFTER_TERMS = ("dp_sync", "dp_overlap", "optimizer", "optimizer_paper", "step_fixed")
+HOST_TERMS = ("host_te", "host_local", "host_msamp", "host_tp", "host_fp8", "host_micro")
+AFTER_TERMS = ("dp_sync", "dp_overlap", "optimizer", "optimizer_paper", "host_step", "step_fixed")
 TERMS = GPU_TERMS + HOST_TERMS + AFTER_TERMS
 NETWORK_TERMS = ("pp_net", "dp_net")  # what links between nodes add: not fitted (network_terms)
 
@@ -173,6 +185,7 @@ def step_terms(case: Case, perf: Performance) -> dict[str, float]:
     host = {"host_msamp" if case.family in ("msamp", "fp4") else f"host_{case.implementation}"}
     host |= ({"host_tp"} if case.tp > 1 else set()) | ({"host_fp8"} if case.family == "fp8" else set())
     terms |= {name: units if name in host else 0.0 for name in HOST_TERMS}
+    terms["host_micro"] = HOST_UNIT_S * stretch
     params = _stage_parameters(case)
     dp = 0.0
     if case.dp > 1:  # reduce-scatter the gradients, all-gather the parameters (bf16)
@@ -181,5 +194,6 @@ def step_terms(case: Case, perf: Performance) -> dict[str, float]:
     optimizer = params / case.dp * OPTIMIZER_BYTES / (perf.hbm_gbps * 1e9)
     terms |= {"dp_sync": 0.0 if case.overlap else dp, "dp_overlap": dp if case.overlap else 0.0,
               "optimizer": 0.0 if case.paper_states else optimizer,
-              "optimizer_paper": optimizer if case.paper_states else 0.0, "step_fixed": STEP_FIXED_S}
+              "optimizer_paper": optimizer if case.paper_states else 0.0,
+              "host_step": (case.layers // case.pp) * HOST_UNIT_S, "step_fixed": STEP_FIXED_S}
     return {name: terms[name] for name in TERMS}

@@ -11,7 +11,7 @@ from bench.config.network import Network
 from bench.config.precisions import PRECISIONS
 from bench.planning.predict.case import Case
 from bench.planning.predict.facts import AllReduce, Gemm, GemmShape, Performance, load_all
-from bench.planning.predict.model import combine, predict
+from bench.planning.predict.model import OVERLAP_P, combine, overlapped, predict
 from bench.planning.predict.terms import HOST_UNIT_S, TERMS, network_terms, step_terms
 
 GIB = 2**30
@@ -112,15 +112,26 @@ def test_host_units_and_cuda_graphs() -> None:
     assert terms["host_local"] == terms["host_msamp"] == 0.0
     graphed = step_terms(replace(TINY, graphs=True), PERF)
     assert all(graphed[name] == 0.0 for name in ("host_te", "host_tp", "host_fp8"))
+    # the loop's Python per micro-batch and the optimizer step's launches per layer stay with graphs
+    assert graphed["host_micro"] == terms["host_micro"] == pytest.approx(2 * HOST_UNIT_S)
+    assert graphed["host_step"] == terms["host_step"] == pytest.approx(2 * HOST_UNIT_S)
 
 
-def test_step_is_the_larger_of_gpu_and_host_plus_what_follows() -> None:
+def test_step_is_gpu_and_host_partly_overlapped_plus_what_follows() -> None:
     terms = dict.fromkeys(TERMS, 0.0) | {"gemm": 2.0, "host_te": 3.0, "optimizer": 0.5}
     gpu_bound = combine(terms, {"gemm": 1.0, "host_te": 0.5, "optimizer": 1.0})
-    assert (gpu_bound.step_s, gpu_bound.host_bound, gpu_bound.dominant) == (2.5, False, ("gemm",))
+    both = (2.0**OVERLAP_P + 1.5**OVERLAP_P) ** (1 / OVERLAP_P)  # the p-norm of 2 s and 1.5 s
+    assert 2.0 < both < 3.5
+    assert (gpu_bound.step_s, gpu_bound.host_bound, gpu_bound.dominant) == (
+        pytest.approx(both + 0.5), False, ("gemm",))
+    assert sum(gpu_bound.parts.values()) == pytest.approx(gpu_bound.step_s)  # each term's share
     host_bound = combine(terms, {"gemm": 1.0, "host_te": 1.0, "optimizer": 2.0})
-    assert (host_bound.step_s, host_bound.host_bound) == (4.0, True)
+    assert (host_bound.step_s, host_bound.host_bound) == (
+        pytest.approx((2.0**OVERLAP_P + 3.0**OVERLAP_P) ** (1 / OVERLAP_P) + 1.0), True)
     assert host_bound.dominant == ("host_te",)
+    # far apart, the larger one alone; equal, each hides part of the other
+    assert overlapped(1.0, 1e-3).seconds == pytest.approx(1.0) and overlapped(1.0, 0.0).host == 0.0
+    assert overlapped(1.0, 1.0).seconds == pytest.approx(2 ** (1 / OVERLAP_P))
 
 
 def test_gemm_ceiling_interpolates_between_shapes_and_holds_at_the_ends() -> None:
