@@ -3,7 +3,8 @@
 Targets (the model's issue): group-held-out median <= 8 % and 90th percentile <= 15 %; fitted on
 1-2 GPUs, the 4-GPU records within 10 % median; the measured fastest layout ranked first in >= 80 %
 of groups (a predicted fastest that measured within validate.RANK_TIE of it counts as a tie);
-published rows, never fitted on, median <= 15 % and p90 <= 25 % over >= 20 rows.
+published rows, never fitted on, median <= 15 % and p90 <= 25 % over >= 20 rows, 175b at NVIDIA's
+layout within 15 %, the published layout in the sweep's top three for >= 80 % of rows.
 On the 297 records of 2026-11-29 the median (7.1 %) and the cross-GPU median (8.8 %) are met; the
 others are not, and their tests hold the figures reached, so that a change of the model making them
 worse fails (to within SLACK: each record added to results/ moves them a little):
@@ -12,26 +13,34 @@ worse fails (to within SLACK: each record added to results/ moves them a little)
 - the ranking, 3 of 4 groups: 13b on four GPUs measures fastest at tp2pp2 + sp in fp8-delayed
   on the paper's states with CUDA graphs (760.8 TFLOP/s/GPU on four H200s at 80 GB), and the
   model picks tp4 + sp, which measured 5.6 % slower;
-- the published layout in the sweep's top three at its GPU count: 4 of 8 priced rows (the FP8-LM
-  6.7b rows first; its 13b rows at tp2 4th to 7th, where the model prefers tp1pp2, whose
-  un-graphed tensor-parallel step it prices launch-bound);
-- published rows: 8 of 25 priced (the FP8-LM rows at 6.7b and 13b), median 18.3 %, p90 29.6 %;
-  the others state no shape, GPU count or global batch, or run an engine or card the model
-  cannot price. The twenty one-GPU records of the 2026-11-29 Transformer Engine campaign (2.7b
-  bf16 and fp8 at micro-batch 8, and host-bound 125m steps) took the cross-GPU median from 12.3 %
-  to 8.8 % and the published median from 18.9 % to 18.3 %, and the published p90 from 27.4 % to
-  29.2 %: with the host term they fit (one launch unit per layer and pass), the FP8-LM 13b fp8 row
-  on 32 GPUs is priced launch-bound, 422 TFLOP/s/GPU against the 569 published. Pricing the
-  links between the four nodes of those rows (Azure's InfiniBand, priced_on = "azure-h100") left
-  the 6.7b rows as they were (eight NICs carry the data-parallel ring as fast as NVLink) and
-  slowed the 13b rows (tp2: four ranks of a group per node share half the NICs) by 2-3 TFLOP/s/GPU:
-  published median 18.3 %, p90 29.2 % -> 29.6 %, the 13b fp8 row 34.9 % -> 35.3 %.
+- the published layout in the sweep's top three at its GPU count: 6 of 22 priced rows (the FP8-LM
+  6.7b rows and NeMo's 5b row first, its 20b row third; the FP8-LM 13b rows at tp2 4th to 7th,
+  where the model prefers tp1pp2, whose un-graphed tensor-parallel step it prices launch-bound;
+  every 175b row at tp4pp8 with 6 or 12 virtual stages 7th to 20th, the model pricing the
+  interleaved pipeline's sends above its bubble); 4 of the 8 FP8-LM rows, as before the NVIDIA rows;
+- published rows: 22 of 42 priced, median 36.2 %, p90 120.4 %: the FP8-LM rows at 6.7b and 13b
+  (median 18.3 %, p90 29.6 %, held on their own below), dgxc-benchmarking's 175b at 128-2048
+  H100s in bf16 (35-37 % below the published step's throughput) and fp8 (95-121 %), and NeMo 24.07's
+  fp8 5b (12.9 %), 20b (48.1 %) and 175b (155-167 %); the model expects 175b at NVIDIA's layout at
+  285-356 TFLOP/s/GPU where 479-876 are published. The others state no micro-batch (Megatron-LM's
+  weak-scaling table), no global batch (FP8-LM's 175b), span nodes of no kit platform (Megatron-LM's
+  2021 175b on A100s), or run an engine the model cannot price. The twenty one-GPU records of the
+  2026-11-29 Transformer Engine campaign (2.7b bf16 and fp8 at micro-batch 8, and host-bound 125m
+  steps) took the cross-GPU median from 12.3 % to 8.8 % and the FP8-LM median from 18.9 % to
+  18.3 %, and its p90 from 27.4 % to 29.2 %: with the host term they fit (one launch unit per layer
+  and pass), the FP8-LM 13b fp8 row on 32 GPUs is priced launch-bound, 422 TFLOP/s/GPU against the
+  569 published. Pricing the links between the four nodes of those rows (Azure's InfiniBand,
+  priced_on = "azure-h100") left the 6.7b rows as they were (eight NICs carry the data-parallel ring
+  as fast as NVLink) and slowed the 13b rows (tp2: four ranks of a group per node share half the
+  NICs) by 2-3 TFLOP/s/GPU: FP8-LM median 18.3 %, p90 29.2 % -> 29.6 %, the 13b fp8 row 34.9 % ->
+  35.3 %.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -110,9 +119,13 @@ def test_the_fastest_layout_is_ranked_first(figures: tuple[list[str], dict[str, 
 
 def test_published_rows_are_priced_or_said_why_not(figures: tuple[list[str], dict[str, float]],
                                                    published: list[PublishedCase]) -> None:
-    assert len(published) >= 20 and figures[1]["published_rows"] >= 8
-    assert figures[1]["published_median"] <= 0.1827 + SLACK
-    assert figures[1]["published_p90"] <= 0.2963 + SLACK
+    assert len(published) >= 42 and figures[1]["published_rows"] >= 22
+    assert figures[1]["published_median"] <= 0.3620 + SLACK
+    assert figures[1]["published_p90"] <= 1.2038 + SLACK
+    fp8_lm = [float(m[1]) / 100 for line in figures[0]
+              if line.startswith("  fp8-lm ") and (m := re.search(r", error (\d+\.\d) %$", line))]
+    assert len(fp8_lm) == 8  # the rows priced before NVIDIA's, held to their figures of then
+    assert statistics.median(fp8_lm) <= 0.1827 + SLACK and validate.percentile(fp8_lm, 0.9) <= 0.2963 + SLACK
     unpriced = [row for row in published if row.why_not]
     assert len(unpriced) + figures[1]["published_rows"] == len(published)
     assert all(f"{row.label}: no expectation: {row.why_not}" in "\n".join(figures[0]) for row in unpriced)
@@ -121,13 +134,17 @@ def test_published_rows_are_priced_or_said_why_not(figures: tuple[list[str], dic
 def test_a_published_layout_is_placed_in_the_sweep_at_its_gpu_count(
         figures: tuple[list[str], dict[str, float]]) -> None:
     """Each priced row's layout among every valid layout and shape of its GPUs that fits (target:
-    the top three for >= 80 % of rows): the four FP8-LM 6.7b rows place first, the four 13b rows
-    4th to 7th, the model preferring tp1pp2 to their tp2 (see the module docstring)."""
+    the top three for >= 80 % of rows): the four FP8-LM 6.7b rows and NeMo's 5b place first, its
+    20b third, the four FP8-LM 13b rows 4th to 7th, the model preferring tp1pp2 to their tp2, and
+    the 175b rows below (see the module docstring)."""
     placements = [line for line in figures[0] if ": its layout ranks " in line]
     assert len(placements) == figures[1]["published_rows"]
     assert all(re.search(r"ranks \d+ of \d+ in the sweep \(fastest: ", line) for line in placements)
-    assert "published layouts in the sweep's top 3: 4 of 8 rows" in figures[0]
-    assert figures[1]["published_top"] >= 0.5  # target 0.8, not met
+    assert "published layouts in the sweep's top 3: 6 of 22 rows" in figures[0]
+    assert figures[1]["published_top"] >= 6 / 22  # target 0.8, not met
+    fp8_lm = [int(m[1]) for line in placements if line.startswith("  fp8-lm ")
+              and (m := re.search(r"ranks (\d+) of", line))]
+    assert len(fp8_lm) == 8 and sum(place <= 3 for place in fp8_lm) >= 4
 
 
 def test_the_command_prints_group_held_out_and_published_last(
