@@ -84,11 +84,22 @@ class PublishedRow(Strict):
     percent_of_peak: float | None = None
     peak_mem_gb: float | None = None
     note: str | None = None
+    # The model's shape where the source states one the kit has no preset of (Megatron-LM's
+    # weak-scaling sizes, NeMo's GPT-3 5B and 20B): layers, hidden size, attention heads and the
+    # padded vocabulary; the MLP is 4 x hidden, as in every GPT-3 shape. None: the kit's preset of
+    # ``model`` at ``seq_length``.
+    layers: Annotated[int, Field(gt=0)] | None = None
+    hidden: Annotated[int, Field(gt=0)] | None = None
+    heads: Annotated[int, Field(gt=0)] | None = None
+    vocab_size: Annotated[int, Field(gt=0)] | None = None
+    # Activation recompute the run did ("full" or "selective", bench.config.run_options.RECOMPUTE).
+    recompute: Literal["full", "selective"] | None = None
     # The kit precision the step-time model prices the row as, where the row's own words are not
     # one (``fp8`` of MS-AMP's paper: ``msamp-o2``); None: its ``precision``.
     priced_as: str | None = None
     # The kit's platform the row ran on (``azure-h100``), whose GPUs per node and links between
-    # nodes the step-time model prices a row over nodes with; None: its GPUs priced as one node.
+    # nodes the step-time model prices a row over nodes with; None: a row of up to eight GPUs is
+    # priced as one node, a larger one has no expectation.
     priced_on: str | None = None
 
 

@@ -4,6 +4,7 @@ says where it comes from, and a bad one is refused in one line naming the file a
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from bench.config.presets import load_presets
 from bench.config.tomlfile import DataError
 from bench.planning.predict.facts import load_all, load_performance
 from bench.planning.predict.published import published_case, row_platforms
+from bench.planning.predict.terms import TERMS, network_terms, step_terms
 from bench.results.data import load_published
 from bench.results.generate import PUBLISHED_FILE
 
@@ -104,8 +106,14 @@ def test_a_published_row_over_nodes_is_priced_on_its_platforms_links() -> None:
     assert rows and {r.priced_on for r in rows} == {"azure-h100"}
     presets, performance, platforms = load_presets(), load_all(), row_platforms(rows)
     priced = published_case(rows[0], presets, performance, platforms)
-    as_one_node = published_case(rows[0].model_copy(update={"priced_on": None}), presets, performance)
-    assert priced.terms == as_one_node.terms and as_one_node.network == (("pp_net", 0.0), ("dp_net", 0.0))
+    assert priced.case is not None
+    one_node = replace(priced.case, node_gpus=0, network=None)
+    ceilings = performance[one_node.accelerator]
+    assert priced.terms == tuple(step_terms(one_node, ceilings)[n] for n in TERMS)
+    assert network_terms(one_node, ceilings) == {"pp_net": 0.0, "dp_net": 0.0}
     assert dict(priced.network)["dp_net"] > 0  # tp2 dp16 on four nodes of eight: the ring crosses them
+    # without its platform the row's 32 GPUs would be priced over NVLink alone: it has no expectation
+    unplaced = published_case(rows[0].model_copy(update={"priced_on": None}), presets, performance)
+    assert unplaced.why_not.startswith("its 32 GPUs span nodes and it names no kit platform")
     nowhere = published_case(rows[0].model_copy(update={"priced_on": "nowhere"}), presets, performance, platforms)
     assert nowhere.why_not == "priced_on names platform 'nowhere', not one of azure-h100"

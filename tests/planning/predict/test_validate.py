@@ -3,11 +3,13 @@
 Targets (the model's issue): group-held-out median <= 8 % and 90th percentile <= 15 %; fitted on
 1-2 GPUs, the 4-GPU records within 10 % median; the measured fastest layout ranked first in >= 80 %
 of groups (a predicted fastest that measured within validate.RANK_TIE of it counts as a tie);
-published rows, never fitted on, median <= 15 % and p90 <= 25 % over >= 20 rows.
-On the 297 records of 2026-11-29 the median (6.9 %), the cross-GPU median (9.6 %) and the ranking
-(4 of 4 groups) are met; the others are not, and their tests hold the figures reached, so that a
-change of the model making them worse fails (to within SLACK: each record added to results/ moves
-them a little):
+published rows, never fitted on, median <= 15 % and p90 <= 25 % over >= 20 rows, 175b at NVIDIA's
+layout within 15 %, the published layout in the sweep's top three for >= 80 % of rows.
+On the 297 records of 2026-11-29 the median (6.9 %), the cross-GPU median (9.6 %), the ranking
+(4 of 4 groups), the count of priced published rows (22), the placement of the published layouts
+(18 of 22 in the sweep's top three) and 175b in bf16 at NVIDIA's layout (2.7-4.1 %) are met; the
+others are not, and their tests hold the figures reached, so that a change of the model making them
+worse fails (to within SLACK: each record added to results/ moves them a little):
 - the 90th percentile, 20.0 % (leave-one-record-out gave 22.2 % with the host term of one launch
   unit per layer and pass and ``max(gpu, host)``, group-held-out 24.2 %); MS-AMP, fp4 and pipelined
   or tensor-parallel fp8 steps err most (see docs/running.md). Modelling the host from what costs
@@ -16,27 +18,29 @@ them a little):
   it from 24.2 % to 20.0 %, the median from 7.1 % to 6.9 %, 125m held out from 14.5 % to 9.7 %
   (median), and the ranking from 3 to 4 of 4 groups (13b on four GPUs: tp2pp2 + sp first, as
   measured);
-- the published layout in the sweep's top three at its GPU count: 4 of 8 priced rows (the FP8-LM
-  6.7b rows first; its 13b rows at tp2 5th to 7th, where the model prefers a pipeline of two
-  stages, whose un-graphed tensor-parallel step it prices slower);
-- published rows: 8 of 25 priced (the FP8-LM rows at 6.7b and 13b), median 12.9 %, p90 37.3 %;
-  the others state no shape, GPU count or global batch, or run an engine or card the model
-  cannot price. The partial overlap took the median from 18.3 % to 12.9 % and the p90 from 29.6 %
-  to 37.3 %: the host's time now adds to GPU-bound steps too, and on the FP8-LM 13b rows at tp2
-  on 32 GPUs it is large (fp8 and MS-AMP layers, tensor parallelism, no CUDA graphs), so the 13b
-  fp8-delayed row is expected at 416 TFLOP/s/GPU against the 569 published (36.7 %; 35.3 % with
-  ``max``) and the first 13b MS-AMP O2 row at 402 against 558 (38.6 %; 27.2 %). Earlier: the
-  twenty one-GPU records of the 2026-11-29 Transformer Engine campaign (2.7b bf16 and fp8 at
-  micro-batch 8, and host-bound 125m steps) took the cross-GPU median from 12.3 % to 8.8 %, and
-  pricing the links between the four nodes of those rows (Azure's InfiniBand, priced_on =
-  "azure-h100") slowed the 13b rows (tp2: four ranks of a group per node share half the NICs) by
-  2-3 TFLOP/s/GPU.
+- published rows: 22 of 42 priced, median 19.1 %, p90 61.6 %: dgxc-benchmarking's 175b at
+  128-2048 H100s in bf16 within 2.7-4.1 % and in fp8 43.6-61.9 % below the published throughput,
+  NeMo 24.07's fp8 5b (3.3 %), 20b (59.6 %) and 175b (61.6-86.2 %), and the FP8-LM rows at 6.7b
+  and 13b (median 12.9 %, p90 37.3 %, held on their own below): tensor-parallel fp8 steps are
+  priced host-bound (the per-micro-batch host time the fit takes from the host-bound 125m steps,
+  repeated over hundreds of micro-batches a step). The others state no micro-batch (Megatron-LM's
+  weak-scaling table), no global batch (FP8-LM's 175b), span nodes of no kit platform (Megatron-LM's
+  2021 175b on A100s), or run an engine the model cannot price. On the FP8-LM rows alone, the
+  partial overlap took the median from 18.3 % to 12.9 % and the p90 from 29.6 % to 37.3 %: the
+  host's time now adds to GPU-bound steps too, and on their 13b rows at tp2 on 32 GPUs it is large
+  (fp8 and MS-AMP layers, tensor parallelism, no CUDA graphs), so the 13b fp8-delayed row is
+  expected at 416 TFLOP/s/GPU against the 569 published (36.7 %; 35.3 % with ``max``) and the
+  first 13b MS-AMP O2 row at 402 against 558 (38.6 %; 27.2 %);
+- the published layouts the sweep does not place in its top three: the four FP8-LM 13b rows at
+  tp2 (5th to 7th), where the model prefers a pipeline of two stages, whose un-graphed
+  tensor-parallel step it prices slower.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -115,9 +119,14 @@ def test_the_fastest_layout_is_ranked_first(figures: tuple[list[str], dict[str, 
 
 def test_published_rows_are_priced_or_said_why_not(figures: tuple[list[str], dict[str, float]],
                                                    published: list[PublishedCase]) -> None:
-    assert len(published) >= 20 and figures[1]["published_rows"] >= 8
-    assert figures[1]["published_median"] <= 0.1287 + SLACK
-    assert figures[1]["published_p90"] <= 0.3725 + SLACK  # was 0.2963 with max(gpu, host): see the module docstring
+    assert len(published) >= 42 and figures[1]["published_rows"] >= 22
+    assert figures[1]["published_median"] <= 0.1910 + SLACK
+    assert figures[1]["published_p90"] <= 0.6160 + SLACK
+    fp8_lm = [float(m[1]) / 100 for line in figures[0]
+              if line.startswith("  fp8-lm ") and (m := re.search(r", error (\d+\.\d) %$", line))]
+    assert len(fp8_lm) == 8  # the rows priced before NVIDIA's
+    # p90 was 0.2963 with max(gpu, host): see the module docstring
+    assert statistics.median(fp8_lm) <= 0.1287 + SLACK and validate.percentile(fp8_lm, 0.9) <= 0.3725 + SLACK
     unpriced = [row for row in published if row.why_not]
     assert len(unpriced) + figures[1]["published_rows"] == len(published)
     assert all(f"{row.label}: no expectation: {row.why_not}" in "\n".join(figures[0]) for row in unpriced)
@@ -126,13 +135,17 @@ def test_published_rows_are_priced_or_said_why_not(figures: tuple[list[str], dic
 def test_a_published_layout_is_placed_in_the_sweep_at_its_gpu_count(
         figures: tuple[list[str], dict[str, float]]) -> None:
     """Each priced row's layout among every valid layout and shape of its GPUs that fits (target:
-    the top three for >= 80 % of rows): the four FP8-LM 6.7b rows place first, the four 13b rows
-    5th to 7th, the model preferring two pipeline stages to their tp2 (see the module docstring)."""
+    the top three for >= 80 % of rows, met): dgxc's 175b rows 1st to 3rd, NeMo's 5b, 20b and 175b
+    1st to 3rd, the four FP8-LM 6.7b rows first, its four 13b rows 5th to 7th, the model preferring
+    two pipeline stages to their tp2 (see the module docstring)."""
     placements = [line for line in figures[0] if ": its layout ranks " in line]
     assert len(placements) == figures[1]["published_rows"]
     assert all(re.search(r"ranks \d+ of \d+ in the sweep \(fastest: ", line) for line in placements)
-    assert "published layouts in the sweep's top 3: 4 of 8 rows" in figures[0]
-    assert figures[1]["published_top"] >= 0.5  # target 0.8, not met
+    assert any(re.fullmatch(r"published layouts in the sweep's top 3: \d+ of \d+ rows", line) for line in figures[0])
+    assert figures[1]["published_top"] >= 0.8  # the target, met: 18 of 22 rows
+    fp8_lm = [int(m[1]) for line in placements if line.startswith("  fp8-lm ")
+              and (m := re.search(r"ranks (\d+) of", line))]
+    assert len(fp8_lm) == 8 and sum(place <= 3 for place in fp8_lm) >= 4
 
 
 def test_the_command_prints_group_held_out_and_published_last(
