@@ -2,9 +2,8 @@
 
 *Capabilities* are the optional CUDA extensions Megatron-Core uses when they import: Transformer
 Engine (its layer spec, fp8, sequence parallelism), apex's fused layer norm, the fused
-weight-gradient accumulation kernel (apex's ``fused_weight_gradient_mlp_cuda``; under Transformer
-Engine only Megatron's output layer would use it, and the training entry builds that one unfused
-where it is missing), the fused masked softmax of the local attention, and
+weight-gradient accumulation kernel (apex's ``fused_weight_gradient_mlp_cuda``; Megatron's output
+layer needs it even under Transformer Engine), the fused masked softmax of the local attention, and
 MS-AMP (the msamp-o1/msamp-o2/fp4 precisions; the kit's CUDA image has it only when built with
 ``--option msamp=1``).
 
@@ -67,9 +66,7 @@ def megatron_flags(caps: Capabilities) -> list[str]:
     flags = ["--transformer-impl", "transformer_engine" if caps.transformer_engine else "local"]
     if not caps.transformer_engine:
         flags.append("--no-rope-fusion")  # TE's fused RoPE (read only with rope embeddings)
-    if not caps.fused_wgrad and not caps.transformer_engine:
-        # Transformer Engine's layers fuse it themselves; the entry exempts the output layer
-        # (bench.train.wgrad_fusion).
+    if not caps.fused_wgrad:
         flags.append("--no-gradient-accumulation-fusion")
     if not caps.transformer_engine and not caps.apex_layer_norm:
         flags.append("--no-persist-layer-norm")  # torch LayerNorm has no persistent kernel
@@ -80,18 +77,16 @@ def megatron_flags(caps: Capabilities) -> list[str]:
 
 def implementation(caps: Capabilities) -> str:
     """What builds a Megatron-engine run's layers under :func:`megatron_flags` (a record's
-    ``implementation``): ``te+apex`` (Transformer Engine with apex, which fuses the output layer's
-    weight-gradient accumulation too), ``te`` or ``local`` (torch layers and SDPA attention)."""
+    ``implementation``): ``te+apex`` (Transformer Engine with apex's fused weight-gradient
+    accumulation), ``te`` or ``local`` (torch layers and SDPA attention)."""
     if not caps.transformer_engine:
         return "local"
     return "te+apex" if caps.fused_wgrad else "te"
 
 
 def layers_of(argv: tuple[str, ...] | list[str]) -> str:
-    """What built a Megatron-engine run's layers, read back from the argv of a record made before
-    records said it (``implementation``), when Transformer Engine without apex ran with
-    ``--no-gradient-accumulation-fusion``: ``TE+apex``, ``TE`` or ``no TE`` (torch layers and SDPA
-    attention); "" for argv that does not choose (other engines)."""
+    """What built a Megatron-engine run's layers, read back from its argv: ``TE+apex``, ``TE`` or
+    ``no TE`` (torch layers and SDPA attention); "" for argv that does not choose (other engines)."""
     if "--transformer-impl" not in argv:
         return ""
     impl = argv[list(argv).index("--transformer-impl") + 1]

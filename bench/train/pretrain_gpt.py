@@ -56,9 +56,7 @@ from bench.train.spec import (
     check_args,
     layer_spec_provider,
     resolve_attention,
-    te_layers,
 )
-from bench.train.wgrad_fusion import exempt_plain_linears
 
 BATCH_KEYS = ("tokens", "labels", "loss_mask", "attention_mask", "position_ids")
 
@@ -378,16 +376,13 @@ def main() -> int:
     else:
         adam = select_torch_adam(args.kit_torch_adam)
     grad_reduce.install(args.kit_grad_reduce, args.kit_grad_reduce_format)
-    wgrad = "fused" if args.gradient_accumulation_fusion else "off"
-    if args.gradient_accumulation_fusion and te_layers(args) and exempt_plain_linears():
-        wgrad = "fused but the output layer's"  # no apex: check_args let only TE's layers fuse
     reduction = args.kit_grad_reduce
     if reduction != "native":
         reduction += f" ({args.kit_grad_reduce_format})"
     print_rank_0(
         f"> bench kit: attention {attention}, transformer_impl {args.transformer_impl}, "
         f"adam {adam}, msamp {args.kit_msamp}, msamp modules {args.kit_msamp_modules}, "
-        f"grad reduce {reduction}, wgrad accumulation {wgrad}, "
+        f"grad reduce {reduction}, "
         f"megatron-core {_megatron_core_version()}, torch {torch.__version__}"
         + (f", {cap}" if cap else "")
     )

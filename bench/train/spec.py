@@ -52,11 +52,6 @@ def resolve_attention(requested: str, transformer_impl: str, msamp_modules: str 
     return requested
 
 
-def te_layers(args: Namespace) -> bool:
-    """Whether every linear layer but the output layer is Transformer Engine's."""
-    return args.transformer_impl == "transformer_engine" and args.kit_msamp == "off"
-
-
 def check_args(args: Namespace, attention: str, caps: Capabilities) -> list[str]:
     """Every problem with Megatron's parsed ``args`` for this environment, each naming its fix.
 
@@ -81,19 +76,10 @@ def _kernel_problems(args: Namespace, attention: str, caps: Capabilities) -> lis
             "(the kit then uses SDPA attention)."
         )
     if args.gradient_accumulation_fusion and not caps.fused_wgrad:
-        # Transformer Engine's layers fuse it themselves, the output layer is exempted
-        # (bench.train.wgrad_fusion); the local and MS-AMP linears need apex's kernel.
-        if not (te_layers(args) and caps.transformer_engine):
-            problems.append(
-                "gradient accumulation fusion needs apex's fused_weight_gradient_mlp_cuda outside "
-                "Transformer Engine's layers, and it is missing: pass --no-gradient-accumulation-fusion."
-            )
-        elif args.defer_embedding_wgrad_compute:
-            problems.append(
-                "--defer-embedding-wgrad-compute computes the output layer's weight gradient with "
-                "apex's fused_weight_gradient_mlp_cuda under gradient accumulation fusion, and it is "
-                "missing: drop --defer-embedding-wgrad-compute or pass --no-gradient-accumulation-fusion."
-            )
+        problems.append(
+            "gradient accumulation fusion needs apex or Transformer Engine's fused_weight_gradient_mlp_cuda, "
+            "which is missing: pass --no-gradient-accumulation-fusion."
+        )
     if args.transformer_impl == "local" and not caps.apex_layer_norm:
         if not args.no_persist_layer_norm:
             problems.append(

@@ -25,9 +25,9 @@ ALL = [Capabilities(*bits) for bits in itertools.product((False, True), repeat=4
 
 def test_flags_for_the_three_environments_users_have() -> None:
     assert megatron_flags(NGC) == ["--transformer-impl", "transformer_engine"]
-    # TE without apex: TE's layers fuse the wgrad accumulation themselves (the entry builds the
-    # output layer unfused, bench.train.wgrad_fusion).
-    assert megatron_flags(TE_ONLY) == ["--transformer-impl", "transformer_engine", "--no-masked-softmax-fusion"]
+    # TE without apex: Megatron's output layer still wants apex's fused wgrad kernel.
+    assert megatron_flags(TE_ONLY) == ["--transformer-impl", "transformer_engine",
+                                       "--no-gradient-accumulation-fusion", "--no-masked-softmax-fusion"]
     assert megatron_flags(Capabilities()) == [
         "--transformer-impl", "local", "--no-rope-fusion", "--no-gradient-accumulation-fusion",
         "--no-persist-layer-norm", "--no-masked-softmax-fusion"]
@@ -37,7 +37,7 @@ def test_flags_for_the_three_environments_users_have() -> None:
 def test_every_missing_extension_turns_its_fusion_off(caps: Capabilities) -> None:
     flags = megatron_flags(caps)
     assert flags[:2] == ["--transformer-impl", "transformer_engine" if caps.transformer_engine else "local"]
-    assert ("--no-gradient-accumulation-fusion" in flags) == (not caps.fused_wgrad and not caps.transformer_engine)
+    assert ("--no-gradient-accumulation-fusion" in flags) == (not caps.fused_wgrad)
     assert ("--no-masked-softmax-fusion" in flags) == (not caps.fused_softmax)
     assert ("--no-persist-layer-norm" in flags) == (not caps.transformer_engine and not caps.apex_layer_norm)
 
@@ -54,9 +54,7 @@ def test_a_plan_takes_the_platforms_capabilities_or_the_detected_ones() -> None:
     assert azure.capabilities == NGC and "--no-gradient-accumulation-fusion" not in azure.train_args
     local = plan(preset, "tp1pp1", load_platform("local"), options(gpus_present=1, capabilities=TE_ONLY))
     assert local.capabilities == TE_ONLY
-    assert "--no-gradient-accumulation-fusion" not in local.train_args
-    no_te = plan(preset, "tp1pp1", load_platform("local"), options(gpus_present=1, capabilities=Capabilities()))
-    assert "--no-gradient-accumulation-fusion" in no_te.train_args
+    assert "--no-gradient-accumulation-fusion" in local.train_args
     undetected = plan(preset, "tp1pp1", load_platform("local"), options(gpus_present=1))
     assert undetected.capabilities == Capabilities()
     assert any("could not be detected" in note for note in undetected.notes)
@@ -135,8 +133,7 @@ def test_probe_reads_megatrons_own_flags_in_the_python_that_trains(tmp_path: Pat
 
 def test_layers_are_read_back_from_a_records_argv() -> None:
     assert layers_of(megatron_flags(NGC)) == "TE+apex"
-    # TE without apex before the entry exempted the output layer (records before ``implementation``)
-    assert layers_of(["--transformer-impl", "transformer_engine", "--no-gradient-accumulation-fusion"]) == "TE"
+    assert layers_of(megatron_flags(TE_ONLY)) == "TE"
     assert layers_of(megatron_flags(Capabilities())) == "no TE"
     assert layers_of(["--zero-stage", "1"]) == ""  # Megatron-DeepSpeed chooses no layer implementation
 

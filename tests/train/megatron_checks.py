@@ -209,41 +209,6 @@ def check_model_local() -> None:
         assert type(layer.self_attention.core_attention) is DotProductAttention
 
 
-def check_output_layer_unfused_without_apex() -> None:
-    """Without apex, megatron-core's ColumnParallelLinear refuses gradient accumulation fusion;
-    after :func:`bench.train.wgrad_fusion.exempt_plain_linears` it builds unfused under a fused
-    configuration, which it leaves fused for Transformer Engine's layers, and its weight gradient
-    is the plain one."""
-    from megatron.core.tensor_parallel import layers
-    from megatron.core.transformer.transformer_config import TransformerConfig
-
-    from bench.train.wgrad_fusion import exempt_plain_linears
-
-    assert not layers._grad_accum_fusion_available, "apex's kernel imports here: nothing to check"
-    _init_cpu_model_parallel()
-    config = TransformerConfig(num_layers=1, hidden_size=8, num_attention_heads=2,
-                               use_cpu_initialization=True, gradient_accumulation_fusion=True)
-
-    def build():
-        return layers.ColumnParallelLinear(8, 16, config=config, init_method=torch.nn.init.xavier_normal_,
-                                           bias=False, gather_output=True)
-
-    try:
-        build()
-    except RuntimeError as error:
-        assert "fused_weight_gradient_mlp_cuda" in str(error), error
-    else:
-        raise AssertionError("megatron-core built a fused ColumnParallelLinear without apex")
-    assert exempt_plain_linears()
-    linear = build()
-    assert not linear.gradient_accumulation_fusion and config.gradient_accumulation_fusion
-    x = torch.randn(4, 2, 8, requires_grad=True)
-    out, _ = linear(x)
-    out.square().sum().backward()
-    expected = (2 * out.detach()).reshape(-1, 16).t() @ x.detach().reshape(-1, 8)
-    torch.testing.assert_close(linear.weight.grad, expected)
-
-
 class StandInTENorm(torch.nn.LayerNorm):
     """Stand-in for megatron-core's TENorm, built from its arguments: torch's LayerNorm. It checks
     the wiring (which slot builds it, with what), not Transformer Engine's kernels."""

@@ -20,7 +20,6 @@ CHECKS_SCRIPT = Path(__file__).with_name("megatron_checks.py")
         "datasets_mock",  # MockGPTDataset without --data-path
         "datasets_bin",  # GPTDataset over Megatron .bin/.idx with --data-path
         "refuse_sequence_parallel",  # --sequence-parallel without TE/apex: a clear refusal
-        "output_layer_unfused_without_apex",  # TE's layers fuse wgrad, Megatron's output layer not
     ],
 )
 def test_megatron_check(run_megatron, check: str) -> None:

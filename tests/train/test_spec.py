@@ -53,7 +53,7 @@ def megatron_defaults(**overrides: object) -> Namespace:
         "dataloader_inter_document_masking": False, "hybrid_context_parallel": False,
         "mtp_num_layers": None, "sequence_packing_scheduler": None,
         "use_precision_aware_optimizer": False, "kit_msamp": "off", "kit_msamp_modules": "torch",
-        "fp8": None, "defer_embedding_wgrad_compute": False,
+        "fp8": None,
     }
     values.update(overrides)
     return Namespace(**values)
@@ -71,17 +71,6 @@ def test_megatron_defaults_name_every_missing_flag_without_te_or_apex() -> None:
     assert check_args(megatron_defaults(transformer_impl="local", gradient_accumulation_fusion=False,
                                         no_persist_layer_norm=True, masked_softmax_fusion=False),
                       "local", NOTHING) == []
-
-
-def test_te_without_apex_keeps_gradient_accumulation_fusion_in_tes_layers() -> None:
-    te_only = Capabilities(transformer_engine=True)
-    assert check_args(megatron_defaults(masked_softmax_fusion=False), "te", te_only) == []
-    deferred = check_args(megatron_defaults(masked_softmax_fusion=False, defer_embedding_wgrad_compute=True),
-                          "te", te_only)
-    assert len(deferred) == 1 and "drop --defer-embedding-wgrad-compute" in deferred[0]
-    # MS-AMP's FP8 linears are megatron-core's own: they need apex's kernel for it.
-    msamp = check_args(megatron_defaults(masked_softmax_fusion=False, kit_msamp="O1"), "te", te_only)
-    assert any("pass --no-gradient-accumulation-fusion" in problem for problem in msamp), msamp
 
 
 @pytest.mark.parametrize(
