@@ -322,13 +322,17 @@ def test_the_final_loss_carries_its_standard_error() -> None:
     assert curve.final_loss_error == pytest.approx(math.sqrt(50 * 0.01 / 49) / math.sqrt(50))
 
 
-def test_dropout_0_has_its_loss_check_beside_bf16_on_real_data() -> None:
-    """1.3b on one H200, 300 steps on the GPT-2 BPE corpus, 2026-11-29: dropout 0 is a recipe,
-    drawn and tabled beside the plain bf16 run whose key differs in the dropout alone."""
+def test_recipes_have_their_loss_checks_beside_bf16_on_real_data() -> None:
+    """1.3b on one H200, 300 steps on the GPT-2 BPE corpus, 2026-11-29: dropout 0, fp8 and fp8 on
+    the paper's optimizer states, each drawn and tabled beside bf16 (the kit's layers' run and
+    Transformer Engine's), every one a loss check within 1 % of it."""
     runs, _ = load_records(REPO / "results" / "records")
     check = next(plot for plot in plan_losses(runs) if plot.filename == "loss-1.3b-h200-sxm.png")
     assert [(t.label, [c.run_id for c in t.curves]) for t in check.treatments] == [
-        ("bf16", ["1.3b_tp1pp1dp1_local_20261129T030935Z-dbe866"]),
-        ("bf16, dropout 0", ["1.3b_tp1pp1dp1_local_20261129T031208Z-a0f3f5"])]
+        ("bf16", ["1.3b_tp1pp1dp1_local_20261129T030935Z-dbe866", "1.3b_tp1pp1dp1_local_20261129T093803Z-86aae8"]),
+        ("bf16, dropout 0", ["1.3b_tp1pp1dp1_local_20261129T031208Z-a0f3f5"]),
+        ("fp8-delayed", ["1.3b_tp1pp1dp1_local_20261129T094041Z-3617e2"]),
+        ("fp8-delayed, optimizer states paper-kit", ["1.3b_tp1pp1dp1_local_20261129T094319Z-10fafe"])]
     section = "\n".join(losses.section([check], "records"))
-    assert "| 300 | within 1 % |" in section  # real data and 300 steps: a loss check, not quick
+    # real data and 300 steps: loss checks, not quick
+    assert section.count("| 300 | within 1 % |") == 3 and "quick" not in section
