@@ -24,6 +24,11 @@ LAYERS = {"te+apex": "TE+apex", "te": "TE", "local": "no TE", None: ""}
 # MS-AMP's FP8 linears are the kit's own (implementation ``local``); with ``--msamp-modules te``
 # the layer norms and core attention around them are Transformer Engine's: not "no TE".
 TE_MODULES = "TE modules"
+# Transformer Engine without apex whose own layers accumulated their weight gradients into main_grad
+# (the kit at fa1e3a2, withdrawn as slower): its argv chose the layers but lacks the flag every
+# other such run's has.
+TE_FUSED_WGRAD = "TE, wgrad fused"
+NO_WGRAD_FUSION = "--no-gradient-accumulation-fusion"
 STATES_KEY, DROPOUT_KEY = variant_key("optimizer_states"), variant_key("dropout")
 MODULES_KEY = variant_key("msamp_modules")
 
@@ -48,9 +53,12 @@ def model_name(run: Record) -> str:
 def layers(run: Record) -> str:
     """What built a run's layers as the page names it: ``TE+apex``, ``TE``, ``no TE``; "" where
     the engine has no choice (the record's ``implementation``); ``TE modules`` for MS-AMP's
-    linears among Transformer Engine's modules (variant ``msamp_modules=te``)."""
+    linears among Transformer Engine's modules (variant ``msamp_modules=te``); ``TE, wgrad fused``
+    for Transformer Engine without apex with gradient accumulation fusion (:data:`TE_FUSED_WGRAD`)."""
     if run.implementation == "local" and run.variant.get(MODULES_KEY) == "te":
         return TE_MODULES
+    if run.implementation == "te" and "--transformer-impl" in run.argv and NO_WGRAD_FUSION not in run.argv:
+        return TE_FUSED_WGRAD
     return LAYERS[run.implementation]
 
 

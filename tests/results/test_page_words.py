@@ -10,7 +10,7 @@ from bench.records.record import build_record
 from bench.records.store import load_record
 from bench.results import best
 from bench.results.runs import failure_reason
-from bench.results.words import settings, variant_text
+from bench.results.words import layers, settings, variant_text
 from tests.record_factory import failed_fields
 
 LAUNCHER = "exit code 1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"
@@ -73,3 +73,13 @@ def test_an_images_version_stamp_is_not_a_setting_of_the_row() -> None:
     # It ran with a measured default's graphs and dropout 0 (in its argv alone): read as settings.
     assert settings(run) == {"gpu_memory_cap_gb": "80", "cuda_graphs": "te", "dropout": "0"}
     assert "NCCL_VERSION" not in variant_text(run)
+
+
+def test_te_runs_that_fused_the_weight_gradient_accumulation_are_named_apart() -> None:
+    """The kit at fa1e3a2 ran Transformer Engine without apex with gradient accumulation fusion in
+    TE's layers; the morning's runs of the same key but that flag did not: the page tells them apart."""
+    records = REPO / "results" / "records"
+    fused = load_record(records / "2.7b_tp1pp1dp1_local_20261129T092705Z-1619a5.json")
+    unfused = load_record(records / "2.7b_tp1pp1dp1_local_20261129T061735Z-bea1ca.json")
+    assert (fused.implementation, unfused.implementation) == ("te", "te")
+    assert (layers(fused), layers(unfused)) == ("TE, wgrad fused", "TE")
