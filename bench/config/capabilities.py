@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 # A probe imports torch, megatron-core and Transformer Engine: seconds, not minutes.
 PROBE_TIMEOUT_S = 120
@@ -59,6 +59,14 @@ class Capabilities:
             if not isinstance(value, bool):
                 raise ValueError(f"{where}: capability '{key}' must be true or false")
         return cls(**raw)  # type: ignore[arg-type]
+
+
+def for_layers(caps: Capabilities, layers: str) -> Capabilities:
+    """The capabilities the layers are built with under ``--layers`` (bench.config.run_options
+    ``LAYERS``): ``local`` builds megatron-core's local layers, so Transformer Engine goes unused
+    even where it imports (``auto`` and ``te`` take what the environment has; the planner refuses
+    ``te`` without it)."""
+    return replace(caps, transformer_engine=False) if layers == "local" else caps
 
 
 def megatron_flags(caps: Capabilities) -> list[str]:

@@ -51,6 +51,12 @@ DEFAULT_MSAMP_MODULES = "torch"
 # CUDA graphs: none, or Transformer Engine's (megatron-core's --cuda-graph-impl transformer_engine),
 # which capture each layer's forward and backward; they need Transformer Engine's layers.
 CUDA_GRAPHS = ("none", "te")
+# What builds a Megatron-engine run's layers: auto (what the training environment has: Transformer
+# Engine's where it imports), te (Transformer Engine's, refused where it is missing) or local
+# (megatron-core's local layers and torch's SDPA attention, even where Transformer Engine imports).
+# No variant key: the record's implementation and argv (--transformer-impl) say what built them.
+LAYERS = ("auto", "te", "local")
+DEFAULT_LAYERS = "auto"
 # Attention and hidden dropout: Megatron's and Megatron-DeepSpeed's default, a probability.
 DEFAULT_DROPOUT = 0.1
 # torch's caching allocator: its default segments, or expandable ones that grow in place, which
@@ -296,6 +302,13 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               engine="megatron",
               refusal="--cuda-graphs {value} captures megatron-core's layers with Transformer "
               "Engine's graphs; Megatron-DeepSpeed has no such hook: use --engine megatron"),
+    RunOption("layers", str, "what builds the layers: auto (what the environment has), te "
+              "(Transformer Engine's) or local (megatron-core's local layers with SDPA attention, "
+              "even where Transformer Engine is present); megatron engine",
+              default=DEFAULT_LAYERS, choices=LAYERS, group="tuning", field="tuning.layers",
+              doc="layers---layers", engine="megatron",
+              refusal="--layers {value} chooses megatron-core's layer implementation; "
+              "Megatron-DeepSpeed builds its own layers: use --engine megatron, or drop --layers"),
     # A recipe away from the default: dropout 0 changes the training math (the results page names
     # such a run a recipe, never the plain precision's row).
     RunOption("dropout", float, f"attention and hidden dropout probability (default "

@@ -151,6 +151,36 @@ def check_resolved(precision: Precision, layout: Layout, tuning: Tuning, caps: C
     check_optimizer_states(tuning.optimizer_states, precision, tuning.grad_reduce, caps, platform)
     check_msamp_modules(tuning.msamp_modules, precision, caps, platform)
     check_deferred_embedding_wgrad(tuning.extra_args, layout, caps)
+    check_layers(tuning, precision, layout, caps, platform)
+
+
+def check_layers(tuning: Tuning, precision: Precision, layout: Layout, caps: Capabilities,
+                 platform: Platform) -> None:
+    """``--layers te`` needs Transformer Engine where the run trains, and a precision whose layers
+    it builds; ``--layers local`` builds megatron-core's local layers, so what needs Transformer
+    Engine's (its fp8, its CUDA graphs) is refused with it, and sequence parallelism needs apex's
+    layer norm there. (The engine it applies to is checked with the other settings': ``misplaced``.)"""
+    layers, where = tuning.layers, capabilities_source(platform)
+    if layers == "te" and not caps.transformer_engine:
+        raise ValueError("--layers te builds Transformer Engine's layers, and this environment has "
+                         f"no Transformer Engine ({where}): use an image with it, or --layers auto")
+    if layers == "te" and precision.msamp:
+        raise ValueError(f"--layers te with --precision {precision.name}: MS-AMP's FP8 linears go "
+                         "into megatron-core's local layers (--msamp-modules te puts Transformer "
+                         "Engine's layer norm and attention around them): drop --layers te")
+    if layers != "local":
+        return
+    if precision.fp8_linears == "Transformer Engine":
+        raise ValueError(f"--layers local with --precision {precision.name}: its fp8 runs in "
+                         "Transformer Engine's layers: use --layers auto or te, or --precision bf16")
+    if tuning.graphs:
+        raise ValueError(f"--layers local with --cuda-graphs {tuning.cuda_graphs}: Transformer "
+                         "Engine's graphs capture Transformer Engine's layers: drop --cuda-graphs, "
+                         "or use --layers auto or te")
+    if layout.sp and not caps.apex_layer_norm:
+        raise ValueError(f"--layers local with layout {layout.name}: megatron-core's local layers "
+                         "run sequence parallelism only with apex's layer norm, which this "
+                         f"environment lacks ({where}): drop 'sp', or use --layers auto or te")
 
 
 DEFER_EMBEDDING_WGRAD = "--defer-embedding-wgrad-compute"

@@ -20,7 +20,14 @@ from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
 from bench.planning.question import MemoryQuestion
 from bench.planning.tuning import DEFAULT_TUNING, Tuning, flag_names
-from bench.planning.winners import beyond_for, beyond_note, quoted_note, winner_for
+from bench.planning.winners import (
+    beyond_for,
+    beyond_note,
+    faster_layers_for,
+    faster_layers_note,
+    quoted_note,
+    winner_for,
+)
 from bench.planning.winners import note as winner_note
 
 
@@ -31,7 +38,8 @@ class Defaults:
     set (None: the precision's default rule picked it). ``tuning``: the A/B settings (a winner's
     CUDA graphs and dropout). ``args``: a winner's other Megatron flags. ``notes``: in the plan's
     order: the settings put back, the micro-batch's, the winner's (applied or quoted), a faster
-    configuration the kit does not pick, where the run differs from the MS-AMP seed's."""
+    configuration the kit does not pick, layers measured faster than the plan's, where the run
+    differs from the MS-AMP seed's."""
 
     question: MemoryQuestion
     given_mbs: int | None
@@ -57,7 +65,8 @@ def defaults_for(question: MemoryQuestion, caps: Capabilities, options: Options)
     seed = msamp_seed_notes(question.precision, question.preset.name, chosen.layout, chosen.given_mbs,
                             tuning.dropout)
     return replace(chosen, tuning=tuning, notes=(*put_back, *chosen.notes, *winner_notes,
-                                                 *_beyond(question, caps, options), *seed))
+                                                 *_beyond(question, caps, options),
+                                                 *_faster_layers(question, caps, options), *seed))
 
 
 def _users(question: MemoryQuestion, options: Options) -> Defaults:
@@ -86,7 +95,7 @@ def _winner(question: MemoryQuestion, caps: Capabilities, options: Options
     if _sets_winner_settings(options):
         return None, []
     winner = winner_for(question.preset, question.layout, question.engine.name, question.precision,
-                        implementation(layer_capabilities(caps, question.precision)))
+                        implementation(layer_capabilities(caps, question.precision, options.tuning.layers)))
     if winner is None or flag_names(winner.flags) & flag_names(options.tuning.extra_args):
         return None, []
     if not winner.applied:
@@ -110,7 +119,16 @@ def _beyond(question: MemoryQuestion, caps: Capabilities, options: Options) -> l
     """The note of a faster measured configuration the kit does not pick (bench.planning.winners),
     where the user's run is not already on its optimizer states."""
     found = beyond_for(question.preset, question.layout, question.engine.name, question.precision,
-                       implementation(layer_capabilities(caps, question.precision)))
+                       implementation(layer_capabilities(caps, question.precision, options.tuning.layers)))
     if found is None or options.tuning.optimizer_states == found.optimizer_states:
         return []
     return [beyond_note(found)]
+
+
+def _faster_layers(question: MemoryQuestion, caps: Capabilities, options: Options) -> list[str]:
+    """The note of layers measured faster than those the plan builds (bench.planning.winners)."""
+    found = faster_layers_for(question.preset, question.layout, question.engine.name,
+                              question.precision,
+                              implementation(layer_capabilities(caps, question.precision,
+                                                                options.tuning.layers)))
+    return [faster_layers_note(found)] if found is not None else []

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from bench.config.capabilities import Capabilities
+from bench.config.capabilities import Capabilities, for_layers
 from bench.config.platforms import Accelerator, Data, Platform, with_job_overrides
 from bench.config.precisions import Precision, resolve_precision
 from bench.config.presets import Preset
@@ -175,8 +175,9 @@ def _save_dir(platform: Platform, options: Options, rid: str) -> str:
 
 
 def layers_take_sp(platform: Platform, options: Options) -> bool:
-    """Whether the training environment's layers can run sequence parallelism."""
-    return _capabilities(platform, options).sequence_parallel
+    """Whether the layers the run builds in its training environment (``--layers``) can run
+    sequence parallelism."""
+    return for_layers(_capabilities(platform, options), options.tuning.layers).sequence_parallel
 
 
 def _capabilities(platform: Platform, options: Options) -> Capabilities:

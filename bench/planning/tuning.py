@@ -48,7 +48,10 @@ class Tuning:
     ``gpu_memory_cap``: the GPU memory (GB, the accelerator files' unit) the run plans with and the
     entry caps torch's allocator to, below the GPU's own (None: the GPU's). ``allocator``: torch's
     caching allocator, its default segments or ``expandable`` ones (the run's
-    ``PYTORCH_CUDA_ALLOC_CONF``). ``extra_args``: more Megatron flags, appended after the kit's."""
+    ``PYTORCH_CUDA_ALLOC_CONF``). ``layers``: what builds a Megatron-engine run's layers: ``auto``
+    (what the environment has), ``te`` (Transformer Engine's) or ``local`` (megatron-core's local
+    layers even where Transformer Engine imports); no variant, the record's ``implementation`` says
+    it. ``extra_args``: more Megatron flags, appended after the kit's."""
 
     # Defaults, choices and variant keys are the run options' (bench.config.run_options).
     overlap: bool = field_default("tuning.overlap")
@@ -62,6 +65,7 @@ class Tuning:
     dropout: float = field_default("tuning.dropout")
     gpu_memory_cap: float | None = field_default("tuning.gpu_memory_cap")
     allocator: str = field_default("tuning.allocator")
+    layers: str = field_default("tuning.layers")
     extra_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -347,3 +347,100 @@ def beyond_note(beyond: Beyond) -> str:
             f"{beyond.precision}: {beyond.typed} ran {beyond.record[1]:.1f} TFLOP/s/GPU, the fastest "
             f"run of this shape without it {beyond.against[1]:.1f} (records {beyond.record[0]}, "
             f"{beyond.against[0]}); not picked: {beyond.why_not}")
+
+
+@dataclass(frozen=True)
+class FasterLayers:
+    """Layers measured faster than those a plan builds: ``layers`` (what ``--layers`` asks for
+    them; ``record``) against the plan's own ``implementation`` (``against``), both with the same
+    ``micro_batch`` and ``dropout``, one configuration a side; ``measured``: what else differed
+    between the sides, said with the figures. Quoted where a plan builds
+    ``implementation`` for the shape, never applied: a different layer implementation is the
+    user's to choose, and a gain measured under the dropout-0 recipe backs no default."""
+
+    preset: str
+    engine: str
+    shape: tuple[int, int, int, int, bool]  # tp, pp, vp, cp, sp
+    precision: PrecisionName
+    implementation: str  # the layers beaten, as a record's implementation says them (exactly)
+    layers: str  # the faster, as --layers asks for them
+    implementation_of_layers: str  # the faster, as a record's implementation says them
+    micro_batch: int
+    record: Side
+    against: Side
+    measured: str
+    dropout: float = DEFAULT_DROPOUT
+
+    @property
+    def shape_name(self) -> str:
+        return shape_name(self.shape)
+
+    @property
+    def recipe(self) -> bool:
+        return self.dropout != DEFAULT_DROPOUT
+
+    @property
+    def headline(self) -> bool:
+        """Whether it passes the evidence rule (:attr:`Winner.headline`'s)."""
+        return (self.record.long_enough and self.against.long_enough
+                and gain_exceeds_noise(self.record, self.against))
+
+    @property
+    def typed(self) -> str:
+        words = [f"--layers {self.layers}", f"--mbs {self.micro_batch}"]
+        return " ".join(words + ([f"--dropout {self.dropout:g}"] if self.recipe else []))
+
+
+LAYER_WORDS = {"local": "megatron-core's local layers (SDPA attention)",
+               "te": "Transformer Engine's layers"}
+
+FASTER_LAYERS: tuple[FasterLayers, ...] = (
+    # One H200 (2026-11-29, docs/reports/2026-11-29-h200-te-pair.md), global batch 32, dropout 0
+    # on both sides, three runs of 20 measured steps a side, in one Python without apex: the kit's
+    # local layers before Transformer Engine 2.20 was installed there, its layers after. 1.02x,
+    # beyond two standard errors; measured only under the dropout-0 recipe, so quoted. With
+    # Transformer Engine installed megatron-core steps Adam with its FusedAdam whatever the layers,
+    # where the local side stepped with torch's fused AdamW (the entry's --kit-torch-adam): the
+    # note says so.
+    FasterLayers("2.7b", "megatron", (1, 1, 1, 1, False), "bf16", "te", "local", "local", 8,
+                 Side((("2.7b_tp1pp1dp1_local_20261129T060521Z-1dcf15", 529.8),
+                       ("2.7b_tp1pp1dp1_local_20261129T060749Z-317ea4", 531.3),
+                       ("2.7b_tp1pp1dp1_local_20261129T060950Z-63c33b", 530.6)), 20),
+                 Side((("2.7b_tp1pp1dp1_local_20261129T061735Z-bea1ca", 525.1),
+                       ("2.7b_tp1pp1dp1_local_20261129T062132Z-5fcc80-r1", 520.5),
+                       ("2.7b_tp1pp1dp1_local_20261129T062132Z-5fcc80-r2", 520.7)), 20),
+                 "one H200, no apex; the local side before Transformer Engine was installed, so "
+                 "its Adam was torch's fused AdamW, not Transformer Engine's FusedAdam that "
+                 "--layers local steps with where it imports (not measured)",
+                 dropout=0.0),
+)
+
+
+def faster_layers_for(preset: Preset, layout: Layout, engine: str, precision: Precision,
+                      implementation: str) -> FasterLayers | None:
+    """Layers measured faster than ``implementation`` (the plan's own, matched exactly: TE's
+    layers with apex's fused weight-gradient accumulation are another configuration) for this
+    preset, shape, engine and precision, if any whose micro-batch divides the sequences of one
+    data-parallel rank."""
+    per_rank = layout.global_batch // layout.dp
+    key = (preset.name, engine, _shape(layout), precision.name, implementation)
+    return next((f for f in FASTER_LAYERS
+                 if (f.preset, f.engine, f.shape, f.precision, f.implementation) == key
+                 and per_rank % f.micro_batch == 0), None)
+
+
+def faster_layers_note(found: FasterLayers) -> str:
+    """The plan's note: the faster layers, their figures against the plan's, the recipe, the runs."""
+    recipe = (", both sides with dropout 0 (a recipe: it changes the training math)"
+              if found.recipe else "")
+    grade = ("beyond two standard errors" if found.headline else
+             "not headline grade (n >= 3 runs of >= 20 measured steps a side, a gain beyond two "
+             "standard errors)")
+    runs = ", ".join(run for side in (found.record, found.against) for run, _ in side.runs)
+    return (f"measured faster, not a default, for {found.preset} {found.shape_name} "
+            f"{found.precision}: {LAYER_WORDS[found.layers]} ({found.typed}) ran "
+            f"{found.record.mean:.1f} TFLOP/s/GPU ({found.record.spread}) against "
+            f"{found.against.mean:.1f} ({found.against.spread}) on "
+            f"{LAYER_WORDS.get(found.implementation, found.implementation)}, "
+            f"{found.record.mean / found.against.mean:.2f}x, {grade}{recipe}; {found.measured}; "
+            f"runs {runs}")

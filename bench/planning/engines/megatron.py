@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.config.capabilities import Capabilities, megatron_flags
+from bench.config.capabilities import Capabilities, for_layers, megatron_flags
 from bench.config.precisions import Precision
 from bench.config.presets import Preset
 from bench.config.run_options import DEFAULT_DROPOUT, DEFAULT_MSAMP_MODULES, PAPER_OPTIMIZER_STATES
@@ -46,10 +46,13 @@ CHECKPOINT_FLAGS = ("--use-persistent-ckpt-worker", "--ckpt-fully-parallel-load"
                     "--ckpt-assume-constant-structure")
 
 
-def layer_capabilities(capabilities: Capabilities, precision: Precision) -> Capabilities:
+def layer_capabilities(capabilities: Capabilities, precision: Precision, layers: str) -> Capabilities:
     """The capabilities the layers are built with: MS-AMP's FP8 linears replace megatron-core's
-    local ones, so its precisions get no Transformer Engine layers."""
-    return replace(capabilities, transformer_engine=False) if precision.msamp else capabilities
+    local ones, so its precisions get no Transformer Engine layers; ``--layers local`` asks for
+    none either (bench.config.capabilities.for_layers)."""
+    if precision.msamp:
+        return replace(capabilities, transformer_engine=False)
+    return for_layers(capabilities, layers)
 
 
 def check_graphs(tuning: Tuning, layers: str | None, recompute: str | None) -> None:
@@ -106,7 +109,8 @@ def megatron_args(preset: Preset, layout: Layout, precision: Precision, iters: i
     and traffic); with data parallelism, gradient reduce-scatter and parameter all-gather
     overlapped with compute; the fused cross-entropy loss; the distributed optimizer. The entry
     adds the fused AdamW on the no-TE path (``--kit-torch-adam``). ``capabilities`` (what the
-    training environment has) choose the layer implementation and turn off the fusions it lacks.
+    training environment has) and ``tuning.layers`` choose the layer implementation, and the
+    fusions the layers lack are turned off.
     ``profile_steps`` more steps are trained and profiled after the ``iters`` measured ones and
     the profiler's lead steps (:mod:`bench.measure.profile`).
     """
@@ -126,7 +130,7 @@ def megatron_args(preset: Preset, layout: Layout, precision: Precision, iters: i
     flags += recompute_flags(recompute, FULL_RECOMPUTE)
     flags += list(OPTIMIZER_FLAGS)
     flags += tuning_flags(tuning, precision, layout.dp)
-    flags += megatron_flags(layer_capabilities(capabilities, precision))
+    flags += megatron_flags(layer_capabilities(capabilities, precision, tuning.layers))
     flags += ["--use-distributed-optimizer", "--distributed-backend", "nccl",
               "--log-throughput", "--tokenizer-type", "NullTokenizer",
               "--vocab-size", str(preset.vocab_size)]

@@ -77,9 +77,13 @@ class Megatron(Engine):
                      and run.image else "this Python")
             assumed = (f"megatron-core did not import in {where}, so Transformer Engine and apex "
                        "could not be detected: the plan assumes neither",)
-        layers = implementation(layer_capabilities(run.capabilities, run.precision))
+        layers = implementation(layer_capabilities(run.capabilities, run.precision, run.tuning.layers))
         check_graphs(run.tuning, layers, run.recompute)
-        return EngineFlags(ENTRY, tuple(args), assumed=assumed, implementation=layers)
+        notes = ()
+        if run.tuning.layers == "local" and run.capabilities.transformer_engine and not run.precision.msamp:
+            notes = ("--layers local: megatron-core's local layers and torch's SDPA attention, "
+                     "though Transformer Engine is present (the record's implementation: local)",)
+        return EngineFlags(ENTRY, tuple(args), notes=notes, assumed=assumed, implementation=layers)
 
     def grad_bytes(self, precision: Precision, grad_reduce_bf16: bool) -> int:
         """fp32 main gradients unless they are reduced in bf16 (any precision but fp16)."""
