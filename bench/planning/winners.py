@@ -14,7 +14,9 @@ its settings and the memory estimate still fits; the plan's note says what was p
 Every other entry is *quoted*, never applied: a *quick* one (fewer runs or steps; the plan says so,
 with its n and spread), or a *recipe* (dropout 0 changes the training math: opt-in, named as a
 faster recipe, as the paper's optimizer states are in :data:`BEYOND`). Shapes not listed keep the
-preset's settings (and fp8's micro-batch rule, ``bench.planning.microbatch``).
+preset's settings (and fp8's micro-batch rule, ``bench.planning.microbatch``). Layers measured
+faster than those a plan builds (:data:`FASTER_LAYERS`: the kit's local layers against Transformer
+Engine's, ``--layers``) are quoted the same way, never applied.
 
 Planning reads no records; a test checks every entry against them (``results/records/<run id>.json``):
 the figures, the measured steps, one configuration key per side and the headline grade.
