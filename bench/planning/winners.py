@@ -83,8 +83,33 @@ def gain_exceeds_noise(faster: Side, slower: Side) -> bool:
     return faster.mean - slower.mean > EVIDENCE_SE * error
 
 
+class Measured:
+    """What an entry of two measured sides derives from its fields: its shape's name, whether it
+    is a recipe (dropout away from Megatron's) and whether it passes the evidence rule."""
+
+    shape: tuple[int, int, int, int, bool]  # tp, pp, vp, cp, sp
+    record: Side
+    against: Side
+    dropout: float
+
+    @property
+    def shape_name(self) -> str:
+        return shape_name(self.shape)
+
+    @property
+    def recipe(self) -> bool:
+        """Whether its settings change the training math (dropout away from Megatron's)."""
+        return self.dropout != DEFAULT_DROPOUT
+
+    @property
+    def headline(self) -> bool:
+        """Whether it passes the evidence rule: both sides long enough, and a gain beyond noise."""
+        return (self.record.long_enough and self.against.long_enough
+                and gain_exceeds_noise(self.record, self.against))
+
+
 @dataclass(frozen=True)
-class Winner:
+class Winner(Measured):
     """``implementation``: the layers the settings need (``te``: Transformer Engine's).
     ``micro_batch``, ``recompute``, ``cuda_graphs`` and ``dropout``: the settings (default: no
     graphs, Megatron's dropout); ``megatron_args``: other flags appended to the kit's.
@@ -110,25 +135,10 @@ class Winner:
     rule_micro_batch: int = 0
 
     @property
-    def shape_name(self) -> str:
-        return shape_name(self.shape)
-
-    @property
     def flags(self) -> tuple[str, ...]:
         """Every Megatron flag it sets: its settings' (as the engine renders them) and the others."""
         return (*graph_flags(self.cuda_graphs), *dropout_flags(self.dropout, DEFAULT_DROPOUT),
                 *self.megatron_args)
-
-    @property
-    def recipe(self) -> bool:
-        """Whether its settings change the training math (dropout away from Megatron's)."""
-        return self.dropout != DEFAULT_DROPOUT
-
-    @property
-    def headline(self) -> bool:
-        """Whether it passes the evidence rule: both sides long enough, and a gain beyond noise."""
-        return (self.record.long_enough and self.against.long_enough
-                and gain_exceeds_noise(self.record, self.against))
 
     @property
     def applied(self) -> bool:
@@ -352,7 +362,7 @@ def beyond_note(beyond: Beyond) -> str:
 
 
 @dataclass(frozen=True)
-class FasterLayers:
+class FasterLayers(Measured):
     """Layers measured faster than those a plan builds: ``layers`` (what ``--layers`` asks for
     them; ``record``) against the plan's own ``implementation`` (``against``), both with the same
     ``micro_batch`` and ``dropout``, one configuration a side; ``measured``: what else differed
@@ -372,20 +382,6 @@ class FasterLayers:
     against: Side
     measured: str
     dropout: float = DEFAULT_DROPOUT
-
-    @property
-    def shape_name(self) -> str:
-        return shape_name(self.shape)
-
-    @property
-    def recipe(self) -> bool:
-        return self.dropout != DEFAULT_DROPOUT
-
-    @property
-    def headline(self) -> bool:
-        """Whether it passes the evidence rule (:attr:`Winner.headline`'s)."""
-        return (self.record.long_enough and self.against.long_enough
-                and gain_exceeds_noise(self.record, self.against))
 
     @property
     def typed(self) -> str:
