@@ -73,9 +73,10 @@ def _measured_gb(r) -> float:
 
 
 # Below this peak the estimate's 2 GB for the CUDA context and NCCL, which torch's peak does not
-# see, is a third of the figure or more (125m at micro-batch 1 on one GPU: 3.8 GB measured, 5.5
-# estimated): such a run is held to that allowance in GB, the others to a relative error.
-SMALL_PEAK_GB = 6.0
+# see, is a fifth of the figure or more (125m at micro-batch 1 on one GPU: 3.8 GB measured, 5.5
+# estimated; 345m at micro-batch 1: 7.2 measured, 9.1 estimated): such a run is held to that
+# allowance in GB, the others to a relative error.
+SMALL_PEAK_GB = 10.0
 CONTEXT_GB = 2.0
 
 
