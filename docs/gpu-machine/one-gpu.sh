@@ -57,6 +57,11 @@ run() {  # run NAME ARGS...: the kit's run with Transformer Engine on the path w
 }
 
 collect() {
+  # A run cut by the command's own limit (timeout) ends its ranks and writes its failed record
+  # after the shell that started it has returned: wait for it (at most a minute), or the
+  # collection goes without that record.
+  local waited=0
+  while pgrep -f -- "-m bench run" > /dev/null && ((waited++ < 60)); do sleep 1; done
   mkdir -p "$OUT" && cp "$summary" "$OUT/summary.txt"
   tar czf "$OUT/records.tgz" -C "$WORK" records
   tar czf "$OUT/logs.tgz" -C "$WORK" logs
