@@ -12,10 +12,11 @@ different commits pool unless what the commit rendered changed. The key is built
   writes, its seed and its profiler;
 - the environment that reached training (``record.env``) without the images' version stamps
   (:data:`bench.config.environment.VERSION_STAMPS`, the versions are keyed from provenance);
-- the software: megatron-core, torch, CUDA and NCCL versions from provenance, DeepSpeed's and
-  apex's from the engine notes, the patch series (one reworded with its code unchanged keyed as
-  before, :data:`REWORDED_SERIES`), what built the layers (``implementation``);
-  records do not carry Transformer Engine's version, which the image pins;
+- the software: megatron-core, torch, CUDA and NCCL versions from provenance, and Transformer
+  Engine's where provenance names one (with it megatron-core steps Adam with TE's FusedAdam even
+  on the local layers; keyed only where set, so records without it keep their keys), DeepSpeed's
+  and apex's from the engine notes, the patch series (one reworded with its code unchanged keyed
+  as before, :data:`REWORDED_SERIES`), what built the layers (``implementation``);
 - the hardware: platform, accelerator, the GPU name the driver reported, nodes, GPU count and the
   ``--gpu-memory-cap`` (variant ``gpu_memory_cap_gb``);
 - the record's variant (settings that reach the engine outside its argv, such as a DeepSpeed
@@ -114,19 +115,28 @@ def _series_code(upstream: str, digest: str) -> str:
     return REWORDED_SERIES.get((upstream, digest), digest)
 
 
+def software(record: Record) -> dict[str, Any]:
+    """The software a run ran, as the key hashes it: Transformer Engine's version only where the
+    record names one, so that every record without it keeps the key it had before the field."""
+    prov, notes = record.provenance, record.engine_notes
+    return {"megatron_core": prov.megatron_core, "torch": prov.torch, "cuda": prov.cuda,
+            "nccl": prov.nccl, "deepspeed": notes.get("deepspeed"), "apex": notes.get("apex"),
+            **({} if prov.transformer_engine is None
+               else {"transformer_engine": prov.transformer_engine}),
+            "patches": [[p.upstream, _series_code(p.upstream, p.sha256), p.applied]
+                        for p in record.patches]}
+
+
 def key_fields(record: Record) -> dict[str, Any]:
     """Everything the key hashes, as JSON data (see the module's docstring)."""
-    prov, notes = record.provenance, record.engine_notes
+    prov = record.provenance
     return {
         "engine": record.engine, "implementation": record.implementation,
         "precision": record.precision, "preset": record.preset.model_dump(),
         "layout": record.layout.model_dump(exclude={"name"}),
         "argv": [[flag, list(values)] for flag, values in normalised_argv(record.argv)],
         "env": {k: v for k, v in sorted(record.env.items()) if k not in VERSION_STAMPS},
-        "software": {"megatron_core": prov.megatron_core, "torch": prov.torch, "cuda": prov.cuda,
-                     "nccl": prov.nccl, "deepspeed": notes.get("deepspeed"), "apex": notes.get("apex"),
-                     "patches": [[p.upstream, _series_code(p.upstream, p.sha256), p.applied]
-                                 for p in record.patches]},
+        "software": software(record),
         "hardware": {"platform": record.platform.name, "accelerator": record.platform.accelerator,
                      "gpu_model": prov.gpu_model, "nodes": record.nodes, "gpus": record.gpus,
                      "cap_gb": record.variant.get(CAP_KEY)},

@@ -41,6 +41,12 @@ class Provenance(Strict):
     ``CUDA_VISIBLE_DEVICES`` order): they name the physical machine, which ``hostname`` does not
     where every VM is called ``vm``. Null where unknown: records written before the field, cluster
     records (``bench jobs collect``), a driver that does not say.
+
+    ``transformer_engine`` is the version of Transformer Engine on the training Python's path
+    (its ``transformer_engine`` package metadata, from which TE sets its own ``__version__``):
+    where it imports, megatron-core steps Adam with its FusedAdam whatever the layers, so it changes
+    a run's speed even on the local layers. Null where TE is absent, in cluster records, and in
+    records written before the field, which do not say whether TE was there.
     """
 
     kit_commit: Text | None
@@ -57,6 +63,7 @@ class Provenance(Strict):
     hostname: Text | None
     image_digest_kind: Literal["registry", "image-id", "file-sha256"] | None = None
     gpu_uuids: list[Name] | None = None
+    transformer_engine: Text | None = None
 
     @model_validator(mode="after")
     def _digest_has_kind(self) -> Provenance:

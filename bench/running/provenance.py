@@ -3,6 +3,12 @@
 Software versions are read by the Python that runs the training (it may differ from the host's),
 so the record describes what actually ran. Anything that cannot be determined is None.
 
+Transformer Engine's version is its ``transformer_engine`` package metadata, read without importing
+it (its import loads its CUDA libraries and torch extension): TE 2.x sets its own ``__version__``
+from that metadata at import, so a TE whose metadata is missing (its modules unpacked onto
+``PYTHONPATH`` alone) does not import, and training runs without it. None where the package is not
+on the path.
+
 The image's digest comes from the runtime that started it, never from the plan: a job script
 prints an :data:`IMAGE_DIGEST_LINE` before launch (``bench.render.common.image_digest_lines``),
 which :func:`image_digest_from_output` reads back; a local container run asks the engine for the
@@ -23,12 +29,18 @@ from bench.config.paths import CHECKOUT
 from bench.running.gpus import detect_gpus
 
 _VERSIONS = r"""
-import json, importlib.metadata as md
-out = {}
+import json, importlib.metadata as md, importlib.util
+def version(dist):
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+out = {"megatron_core": version("megatron-core")}
 try:
-    out["megatron_core"] = md.version("megatron-core")
-except md.PackageNotFoundError:
-    out["megatron_core"] = None
+    te_found = importlib.util.find_spec("transformer_engine") is not None
+except (ImportError, ValueError):
+    te_found = False
+out["transformer_engine"] = version("transformer_engine") if te_found else None
 try:
     import torch
     out["torch"] = torch.__version__
@@ -86,6 +98,9 @@ def kit_commit() -> str | None:
     return head.stdout.strip() + (DIRTY if changed.stdout.strip() else "")
 
 
+SOFTWARE = ("megatron_core", "transformer_engine", "torch", "cuda", "nccl")  # what _VERSIONS reads
+
+
 def software_versions(python: Sequence[str] = (sys.executable,)) -> dict[str, str | None]:
     """Versions as ``python`` (a command: an interpreter, or one started in a container) sees them."""
     try:
@@ -93,7 +108,7 @@ def software_versions(python: Sequence[str] = (sys.executable,)) -> dict[str, st
                              timeout=120)
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return {"megatron_core": None, "torch": None, "cuda": None, "nccl": None}
+        return dict.fromkeys(SOFTWARE)
 
 
 def collect(python: Sequence[str] = (sys.executable,), image: str | None = None,

@@ -118,6 +118,8 @@ def collect(extra_env: tuple[str, ...] = ()) -> dict:
             "kit": bench.__version__,
             "python": sys.version.split()[0],
             "megatron_core": _version("megatron-core"),
+            # Transformer Engine sets its __version__ from this metadata: none, and it does not import
+            "transformer_engine": _version("transformer_engine"),
             "torch": _version("torch"),
             "deepspeed": _version("deepspeed"),
         },

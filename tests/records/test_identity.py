@@ -91,3 +91,26 @@ def test_a_series_reworded_with_its_code_unchanged_keeps_its_key() -> None:
     assert config_key(make_record(patches=[before])) == config_key(make_record(patches=[after]))
     other = PatchSeries(upstream="megatron-deepspeed", sha256="0123456789abcdef", applied=True)
     assert config_key(make_record(patches=[before])) != config_key(make_record(patches=[other]))
+
+
+def _with_te(version: str | None) -> Record:
+    return make_record(provenance={"kit_commit": "0123abc", "megatron_core": "0.19.2", "torch": "2.11.0",
+                                   "gpu_model": "NVIDIA H200", "gpu_count": 4,
+                                   "transformer_engine": version})
+
+
+def test_transformer_engine_s_version_is_the_configuration() -> None:
+    # With TE on the path megatron-core steps Adam with TE's FusedAdam, even on the local layers:
+    # a run without TE, one with TE 2.20.2 and one with another TE are three configurations.
+    without, te, other = _with_te(None), _with_te("2.20.2"), _with_te("2.21.0")
+    assert len({config_key(without), config_key(te), config_key(other)}) == 3
+    assert differences(without, te) == differences(te, other) == ["software.transformer_engine"]
+
+
+def test_a_record_without_transformer_engine_s_version_keeps_its_key() -> None:
+    # Keyed only where named: the key of a record written before the field, as the results page
+    # quotes it (2.7b bf16 dropout 0 on the local layers, one H200), and of a run without TE.
+    before = kept("2.7b_tp1pp1dp1_local_20261129T060521Z-1dcf15")
+    assert before.provenance.transformer_engine is None
+    assert config_key(before).digest == "dd79f5cc46"
+    assert config_key(_with_te(None)) == config_key(make_record())
