@@ -50,7 +50,7 @@ COMPARED_PARTS = {
                   "env.MSAMP_*", "settings.msamp_*"),
     "layers": ("implementation", "argv.--transformer-impl", "argv.--no-persist-layer-norm",
                "argv.--no-rope-fusion", "argv.--no-masked-softmax-fusion", "argv.--kit-attention",
-               "settings.msamp_modules", "software.apex"),
+               "settings.msamp_modules", "software.apex", "software.transformer_engine"),
 }
 
 
