@@ -38,7 +38,7 @@ class Defaults:
     set (None: the precision's default rule picked it). ``tuning``: the A/B settings (a winner's
     CUDA graphs and dropout). ``args``: a winner's other Megatron flags. ``notes``: in the plan's
     order: the settings put back, the micro-batch's, the winner's (applied or quoted), a faster
-    configuration the kit does not pick, layers measured faster than the plan's, where the run
+    configuration the kit does not pick, the layers measured against the plan's, where the run
     differs from the MS-AMP seed's."""
 
     question: MemoryQuestion
@@ -66,7 +66,8 @@ def defaults_for(question: MemoryQuestion, caps: Capabilities, options: Options)
                             tuning.dropout)
     return replace(chosen, tuning=tuning, notes=(*put_back, *chosen.notes, *winner_notes,
                                                  *_beyond(question, caps, options),
-                                                 *_faster_layers(question, caps, options), *seed))
+                                                 *_faster_layers(question, caps, options, tuning.dropout),
+                                                 *seed))
 
 
 def _users(question: MemoryQuestion, options: Options) -> Defaults:
@@ -125,10 +126,11 @@ def _beyond(question: MemoryQuestion, caps: Capabilities, options: Options) -> l
     return [beyond_note(found)]
 
 
-def _faster_layers(question: MemoryQuestion, caps: Capabilities, options: Options) -> list[str]:
-    """The note of layers measured faster than those the plan builds (bench.planning.winners)."""
+def _faster_layers(question: MemoryQuestion, caps: Capabilities, options: Options,
+                   dropout: float) -> list[str]:
+    """The note of the layers measured against those the plan builds at its ``dropout``
+    (bench.planning.winners): the evidence for them where they were faster, else the faster."""
+    built = implementation(layer_capabilities(caps, question.precision, options.tuning.layers))
     found = faster_layers_for(question.preset, question.layout, question.engine.name,
-                              question.precision,
-                              implementation(layer_capabilities(caps, question.precision,
-                                                                options.tuning.layers)))
-    return [faster_layers_note(found)] if found is not None else []
+                              question.precision, built, dropout)
+    return [faster_layers_note(found, built)] if found is not None else []

@@ -15,8 +15,8 @@ Every other entry is *quoted*, never applied: a *quick* one (fewer runs or steps
 with its n and spread), or a *recipe* (dropout 0 changes the training math: opt-in, named as a
 faster recipe, as the paper's optimizer states are in :data:`BEYOND`). Shapes not listed keep the
 preset's settings (and fp8's micro-batch rule, ``bench.planning.microbatch``). Layers measured
-faster than those a plan builds (:data:`FASTER_LAYERS`: the kit's local layers against Transformer
-Engine's, ``--layers``) are quoted the same way, never applied.
+against each other (:data:`FASTER_LAYERS`, ``--layers``) are quoted, never applied, to a plan at
+their dropout building either: as the evidence its layers stand on, or as faster than them.
 
 Planning reads no records; a test checks every entry against them (``results/records/<run id>.json``):
 the figures, the measured steps, one configuration key per side and the headline grade.
@@ -277,16 +277,17 @@ def note(winner: Winner) -> str:
             "replace them")
 
 
+NOT_HEADLINE = ("not headline grade (n >= 3 runs of >= 20 measured steps a side, a gain beyond two "
+                "standard errors)")
+
+
 def quoted_note(winner: Winner) -> str:
     """The plan's note of a winner it does not apply: a recipe, or quick evidence."""
     if winner.recipe and winner.headline:
         why_not = "a recipe: dropout 0 changes the training math, so it is yours to choose"
-    elif winner.recipe:
-        why_not = ("not headline grade (n >= 3 runs of >= 20 measured steps a side, a gain beyond "
-                   "two standard errors), and a recipe: dropout 0 changes the training math")
     else:
-        why_not = ("not headline grade (n >= 3 runs of >= 20 measured steps a side, a gain beyond "
-                   "two standard errors)")
+        why_not = NOT_HEADLINE + (", and a recipe: dropout 0 changes the training math"
+                                  if winner.recipe else "")
     return (f"measured faster, not a default, for {winner.preset} {winner.shape_name} "
             f"{winner.precision}: {winner.typed} ran {_figures(winner)}; not applied: {why_not}")
 
@@ -363,12 +364,12 @@ def beyond_note(beyond: Beyond) -> str:
 
 @dataclass(frozen=True)
 class FasterLayers(Measured):
-    """Layers measured faster than those a plan builds: ``layers`` (what ``--layers`` asks for
-    them; ``record``) against the plan's own ``implementation`` (``against``), both with the same
-    ``micro_batch`` and ``dropout``, one configuration a side; ``measured``: what else differed
-    between the sides, said with the figures. Quoted where a plan builds
-    ``implementation`` for the shape, never applied: a different layer implementation is the
-    user's to choose, and a gain measured under the dropout-0 recipe backs no default."""
+    """Layers measured against others: ``layers`` (``--layers`` for the faster; ``record``) against
+    ``implementation`` (``against``), both at ``micro_batch`` and ``dropout``, one configuration a
+    side; ``measured``: what else differed (or not), said with the figures. Quoted, never applied,
+    where a plan at ``dropout`` builds either side for the shape: to the slower as faster layers
+    (the layers are the user's to choose; a dropout-0 gain backs no default), to the faster as the
+    evidence its layers stand on."""
 
     preset: str
     engine: str
@@ -385,21 +386,17 @@ class FasterLayers(Measured):
 
     @property
     def typed(self) -> str:
-        words = [f"--layers {self.layers}", f"--mbs {self.micro_batch}"]
-        return " ".join(words + ([f"--dropout {self.dropout:g}"] if self.recipe else []))
+        return f"--layers {self.layers} --mbs {self.micro_batch}" + (
+            f" --dropout {self.dropout:g}" if self.recipe else "")
 
 
-LAYER_WORDS = {"local": "megatron-core's local layers (SDPA attention)",
-               "te": "Transformer Engine's layers"}
+LAYER_WORDS = {"local": "megatron-core's local layers (SDPA attention)", "te": "Transformer Engine's layers"}
 
 FASTER_LAYERS: tuple[FasterLayers, ...] = (
     # One H200 (2026-11-29, docs/reports/2026-11-29-h200-te-pair.md), global batch 32, dropout 0
-    # on both sides, three runs of 20 measured steps a side, in one Python without apex: the kit's
-    # local layers before Transformer Engine 2.20 was installed there, its layers after. 1.02x,
-    # beyond two standard errors; measured only under the dropout-0 recipe, so quoted. With
-    # Transformer Engine installed megatron-core steps Adam with its FusedAdam whatever the layers,
-    # where the local side stepped with torch's fused AdamW (the entry's --kit-torch-adam): the
-    # note says so.
+    # on both sides, 3 runs of 20 measured steps a side, one Python without apex: the local layers
+    # before Transformer Engine 2.20 was installed (torch's fused AdamW, --kit-torch-adam), its
+    # layers after (its FusedAdam, which megatron-core takes whatever the layers): the note says so.
     FasterLayers("2.7b", "megatron", (1, 1, 1, 1, False), "bf16", "te", "local", "local", 8,
                  Side((("2.7b_tp1pp1dp1_local_20261129T060521Z-1dcf15", 529.8),
                        ("2.7b_tp1pp1dp1_local_20261129T060749Z-317ea4", 531.3),
@@ -411,34 +408,43 @@ FASTER_LAYERS: tuple[FasterLayers, ...] = (
                  "its Adam was torch's fused AdamW, not Transformer Engine's FusedAdam that "
                  "--layers local steps with where it imports (not measured)",
                  dropout=0.0),
+    # The same pair at Megatron's dropout (one H200, 2026-11-29, kit 878ba00), TE installed on
+    # both sides: TE's layers (what auto builds where TE imports) 1.02x, beyond two standard errors.
+    FasterLayers("2.7b", "megatron", (1, 1, 1, 1, False), "bf16", "local", "te", "te", 8,
+                 Side(tuple((f"2.7b_tp1pp1dp1_local_20261129T115459Z-ed466c-c4-r{i}", tflops)
+                            for i, tflops in ((1, 486.1), (2, 485.9), (3, 485.8))), 20),
+                 Side(tuple((f"2.7b_tp1pp1dp1_local_20261129T120007Z-e5c3d5-c5-r{i}", tflops)
+                            for i, tflops in ((1, 474.8), (2, 474.9), (3, 475.1))), 20),
+                 "one H200, no apex, Transformer Engine installed on both sides, so both stepped "
+                 "Adam with its FusedAdam"),
 )
 
 
 def faster_layers_for(preset: Preset, layout: Layout, engine: str, precision: Precision,
-                      implementation: str) -> FasterLayers | None:
-    """Layers measured faster than ``implementation`` (the plan's own, matched exactly: TE's
-    layers with apex's fused weight-gradient accumulation are another configuration) for this
-    preset, shape, engine and precision, if any whose micro-batch divides the sequences of one
-    data-parallel rank."""
+                      implementation: str, dropout: float) -> FasterLayers | None:
+    """The pair measured at ``dropout`` with ``implementation`` (the plan's own, exactly: TE's with
+    apex's wgrad fusion are another configuration) on either side, for this preset, shape, engine
+    and precision, if any whose micro-batch divides the sequences of one data-parallel rank."""
     per_rank = layout.global_batch // layout.dp
-    key = (preset.name, engine, _shape(layout), precision.name, implementation)
+    key = (preset.name, engine, _shape(layout), precision.name, dropout)
     return next((f for f in FASTER_LAYERS
-                 if (f.preset, f.engine, f.shape, f.precision, f.implementation) == key
+                 if (f.preset, f.engine, f.shape, f.precision, f.dropout) == key
+                 and implementation in (f.implementation, f.implementation_of_layers)
                  and per_rank % f.micro_batch == 0), None)
 
 
-def faster_layers_note(found: FasterLayers) -> str:
-    """The plan's note: the faster layers, their figures against the plan's, the recipe, the runs."""
-    recipe = (", both sides with dropout 0 (a recipe: it changes the training math)"
-              if found.recipe else "")
-    grade = ("beyond two standard errors" if found.headline else
-             "not headline grade (n >= 3 runs of >= 20 measured steps a side, a gain beyond two "
-             "standard errors)")
+def faster_layers_note(found: FasterLayers, implementation: str) -> str:
+    """The plan's note: the faster layers, their figures against the slower, the dropout, the runs;
+    said as the plan's own where it builds the faster (``implementation``), else as faster ones."""
+    whose = ("the layers this plan builds" if implementation == found.implementation_of_layers
+             else "not a default" if found.recipe else "not applied (--layers is yours to choose)")
+    dropout = (f"dropout {found.dropout:g} (a recipe: it changes the training math)" if found.recipe
+               else f"Megatron's dropout ({found.dropout:g})")
+    grade = "beyond two standard errors" if found.headline else NOT_HEADLINE
     runs = ", ".join(run for side in (found.record, found.against) for run, _ in side.runs)
-    return (f"measured faster, not a default, for {found.preset} {found.shape_name} "
-            f"{found.precision}: {LAYER_WORDS[found.layers]} ({found.typed}) ran "
-            f"{found.record.mean:.1f} TFLOP/s/GPU ({found.record.spread}) against "
-            f"{found.against.mean:.1f} ({found.against.spread}) on "
+    return (f"measured faster, {whose}, for {found.preset} {found.shape_name} {found.precision}: "
+            f"{LAYER_WORDS[found.layers]} ({found.typed}) ran {found.record.mean:.1f} TFLOP/s/GPU "
+            f"({found.record.spread}) against {found.against.mean:.1f} ({found.against.spread}) on "
             f"{LAYER_WORDS.get(found.implementation, found.implementation)}, "
-            f"{found.record.mean / found.against.mean:.2f}x, {grade}{recipe}; {found.measured}; "
-            f"runs {runs}")
+            f"{found.record.mean / found.against.mean:.2f}x, {grade}, both sides with {dropout}; "
+            f"{found.measured}; runs {runs}")

@@ -1,7 +1,8 @@
 """``--layers``: a Megatron-engine run builds the layers the environment has (auto), Transformer
 Engine's (te) or megatron-core's local ones even where Transformer Engine imports (local); what
-cannot run so is refused before anything launches, and a plan building Transformer Engine's layers
-for a shape the records measured faster on the local ones quotes them (FASTER_LAYERS)."""
+cannot run so is refused before anything launches, and a plan building either side of a pair of
+layers measured against each other at its dropout quotes the pair (FASTER_LAYERS): the local layers
+faster under the dropout-0 recipe, Transformer Engine's at Megatron's dropout."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ TE = Capabilities(transformer_engine=True)  # the one-H200 environment of 2026-1
 TE_APEX = Capabilities(transformer_engine=True, apex_layer_norm=True, fused_wgrad=True,
                        fused_softmax=True)
 QUOTE = "measured faster, not a default, for 2.7b tp1pp1 bf16: megatron-core's local layers"
+BACKED = "measured faster, the layers this plan builds, for 2.7b tp1pp1 bf16: Transformer Engine's layers"
+TE_FASTER = ("measured faster, not applied (--layers is yours to choose), for 2.7b tp1pp1 bf16: "
+             "Transformer Engine's layers")
+LOCAL_BACKED = ("measured faster, the layers this plan builds, for 2.7b tp1pp1 bf16: megatron-core's "
+                "local layers")
+LAYER_NOTES = (QUOTE, BACKED, TE_FASTER, LOCAL_BACKED)
+RECIPE = {"tuning": {"dropout": 0.0}}
 
 
 def _plan(layout: str = "tp1pp1", caps: Capabilities = TE, layers: str = "auto", preset: str = "2.7b",
@@ -125,7 +133,8 @@ def _dropout(run: Record) -> float:
     return DEFAULT_DROPOUT if found is None else found
 
 
-@pytest.mark.parametrize("entry", FASTER_LAYERS, ids=lambda f: f"{f.preset}-{f.shape_name}-{f.precision}")
+@pytest.mark.parametrize("entry", FASTER_LAYERS,
+                         ids=lambda f: f"{f.preset}-{f.shape_name}-{f.precision}-dropout{f.dropout:g}")
 def test_faster_layers_are_what_their_records_measured(entry: FasterLayers) -> None:
     """Each side's runs exist, ran the entry's shape, precision, micro-batch and dropout on its
     layers, measured the figures and steps it quotes, and are one configuration; its grade is the
@@ -146,16 +155,32 @@ def test_faster_layers_are_what_their_records_measured(entry: FasterLayers) -> N
     assert entry.headline == (graded and gain_exceeds_noise(entry.record, entry.against))
 
 
-def test_the_one_h200_pair_is_headline_grade_and_a_recipe() -> None:
-    (entry,) = FASTER_LAYERS
-    assert (entry.headline, entry.recipe) == (True, True)
-    assert entry.record.spread == "n=3, 529.8-531.3, 20 measured steps"
-    assert entry.against.spread == "n=3, 520.5-525.1, 20 measured steps"
+def _pair(dropout: float) -> FasterLayers:
+    (entry,) = (f for f in FASTER_LAYERS if f.dropout == dropout)
+    return entry
 
 
-def test_a_plan_on_transformer_engines_layers_quotes_the_faster_local_ones() -> None:
-    launch = _plan()
-    note = next(n for n in launch.notes if n.startswith(QUOTE))
+def test_the_one_h200_pairs_are_headline_grade_the_faster_layers_by_dropout() -> None:
+    """Under the dropout-0 recipe the local layers were faster; at Megatron's dropout, with
+    Transformer Engine installed on both sides, Transformer Engine's."""
+    recipe, default = _pair(0.0), _pair(DEFAULT_DROPOUT)
+    assert (recipe.headline, recipe.recipe, recipe.layers) == (True, True, "local")
+    assert recipe.record.spread == "n=3, 529.8-531.3, 20 measured steps"
+    assert recipe.against.spread == "n=3, 520.5-525.1, 20 measured steps"
+    assert (default.headline, default.recipe, default.layers) == (True, False, "te")
+    assert (default.implementation_of_layers, default.implementation) == ("te", "local")
+    assert default.record.spread == "n=3, 485.8-486.1, 20 measured steps"
+    assert default.against.spread == "n=3, 474.8-475.1, 20 measured steps"
+    assert f"{default.record.mean / default.against.mean:.2f}" == "1.02"
+
+
+def _note(launch: LaunchPlan, start: str) -> str:
+    return next(n for n in launch.notes if n.startswith(start))
+
+
+def test_a_recipe_plan_on_transformer_engines_layers_quotes_the_faster_local_ones() -> None:
+    launch = _plan(**RECIPE)
+    note = _note(launch, QUOTE)
     assert ("(--layers local --mbs 8 --dropout 0) ran 530.6 TFLOP/s/GPU (n=3, 529.8-531.3, 20 "
             "measured steps) against 522.1 (n=3, 520.5-525.1, 20 measured steps) on Transformer "
             "Engine's layers, 1.02x, beyond two standard errors, both sides with dropout 0") in note
@@ -163,15 +188,58 @@ def test_a_plan_on_transformer_engines_layers_quotes_the_faster_local_ones() -> 
     assert "2.7b_tp1pp1dp1_local_20261129T060521Z-1dcf15" in note
     assert "2.7b_tp1pp1dp1_local_20261129T062132Z-5fcc80-r2" in note
     # quoted, never applied: the plan keeps TE's layers and the user's settings
-    assert launch.implementation == "te" and launch.variant == () and _arg(launch, "--hidden-dropout") is None
+    # the user's recipe, not the entry's settings
+    assert launch.implementation == "te" and launch.variant == (("dropout", "0"),)
+    assert _arg(launch, "--hidden-dropout") == "0.0" and _arg(launch, "--transformer-impl") == "transformer_engine"
+    assert _plan(layers="te", **RECIPE).notes == launch.notes
+    assert not any(n.startswith((BACKED, TE_FASTER)) for n in launch.notes)
+
+
+SIX_RUNS = ("runs 2.7b_tp1pp1dp1_local_20261129T115459Z-ed466c-c4-r1, "
+            "2.7b_tp1pp1dp1_local_20261129T115459Z-ed466c-c4-r2, "
+            "2.7b_tp1pp1dp1_local_20261129T115459Z-ed466c-c4-r3, "
+            "2.7b_tp1pp1dp1_local_20261129T120007Z-e5c3d5-c5-r1, "
+            "2.7b_tp1pp1dp1_local_20261129T120007Z-e5c3d5-c5-r2, "
+            "2.7b_tp1pp1dp1_local_20261129T120007Z-e5c3d5-c5-r3")
+DEFAULT_FIGURES = ("(--layers te --mbs 8) ran 485.9 TFLOP/s/GPU (n=3, 485.8-486.1, 20 measured steps) "
+                   "against 474.9 (n=3, 474.8-475.1, 20 measured steps) on megatron-core's local "
+                   "layers (SDPA attention), 1.02x, beyond two standard errors, both sides with "
+                   "Megatron's dropout (0.1); one H200, no apex, Transformer Engine installed on both "
+                   "sides, so both stepped Adam with its FusedAdam; " + SIX_RUNS)
+
+
+def test_a_default_dropout_plan_on_transformer_engines_layers_cites_the_records_behind_them() -> None:
+    """auto builds Transformer Engine's layers where it imports: at Megatron's dropout the records
+    measured them faster, and the plan says so; the dropout-0 pair is not quoted to it."""
+    launch = _plan()
+    assert launch.implementation == "te"
+    assert _note(launch, BACKED) == f"{BACKED} {DEFAULT_FIGURES}"
+    assert not any(n.startswith((QUOTE, TE_FASTER)) for n in launch.notes)
     assert _plan(layers="te").notes == launch.notes
 
 
+def test_a_default_dropout_plan_on_the_local_layers_quotes_transformer_engines() -> None:
+    launch = _plan(layers="local")
+    assert launch.implementation == "local" and _arg(launch, "--transformer-impl") == "local"
+    assert _note(launch, TE_FASTER) == f"{TE_FASTER} {DEFAULT_FIGURES}"
+    assert not any(n.startswith((QUOTE, BACKED)) for n in launch.notes)
+
+
+def test_a_recipe_plan_on_the_local_layers_cites_the_recipe_pair() -> None:
+    launch = _plan(layers="local", **RECIPE)
+    note = _note(launch, LOCAL_BACKED)
+    assert "ran 530.6 TFLOP/s/GPU" in note and "both sides with dropout 0" in note
+    assert not any(n.startswith((QUOTE, BACKED, TE_FASTER)) for n in launch.notes)
+
+
 @pytest.mark.parametrize("why,kw", [
-    ("on the local layers already", {"layers": "local"}),
+    ("a dropout neither pair was measured at", {"tuning": {"dropout": 0.2}}),
+    ("the local layers at another dropout", {"layers": "local", "tuning": {"dropout": 0.2}}),
     ("TE with apex's fusions is another configuration", {"caps": TE_APEX}),
+    ("TE with apex's fusions under the recipe", {"caps": TE_APEX, **RECIPE}),
     ("micro-batch 8 does not divide the batch", {"gbs": 36}),
+    ("micro-batch 8 does not divide the batch, recipe", {"gbs": 36, **RECIPE}),
     ("another precision", {"precision": "fp8-delayed"}),
 ])
 def test_no_quote_elsewhere(why: str, kw: dict) -> None:
-    assert not any(n.startswith(QUOTE) for n in _plan(**kw).notes), why
+    assert not any(n.startswith(LAYER_NOTES) for n in _plan(**kw).notes), why
