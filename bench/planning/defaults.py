@@ -133,4 +133,6 @@ def _faster_layers(question: MemoryQuestion, caps: Capabilities, options: Option
     built = implementation(layer_capabilities(caps, question.precision, options.tuning.layers))
     found = faster_layers_for(question.preset, question.layout, question.engine.name,
                               question.precision, built, dropout)
-    return [faster_layers_note(found, built)] if found is not None else []
+    if found is None or (found.layers == "te" and not caps.transformer_engine):
+        return []  # where Transformer Engine is absent its layers are refused: nothing to choose
+    return [faster_layers_note(found, built)]

@@ -240,6 +240,7 @@ def test_a_recipe_plan_on_the_local_layers_cites_the_recipe_pair() -> None:
     ("micro-batch 8 does not divide the batch", {"gbs": 36}),
     ("micro-batch 8 does not divide the batch, recipe", {"gbs": 36, **RECIPE}),
     ("another precision", {"precision": "fp8-delayed"}),
+    ("no Transformer Engine, so its layers are no choice", {"caps": Capabilities()}),
 ])
 def test_no_quote_elsewhere(why: str, kw: dict) -> None:
     assert not any(n.startswith(LAYER_NOTES) for n in _plan(**kw).notes), why
