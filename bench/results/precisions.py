@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
 from bench.planning.engines.registry import ENGINES
-from bench.records.identity import config_key, differences
+from bench.records.identity import config_key, differences, key_fields
 from bench.records.record import Record
 from bench.results.aggregate import median_run
 from bench.results.losses import BASELINE  # the precision others are set against
@@ -103,8 +103,16 @@ def compared(part: str) -> str | None:
 def like_for_like(run: Record, base: Record) -> str | None:
     """The one thing two runs' keys differ in (``precision`` or ``layers``), or None where they
     differ in anything else as well (or in both)."""
-    things = {compared(part) for part in differences(run, base)}
+    things = {compared(part) for part in differences(run, base) if not _unrecorded(part, run, base)}
     return things.pop() if len(things) == 1 and None not in things else None
+
+
+def _unrecorded(part: str, run: Record, base: Record) -> bool:
+    """Whether ``part`` is a software version one of the two records does not carry (records made
+    before the kit recorded Transformer Engine's version): unknown there, so not a difference to
+    compare, though it keeps the two keys apart."""
+    name = part.removeprefix("software.")
+    return name != part and any(name not in key_fields(r)["software"] for r in (run, base))
 
 
 def side_by_side(runs: Sequence[Record], by_commit: bool = False) -> list[PrecisionGroup]:
@@ -164,14 +172,18 @@ def section(groups: Sequence[PrecisionGroup], records_link: str) -> list[str]:
 
 
 def partner(column: Column, group: PrecisionGroup) -> tuple[Column, str] | None:
-    """The group's first bf16 column whose key differs from ``column``'s in one compared thing
-    (precision or layers only), with that thing; None where there is none."""
-    for other in group.columns:
-        if other is not column and other.run.precision == BASELINE:
-            thing = like_for_like(column.run, other.run)
-            if thing is not None:
-                return other, thing
-    return None
+    """The group's bf16 column whose key differs from ``column``'s in one compared thing
+    (precision or layers only), with that thing; None where there is none. Of several, the one
+    whose key differs in the fewest parts (a partner that also differs in a recorded version
+    is the farther), then the first in the group's order."""
+    found = [(len(differences(column.run, other.run)), i, other, thing)
+             for i, other in enumerate(group.columns)
+             if other is not column and other.run.precision == BASELINE
+             and (thing := like_for_like(column.run, other.run)) is not None]
+    if not found:
+        return None
+    *_, other, thing = min(found, key=lambda f: f[:2])
+    return other, thing
 
 
 def _ratio_cell(column: Column, group: PrecisionGroup) -> str:

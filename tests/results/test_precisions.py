@@ -145,3 +145,17 @@ def test_a_lone_pair_s_ratio_says_its_run_to_run_noise_is_unknown() -> None:
     (group,) = side_by_side([_run("bf16", 10, MACHINE_A), _run("fp8-delayed", 20, MACHINE_A)])
     ratio = Ratio.of(group.columns[1].runs, group.columns[0].runs)
     assert ratio.single and ratio.text().endswith(", 1 run") and ratio.noise > 0
+
+
+def test_an_unrecorded_version_is_no_difference_and_the_nearest_partner_is_taken(groups) -> None:
+    """2.7b at 8/32 on one H200 has two keys of Transformer Engine's layers at dropout 0, one from
+    before records carried TE's version: they are not each other's partner, and the local layers'
+    column (also without a version) is set beside the one whose key differs in the layers alone."""
+    (title,) = [t for t in groups if t.startswith("2.7B tp1pp1dp1, micro/global batch 8/32, NVIDIA H200 "
+                                                  "SXM 141GB, mock data")]
+    partners = _partners(groups[title])
+    assert partners["bf16 TE dropout=0 [28e0e5a4a8]"][:2] == ("bf16 no TE dropout=0", "layers")
+    assert partners["bf16 no TE dropout=0"] == ("bf16 TE dropout=0 [6da252e5e7]", "layers", 1.02)
+    assert partners["fp8-delayed TE dropout=0"] == ("bf16 TE dropout=0 [6da252e5e7]", "precision", 1.37)
+    assert partners["fp8-delayed TE cuda_graphs=te, dropout=0"] == (
+        "bf16 TE cuda_graphs=te, dropout=0", "precision", 1.36)

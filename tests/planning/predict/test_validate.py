@@ -53,6 +53,14 @@ costs rise (``host_te`` 0.84 -> 1.09), which moves every prediction:
   4-GPU steps leave exposed; its test holds the figure reached;
 - published: median 19.7 %, p90 54.9 % (63.3 % before), 175b bf16 at NVIDIA's layout 0.1-0.8 %,
   and 18 of 22 published layouts in the sweep's top three: that target, 80 %, is met.
+The twenty-three one-GPU records of 13:59-14:24 UTC that day, 342 records in 153 groups, brought
+host-bound steps from a machine whose host launched a kernel in about 100 us where the morning's
+took 65 (docs/reports/2026-11-29-h200-graphs-host-pair.md), and 2.7b with CUDA graphs:
+- group-held-out median 5.9 %, p90 20.3 % (target 15 %, missed); fitted on 1-2 GPUs, the 4-GPU
+  records 10.7 % (target 10 %, missed); their tests hold the figures reached;
+- published: median 20.5 % (19.7 % before: over 22 rows the median is the mean of the 11th and
+  12th errors, 15.3 and 25.7 %, FP8-LM's 6.7b rows, which the higher host costs moved by 0.5-1.2
+  points), p90 53.3 %, 175b bf16 at NVIDIA's layout 0.1-1.1 %, 18 of 22 layouts in the top three.
 """
 
 from __future__ import annotations
@@ -124,11 +132,11 @@ def test_group_held_out_median_meets_its_target(figures: tuple[list[str], dict[s
 
 
 def test_group_held_out_p90_holds_the_figure_reached(figures: tuple[list[str], dict[str, float]]) -> None:
-    assert figures[1]["p90"] <= 0.2106 + SLACK  # target 0.15, not met: see the module docstring
+    assert figures[1]["p90"] <= 0.2030 + SLACK  # target 0.15, not met: see the module docstring
 
 
 def test_fewer_gpus_predict_four(figures: tuple[list[str], dict[str, float]]) -> None:
-    assert figures[1]["cross_median"] <= 0.1139 + SLACK  # target 0.10, missed since 325 records: see the docstring
+    assert figures[1]["cross_median"] <= 0.1067 + SLACK  # target 0.10, missed since 325 records: see the docstring
 
 
 def test_the_fastest_layout_is_ranked_first(figures: tuple[list[str], dict[str, float]]) -> None:
@@ -139,8 +147,8 @@ def test_the_fastest_layout_is_ranked_first(figures: tuple[list[str], dict[str, 
 def test_published_rows_are_priced_or_said_why_not(figures: tuple[list[str], dict[str, float]],
                                                    published: list[PublishedCase]) -> None:
     assert len(published) >= 42 and figures[1]["published_rows"] >= 22
-    assert figures[1]["published_median"] <= 0.1965 + SLACK
-    assert figures[1]["published_p90"] <= 0.5486 + SLACK  # 0.6328 on 309 records: see the module docstring
+    assert figures[1]["published_median"] <= 0.2054 + SLACK  # 0.1965 on 325 records: see the docstring
+    assert figures[1]["published_p90"] <= 0.5328 + SLACK  # 0.6328 on 309 records: see the module docstring
     fp8_lm = [float(m[1]) / 100 for line in figures[0]
               if line.startswith("  fp8-lm ") and (m := re.search(r", error (\d+\.\d) %$", line))]
     assert len(fp8_lm) == 8  # the rows priced before NVIDIA's
