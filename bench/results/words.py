@@ -29,6 +29,11 @@ TE_MODULES = "TE modules"
 # other such run's has.
 TE_FUSED_WGRAD = "TE, wgrad fused"
 NO_WGRAD_FUSION = "--no-gradient-accumulation-fusion"
+# megatron-core's local layers chosen (``--layers local``) where Transformer Engine is installed,
+# as the record's provenance says: the optimizer is TE's FusedAdam there, torch's without TE, so
+# it is another configuration. Older records carry no TE version and stay "no TE" (their logs say
+# "Transformer Engine and Apex are not installed").
+LOCAL_BESIDE_TE = "local, TE installed"
 STATES_KEY, DROPOUT_KEY = variant_key("optimizer_states"), variant_key("dropout")
 MODULES_KEY = variant_key("msamp_modules")
 
@@ -52,13 +57,16 @@ def model_name(run: Record) -> str:
 
 def layers(run: Record) -> str:
     """What built a run's layers as the page names it: ``TE+apex``, ``TE``, ``no TE``; "" where
-    the engine has no choice (the record's ``implementation``); ``TE modules`` for MS-AMP's
+    the engine has no choice (the record's ``implementation``); ``local, TE installed``
+    (:data:`LOCAL_BESIDE_TE`) for local layers where the record names a TE version; ``TE modules`` for MS-AMP's
     linears among Transformer Engine's modules (variant ``msamp_modules=te``); ``TE, wgrad fused``
     for Transformer Engine without apex with gradient accumulation fusion (:data:`TE_FUSED_WGRAD`)."""
     if run.implementation == "local" and run.variant.get(MODULES_KEY) == "te":
         return TE_MODULES
     if run.implementation == "te" and "--transformer-impl" in run.argv and NO_WGRAD_FUSION not in run.argv:
         return TE_FUSED_WGRAD
+    if run.implementation == "local" and run.provenance.transformer_engine is not None:
+        return LOCAL_BESIDE_TE
     return LAYERS[run.implementation]
 
 

@@ -11,7 +11,7 @@ from bench.records.store import load_record
 from bench.results import best
 from bench.results.runs import failure_reason
 from bench.results.words import layers, settings, variant_text
-from tests.record_factory import failed_fields
+from tests.record_factory import failed_fields, make_record
 
 LAUNCHER = "exit code 1: torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"
 REPO = Path(__file__).parents[2]
@@ -83,3 +83,14 @@ def test_te_runs_that_fused_the_weight_gradient_accumulation_are_named_apart() -
     unfused = load_record(records / "2.7b_tp1pp1dp1_local_20261129T061735Z-bea1ca.json")
     assert (fused.implementation, unfused.implementation) == ("te", "te")
     assert (layers(fused), layers(unfused)) == ("TE, wgrad fused", "TE")
+
+
+def test_local_layers_where_transformer_engine_is_installed_are_named_so() -> None:
+    """Local layers beside an installed TE step Adam with TE's FusedAdam: another configuration
+    than local layers without TE, and the page says which (older records carry no TE version)."""
+    alone = make_record(implementation="local")
+    beside = alone.model_copy(update={"provenance": alone.provenance.model_copy(
+        update={"transformer_engine": "2.20.2"})})
+    assert layers(alone) == "no TE"
+    assert layers(beside) == "local, TE installed"
+    assert layers(beside.model_copy(update={"implementation": "te"})) == "TE"
