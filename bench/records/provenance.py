@@ -114,6 +114,15 @@ class Conditions(Strict):
     (null where the log has no such line). NCCL's buffers are made later, outside the allocator and
     outside the cap; only training knows their size, so the record keeps beside the cap the GPUs'
     ``memory_used_max_gib``, which holds them.
+
+    ``host_op_us`` is how fast the host issues work: the microseconds rank 0 of the training entry
+    took to issue one small torch op (an in-place add on a one-element tensor) on
+    ``host_op_device`` (``cuda``, or ``cpu`` where the entry saw no GPU), the median of a few
+    timings of thousands of ops, as the entry printed it (``host probe: ...`` in the log,
+    :mod:`bench.measure.host_probe_line`). It tells a slower host from a costlier configuration in
+    host-bound steps, where the CPU's model name says no more than "Intel(R) Xeon(R) Processor".
+    Both are null where the log has no such line (Megatron-DeepSpeed's ``pretrain_gpt.py``, a probe
+    that failed), and records written before the probe lack them.
     """
 
     source: Literal["nvml", "nvidia-smi"] | None
@@ -127,6 +136,14 @@ class Conditions(Strict):
     memory_cap_gb: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None
     allocator_gib: GiB | None
     outside_allocator_gib: GiB | None
+    host_op_us: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    host_op_device: Literal["cuda", "cpu"] | None = None
+
+    @model_validator(mode="after")
+    def _probe_has_device(self) -> Conditions:
+        if (self.host_op_us is None) != (self.host_op_device is None):
+            raise ValueError("host_op_us and host_op_device are set together or not at all")
+        return self
 
     def describe(self) -> str:
         """One line for a run's end summary: power, clocks, heat and what slowed the clocks."""

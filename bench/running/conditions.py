@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from bench.measure.host_probe_line import read_probe_line
 from bench.measure.memory_cap_line import read_cap_line
 from bench.records.provenance import Conditions, GpuConditions
 from bench.running.gpus import detect_gpus
@@ -141,8 +142,8 @@ def _gpu(static: Static, seen: _Seen | None) -> GpuConditions:
 
 def observed(watched: Watch, cap_gb: float | None, log_text: str) -> tuple[Conditions | None, str | None]:
     """The record's ``conditions`` from a stopped watch, the run's ``--gpu-memory-cap`` (GB, None
-    without one) and its log (the training entry's line of what the cap leaves), and the note of
-    what could not be read (None where everything was)."""
+    without one) and its log (the training entry's lines of what the cap leaves and of its host
+    probe), and the note of what could not be read (None where everything was)."""
     problems = list(watched.problems)
     try:
         made = Conditions(
@@ -150,7 +151,7 @@ def observed(watched: Watch, cap_gb: float | None, log_text: str) -> tuple[Condi
             gpus=[_gpu(s, watched.seen.get(uuid)) for uuid in watched.uuids
                   if (s := watched.static.get(uuid)) is not None and s.index is not None],
             samples=watched.samples, sample_interval_s=watched.interval_s, links=watched.links,
-            **_host(), **_cap(cap_gb, log_text))
+            **_host(), **_cap(cap_gb, log_text), **_probe(log_text))
     except Exception as error:  # whatever was read, the run keeps its record
         problems.append(f"the conditions read do not make a record's field "
                         f"({type(error).__name__}: {error})")
@@ -172,3 +173,8 @@ def _cap(cap_gb: float | None, log_text: str) -> dict[str, object]:
     line = read_cap_line(log_text) if cap_gb is not None else None
     return {"memory_cap_gb": cap_gb, "allocator_gib": line.allocator_gib if line else None,
             "outside_allocator_gib": line.outside_gib if line else None}
+
+
+def _probe(log_text: str) -> dict[str, object]:
+    line = read_probe_line(log_text)
+    return {"host_op_us": line.op_us if line else None, "host_op_device": line.device if line else None}

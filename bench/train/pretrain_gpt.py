@@ -29,7 +29,8 @@ standard ``iteration N/ M | ... | lm loss: ... | number of nan iterations: ...``
 ``throughput per GPU (TFLOP/s/GPU)`` under ``--log-throughput``), so one parser reads these logs and
 Megatron-LM's. Data: ``MockGPTDataset`` unless ``--data-path`` names Megatron ``.bin/.idx`` files.
 The tokenizer defaults to ``NullTokenizer`` (which needs ``--vocab-size``). After the first
-optimizer step rank 0 prints the bytes it holds by part (:mod:`bench.train.memory_parts`).
+optimizer step rank 0 prints the bytes it holds by part (:mod:`bench.train.memory_parts`). Before
+training, rank 0 prints how long its host takes to issue a torch op (:mod:`bench.train.host_probe`).
 """
 
 import time
@@ -45,7 +46,7 @@ import torch
 
 from bench.config.capabilities import detect as detect_capabilities
 from bench.measure.profile import PROFILE_DIR, PROFILE_DIR_ENV
-from bench.train import grad_reduce, memory_cap
+from bench.train import grad_reduce, host_probe, memory_cap
 from bench.train.memory_parts import report_after_first_step
 from bench.train.msamp import MSAMP_CHOICES, msamp_problem, use_msamp_adam
 from bench.train.optimizer import TORCH_ADAM_CHOICES, select_torch_adam
@@ -386,6 +387,9 @@ def main() -> int:
         f"megatron-core {_megatron_core_version()}, torch {torch.__version__}"
         + (f", {cap}" if cap else "")
     )
+    probe = host_probe.report()  # the host's pace, for the record's conditions.host_op_us
+    if probe:
+        print_rank_0(probe)
     report_after_first_step()  # the "kit memory by part:" line (bench.train.memory_parts)
     pretrain(
         config,

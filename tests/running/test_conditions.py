@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from bench.measure.host_probe_line import probe_line
 from bench.records.provenance import Conditions
 from bench.records.record import record_from_json
+from bench.records.store import load_record
 from bench.running import conditions
 from bench.running.gpustate import Sample, Static
 from tests.record_factory import make_record
@@ -21,6 +24,9 @@ from tests.record_factory import make_record
 UUIDS = ("GPU-a", "GPU-b")
 CAP_LINE = ("> bench kit: gpu memory cap 80 GiB: torch's allocator may hold 78.7 of the GPU's "
             "79.2 GiB (0.52 GiB held outside it)\n")
+# A record of 2026-11-29 with conditions, written before the host probe: its conditions lack the keys.
+BEFORE_THE_PROBE = (Path(__file__).resolve().parents[2] / "results" / "records"
+                    / "1.3b_tp1pp1dp1_local_20261129T042947Z-eb31a9.json")
 
 
 class StandIn:
@@ -135,3 +141,27 @@ def test_the_record_keeps_its_conditions_and_older_records_read_without() -> Non
                    {key: value for key, value in made.items() if key != "links"}):  # every key present
         with pytest.raises(ValueError, match="reasons|links"):
             make_record(conditions=broken)
+
+
+def test_the_host_probe_line_of_the_log_fills_the_host_figure() -> None:
+    watched = conditions.Watch((), None)  # no GPU read: the log alone
+    log = f"loading\n{probe_line(4.126, 'cuda', 2000, 5)}\n iteration 1/ 10 |\n"
+    made, _ = conditions.observed(watched, None, log)
+    assert (made.host_op_us, made.host_op_device) == (4.13, "cuda")
+    made, _ = conditions.observed(watched, 80.0, CAP_LINE)
+    assert (made.host_op_us, made.host_op_device) == (None, None) and made.allocator_gib == 78.7
+
+
+def test_a_record_written_before_the_probe_reads_with_no_host_figure() -> None:
+    assert '"host_op_us"' not in BEFORE_THE_PROBE.read_text()
+    record = load_record(BEFORE_THE_PROBE)
+    assert record.conditions is not None and record.conditions.cpu_model
+    assert (record.conditions.host_op_us, record.conditions.host_op_device) == (None, None)
+
+
+def test_the_host_figure_comes_with_its_device() -> None:
+    made = conditions.observed(conditions.Watch((), None), None, "")[0].model_dump()
+    assert Conditions(**{**made, "host_op_us": 4.1, "host_op_device": "cuda"}).host_op_us == 4.1
+    for half in ({"host_op_us": 4.1}, {"host_op_device": "cuda"}):
+        with pytest.raises(ValueError, match="set together"):
+            Conditions(**{**made, **half})
