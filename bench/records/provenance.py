@@ -146,7 +146,8 @@ class Conditions(Strict):
         return self
 
     def describe(self) -> str:
-        """One line for a run's end summary: power, clocks, heat and what slowed the clocks."""
+        """One line for a run's end summary: power, clocks, heat, what slowed the clocks, and the
+        host's pace (a host-bound step's own speed)."""
         parts = []
         first = self.gpus[0] if self.gpus else None
         if first and first.power_limit_w is not None:
@@ -160,4 +161,6 @@ class Conditions(Strict):
         seen = sorted({r for g in self.gpus for r in g.reasons or ()})
         parts.append(f"clocks held back by {', '.join(seen)}" if seen else
                      "no clock event seen" if self.samples else "not sampled")
+        if self.host_op_us is not None:
+            parts.append(f"host {self.host_op_us:.2f} us a torch op on {self.host_op_device}")
         return "; ".join(parts)

@@ -148,6 +148,7 @@ def test_the_host_probe_line_of_the_log_fills_the_host_figure() -> None:
     log = f"loading\n{probe_line(4.126, 'cuda', 2000, 5)}\n iteration 1/ 10 |\n"
     made, _ = conditions.observed(watched, None, log)
     assert (made.host_op_us, made.host_op_device) == (4.13, "cuda")
+    assert made.describe().endswith("not sampled; host 4.13 us a torch op on cuda")
     made, _ = conditions.observed(watched, 80.0, CAP_LINE)
     assert (made.host_op_us, made.host_op_device) == (None, None) and made.allocator_gib == 78.7
 
