@@ -54,6 +54,7 @@ run() {  # run NAME ARGS...: the kit's run with Transformer Engine on the path w
   (cd "$KIT" && step "$name" env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench run \
      --records "$WORK/records" "$@")
   grep -E 'TFLOP/s|recorded|record:|error' "$WORK/logs/$name.txt" | tail -n 12
+  grep -E 'a torch op' "$WORK/logs/$name.txt" | tail -n 3  # the run's conditions: its host's pace
 }
 
 collect() {
