@@ -14,6 +14,7 @@ from pydantic import Field
 
 from bench.config.schema import Positive, Strict
 from bench.planning.predict.expect import BELOW, Expectation
+from bench.planning.predict.terms import HOST_TERMS
 
 Band = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Term = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*$", max_length=40)]
@@ -43,13 +44,19 @@ def expected_of(expectation: Expectation | None) -> Expected | None:
                     terms={name: round(s, 6) for name, s in expectation.parts if round(s, 6) > 0})
 
 
-def shortfall(expected: Expected | None, measured_tflops: float | None) -> str:
+def shortfall(expected: Expected | None, measured_tflops: float | None, host_op_us: float | None = None) -> str:
     """"" unless the measured TFLOP/s/GPU is more than 15 % below the expectation; then the words
-    that say by how much and the largest term of the expected step."""
+    that say by how much and the largest term of the expected step. Where that term is the host's,
+    the words say the host's pace decides, with ``host_op_us`` (the run's ``conditions``) where
+    measured: hosts of one machine kind launched kernels 1.45x apart (docs/running.md)."""
     if expected is None or measured_tflops is None:
         return ""
     below = 1 - measured_tflops / expected.tflops_per_gpu
     if below <= BELOW:
         return ""
+    host = ""
+    if expected.largest in HOST_TERMS:
+        pace = "" if host_op_us is None else f", here {host_op_us:.2f} us a torch op"
+        host = f"; a host-bound step goes at its host's pace{pace}"
     return (f"{100 * below:.0f} % below its expected {expected.tflops_per_gpu:.0f} TFLOP/s/GPU "
-            f"(largest term: {expected.largest})")
+            f"(largest term: {expected.largest}{host})")

@@ -402,7 +402,7 @@ def summary(records: list[Record]) -> str:
             continue
         mem = f"{m.peak_mem_gb:6.1f}" if m.peak_mem_gb is not None else f"{'-':>6}"
         expected = f"{r.expected.tflops_per_gpu:8.1f}" if r.expected else f"{'-':>8}"
-        low = shortfall(r.expected, m.tflops_per_gpu)
+        low = shortfall(r.expected, m.tflops_per_gpu, r.conditions.host_op_us if r.conditions else None)
         rows.append(f"{r.preset.name:>6} {r.layout.name:<14} {r.status.value:<10} "
                     f"{m.step_time_s_median:7.3f} {m.samples_per_s:9.2f} "
                     f"{m.tokens_per_s_per_gpu:9.0f} {m.tflops_per_gpu:11.1f} {expected} "

@@ -163,6 +163,15 @@ def test_the_summary_flags_a_run_more_than_15_percent_below_its_expectation() ->
     assert shortfall(None, measured) == "" and shortfall(_expected(measured), None) == ""
 
 
+def test_a_host_bound_shortfall_names_the_hosts_pace() -> None:
+    """Hosts of one machine kind launched kernels 1.45x apart: a LOW whose largest term is the
+    host's says so, with the run's measured pace where its conditions hold one."""
+    bound = Expected(tflops_per_gpu=100.0, step_time_s=1.0, band=0.21, terms={"host_te": 0.7, "gemm": 0.2})
+    assert shortfall(bound, 70.0).endswith("(largest term: host_te; a host-bound step goes at its host's pace)")
+    assert shortfall(bound, 70.0, 4.126).endswith("its host's pace, here 4.13 us a torch op)")
+    assert "pace" not in shortfall(_expected(100.0), 70.0, 4.126)  # gemm largest: no host words
+
+
 def test_the_results_page_checks_the_model_on_the_records_and_flags_low_runs() -> None:
     runs, _ = load_records(RECORDS)
     found = predicted.checked(runs)
