@@ -31,8 +31,9 @@ TE_FUSED_WGRAD = "TE, wgrad fused"
 NO_WGRAD_FUSION = "--no-gradient-accumulation-fusion"
 # megatron-core's local layers chosen (``--layers local``) where Transformer Engine is installed,
 # as the record's provenance says: the optimizer is TE's FusedAdam there, torch's without TE, so
-# it is another configuration. Older records carry no TE version and stay "no TE" (their logs say
-# "Transformer Engine and Apex are not installed").
+# it is another configuration. Records made before the kit recorded TE's version stay "no TE",
+# though some of them ran beside an installed TE: their kept logs tell (without TE, megatron-core
+# warns "Transformer Engine and Apex are not installed"), their records do not.
 LOCAL_BESIDE_TE = "local, TE installed"
 STATES_KEY, DROPOUT_KEY = variant_key("optimizer_states"), variant_key("dropout")
 MODULES_KEY = variant_key("msamp_modules")
