@@ -1,6 +1,6 @@
 """Checkpoint saves: read from the real log of a 1.3b dp4 run on four H200s that saved twice
-(docs/reports/2026-11-27-h200x4-13b/), kept in the record as ``checkpoint``, with the estimate of
-one checkpoint's bytes."""
+(kept beside its record in results/records/logs/; docs/reports/2026-11-27-h200x4-13b.md), kept in
+the record as ``checkpoint``, with the estimate of one checkpoint's bytes."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tests.record_factory import make_record
 REPO = Path(__file__).parents[2]
 RUN_ID = "1.3b_tp1pp1dp4_local_20261127T094915Z-727ec9-c26"
 BF16 = PRECISIONS["bf16"]
-SAVED_LOG = REPO / "docs" / "reports" / "2026-11-27-h200x4-13b" / "logs" / f"{RUN_ID}.train.log.gz"
+SAVED_LOG = REPO / "results" / "records" / "logs" / f"{RUN_ID}.log.gz"
 SAVED_RECORD = REPO / "results" / "records" / f"{RUN_ID}.json"
 LOGS = REPO / "tests" / "fixtures" / "logs"
 

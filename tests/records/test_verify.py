@@ -21,7 +21,7 @@ from tests.inprocess import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDS = REPO / "results" / "records"
-REPORT_LOGS = REPO / "docs" / "reports" / "2026-11-27-h200x4-13b" / "logs"
+KEPT_LOGS = RECORDS / "logs"  # the runs' real train logs, kept beside their records
 PROFILED = "13b_tp2pp2dp1sp_local_20261127T065217Z-d16e9a-c1"  # megatron, sp, --profile after its window
 DEEPSPEED = "13b_tp2pp2dp1_local_20261127T114748Z-585a97-c6"  # megatron-deepspeed
 VIRTUAL = "13b_tp1pp4vp2dp1_local_20261127T094709Z-c995f3-c13"  # vp 2
@@ -29,15 +29,15 @@ CRASHED = "13b_tp2pp2dp1sp_local_20261127T071443Z-aecc15-c3"
 PROFILED_BEFORE_LEAD_STEPS = "6.7b_tp2pp1dp1sp_local_20261125T215547Z-c6"
 
 
-def _report_log(run_id: str) -> str:
-    return gzip.decompress((REPORT_LOGS / f"{run_id}.train.log.gz").read_bytes()).decode()
+def _kept_log(run_id: str) -> str:
+    return gzip.decompress((KEPT_LOGS / f"{run_id}.log.gz").read_bytes()).decode()
 
 
 def _with_evidence(folder: Path, run_id: str) -> None:
     """The real record of ``run_id`` as a record made now would be: its log kept beside it (the
-    report's copy), the series parsed from it and the log's tail."""
+    kept copy), the series parsed from it and the log's tail."""
     data = json.loads(record_path(RECORDS, run_id).read_text())
-    text = _report_log(run_id)
+    text = _kept_log(run_id)
     kept = evidence.write_log(folder, run_id, text)
     series = series_of(parse_log(text), data["layout"]["global_batch"], data["preset"]["seq_length"])
     data.update(series=[p.model_dump() for p in series], log=kept.model_dump(), log_tail=text.splitlines()[-200:])
@@ -48,7 +48,7 @@ def _as_written(folder: Path, run_id: str) -> None:
     """The real record as it is (no series, no log field) with its log found by run id."""
     shutil.copy(record_path(RECORDS, run_id), folder)
     log_path(folder, run_id).parent.mkdir(exist_ok=True)
-    shutil.copy(REPORT_LOGS / f"{run_id}.train.log.gz", log_path(folder, run_id))
+    shutil.copy(KEPT_LOGS / f"{run_id}.log.gz", log_path(folder, run_id))
 
 
 @pytest.fixture
@@ -128,7 +128,7 @@ def test_a_changed_series_point_is_reported(folder: Path) -> None:
 def test_a_kept_log_with_another_text_is_reported_by_its_hash(folder: Path) -> None:
     kept = log_path(folder, DEEPSPEED)
     kept.chmod(0o644)
-    kept.write_bytes(gzip.compress(_report_log(PROFILED).encode(), mtime=0))  # another run's real log
+    kept.write_bytes(gzip.compress(_kept_log(PROFILED).encode(), mtime=0))  # another run's real log
     done = _verify(folder)
     assert done.returncode == 1
     recorded = load_record(record_path(folder, DEEPSPEED)).log.sha256

@@ -1,5 +1,6 @@
 """The results page's checkpoint writes and the run summary's line: the 1.3b dp4 record of four
-H200s with the saves the kit reads from its real log (docs/reports/2026-11-27-h200x4-13b/)."""
+H200s with the saves the kit reads from its real log (kept beside its record in
+results/records/logs/; docs/reports/2026-11-27-h200x4-13b.md)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.record_factory import make_record
 
 REPO = Path(__file__).parents[2]
 RUN_ID = "1.3b_tp1pp1dp4_local_20261127T094915Z-727ec9-c26"
-SAVED_LOG = REPO / "docs" / "reports" / "2026-11-27-h200x4-13b" / "logs" / f"{RUN_ID}.train.log.gz"
+SAVED_LOG = REPO / "results" / "records" / "logs" / f"{RUN_ID}.log.gz"
 SAVED_RECORD = REPO / "results" / "records" / f"{RUN_ID}.json"
 
 
