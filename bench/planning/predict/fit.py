@@ -203,6 +203,8 @@ class Validation(Strict):
     gpus: Count
     median: Fraction
     p90: Fraction
+    spread_median: Fraction | None = None  # the records' own spread within groups (validate.within_group)
+    spread_p90: Fraction | None = None
     size_median: Fraction | None = None
     cross_median: Fraction | None = None
     ranking: Fraction | None = None

@@ -81,6 +81,18 @@ def group_held_out(runs: Sequence[Observed], fitter: Fitter | None = None) -> li
     return holdout.held_out(fitter or Fitter([r.sample for r in runs]), by_configuration(runs))
 
 
+def within_group(runs: Sequence[Observed]) -> list[float]:
+    """Each run's step against the median step of its group (:func:`by_configuration`): the error
+    left to a model that gives one step per configuration, as this one does, even were it to hit
+    every group's median; runs of one configuration differ between machines and hours, most where
+    the host bounds the step."""
+    groups = by_configuration(runs)
+    steps: dict[int, list[float]] = {}
+    for group, run in zip(groups, runs, strict=True):
+        steps.setdefault(group, []).append(run.sample.step_s)
+    return errors(runs, [statistics.median(steps[group]) for group in groups])
+
+
 def size_held_out(runs: Sequence[Observed], fitter: Fitter | None = None) -> list[float]:
     """Each run's step predicted by the factors fitted without every run of its model size."""
     return holdout.held_out(fitter or Fitter([r.sample for r in runs]), [r.preset for r in runs])
@@ -140,7 +152,9 @@ def _group_lines(runs: Sequence[Observed], errs: Sequence[float]) -> list[str]:
     lines = [f"group-held-out over {len(runs)} ok {' '.join(MODELLED)} records in "
              f"{len(set(by_configuration(runs)))} groups (a configuration key with every record the "
              "model cannot tell from it, left out together: fit on the others, predict the group): "
-             "absolute error of the step time"]
+             "absolute error of the step time; last, the within-group spread: each run against its "
+             "group's median step, what a model of one step per configuration errs even where it hits "
+             "every median"]
     for key in ("engine", "precision", "gpus"):
         for value in sorted({getattr(r, key) for r in runs}):
             picked = [e for r, e in zip(runs, errs, strict=True) if getattr(r, key) == value]
@@ -202,7 +216,8 @@ def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = (),
     fitter = Fitter([r.sample for r in runs])
     predicted = group_held_out(runs, fitter)
     errs = errors(runs, predicted)
-    lines = _group_lines(runs, errs)
+    spread = within_group(runs)
+    lines = [*_group_lines(runs, errs), _line("within-group spread", spread)]
     by_size = errors(runs, size_held_out(runs, fitter))
     lines += [_line(f"size {size} held out", [e for r, e in zip(runs, by_size, strict=True) if r.preset == size])
               for size in sorted({r.preset for r in runs}, key=_parameters)]
@@ -218,6 +233,7 @@ def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = (),
     placed = [p for row in published if (p := place_in_sweep(row, ceilings, fitter.full)) is not None]
     lines += _placement_lines(placed)
     figures = {"median": statistics.median(errs), "p90": percentile(errs, 0.9),
+               "spread_median": statistics.median(spread), "spread_p90": percentile(spread, 0.9),
                "size_median": statistics.median(by_size), "cross_median": statistics.median(cross),
                "ranking": sum(s <= RANK_TIE for *_, s in ranked) / len(ranked) if ranked else 0.0,
                "published_rows": float(len(published_errs))}

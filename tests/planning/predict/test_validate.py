@@ -138,6 +138,23 @@ def test_repeats_differing_in_length_or_paths_share_a_key() -> None:
     assert config_key(longer) == config_key(run)
 
 
+def test_the_records_own_spread_is_the_floor_beside_the_model(runs: list[validate.Observed],
+                                                               figures: tuple[list[str], dict[str, float]]) -> None:
+    """Each run against its group's median: zero for a group of one run, and for the 345m bf16
+    runs at micro-batch 1 x 8 (one host-bound configuration, five runs on three machines) as wide
+    as the host's pace between machines."""
+    spread = validate.within_group(runs)
+    groups = validate.by_configuration(runs)
+    alone = [e for e, g in zip(spread, groups, strict=True) if groups.count(g) == 1]
+    assert alone and all(e == 0.0 for e in alone)
+    host_bound = [e for e, r in zip(spread, runs, strict=True)
+                  if (r.preset, r.layout, r.global_batch, r.precision) == ("345m", "tp1pp1dp1", 8, "bf16")]
+    assert len(host_bound) >= 5 and max(host_bound) > 0.15
+    assert figures[1]["spread_p90"] == validate.percentile(spread, 0.9) < figures[1]["p90"]
+    line = next(line for line in figures[0] if line.startswith("within-group spread"))
+    assert f"p90 {100 * figures[1]['spread_p90']:5.1f} %" in line
+
+
 def test_group_held_out_median_meets_its_target(figures: tuple[list[str], dict[str, float]]) -> None:
     assert figures[1]["median"] <= 0.08
 
