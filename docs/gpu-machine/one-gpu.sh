@@ -15,6 +15,8 @@
 #   bash docs/gpu-machine/one-gpu.sh run NAME ARGS...  # python -m bench run ARGS, logged as NAME
 #   bash docs/gpu-machine/one-gpu.sh collect      # $OUT: records.tgz (records and kept logs), summary.txt
 # The machine's platform is the shared GPU hosts' local (NVLink multicast off), which records carry.
+# It trains on every GPU present: on a machine of more than one, a run of one GPU says --gpus 1 (a
+# campaign file meant for one GPU says gpus = 1 in its defaults).
 set -uo pipefail
 PYTHON=${PYTHON:-python3}
 WORK=${WORK:-/tmp/one-gpu}
