@@ -13,6 +13,8 @@
 # Steps (there, from the repository root; each in the foreground of one command):
 #   bash docs/gpu-machine/one-gpu.sh setup        # clone the kit, install the wheels this Python lacks
 #   bash docs/gpu-machine/one-gpu.sh run NAME ARGS...  # python -m bench run ARGS, logged as NAME
+#   bash docs/gpu-machine/one-gpu.sh smoke NAME   # python -m bench.train.smoke (all-reduce, GEMMs) on
+#                                                 # every GPU present: logs/NAME.json, logs/NAME.txt
 #   bash docs/gpu-machine/one-gpu.sh collect      # $OUT: records.tgz (records and kept logs), summary.txt
 # The machine's platform is the shared GPU hosts' local (NVLink multicast off), which records carry.
 # It trains on every GPU present: on a machine of more than one, a run of one GPU says --gpus 1 (a
@@ -59,6 +61,13 @@ run() {  # run NAME ARGS...: the kit's run with Transformer Engine on the path w
   grep -E 'a torch op' "$WORK/logs/$name.txt" | tail -n 3  # the run's conditions: its host's pace
 }
 
+smoke() {  # smoke NAME: the smoke check's all-reduce and GEMM ceilings, its report beside the logs
+  local name=$1
+  (cd "$KIT" && step "$name" env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench.train.smoke \
+     --checks nccl,gemm --out "$WORK/logs/$name.json")
+  grep -E '^  (nccl|gemm) |^result' "$WORK/logs/$name.txt"
+}
+
 collect() {
   # A run cut by the command's own limit (timeout) ends its ranks and writes its failed record
   # after the shell that started it has returned: wait for it (at most a minute), or the
@@ -70,12 +79,13 @@ collect() {
   tar czf "$OUT/logs.tgz" -C "$WORK" logs
 }
 
-case ${1:?kit-bundle, setup, run or collect} in
+case ${1:?kit-bundle, setup, run, smoke or collect} in
   kit-bundle)
     rm -rf /tmp/kit-shallow && git clone -q --depth 1 "file://$PWD" /tmp/kit-shallow &&
       mkdir -p .carry && git -C /tmp/kit-shallow bundle create "$PWD/.carry/kit.bundle" HEAD ;;
   setup) setup ;;
   run) shift; run "$@" ;;
+  smoke) smoke "${2:?smoke NAME}" ;;
   collect) collect ;;
   *) echo "unknown step $1" >&2; exit 2 ;;
 esac
