@@ -72,11 +72,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _validation(args: argparse.Namespace, runs: list[validate.Observed]) -> tuple[list[str], dict[str, float]]:
-    """The validation's lines and figures: the records, and the published rows."""
+def _validation(runs: list[validate.Observed], as_core: list[validate.Observed]
+                ) -> tuple[list[str], dict[str, float]]:
+    """The validation's lines and figures: the records, those priced as megatron-core's, and the
+    published rows."""
     rows = load_published(PUBLISHED_FILE).rows
     published = published_cases(rows, load_presets(), facts.load_all(), row_platforms(rows))
-    return validate.report(runs, published)
+    return validate.report(runs, published, as_core=as_core)
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -86,14 +88,15 @@ def run_predict(args: argparse.Namespace) -> int:
     if len(runs) < 2:
         raise ValueError(f"{len(runs)} ok {' '.join(validate.MODELLED)} records in {records_dir(args)}; the model "
                          "needs at least 2 to check or fit (give the records folder with --records)")
+    as_core = validate.priced_as_core(records, facts.load_all())
     if args.validate:
-        print("\n".join(_validation(args, runs)[0]))
+        print("\n".join(_validation(runs, as_core)[0]))
         return 0
     if not args.fit.parent.is_dir():  # before minutes of fitting
         raise ValueError(f"{args.fit.parent}: no such folder for the fit; give --fit a file in a "
                          "folder that exists")
     factors = fit.fit_factors([r.sample for r in runs])
-    figures = _validation(args, runs)[1]
+    figures = _validation(runs, as_core)[1]
     checked = figures | {"gpus": max(r.gpus for r in runs)}
     when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     fit.write_fit(args.fit, fit.fit_document(factors, [r.sample.run_id for r in runs], when,

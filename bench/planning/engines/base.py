@@ -90,6 +90,9 @@ class Engine(ABC):
     how the TFLOP/s it logs itself are counted (a record's ``engine_flops``). ``chooses_layers``:
     whether the environment's capabilities choose its layers (the plan then says what it assumed).
     ``step_model``: whether the step-time model (bench.planning.predict) is fitted on its records.
+    ``priced_as_core``: whether, without being fitted on its records, the model prices its plans as
+    megatron-core's local layers (where its ZeRO stage and offload leave the step alike); its
+    records then check that pricing, never fit it.
     ``display``: its name in the results page's labels. ``kit_layers``: whether its runs are built
     from the kit's own layer and precision choices (TE or not, apex, fp8, MS-AMP, the A/B settings),
     so the results page sets them side by side by precision, memory cap and GPU count.
@@ -106,6 +109,7 @@ class Engine(ABC):
     chooses_layers: bool
     step_model: bool
     preflight: Preflight
+    priced_as_core: bool = False
     one_piece_step: bool = False
     plain_splits: bool = False
 

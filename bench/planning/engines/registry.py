@@ -132,7 +132,9 @@ class MegatronDeepSpeed(Engine):
     flops_counting = ("Megatron-DeepSpeed throughput_calculator (non-causal attention; counts "
                       "recompute: hardware FLOPs)")
     chooses_layers = False
-    step_model = False  # its attention and ZeRO stages are outside the model's terms
+    step_model = False  # its records vary with the kit's patches to it, which no term carries
+    priced_as_core = True  # Megatron-LM's own layers, as megatron-core's local ones; ZeRO-1/2 move
+    # the gradients and parameters the distributed optimizer moves
     one_piece_step = True  # DeepSpeed's fp32 partition
     plain_splits = True  # its pipeline engine has no virtual stages; its sp splits batches twice
     preflight = Preflight("deepspeed", "deepspeed", no_deps=False, needs_tree=True)

@@ -83,7 +83,9 @@ def case_of(accelerator: str, preset: Any, layout: Any, precision: Precision, im
         vp=layout.vp or 1, cp=layout.cp, sp=layout.sp, micro_batch=layout.micro_batch,
         global_batch=layout.global_batch, family=precision.family,
         implementation="te" if implementation.startswith("te") else "local",
-        recompute=_flag_value(argv, "--recompute-granularity"),
+        # Megatron-DeepSpeed's full recompute is its --checkpoint-activations
+        recompute=_flag_value(argv, "--recompute-granularity") or (
+            "full" if "--checkpoint-activations" in argv else None),
         graphs=graphs, overlap="--overlap-grad-reduce" in argv,
         paper_states=optimizer_states.startswith("paper"), node_gpus=node_gpus, network=network)
 

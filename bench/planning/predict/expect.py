@@ -7,7 +7,9 @@ of the validation, the terms of the step) or says why there is none: an engine o
 an accelerator without ceilings, a GPU not known. An expectation beyond what the fit saw (more GPUs
 than its records, a run over nodes, priced over the platform's links between nodes where its file
 gives them) says so, and one on a card whose ceilings are datasheet and published figures, not the
-kit's measurements, says so beside its band.
+kit's measurements, says so beside its band. An engine the model is not fitted on but prices as
+megatron-core's local layers (Megatron-DeepSpeed at ZeRO 0-2) quotes the band its own records gave
+that pricing.
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class Asked:
     known), the engine, whether it is modelled, the preset, precision, layers, the rank's argv,
     the optimizer states setting, the nodes the run spans and whether it runs CUDA graphs (the
     ``--cuda-graphs`` setting); the platform's name, its GPUs per node and the links between its
-    nodes (its ``[network]``; None where its file gives none)."""
+    nodes (its ``[network]``; None where its file gives none); ``as_core``: an engine the model is
+    not fitted on, priced as megatron-core's local layers (Megatron-DeepSpeed at ZeRO 0-2 without
+    offload: :attr:`bench.planning.engines.base.Engine.priced_as_core`)."""
 
     accelerator: str | None
     engine: str
@@ -106,6 +110,7 @@ class Asked:
     platform: str = ""
     node_gpus: int = 0
     network: Network | None = None
+    as_core: bool = False
 
 
 def why_not(model: StepModel, asked: Asked) -> str:
@@ -117,9 +122,11 @@ def why_not(model: StepModel, asked: Asked) -> str:
         reasons.append(f"{asked.accelerator} has no GEMM, memory and NCCL figures in "
                        "platforms/performance/ and no record to fit on: measure them with "
                        "python -m bench.train.smoke and add its file")
-    if not asked.modelled:
-        reasons.append(f"the {asked.engine} engine is outside the model: its attention and "
-                       "ZeRO stages have no terms")
+    if not (asked.modelled or asked.as_core):
+        reasons.append(f"the {asked.engine} engine is outside the model at ZeRO-3 and with "
+                       "ZeRO-Offload: their gathers of each layer's parameters and the optimizer "
+                       "step on the CPU have no terms (ZeRO 0-2 is priced as megatron-core's local "
+                       "layers)")
     return "; ".join(reasons)
 
 
@@ -146,9 +153,25 @@ def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
         beyond.append(f"the terms gave {flops / step_s / layout.gpus / 1e12:.0f} TFLOP/s/GPU, above "
                       f"the dense {asked.precision.peak} peak of {peak:.0f}: held at the peak")
         step_s = flops / layout.gpus / (peak * 1e12)
-    return Expectation(flops / step_s / layout.gpus / 1e12, step_s,
-                       model.validation["p90"], parts, found.dominant, tuple(beyond),
-                       "" if perf.measured else _unmeasured(model, asked.accelerator, perf.figures))
+    band, as_core = (_as_core(model, asked.engine) if asked.as_core else (model.validation["p90"], ""))
+    basis = "; ".join(b for b in (as_core, "" if perf.measured else
+                                  _unmeasured(model, asked.accelerator, perf.figures)) if b)
+    return Expectation(flops / step_s / layout.gpus / 1e12, step_s, band, parts, found.dominant,
+                       tuple(beyond), basis)
+
+
+def _as_core(model: StepModel, engine: str) -> tuple[float, str]:
+    """(the band, its note) of an engine priced as megatron-core's local layers: how far its own
+    records, never fitted on, ran from that pricing at the refit (``python -m bench predict
+    --validate``'s line for it), or the fit's band where the refit had none of them."""
+    checked = model.validation
+    if "core_priced_p90" not in checked:
+        return checked["p90"], (f"{engine} priced as megatron-core's local layers, not checked "
+                                "against its records")
+    return checked["core_priced_p90"], (
+        f"{engine} priced as megatron-core's local layers, never fitted on its records: "
+        f"{checked['core_priced_records']:.0f} of them {100 * checked['core_priced_median']:.0f} % "
+        f"off at the median, {100 * checked['core_priced_slower']:.0f} % of them slower than priced")
 
 
 def _between_nodes(asked: Asked, nodes: int) -> str:
@@ -188,7 +211,7 @@ def expectation(model: StepModel | None, asked: Asked, layout: Layout
 def rate(model: StepModel | None, asked: Asked) -> Callable[[Layout], float] | None:
     """Expected TFLOP/s/GPU of another layout of the same plan (the refusal's nearest layouts are
     ordered by it); None where the model gives none."""
-    if model is None or why_not(model, asked):
+    if model is None or why_not(model, asked) or asked.as_core:  # a proxy orders no layouts
         return None
     return lambda layout: expect(model, asked, layout).tflops_per_gpu
 

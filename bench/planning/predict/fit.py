@@ -212,6 +212,12 @@ class Validation(Strict):
     published_median: Fraction | None = None
     published_p90: Fraction | None = None
     published_top: Fraction | None = None  # of the priced rows, those whose layout the sweep ranks in its top three
+    # Megatron-DeepSpeed's records priced as megatron-core's local layers, never fitted on: their
+    # errors, the share that ran slower than priced, and how many (validate.priced_as_core)
+    core_priced_median: Fraction | None = None
+    core_priced_p90: Fraction | None = None
+    core_priced_slower: Fraction | None = None
+    core_priced_records: Fraction | None = None
 
 
 class StoredFit(Strict):

@@ -1,6 +1,7 @@
 """Checking the model on the kit's records: configurations held out whole, model sizes held out,
-fewer GPUs predicting more, whether it ranks the fastest layout first, and published rows it was
-never fitted on (:mod:`bench.planning.predict.published`).
+fewer GPUs predicting more, whether it ranks the fastest layout first, published rows it was
+never fitted on (:mod:`bench.planning.predict.published`), and the records of an engine it prices
+as megatron-core's local layers without fitting on them (Megatron-DeepSpeed at ZeRO 0-2).
 
 Every check fits on some ok records and predicts others it did not see, leaving out together the
 records the model cannot tell apart (:mod:`bench.planning.predict.holdout`); an error is
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.config.precisions import PRECISIONS
+from bench.config.run_options import variant_key
+from bench.planning.engines.deepspeed import zero_stage
 from bench.planning.engines.registry import ENGINES
 from bench.planning.predict import holdout
 from bench.planning.predict.case import Case, case_from_record
@@ -27,6 +30,8 @@ from bench.planning.predict.published_rank import TOP, Placed, place_in_sweep
 from bench.planning.predict.terms import TERMS, step_terms
 
 MODELLED = tuple(name for name, engine in ENGINES.items() if engine.step_model)
+PRICED_AS_CORE = tuple(name for name, engine in ENGINES.items() if engine.priced_as_core)
+OFFLOAD_KEY = variant_key("zero_offload")
 MIN_LAYOUTS = 3  # a ranking group has at least this many layouts
 # A predicted fastest layout whose best run measured within this of the measured fastest is a tie,
 # not a wrong pick: the kit's default on 13b tp2pp2 + sp reproduced within 1.1 % across two
@@ -50,14 +55,14 @@ class Observed:
 
 
 def observed(records: Iterable[Any], performance: dict[str, Performance],
-             key_of: Callable[[Any], Hashable] | None = None) -> list[Observed]:
-    """The ok records of the modelled engines on an accelerator with measured ceilings, without
-    context parallelism (:data:`bench.planning.predict.expect.UNMODELLED_CP`), of a precision the
-    kit offers (another has no family in the model), in order; ``key_of`` gives a record's
-    configuration key (``bench.records.identity.config_key``; None: each record its own)."""
+             key_of: Callable[[Any], Hashable] | None = None, engines: Sequence[str] = MODELLED) -> list[Observed]:
+    """The ok records of the modelled engines (``engines``) on an accelerator with measured
+    ceilings, without context parallelism (:data:`bench.planning.predict.expect.UNMODELLED_CP`), of
+    a precision the kit offers (another has no family in the model), in order; ``key_of`` gives a
+    record's configuration key (``bench.records.identity.config_key``; None: each record its own)."""
     found = []
     for record in records:
-        if not (record.ok and record.engine in MODELLED and record.layout.cp == 1
+        if not (record.ok and record.engine in engines and record.layout.cp == 1
                 and record.platform.accelerator in performance and record.precision in PRECISIONS):
             continue
         case = case_from_record(record)
@@ -67,6 +72,13 @@ def observed(records: Iterable[Any], performance: dict[str, Performance],
                               record.preset.name, record.layout.name, record.layout.global_batch,
                               key_of(record) if key_of else record.run_id, case))
     return found
+
+
+def priced_as_core(records: Iterable[Any], performance: dict[str, Performance]) -> list[Observed]:
+    """The ok records of the engines priced as megatron-core's local layers, at ZeRO 0-2 without
+    offload (as :func:`bench.planning.plan.plan` prices them), never fitted on."""
+    return observed([r for r in records if zero_stage(r.layout) < 3 and r.variant.get(OFFLOAD_KEY) != "cpu"],
+                    performance, engines=PRICED_AS_CORE)
 
 
 def by_configuration(runs: Sequence[Observed]) -> list[int]:
@@ -208,11 +220,29 @@ def summary(label: str, errs: Sequence[float], count: str = "") -> str:
     return f"{label}: {figures}{count}"
 
 
+def _as_core_lines(as_core: Sequence[Observed], factors: dict[str, float]) -> tuple[list[str], dict[str, float]]:
+    """The line and figures of the records priced as megatron-core's local layers (:func:`priced_as_core`)
+    by the fit on the modelled records: the errors, and the share that ran slower than priced."""
+    if not as_core:
+        return [], {}
+    x = [factors[n] for n in TERMS]
+    priced = [fitted_step(r.sample.terms, x) for r in as_core]
+    errs = errors(as_core, priced)
+    slower = sum(r.sample.step_s > p for r, p in zip(as_core, priced, strict=True)) / len(as_core)
+    line = (_line(f"{'/'.join(PRICED_AS_CORE)} as core", errs)
+            + f"  ({100 * slower:.0f} % slower than priced; ZeRO 0-2, priced as megatron-core's local "
+            "layers, never fitted on)")
+    return [line], {"core_priced_median": statistics.median(errs), "core_priced_p90": percentile(errs, 0.9),
+                    "core_priced_slower": slower, "core_priced_records": float(len(as_core))}
+
+
 def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = (),
-           performance: Mapping[str, Performance] | None = None) -> tuple[list[str], dict[str, float]]:
+           performance: Mapping[str, Performance] | None = None,
+           as_core: Sequence[Observed] = ()) -> tuple[list[str], dict[str, float]]:
     """The validation's lines, the last two ``group-held-out: median X % p90 Y %`` and
     ``published: median X % p90 Y % (N rows)``, and its figures by name; ``performance``: the
-    ceilings the published rows' sweeps are priced on (default: ``platforms/performance/``)."""
+    ceilings the published rows' sweeps are priced on (default: ``platforms/performance/``);
+    ``as_core``: records of an engine priced as megatron-core's, checked, never fitted on."""
     fitter = Fitter([r.sample for r in runs])
     predicted = group_held_out(runs, fitter)
     errs = errors(runs, predicted)
@@ -225,6 +255,8 @@ def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = (),
     large = [r for r in runs if r.gpus == max(r.gpus for r in runs)]
     cross = errors(large, predict_from(small, large))
     lines.append(_line(f"fit on 1-2 GPUs ({len(small)}), predict {large[0].gpus}", cross))
+    core_lines, core_figures = _as_core_lines(as_core, fitter.full)
+    lines += core_lines
     ranked = ranking(runs, predicted)
     lines += _ranking_lines(ranked)
     shown, published_errs = _published_lines(published, fitter.full)
@@ -236,7 +268,7 @@ def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = (),
                "spread_median": statistics.median(spread), "spread_p90": percentile(spread, 0.9),
                "size_median": statistics.median(by_size), "cross_median": statistics.median(cross),
                "ranking": sum(s <= RANK_TIE for *_, s in ranked) / len(ranked) if ranked else 0.0,
-               "published_rows": float(len(published_errs))}
+               "published_rows": float(len(published_errs))} | core_figures
     if published_errs:
         figures |= {"published_median": statistics.median(published_errs),
                     "published_p90": percentile(published_errs, 0.9),

@@ -15,6 +15,7 @@ import pytest
 from bench.config.platforms import load_platform
 from bench.config.precisions import PRECISIONS
 from bench.config.presets import get_preset
+from bench.planning.engines.deepspeed import ZeroSettings
 from bench.planning.layout import build_layout
 from bench.planning.memory import Counted, check_fits
 from bench.planning.plan import plan
@@ -69,8 +70,36 @@ def test_an_accelerator_without_figures_gets_no_expectation_and_why() -> None:
     assert launch.expected_none_why.startswith("mi250x-gcd has no GEMM, memory and NCCL figures")
     polaris = plan(get_preset("13b"), "tp4pp2", load_platform("polaris"),
                    options(nodes=4, account="datascience", step_model=MEASURED_ONLY))
-    assert "a100-sxm has no GEMM" in polaris.expected_none_why
-    assert "megatron-deepspeed engine is outside the model" in polaris.expected_none_why
+    assert polaris.expected_none_why.startswith("a100-sxm has no GEMM")
+    assert "megatron-deepspeed" not in polaris.expected_none_why  # ZeRO-1: priced as megatron-core's
+
+
+def test_megatron_deepspeed_is_priced_as_core_with_the_band_its_records_gave() -> None:
+    """Megatron-DeepSpeed at ZeRO 0-2: megatron-core's local layers' step, never fitted on its
+    records, with the band those records gave that pricing at the refit; its full recompute
+    (--checkpoint-activations) is priced as such; ZeRO-3 and ZeRO-Offload get none, and why."""
+    launch = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"),
+                  options(gpus=4, engine="megatron-deepspeed"))
+    exp = launch.expected
+    assert exp is not None and launch.expected_none_why == ""
+    assert exp.band == MODEL.validation["core_priced_p90"] > MODEL.validation["p90"]
+    records = round(MODEL.validation["core_priced_records"])
+    assert exp.basis.startswith("megatron-deepspeed priced as megatron-core's local layers, never fitted on "
+                                f"its records: {records} of them ")
+    case = case_of("h200-sxm", launch.preset, launch.layout, launch.precision, None, launch.train_args,
+                   "default", graphs=False)
+    assert case.implementation == "local" and not case.overlap
+    assert exp.step_s == pytest.approx(predict(case, MODEL.performance["h200-sxm"], MODEL.factors).step_s)
+    full = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"),
+                options(gpus=4, engine="megatron-deepspeed", recompute="full"))
+    assert "--checkpoint-activations" in full.train_args and full.expected is not None
+    assert full.expected.step_s > exp.step_s  # a second forward a layer
+    for layout, kw in (("tp1pp1dp4zero3", {}), ("tp1pp1dp4zero2", {"zero": ZeroSettings(offload="cpu")})):
+        refused = plan(get_preset("1.3b"), layout, load_platform("azure-h200"),
+                       options(gpus=4, engine="megatron-deepspeed", **kw))
+        assert refused.expected is None
+        assert refused.expected_none_why.startswith("the megatron-deepspeed engine is outside the model "
+                                                    "at ZeRO-3 and with ZeRO-Offload")
 
 
 @pytest.mark.parametrize(("platform", "layout", "nodes", "accelerator"),
