@@ -60,7 +60,8 @@ class Expectation:
     ``step_s`` its step; ``band``: the validation's 90th-percentile error; ``parts``: (term,
     seconds) of the step, largest first; ``dominant``: the terms that make at least half of it;
     ``beyond``: where the plan lies outside what the fit saw; ``basis``: where the ceilings and
-    the band come from, where not the kit's own measurements ("" by default)."""
+    the band come from, where not the kit's own measurements ("" by default); ``priced_as``: what
+    an engine the model is not fitted on is priced as ("" for the engines it is fitted on)."""
 
     tflops_per_gpu: float
     step_s: float
@@ -69,6 +70,7 @@ class Expectation:
     dominant: tuple[str, ...]
     beyond: tuple[str, ...] = ()
     basis: str = ""
+    priced_as: str = ""
 
     @property
     def largest(self) -> str:
@@ -157,7 +159,10 @@ def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
     basis = "; ".join(b for b in (as_core, "" if perf.measured else
                                   _unmeasured(model, asked.accelerator, perf.figures)) if b)
     return Expectation(flops / step_s / layout.gpus / 1e12, step_s, band, parts, found.dominant,
-                       tuple(beyond), basis)
+                       tuple(beyond), basis, AS_CORE if asked.as_core else "")
+
+
+AS_CORE = "megatron-core's local layers"
 
 
 def _as_core(model: StepModel, engine: str) -> tuple[float, str]:
@@ -166,10 +171,9 @@ def _as_core(model: StepModel, engine: str) -> tuple[float, str]:
     --validate``'s line for it), or the fit's band where the refit had none of them."""
     checked = model.validation
     if "core_priced_p90" not in checked:
-        return checked["p90"], (f"{engine} priced as megatron-core's local layers, not checked "
-                                "against its records")
+        return checked["p90"], f"{engine} priced as {AS_CORE}, not checked against its records"
     return checked["core_priced_p90"], (
-        f"{engine} priced as megatron-core's local layers, never fitted on its records: "
+        f"{engine} priced as {AS_CORE}, never fitted on its records: "
         f"{checked['core_priced_records']:.0f} of them {100 * checked['core_priced_median']:.0f} % "
         f"off at the median, {100 * checked['core_priced_slower']:.0f} % of them slower than priced")
 

@@ -192,6 +192,22 @@ def test_the_summary_flags_a_run_more_than_15_percent_below_its_expectation() ->
     assert shortfall(None, measured) == "" and shortfall(_expected(measured), None) == ""
 
 
+def test_an_engine_priced_as_another_is_flagged_only_beyond_its_band() -> None:
+    """Megatron-DeepSpeed's plan keeps what it was priced as in the record's ``expected``; its
+    records ran a median 14 % below that pricing, so only a run beyond the band is LOW."""
+    launch = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"),
+                  options(gpus=4, engine="megatron-deepspeed"))
+    kept = expected_of(launch.expected)
+    assert kept is not None and kept.priced_as == "megatron-core's local layers"
+    assert expected_of(plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"),
+                            options(gpus=4)).expected).priced_as is None
+    proxy = Expected(tflops_per_gpu=100.0, step_time_s=1.0, band=0.38, terms={"gemm": 0.7},
+                     priced_as="megatron-core's local layers")
+    assert shortfall(proxy, 70.0) == ""  # 30 % below, within ±38 %
+    assert shortfall(proxy, 55.0) == ("45 % below its expected 100 TFLOP/s/GPU, priced as megatron-core's "
+                                      "local layers, beyond its ±38 % (largest term: gemm)")
+
+
 def test_a_host_bound_shortfall_names_the_hosts_pace() -> None:
     """Hosts of one machine kind launched kernels 1.45x apart: a LOW whose largest term is the
     host's says so, with the run's measured pace where its conditions hold one."""
