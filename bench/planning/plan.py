@@ -27,7 +27,7 @@ from bench.planning.checks import (
 from bench.planning.defaults import defaults_for
 from bench.planning.engines.base import Engine, Resolved
 from bench.planning.engines.common import allocator_env
-from bench.planning.engines.deepspeed import zero_stage
+from bench.planning.engines.deepspeed import core_priced
 from bench.planning.engines.registry import ENGINES
 from bench.planning.layout import Layout, LayoutSpec, build_layout, parse_layout_name
 from bench.planning.memory import uncounted_note
@@ -370,7 +370,7 @@ def plan(preset: Preset, layout: str | LayoutSpec, platform: Platform, options: 
     asked = Asked(accelerator.name if accelerator else None, engine.name, engine.step_model, preset,
                   precision, flags.implementation, args, tuning.optimizer_states, nodes, tuning.graphs,
                   platform.name, per_node, platform.network,
-                  as_core=(engine.priced_as_core and zero_stage(layout) < 3 and options.zero.offload != "cpu"))
+                  as_core=engine.priced_as_core and core_priced(layout, options.zero.offload))
     expected, expected_none_why = expectation(options.step_model, asked, layout)
     # Estimate: refused when it cannot fit the GPU, after what the engine refuses.
     memory_gb, memory_notes = _estimate(chosen.question, platform, per_node, options, asked)

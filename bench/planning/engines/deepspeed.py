@@ -112,6 +112,13 @@ def zero_stage(layout: Layout) -> int:
     return layout.zero if layout.zero is not None else DEFAULT_ZERO_STAGE
 
 
+def core_priced(layout: Any, offload: str) -> bool:
+    """Whether the step-time model prices a run of this layout (a plan's or a record's, read by
+    attribute) and offload as megatron-core's local layers: ZeRO 0-2 keep the step's shape, while
+    ZeRO-3 gathers each layer's parameters and ZeRO-Offload steps the optimizer on the CPU."""
+    return zero_stage(layout) < 3 and offload == "none"
+
+
 def default_stage_notes(layout: Layout) -> list[str]:
     """What a layout that names no ZeRO stage runs on one data-parallel rank. The kit always runs
     Megatron-DeepSpeed through DeepSpeed (its loss scaling and optimizer are DeepSpeed's, as in

@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.config.precisions import PRECISIONS
 from bench.config.run_options import variant_key
-from bench.planning.engines.deepspeed import zero_stage
+from bench.planning.engines.deepspeed import core_priced
 from bench.planning.engines.registry import ENGINES
 from bench.planning.predict import holdout
 from bench.planning.predict.case import Case, case_from_record
@@ -77,7 +77,7 @@ def observed(records: Iterable[Any], performance: dict[str, Performance],
 def priced_as_core(records: Iterable[Any], performance: dict[str, Performance]) -> list[Observed]:
     """The ok records of the engines priced as megatron-core's local layers, at ZeRO 0-2 without
     offload (as :func:`bench.planning.plan.plan` prices them), never fitted on."""
-    return observed([r for r in records if zero_stage(r.layout) < 3 and r.variant.get(OFFLOAD_KEY) != "cpu"],
+    return observed([r for r in records if core_priced(r.layout, r.variant.get(OFFLOAD_KEY, "none"))],
                     performance, engines=PRICED_AS_CORE)
 
 
