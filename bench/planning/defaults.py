@@ -15,19 +15,13 @@ from dataclasses import dataclass, replace
 from bench.config.capabilities import Capabilities, implementation
 from bench.planning.engines.megatron import layer_capabilities
 from bench.planning.engines.setting_flags import keeps_dropout_masks
+from bench.planning.faster_layers import faster_layers_for, faster_layers_note
 from bench.planning.layout import Layout
 from bench.planning.microbatch import default_micro_batch, msamp_seed_notes
 from bench.planning.options import Options
 from bench.planning.question import MemoryQuestion
 from bench.planning.tuning import DEFAULT_TUNING, Tuning, flag_names
-from bench.planning.winners import (
-    beyond_for,
-    beyond_note,
-    faster_layers_for,
-    faster_layers_note,
-    quoted_note,
-    winner_for,
-)
+from bench.planning.winners import beyond_for, beyond_note, quoted_note, winner_for
 from bench.planning.winners import note as winner_note
 
 

@@ -16,7 +16,8 @@ with its n and spread), or a *recipe* (dropout 0 changes the training math: opt-
 faster recipe, as the paper's optimizer states are in :data:`BEYOND`). Shapes not listed keep the
 preset's settings (and fp8's micro-batch rule, ``bench.planning.microbatch``). Layers measured
 against each other (:data:`FASTER_LAYERS`, ``--layers``) are quoted, never applied, to a plan at
-their dropout building either: as the evidence its layers stand on, or as faster than them.
+their dropout building either: as the evidence its layers stand on, or as faster than them
+(:mod:`bench.planning.faster_layers`).
 
 Planning reads no records; a test checks every entry against them (``results/records/<run id>.json``):
 the figures, the measured steps, one configuration key per side and the headline grade.
@@ -116,7 +117,10 @@ class Winner(Measured):
     ``record``/``against``: the winner's runs and those of the setting it beat; ``without``: what
     those ran without; ``why``: one line. ``rule_micro_batch``: where ``against`` is the kit's
     plan of its day, the micro-batch fp8's rule picked there (0: none). The winner gives way only
-    where the rule picks a micro-batch larger than both this and its own."""
+    where the rule picks a micro-batch larger than both this and its own. ``global_batch``: where
+    what won is a global batch (the user's to choose: it changes the optimizer's steps per sample),
+    the one ``record`` ran at; such an entry answers only a plan at that batch, before any other
+    (0: any batch its micro-batch divides)."""
 
     preset: str
     engine: str
@@ -133,6 +137,7 @@ class Winner(Measured):
     dropout: float = DEFAULT_DROPOUT
     megatron_args: tuple[str, ...] = ()
     rule_micro_batch: int = 0
+    global_batch: int = 0
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -173,6 +178,19 @@ def _one(run: str, tflops: float, steps: int = 5) -> Side:
 GRAPHED = "Transformer Engine's CUDA graphs with attention and hidden dropout 0.0 (graphed recompute needs them off)"
 
 WINNERS: tuple[Winner, ...] = (
+    # One H200 (2026-11-29, 18:12-18:29 UTC, kit 5d5ea31), megatron-core's local layers before
+    # Transformer Engine was installed, dropout 0 on both sides, three runs of 20 measured steps a
+    # side, alternating: 16 micro-batches a step amortise the optimizer step and the step's idle
+    # GPU that 4 do not (profile: 21 ms and 107 ms of an 8.33 s step).
+    Winner("2.7b", "megatron", (1, 1, 1, 1, False), "bf16", "local", 8, None,
+           Side((("2.7b_tp1pp1dp1_local_20261129T181440Z-b2eda5", 534.3),
+                 ("2.7b_tp1pp1dp1_local_20261129T181901Z-d2b4e8", 534.1),
+                 ("2.7b_tp1pp1dp1_local_20261129T182457Z-3eb2ea", 533.5)), 20),
+           Side((("2.7b_tp1pp1dp1_local_20261129T181246Z-061704", 524.8),
+                 ("2.7b_tp1pp1dp1_local_20261129T182309Z-2561ad", 526.6),
+                 ("2.7b_tp1pp1dp1_local_20261129T182907Z-66b57c", 524.8)), 20),
+           "global batch 128 (32 there, micro-batch 8 and dropout 0.0 on both)",
+           "micro-batch 8, attention and hidden dropout 0.0", dropout=0.0, global_batch=128),
     # 4 x H200 capped at 80 GB (2026-11-27): the GPU idled 37 % of the un-graphed step (its
     # profile), the host launching kernels; graphs took the step from 7.19 to 5.56 s.
     Winner("13b", "megatron", (2, 2, 1, 1, True), "bf16", "te", 2, "selective",
@@ -248,20 +266,23 @@ WINNERS: tuple[Winner, ...] = (
 )
 
 
-def _shape(layout: Layout) -> tuple[int, int, int, int, bool]:
+def shape_of(layout: Layout) -> tuple[int, int, int, int, bool]:
+    """A layout's shape as the tables key it: tp, pp, vp, cp, sequence parallel."""
     return layout.tp, layout.pp, layout.vp, layout.cp, layout.sp
 
 
 def winner_for(preset: Preset, layout: Layout, engine: str, precision: Precision,
                implementation: str) -> Winner | None:
     """The measured winner of this preset, layout shape, engine and precision on these layers, if
-    any whose micro-batch divides the sequences of one data-parallel rank (applied or quoted)."""
+    any whose micro-batch divides the sequences of one data-parallel rank (applied or quoted): one
+    measured at the plan's global batch first, then the first of any batch."""
     per_rank = layout.global_batch // layout.dp
-    key = (preset.name, engine, _shape(layout), precision.name)
-    return next((w for w in WINNERS
-                 if (w.preset, w.engine, w.shape, w.precision) == key
-                 and implementation.startswith(w.implementation) and per_rank % w.micro_batch == 0),
-                None)
+    key = (preset.name, engine, shape_of(layout), precision.name)
+    found = [w for w in WINNERS
+             if (w.preset, w.engine, w.shape, w.precision) == key
+             and implementation.startswith(w.implementation) and per_rank % w.micro_batch == 0
+             and w.global_batch in (0, layout.global_batch)]
+    return min(found, key=lambda w: w.global_batch == 0, default=None)
 
 
 def _figures(winner: Winner) -> str:
@@ -349,7 +370,7 @@ def beyond_for(preset: Preset, layout: Layout, engine: str, precision: Precision
                implementation: str) -> Beyond | None:
     """The faster configuration the kit does not pick for this preset, shape, engine and precision
     on these layers, if one was measured."""
-    key = (preset.name, engine, _shape(layout), precision.name)
+    key = (preset.name, engine, shape_of(layout), precision.name)
     return next((b for b in BEYOND if (b.preset, b.engine, b.shape, b.precision) == key
                  and implementation.startswith(b.implementation)), None)
 
@@ -360,91 +381,3 @@ def beyond_note(beyond: Beyond) -> str:
             f"{beyond.precision}: {beyond.typed} ran {beyond.record[1]:.1f} TFLOP/s/GPU, the fastest "
             f"run of this shape without it {beyond.against[1]:.1f} (records {beyond.record[0]}, "
             f"{beyond.against[0]}); not picked: {beyond.why_not}")
-
-
-@dataclass(frozen=True)
-class FasterLayers(Measured):
-    """Layers measured against others: ``layers`` (``--layers`` for the faster; ``record``) against
-    ``implementation`` (``against``), both at ``micro_batch`` and ``dropout``, one configuration a
-    side; ``measured``: what else differed (or not), said with the figures. Quoted, never applied,
-    where a plan at ``dropout`` builds either side for the shape: to the slower as faster layers
-    (the layers are the user's to choose; a dropout-0 gain backs no default), to the faster as the
-    evidence its layers stand on."""
-
-    preset: str
-    engine: str
-    shape: tuple[int, int, int, int, bool]  # tp, pp, vp, cp, sp
-    precision: PrecisionName
-    implementation: str  # the layers beaten, as a record's implementation says them (exactly)
-    layers: str  # the faster, as --layers asks for them
-    implementation_of_layers: str  # the faster, as a record's implementation says them
-    micro_batch: int
-    record: Side
-    against: Side
-    measured: str
-    dropout: float = DEFAULT_DROPOUT
-
-    @property
-    def typed(self) -> str:
-        return f"--layers {self.layers} --mbs {self.micro_batch}" + (
-            f" --dropout {self.dropout:g}" if self.recipe else "")
-
-
-LAYER_WORDS = {"local": "megatron-core's local layers (SDPA attention)", "te": "Transformer Engine's layers"}
-
-FASTER_LAYERS: tuple[FasterLayers, ...] = (
-    # One H200 (2026-11-29, docs/reports/2026-11-29-h200-te-pair.md), global batch 32, dropout 0
-    # on both sides, 3 runs of 20 measured steps a side, one Python without apex: the local layers
-    # before Transformer Engine 2.20 was installed (torch's fused AdamW, --kit-torch-adam), its
-    # layers after (its FusedAdam, which megatron-core takes whatever the layers): the note says so.
-    FasterLayers("2.7b", "megatron", (1, 1, 1, 1, False), "bf16", "te", "local", "local", 8,
-                 Side((("2.7b_tp1pp1dp1_local_20261129T060521Z-1dcf15", 529.8),
-                       ("2.7b_tp1pp1dp1_local_20261129T060749Z-317ea4", 531.3),
-                       ("2.7b_tp1pp1dp1_local_20261129T060950Z-63c33b", 530.6)), 20),
-                 Side((("2.7b_tp1pp1dp1_local_20261129T061735Z-bea1ca", 525.1),
-                       ("2.7b_tp1pp1dp1_local_20261129T062132Z-5fcc80-r1", 520.5),
-                       ("2.7b_tp1pp1dp1_local_20261129T062132Z-5fcc80-r2", 520.7)), 20),
-                 "one H200, no apex; the local side before Transformer Engine was installed, so "
-                 "its Adam was torch's fused AdamW, not Transformer Engine's FusedAdam that "
-                 "--layers local steps with where it imports (not measured)",
-                 dropout=0.0),
-    # The same pair at Megatron's dropout (one H200, 2026-11-29, kit 878ba00), TE installed on
-    # both sides: TE's layers (what auto builds where TE imports) 1.02x, beyond two standard errors.
-    FasterLayers("2.7b", "megatron", (1, 1, 1, 1, False), "bf16", "local", "te", "te", 8,
-                 Side(tuple((f"2.7b_tp1pp1dp1_local_20261129T115459Z-ed466c-c4-r{i}", tflops)
-                            for i, tflops in ((1, 486.1), (2, 485.9), (3, 485.8))), 20),
-                 Side(tuple((f"2.7b_tp1pp1dp1_local_20261129T120007Z-e5c3d5-c5-r{i}", tflops)
-                            for i, tflops in ((1, 474.8), (2, 474.9), (3, 475.1))), 20),
-                 "one H200, no apex, Transformer Engine installed on both sides, so both stepped "
-                 "Adam with its FusedAdam"),
-)
-
-
-def faster_layers_for(preset: Preset, layout: Layout, engine: str, precision: Precision,
-                      implementation: str, dropout: float) -> FasterLayers | None:
-    """The pair measured at ``dropout`` with ``implementation`` (the plan's own, exactly: TE's with
-    apex's wgrad fusion are another configuration) on either side, for this preset, shape, engine
-    and precision, if any whose micro-batch divides the sequences of one data-parallel rank."""
-    per_rank = layout.global_batch // layout.dp
-    key = (preset.name, engine, _shape(layout), precision.name, dropout)
-    return next((f for f in FASTER_LAYERS
-                 if (f.preset, f.engine, f.shape, f.precision, f.dropout) == key
-                 and implementation in (f.implementation, f.implementation_of_layers)
-                 and per_rank % f.micro_batch == 0), None)
-
-
-def faster_layers_note(found: FasterLayers, implementation: str) -> str:
-    """The plan's note: the faster layers, their figures against the slower, the dropout, the runs;
-    said as the plan's own where it builds the faster (``implementation``), else as faster ones."""
-    whose = ("the layers this plan builds" if implementation == found.implementation_of_layers
-             else "not a default" if found.recipe else "not applied (--layers is yours to choose)")
-    dropout = (f"dropout {found.dropout:g} (a recipe: it changes the training math)" if found.recipe
-               else f"Megatron's dropout ({found.dropout:g})")
-    grade = "beyond two standard errors" if found.headline else NOT_HEADLINE
-    runs = ", ".join(run for side in (found.record, found.against) for run, _ in side.runs)
-    return (f"measured faster, {whose}, for {found.preset} {found.shape_name} {found.precision}: "
-            f"{LAYER_WORDS[found.layers]} ({found.typed}) ran {found.record.mean:.1f} TFLOP/s/GPU "
-            f"({found.record.spread}) against {found.against.mean:.1f} ({found.against.spread}) on "
-            f"{LAYER_WORDS.get(found.implementation, found.implementation)}, "
-            f"{found.record.mean / found.against.mean:.2f}x, {grade}, both sides with {dropout}; "
-            f"{found.measured}; runs {runs}")

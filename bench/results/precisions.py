@@ -43,14 +43,17 @@ from bench.results.words import (
     variant,
 )
 
-# The parts of a configuration key (bench.records.identity.key_fields) that are the precision, or
-# what built the layers; a name ending in * is a prefix. A like-for-like ratio differs in one set.
+# The parts of a configuration key (bench.records.identity.key_fields) that are the precision, what
+# built the layers, or the global batch; a name ending in * is a prefix. A like-for-like ratio
+# differs in one set. A group holds one batch, so its ratios are of the precision or the layers;
+# the targets' section (bench.results.targets) looks across groups for a global batch's partner.
 COMPARED_PARTS = {
     "precision": ("precision", "argv.--bf16", "argv.--fp16", "argv.--fp8-*", "argv.--kit-msamp*",
                   "env.MSAMP_*", "settings.msamp_*"),
     "layers": ("implementation", "argv.--transformer-impl", "argv.--no-persist-layer-norm",
                "argv.--no-rope-fusion", "argv.--no-masked-softmax-fusion", "argv.--kit-attention",
                "settings.msamp_modules", "software.apex", "software.transformer_engine"),
+    "global batch": ("layout.global_batch", "argv.--global-batch-size"),
 }
 
 
@@ -93,7 +96,8 @@ def _name(run: Record, builders: int) -> str:
 
 def compared(part: str) -> str | None:
     """What a difference between two keys (:func:`bench.records.identity.differences`) compares:
-    ``precision`` or ``layers``; None for anything else (a version, a setting, a batch)."""
+    ``precision``, ``layers`` or ``global batch``; None for anything else (a version, a setting,
+    the micro-batch)."""
     for thing, parts in COMPARED_PARTS.items():
         if part in parts or part.startswith(tuple(p[:-1] for p in parts if p.endswith("*"))):
             return thing
@@ -101,8 +105,8 @@ def compared(part: str) -> str | None:
 
 
 def like_for_like(run: Record, base: Record) -> str | None:
-    """The one thing two runs' keys differ in (``precision`` or ``layers``), or None where they
-    differ in anything else as well (or in both)."""
+    """The one thing two runs' keys differ in (``precision``, ``layers`` or ``global batch``), or
+    None where they differ in anything else as well (or in two of them)."""
     things = {compared(part) for part in differences(run, base) if not _unrecorded(part, run, base)}
     return things.pop() if len(things) == 1 and None not in things else None
 
@@ -173,7 +177,7 @@ def section(groups: Sequence[PrecisionGroup], records_link: str) -> list[str]:
 
 def partner(column: Column, group: PrecisionGroup) -> tuple[Column, str] | None:
     """The group's bf16 column whose key differs from ``column``'s in one compared thing
-    (precision or layers only), with that thing; None where there is none. Of several, the one
+    (:data:`COMPARED_PARTS`), with that thing; None where there is none. Of several, the one
     whose key differs in the fewest parts (a partner that also differs in a recorded version
     is the farther), then the first in the group's order."""
     found = [(len(differences(column.run, other.run)), i, other, thing)

@@ -7,6 +7,8 @@ the measured rows of its model, GPU count, precision (and layout, where it names
 headline grade (:mod:`bench.records.headline`); a ratio target by the columns of the precisions'
 section (:mod:`bench.results.precisions`) of its model, GPU count and precision whose bf16 partner
 differs in the precision alone, both sides headline grade. A quick row never answers a target.
+A figure's partner differs in the precision or the layers alone, or, where its batch has no such
+key, in the global batch alone.
 """
 
 from __future__ import annotations
@@ -95,8 +97,11 @@ def _column_of(key: str, groups: Sequence[PrecisionGroup]) -> tuple[Column, Prec
                  if config_key(column.run).digest == key), None)
 
 
-def _partner_text(column: Column, group: PrecisionGroup) -> str:
-    found = partner(column, group)
+def _partner_text(column: Column, group: PrecisionGroup, groups: Sequence[PrecisionGroup]) -> str:
+    """The partner of ``column`` in its group; where it has none there, a key of another group
+    that differs from it in the global batch alone (a batch's gain is a recipe's, said so)."""
+    found = partner(column, group) or partner(
+        column, PrecisionGroup("", tuple(c for g in groups for c in g.columns)))
     if found is None or not is_headline_grade(found[0].runs):
         return DASH
     other, thing = found
@@ -121,7 +126,7 @@ def _figure_answer(target: Target, rows: Sequence[Row], groups: Sequence[Precisi
                if target.mfu is not None else figure.median)
     shown = (f"{figure.text()}, {number(reached, 1)} % MFU" if target.mfu is not None else figure.text())
     found = _column_of(best.key, groups)
-    return Answer(shown, text(_where(best)), _partner_text(*found) if found else DASH,
+    return Answer(shown, text(_where(best)), _partner_text(*found, groups) if found else DASH,
                   link(best.label, f"{records_link}/{best.link}"),
                   reached >= (target.mfu if target.mfu is not None else target.tflops))  # type: ignore[operator]
 
@@ -168,6 +173,7 @@ def section(targets: Sequence[Target], rows: Sequence[Row], groups: Sequence[Pre
             ("Each target of `targets.toml` beside the fastest headline-grade configuration that "
              "answers it (n ≥ 3 runs of ≥ 20 measured steps on one configuration key; a quick row "
              "never does), with that key's like-for-like partner from the precisions' section: a "
-             "key that differs in the precision, or in what built the layers, alone. A ratio target "
-             "takes the precision's partner only. A recipe (dropout 0) is named with its row."), "",
+             "key that differs in the precision, or in what built the layers, alone; where none "
+             "does, a key that differs in the global batch alone. A ratio target takes the "
+             "precision's partner only. A recipe (dropout 0) is named with its row."), "",
             *table(COLUMNS, cells), ""]

@@ -16,9 +16,10 @@ from bench.config.platforms import load_platform
 from bench.config.presets import get_preset
 from bench.config.run_options import DEFAULT_DROPOUT
 from bench.planning.engines.setting_flags import lift
+from bench.planning.faster_layers import FASTER_LAYERS, FasterLayers
 from bench.planning.plan import LaunchPlan, layers_take_sp, plan
 from bench.planning.tuning import Tuning
-from bench.planning.winners import FASTER_LAYERS, FasterLayers, Side, gain_exceeds_noise
+from bench.planning.winners import Side, gain_exceeds_noise
 from bench.records.headline import is_headline_grade
 from bench.records.identity import config_key
 from bench.records.record import Record

@@ -66,9 +66,11 @@ def test_a_winner_is_what_its_records_measured(winner: Winner) -> None:
             assert round(run.metrics.tflops_per_gpu, 1) == tflops
         assert min(run.metrics.window_iters for run in runs) == side.steps
         assert len({config_key(run) for run in runs}) == 1
-    best = _runs(winner.record)[0]
+    best, beaten = _runs(winner.record)[0], _runs(winner.against)[0]
     assert winner.record.mean > winner.against.mean
     assert best.layout.micro_batch == winner.micro_batch
+    if winner.global_batch:  # what won is the batch: the sides differ in it
+        assert best.layout.global_batch == winner.global_batch != beaten.layout.global_batch
     lifted = lift(best.argv)
     assert (lifted.cuda_graphs or "none", DEFAULT_DROPOUT if lifted.dropout is None else lifted.dropout) == (
         winner.cuda_graphs, winner.dropout)
@@ -76,7 +78,6 @@ def test_a_winner_is_what_its_records_measured(winner: Winner) -> None:
     recompute = dict(normalised_argv(best.argv)).get("--recompute-granularity")
     assert recompute == ((winner.recompute,) if winner.recompute else None)
     if winner.rule_micro_batch:  # the kit's plan of its day: the rule's micro-batch, nothing added
-        beaten = _runs(winner.against)[0]
         assert beaten.layout.micro_batch == winner.rule_micro_batch
         assert beaten.variant == {"gpu_memory_cap_gb": "80"}
 
@@ -90,11 +91,15 @@ def test_the_evidence_rule_is_the_records_headline_grade(winner: Winner) -> None
 
 
 def test_only_the_2_7b_pairs_pass_the_rule_and_they_are_recipes() -> None:
-    """Micro-batch 8 over 4 and dropout 0 over Megatron's, one H200: headline grade, both with
-    dropout 0, so quoted; a batch micro-batch 8 divides gets the faster one, another the other."""
-    assert [(w.preset, w.micro_batch, w.headline, w.recipe, w.applied) for w in WINNERS if w.headline] == [
-        ("2.7b", 8, True, True, False), ("2.7b", 4, True, True, False)]
-    mbs8, mbs4 = (w for w in WINNERS if w.headline)
+    """Global batch 128 over 32, micro-batch 8 over 4 and dropout 0 over Megatron's, one H200:
+    headline grade, all with dropout 0, so quoted; a plan at global batch 128 gets the first, a
+    batch micro-batch 8 divides the second, another the third."""
+    assert [(w.preset, w.global_batch, w.micro_batch, w.headline, w.recipe, w.applied)
+            for w in WINNERS if w.headline] == [
+        ("2.7b", 128, 8, True, True, False), ("2.7b", 0, 8, True, True, False),
+        ("2.7b", 0, 4, True, True, False)]
+    gbs128, mbs8, mbs4 = (w for w in WINNERS if w.headline)
+    assert gbs128.record.spread == "n=3, 533.5-534.3, 20 measured steps"
     assert mbs8.record.spread == "n=3, 529.8-531.3, 20 measured steps"
     assert mbs4.record.spread == "n=3, 504.4-505.8, 20 measured steps"
 
@@ -104,6 +109,8 @@ def test_only_the_2_7b_pairs_pass_the_rule_and_they_are_recipes() -> None:
         assert _arg(launch, "--hidden-dropout") is None and launch.variant == ()
         return next(n for n in launch.notes if n.startswith("measured faster, not a default"))
 
+    assert "--mbs 8 --dropout 0 ran 534.0 TFLOP/s/GPU (n=3, 533.5-534.3" in quoted(128)
+    assert "against 525.4 (n=3, 524.8-526.6, 20 measured steps) without global batch 128" in quoted(128)
     assert "--mbs 8 --dropout 0 ran 530.6 TFLOP/s/GPU (n=3, 529.8-531.3" in quoted(32)
     assert "--mbs 4 --dropout 0 ran 505.1 TFLOP/s/GPU (n=3, 504.4-505.8" in quoted(36)
     assert "not applied: a recipe: dropout 0 changes the training math" in quoted(32)
@@ -142,7 +149,8 @@ def graphs_winner(monkeypatch: pytest.MonkeyPatch) -> Winner:
     """The 13b tp2pp2sp entry as a headline-grade default with no recipe: graphs without recompute
     (graphed selective recompute needs dropout 0), dropout kept."""
     import bench.planning.defaults as defaults_module
-    winner = _headline(WINNERS[0], recompute=None, dropout=DEFAULT_DROPOUT)
+    winner = _headline(next(w for w in WINNERS if w.preset == "13b"), recompute=None,
+                       dropout=DEFAULT_DROPOUT)
     monkeypatch.setattr(defaults_module, "winner_for", lambda *a: winner)
     return winner
 

@@ -72,6 +72,10 @@ GPU-bound steps ran 1.3 % faster than the morning's, and host-bound 125m/345m st
 median 5.8 %, p90 20.3 %; fitted on 1-2 GPUs, the 4-GPU records 9.6 %; published median 20.1 %,
 p90 54.6 % (54.0 % before: the tensor-parallel fp8 rows, priced host-bound, moved by the host
 costs the new host-bound steps teach).
+The seven one-GPU records of 18:12-18:31 UTC that day, 363 records in 155 groups, no change to the
+model (docs/reports/2026-11-29-h200-global-batch.md): 2.7b with the kit's layers at micro-batch 8,
+dropout 0, at global batch 128 and 32, GPU-bound steps: group-held-out median 5.8 %, p90 20.2 %;
+fitted on 1-2 GPUs, the 4-GPU records 9.4 %; published median 19.9 %, p90 54.4 %.
 """
 
 from __future__ import annotations
