@@ -121,8 +121,9 @@ class Conditions(Strict):
     timings of thousands of ops, as the entry printed it (``host probe: ...`` in the log,
     :mod:`bench.measure.host_probe_line`). It tells a slower host from a costlier configuration in
     host-bound steps, where the CPU's model name says no more than "Intel(R) Xeon(R) Processor".
-    Both are null where the log has no such line (Megatron-DeepSpeed's ``pretrain_gpt.py``, a probe
-    that failed), and records written before the probe lack them.
+    Both are null where the log has no such line (a probe that failed; Megatron-DeepSpeed's runs
+    before its script ran through the kit's ``bench.train.script_entry``), and records written
+    before the probe lack them.
     """
 
     source: Literal["nvml", "nvidia-smi"] | None

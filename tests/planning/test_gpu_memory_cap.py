@@ -85,15 +85,16 @@ def test_a_cap_below_what_the_cuda_context_holds_is_refused_even_with_force(tmp_
     assert Tuning(gpu_memory_cap=1).gpu_memory_cap == 1
 
 
-def test_megatron_deepspeed_runs_its_script_through_the_kits_capping_wrapper() -> None:
-    """Its pretrain_gpt.py has no cap of its own: bench.train.capped caps the GPU, then runs it."""
+def test_megatron_deepspeed_runs_its_script_through_the_kits_entry() -> None:
+    """Its pretrain_gpt.py has none of the kit's hooks: bench.train.script_entry probes the host,
+    caps the GPU where asked, then runs it."""
     def mds(tuning: Tuning):
         return plan(get_preset("1.3b"), "tp1pp1zero1", load_platform("azure-h200"),
                     options(gpus=2, engine="megatron-deepspeed", tuning=tuning))
     whole, capped = mds(DEFAULT_TUNING), mds(CAP_80)
     script = "/opt/Megatron-DeepSpeed/pretrain_gpt.py"
-    assert whole.entry == (script,)
-    assert capped.entry == ("-m", "bench.train.capped", "--kit-gpu-memory-cap", "80", script)
+    assert whole.entry == ("-m", "bench.train.script_entry", script)
+    assert capped.entry == ("-m", "bench.train.script_entry", "--kit-gpu-memory-cap", "80", script)
     assert capped.train_args == whole.train_args
     assert capped.variant == (("gpu_memory_cap_gb", "80"),)
     assert "of 80 GB (--gpu-memory-cap)" in " ".join(capped.notes)

@@ -58,7 +58,7 @@ def test_the_launcher_length_paths_and_profiler_are_not_the_configuration() -> N
 
 
 def test_an_entry_script_after_the_cap_is_not_its_value() -> None:
-    argv = ["python", "-m", "bench.train.capped", "--kit-gpu-memory-cap", "80",
+    argv = ["python", "-m", "bench.train.script_entry", "--kit-gpu-memory-cap", "80",
             "/opt/Megatron-DeepSpeed/pretrain_gpt.py", "--num-layers", "40"]
     assert normalised_argv(argv) == (("--kit-gpu-memory-cap", ("80",)), ("--num-layers", ("40",)))
 

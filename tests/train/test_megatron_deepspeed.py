@@ -124,14 +124,15 @@ def test_the_campaigns_megatron_deepspeed_runs_are_accepted_by_its_parser(
         assert result.stderr.count(" GB per GPU of 80 GB") == len(runs), result.stderr
         names += runs
         plans += [entry["plan"] for entry in json.loads(result.stdout)["runs"]]
-    # The plan's argv starts with the interpreter and Megatron-DeepSpeed's pretrain_gpt.py, or under
-    # a memory cap (x4-engines.toml's) the kit's wrapper that caps the GPU and then runs it.
+    # The plan's argv starts with the interpreter, the kit's entry that probes the host (and under a
+    # memory cap, x4-engines.toml's, caps the GPU) and then Megatron-DeepSpeed's pretrain_gpt.py.
     scripts = [next(i for i, a in enumerate(p["train_argv"]) if a.endswith("/pretrain_gpt.py"))
                for p in plans]
     payload = json.dumps([{"argv": p["train_argv"][i + 1:], "world_size": p["world_size"]}
                           for p, i in zip(plans, scripts, strict=True)])
-    capped = ["python", "-m", "bench.train.capped", "--kit-gpu-memory-cap", "80"]
-    assert all(p["train_argv"][:i] in (["python"], capped) for p, i in zip(plans, scripts, strict=True))
+    entry = ["python", "-m", "bench.train.script_entry"]
+    capped = [*entry, "--kit-gpu-memory-cap", "80"]
+    assert all(p["train_argv"][:i] in (entry, capped) for p, i in zip(plans, scripts, strict=True))
     assert sum(p["train_argv"][:i] == capped for p, i in zip(plans, scripts, strict=True)) >= 7
     done = _run(megatron_python, deepspeed_site, patched_tree,
                 [str(REPO_ROOT / "tests/mds_argcheck.py")], stdin=payload)

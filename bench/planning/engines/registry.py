@@ -155,10 +155,12 @@ class MegatronDeepSpeed(Engine):
                               run.platform.flash_attention, run.recompute, run.tuning.fused_attention)
         args += dropout_flags(run.tuning.dropout, DEFAULT_DROPOUT)
         tree = run.platform.megatron_deepspeed_dir
-        script: tuple[str, ...] = (f"{tree}/pretrain_gpt.py",)
+        # Its script has none of the kit's hooks: the kit's entry probes the host's pace, caps
+        # the allocator where asked, then runs it (bench.train.script_entry).
         cap = run.tuning.gpu_memory_cap
-        if cap is not None:  # its script has no cap of its own: the kit's wrapper caps, then runs it
-            script = ("-m", "bench.train.capped", "--kit-gpu-memory-cap", f"{cap:g}", *script)
+        script = ("-m", "bench.train.script_entry",
+                  *(("--kit-gpu-memory-cap", f"{cap:g}") if cap is not None else ()),
+                  f"{tree}/pretrain_gpt.py")
         return EngineFlags(script, tuple(args),
                            ds_config_json(run.layout, run.precision, run.zero), tuple(notes),
                            patched_trees=(("megatron-deepspeed", tree),), env=env)
