@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.measure.host_probe_line import read_probe_line
-from bench.train.script_entry import USAGE, parse, run_script
+from bench.train.script_entry import parse, run_script
 from tests.conftest import megatron_python
 
 REPO = Path(__file__).resolve().parents[2]
