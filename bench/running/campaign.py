@@ -1,12 +1,17 @@
 """``python -m bench run --campaign FILE [--only NAME ...]``: every selected run of a campaign file
-planned (and so checked) before the first is launched, then run in file order."""
+planned (and so checked) before the first is launched, then run round by round: each run's first
+repeat in file order, then each one's second, and so on (a sweep's repeat is all its layouts). So
+the sides of an A/B alternate on one machine, and what drifts while they run (clocks, the host's
+load) falls on both sides, not on the one that ran last."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 
-from bench.config.campaign import load_campaign
+from bench.config.campaign import CampaignRun, load_campaign
+from bench.planning.plan import LaunchPlan
 from bench.running.arguments import RunCommand, parse_run_argv
 from bench.running.machine import Machine
 from bench.running.run import execute, launches_for
@@ -33,10 +38,30 @@ def run_campaign(command: RunCommand, results: list[dict[str, object]],
         launches = launches_for(entry_command, labels=labels, tag=f"c{entry.number}", machine=machine)
         planned.append((entry, entry_command.args, launches))
     code = 0
-    for entry, entry_args, launches in planned:
-        print(f"campaign {campaign.name}: {entry.name} ({len(launches)} run(s))", file=sys.stderr)
+    for entry, entry_args, launches, (index, count) in in_rounds(planned):
+        print(f"campaign {campaign.name}: {entry.name}"
+              + (f" (repeat {index} of {count})" if count > 1 else f" ({len(launches)} run(s))"),
+              file=sys.stderr)
         code = max(code, execute(entry_args, launches, results, machine))
     return code
+
+
+Planned = tuple[CampaignRun, argparse.Namespace, list[LaunchPlan]]
+
+
+def in_rounds(planned: Sequence[Planned]) -> list[tuple[CampaignRun, argparse.Namespace,
+                                                         list[LaunchPlan], tuple[int, int]]]:
+    """Each entry's launches split by repeat (``repeat`` equal parts: one run, or a sweep's layouts
+    once), ordered by repeat, then by the file: with two runs of three repeats, A1 B1 A2 B2 A3 B3.
+    Each part carries (its repeat, the entry's repeats)."""
+    parts = []
+    for order, (entry, args, launches) in enumerate(planned):
+        size = len(launches) // args.repeat
+        parts += [(index, order, entry, args, launches[(index - 1) * size:index * size], args.repeat)
+                  for index in range(1, args.repeat + 1)]
+    parts.sort(key=lambda part: part[:2])
+    return [(entry, args, launches, (index, count))
+            for index, _, entry, args, launches, count in parts if launches]
 
 
 def campaign_common_argv(argv: Sequence[str]) -> list[str]:

@@ -128,6 +128,19 @@ def test_repeat_numbers_the_runs_of_one_group(tmp_path: Path) -> None:
     assert result.returncode == 2 and "--repeat must be at least 1" in result.stderr
 
 
+def test_a_campaigns_repeats_run_in_rounds_so_the_sides_alternate(tmp_path: Path) -> None:
+    """Two runs of three repeats and one of one: A1 B1 C A2 B2 A3 B3, each run id with its entry
+    and repeat, so that an A/B's sides share the machine's drift."""
+    path = tmp_path / "ab.toml"
+    path.write_text('[defaults]\nmodel = "2.7b"\nlayout = "tp1pp1"\nrepeat = 3\n'
+                    '[[run]]\nname = "a"\ngbs = 32\n[[run]]\nname = "b"\ngbs = 128\n'
+                    '[[run]]\nname = "c"\nrepeat = 1\n')
+    result = run_cli("run", "--campaign", str(path), "--dry-run", "--json", cwd=tmp_path)
+    order = [re.search(r"-(c\d)(-r\d)?$", p["run_id"]).group(0) for p in _plans(result)]
+    assert order == ["-c1-r1", "-c2-r1", "-c3", "-c1-r2", "-c2-r2", "-c1-r3", "-c2-r3"]
+    assert "campaign ab: b (repeat 2 of 3)" in result.stderr
+
+
 def test_the_fp8_default_group_pairs_fp8_with_bf16_at_the_micro_batch_fp8_picks(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """On the local platform with two H100 80 GB and Transformer Engine, as the campaign runs."""
