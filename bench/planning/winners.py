@@ -180,8 +180,8 @@ GRAPHED = "Transformer Engine's CUDA graphs with attention and hidden dropout 0.
 WINNERS: tuple[Winner, ...] = (
     # One H200 (2026-11-29, 18:12-18:29 UTC, kit 5d5ea31), megatron-core's local layers before
     # Transformer Engine was installed, dropout 0 on both sides, three runs of 20 measured steps a
-    # side, alternating: 16 micro-batches a step amortise the optimizer step and the step's idle
-    # GPU that 4 do not (profile: 21 ms and 107 ms of an 8.33 s step).
+    # side, alternating: 16 micro-batches a step spread what a step pays once (about 46 ms: the
+    # optimizer's step and the rest, by the two sides' steps) over four times the sequences.
     Winner("2.7b", "megatron", (1, 1, 1, 1, False), "bf16", "local", 8, None,
            Side((("2.7b_tp1pp1dp1_local_20261129T181440Z-b2eda5", 534.3),
                  ("2.7b_tp1pp1dp1_local_20261129T181901Z-d2b4e8", 534.1),
