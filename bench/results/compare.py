@@ -206,12 +206,40 @@ def _differences(runs: Sequence[Record]) -> str:
     return "one of " + ", ".join(words) if words else "run ids"
 
 
+def machine(record: Record) -> str | None:
+    """The GPUs a run saw, as one name: the first eight hex digits of each GPU's UUID, joined by
+    ``+``; None where the record names none (made before the kit kept them)."""
+    uuids = record.provenance.gpu_uuids
+    return "+".join(u.removeprefix("GPU-")[:8] for u in uuids) if uuids else None
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """B against A: TFLOP/s/GPU and peak memory differences with their noise bands."""
+    """B against A: TFLOP/s/GPU and peak memory differences with their noise bands, and the
+    machines the runs ran on: on one machine, what drifts between machines (GPU-bound steps of one
+    configuration have differed by over 1 % between machines of one kind, host-bound ones by far
+    more) is out of the difference."""
 
     a: Side
     b: Side
+
+    @property
+    def machines(self) -> list[str | None]:
+        """The distinct machines of both sides' runs, in run order (None: a run names none)."""
+        return list(dict.fromkeys(machine(r) for r in (*self.a.runs, *self.b.runs)))
+
+    @property
+    def machine_words(self) -> str:
+        """One line: on one machine, on several, or not known for some runs."""
+        known = [m for m in self.machines if m is not None]
+        unknown = sum(machine(r) is None for r in (*self.a.runs, *self.b.runs))
+        if unknown:
+            return (f"{unknown} run(s) name no GPUs (records made before the kit kept their "
+                    "UUIDs), so whether the sides shared a machine is not known")
+        if len(known) == 1:
+            return f"Both sides ran on one machine (GPUs {known[0]})"
+        return (f"The runs ran on {len(known)} machines ({', '.join(known)}): the difference also "
+                "holds what differs between them; compare runs of one machine where that matters")
 
     @property
     def delta(self) -> float:
@@ -269,7 +297,7 @@ def _side_rows(name: str, side: Side) -> list[str]:
         lines.append(f"   {r.run_id}  {m.tflops_per_gpu:6.1f} TFLOP/s/GPU (s.e. {run_se(r):.1f})  "
                      f"step {m.step_time_s_median:.3f} s (p10 {m.step_time_s_p10:.3f}, p90 "
                      f"{m.step_time_s_p90:.3f}, {m.window_iters} steps)  commit "
-                     f"{(r.provenance.kit_commit or '?')[:7]}")
+                     f"{(r.provenance.kit_commit or '?')[:7]}  GPUs {machine(r) or '?'}")
     return lines
 
 
@@ -289,7 +317,7 @@ def format_text(c: Comparison) -> str:
         lines.append(f"{'peak mem GB':14}{a.memory[0]:9.1f}{b.memory[0]:9.1f}"
                      f"{f'{delta:+.1f} ({100 * delta / a.memory[0]:+.1f} %)':>18}"
                      f"{f'±{band:.1f}':>24}")
-    lines += ["", f"{c.verdict}."]
+    lines += ["", f"{c.verdict}.", f"{c.machine_words}."]
     # Record text (a platform's name, a shell variable's value) shown with its control characters
     # escaped: it never redraws the terminal.
     return "\n".join(map(visible, lines))
@@ -325,6 +353,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "peak_mem_delta_gb": None if memory is None else memory[0],
         "peak_mem_band_gb": None if memory is None else memory[1],
         "verdict": c.verdict,
+        "machines": c.machines,
     }
 
 

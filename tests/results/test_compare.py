@@ -18,7 +18,7 @@ import pytest
 
 from bench import cli
 from bench.records.store import load_records, write_record
-from bench.results.compare import Comparison, compare_in, select
+from bench.results.compare import Comparison, compare_in, format_text, select
 from bench.running import gpus as hardware
 from bench.running import local as runner
 from bench.running import run as run_module
@@ -130,3 +130,22 @@ def test_repeat_runs_a_configuration_n_times_into_one_group(monkeypatch, tmp_pat
     pooled = select(records, f"repeat_group={group}")
     assert len(pooled.runs) == 2 and pooled.between_se == 0.0  # the same log twice
     assert Comparison(pooled, select(records, ids[0])).delta == pytest.approx(0.0)
+
+
+REAL = TESTS.parent / "results" / "records"
+GBS32_TODAY = ("2.7b_tp1pp1dp1_local_20261129T181246Z-061704,2.7b_tp1pp1dp1_local_20261129T182309Z-2561ad,"
+               "2.7b_tp1pp1dp1_local_20261129T182907Z-66b57c")
+
+
+def test_a_comparison_says_whether_its_sides_shared_a_machine() -> None:
+    """Global batch 128 against 32 ran alternating on one H200 (one GPU UUID on all six records);
+    the same key of the morning ran on another; a record of 2026-11-21 names no GPU."""
+    one = compare_in(REAL, GBS32_TODAY, "2.7b_tp1pp1dp1_local_20261129T181440Z-b2eda5,"
+                     "2.7b_tp1pp1dp1_local_20261129T181901Z-d2b4e8,2.7b_tp1pp1dp1_local_20261129T182457Z-3eb2ea")
+    assert one.machines == ["479a56ec"] and one.machine_words == "Both sides ran on one machine (GPUs 479a56ec)"
+    two = compare_in(REAL, "2.7b_tp1pp1dp1_local_20261129T060521Z-1dcf15", GBS32_TODAY)
+    assert two.machines == ["416fcfbe", "479a56ec"]
+    assert two.machine_words.startswith("The runs ran on 2 machines (416fcfbe, 479a56ec): the difference also")
+    old = compare_in(REAL, "2.7b_tp1pp1dp1_local_20261121T203332Z", GBS32_TODAY)
+    assert None in old.machines and old.machine_words.startswith("1 run(s) name no GPUs")
+    assert "GPUs 479a56ec" in format_text(one) and "GPUs ?" in format_text(old)
