@@ -91,12 +91,14 @@ def ranking(plans: list[LaunchPlan]) -> str:
                       key=lambda p: -p.expected.tflops_per_gpu)  # type: ignore[union-attr]
     if not expected:
         return ""
-    band = expected[0].expected.band  # type: ignore[union-attr]
+    bands = sorted({round(100 * p.expected.band) for p in expected})  # type: ignore[union-attr]
+    band = (f"±{bands[0]} %" if len(bands) == 1 else
+            f"±{bands[0]}-{bands[-1]} %, the wider where the host bounds the step")
     shown = ", ".join(f"{p.layout.name} {p.expected.tflops_per_gpu:.0f} ({p.expected.largest}, "  # type: ignore[union-attr]
                       f"{p.memory_gb:.0f} GB)" for p in expected)
     bound = [p.layout.name for p in expected if p.expected.largest.startswith("host_")]  # type: ignore[union-attr]
     hint = (f"; {len(bound)} of them launch-bound (largest term the host's): with Transformer "
             "Engine's CUDA graphs (--cuda-graphs te) the launches leave the step, as the measured "
             "defaults each plan quotes show" if bound else "")
-    return (f"expected, fastest first (TFLOP/s/GPU ±{100 * band:.0f} %, largest term, memory "
+    return (f"expected, fastest first (TFLOP/s/GPU {band}, largest term, memory "
             f"estimate per GPU): {shown}{hint}")

@@ -27,7 +27,7 @@ from bench.measure.flops import flops_per_iteration
 from bench.planning.layout import Layout
 from bench.planning.predict.case import case_of
 from bench.planning.predict.facts import PERFORMANCE_DIR, Performance, load_all
-from bench.planning.predict.fit import FIT_FILE, load_stored
+from bench.planning.predict.fit import BAND_PREFIX, FIT_FILE, load_stored
 from bench.planning.predict.model import predict
 
 BELOW = 0.15  # a run this far below its expectation is flagged (the run summary, the results page)
@@ -57,7 +57,8 @@ def load_step_model(fit_file: Path = FIT_FILE, folder: Path = PERFORMANCE_DIR) -
 @dataclass(frozen=True)
 class Expectation:
     """``tflops_per_gpu``: the expected throughput (causal count, as records measure it);
-    ``step_s`` its step; ``band``: the validation's 90th-percentile error; ``parts``: (term,
+    ``step_s`` its step; ``band``: the validation's 90th-percentile error over the records of its
+    precision and kind (priced GPU-bound or host-bound; :func:`band_for`); ``parts``: (term,
     seconds) of the step, largest first; ``dominant``: the terms that make at least half of it;
     ``beyond``: where the plan lies outside what the fit saw; ``basis``: where the ceilings and
     the band come from, where not the kit's own measurements ("" by default); ``priced_as``: what
@@ -155,8 +156,9 @@ def expect(model: StepModel, asked: Asked, layout: Layout) -> Expectation:
         beyond.append(f"the terms gave {flops / step_s / layout.gpus / 1e12:.0f} TFLOP/s/GPU, above "
                       f"the dense {asked.precision.peak} peak of {peak:.0f}: held at the peak")
         step_s = flops / layout.gpus / (peak * 1e12)
-    band, as_core = (_as_core(model, asked.engine) if asked.as_core else (model.validation["p90"], ""))
-    basis = "; ".join(b for b in (as_core, "" if perf.measured else
+    band, whose = (_as_core(model, asked.engine) if asked.as_core
+                   else band_for(model.validation, asked.precision.name, found.host_bound))
+    basis = "; ".join(b for b in (whose, "" if perf.measured else
                                   _unmeasured(model, asked.accelerator, perf.figures)) if b)
     return Expectation(flops / step_s / layout.gpus / 1e12, step_s, band, parts, found.dominant,
                        tuple(beyond), basis, AS_CORE if asked.as_core else "")
@@ -176,6 +178,20 @@ def _as_core(model: StepModel, engine: str) -> tuple[float, str]:
         f"{engine} priced as {AS_CORE}, never fitted on its records: "
         f"{checked['core_priced_records']:.0f} of them {100 * checked['core_priced_median']:.0f} % "
         f"off at the median, {100 * checked['core_priced_slower']:.0f} % of them slower than priced")
+
+
+def band_for(checked: dict[str, float], precision: str, host_bound: bool) -> tuple[float, str]:
+    """(the band, its note) of a step of ``precision`` the fit prices host-bound or GPU-bound: the
+    90th-percentile group-held-out error at the refit of the records of that precision and kind,
+    else of that precision, else of that kind (host-bound steps erred about twice as far as
+    GPU-bound ones: hosts differ), else of all records (a fit stored before the bands)."""
+    kind = "host-bound" if host_bound else "GPU-bound"
+    for key, note in ((f"{precision} {kind}", ""), (precision, f"the band of {precision}'s records"),
+                      (kind, "")):
+        if f"{BAND_PREFIX}{key}" in checked:
+            words = "; ".join(w for w in (note, "host-bound" if host_bound else "") if w)
+            return checked[f"{BAND_PREFIX}{key}"], words
+    return checked["p90"], ""
 
 
 def _between_nodes(asked: Asked, nodes: int) -> str:

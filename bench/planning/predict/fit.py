@@ -196,7 +196,8 @@ Factor = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # a term's seconds 
 
 class Validation(Strict):
     """The validation's figures at the refit (``python -m bench predict --validate``): ``median``
-    and ``p90`` of the group-held-out errors (fractions; the band an expectation quotes),
+    and ``p90`` of the group-held-out errors (fractions; the band an expectation quotes where
+    ``bands`` has none of its kind),
     ``gpus`` the most GPUs of a record fitted on; the others as the command names them, the
     published rows' only where some were priced."""
 
@@ -205,6 +206,10 @@ class Validation(Strict):
     p90: Fraction
     spread_median: Fraction | None = None  # the records' own spread within groups (validate.within_group)
     spread_p90: Fraction | None = None
+    # The group-held-out p90 of the records of a kind (GPU-bound, host-bound: as the fit prices
+    # them), a precision, and a precision and kind with enough records (validate.bands): the
+    # bands a plan's expectation quotes, the most particular first
+    bands: dict[str, Fraction] = {}
     size_median: Fraction | None = None
     cross_median: Fraction | None = None
     ranking: Fraction | None = None
@@ -246,9 +251,19 @@ def fit_document(factors: dict[str, float], run_ids: Sequence[str], fitted_at: s
     """The stored fit as JSON text: the factors, their provenance and the validation's figures on
     the same records (:class:`Validation`), which a plan's expectation quotes as its error band."""
     return json.dumps({"schema": FIT_SCHEMA, "factors": {n: round(factors[n], 6) for n in TERMS},
-                       "validation": {k: round(v, 4) for k, v in sorted(validation.items())},
+                       "validation": _nested(validation),
                        "fitted_at": fitted_at, "kit_commit": kit_commit, "refit": REFIT_COMMAND,
                        "records": sorted(run_ids)}, indent=2) + "\n"
+
+
+BAND_PREFIX = "band:"  # a band among the validation's figures as they are handed around, flat
+
+
+def _nested(figures: dict[str, float]) -> dict[str, object]:
+    """The validation's flat figures as ``fit.json`` keeps them: the bands under ``bands``."""
+    plain = {k: round(v, 4) for k, v in sorted(figures.items()) if not k.startswith(BAND_PREFIX)}
+    bands = {k.removeprefix(BAND_PREFIX): round(v, 4) for k, v in sorted(figures.items()) if k.startswith(BAND_PREFIX)}
+    return plain | ({"bands": bands} if bands else {})
 
 
 def write_fit(path: Path, text: str) -> None:
@@ -279,8 +294,10 @@ def load_stored(path: Path = FIT_FILE) -> tuple[dict[str, float], dict[str, floa
     """(the stored factors, the validation's figures); a one-line DataError naming the file, the
     field and the refit command."""
     stored = _stored(path)
-    figures = stored.validation.model_dump(exclude_none=True)
-    return {name: stored.factors[name] for name in TERMS}, {k: float(v) for k, v in figures.items()}
+    figures = stored.validation.model_dump(exclude_none=True, exclude={"bands"})
+    bands = {f"{BAND_PREFIX}{k}": float(v) for k, v in stored.validation.bands.items()}
+    return ({name: stored.factors[name] for name in TERMS},
+            {k: float(v) for k, v in figures.items()} | bands)
 
 
 def _stored(path: Path) -> StoredFit:

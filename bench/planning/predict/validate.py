@@ -23,7 +23,7 @@ from bench.planning.engines.registry import ENGINES
 from bench.planning.predict import holdout
 from bench.planning.predict.case import Case, case_from_record
 from bench.planning.predict.facts import Performance, load_all
-from bench.planning.predict.fit import Fitter, Sample, fitted_step
+from bench.planning.predict.fit import BAND_PREFIX, Fitter, Sample, fitted_step
 from bench.planning.predict.model import combine
 from bench.planning.predict.published import PublishedCase
 from bench.planning.predict.published_rank import TOP, Placed, place_in_sweep
@@ -103,6 +103,35 @@ def within_group(runs: Sequence[Observed]) -> list[float]:
     for group, run in zip(groups, runs, strict=True):
         steps.setdefault(group, []).append(run.sample.step_s)
     return errors(runs, [statistics.median(steps[group]) for group in groups])
+
+
+def host_bound(runs: Sequence[Observed], factors: Mapping[str, float]) -> list[bool]:
+    """Whether the fit prices each run's step host-bound: the host's launches longer than the GPU's
+    stream (:attr:`bench.planning.predict.model.Prediction.host_bound`), as a plan's expectation
+    is priced; such steps err most, so an expectation quotes the band of its own kind."""
+    return [combine(dict(zip(TERMS, r.sample.terms, strict=True)), dict(factors)).host_bound for r in runs]
+
+
+GPU_BOUND, HOST_BOUND = "GPU-bound", "host-bound"
+# A band of a precision and a kind needs this many records: the p90 of fewer is their largest error.
+MIN_BAND_RECORDS = 10
+
+
+def kind_of(bound: bool) -> str:
+    return HOST_BOUND if bound else GPU_BOUND
+
+
+def bands(runs: Sequence[Observed], errs: Sequence[float], bound: Sequence[bool]) -> dict[str, float]:
+    """The 90th-percentile group-held-out error of the records of each kind (``GPU-bound``,
+    ``host-bound``), of each precision, and of each precision and kind with at least
+    :data:`MIN_BAND_RECORDS` records (``bf16 host-bound``): the bands a plan's expectation quotes,
+    the most particular first (:func:`bench.planning.predict.expect.band_for`)."""
+    groups: dict[str, list[float]] = {}
+    for run, err, b in zip(runs, errs, bound, strict=True):
+        for key in (kind_of(b), run.precision, f"{run.precision} {kind_of(b)}"):
+            groups.setdefault(key, []).append(err)
+    return {key: percentile(group, 0.9) for key, group in groups.items()
+            if " " not in key or len(group) >= MIN_BAND_RECORDS}
 
 
 def size_held_out(runs: Sequence[Observed], fitter: Fitter | None = None) -> list[float]:
@@ -247,7 +276,11 @@ def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = (),
     predicted = group_held_out(runs, fitter)
     errs = errors(runs, predicted)
     spread = within_group(runs)
-    lines = [*_group_lines(runs, errs), _line("within-group spread", spread)]
+    bound = host_bound(runs, fitter.full)
+    lines = [*_group_lines(runs, errs),
+             *(_line(f"{kind} by the fit", [e for e, b in zip(errs, bound, strict=True) if kind_of(b) == kind])
+               for kind in (GPU_BOUND, HOST_BOUND)),
+             _line("within-group spread", spread)]
     by_size = errors(runs, size_held_out(runs, fitter))
     lines += [_line(f"size {size} held out", [e for r, e in zip(runs, by_size, strict=True) if r.preset == size])
               for size in sorted({r.preset for r in runs}, key=_parameters)]
@@ -269,6 +302,7 @@ def report(runs: Sequence[Observed], published: Sequence[PublishedCase] = (),
                "size_median": statistics.median(by_size), "cross_median": statistics.median(cross),
                "ranking": sum(s <= RANK_TIE for *_, s in ranked) / len(ranked) if ranked else 0.0,
                "published_rows": float(len(published_errs))} | core_figures
+    figures |= {f"{BAND_PREFIX}{name}": value for name, value in bands(runs, errs, bound).items()}
     if published_errs:
         figures |= {"published_median": statistics.median(published_errs),
                     "published_p90": percentile(published_errs, 0.9),

@@ -20,7 +20,7 @@ from bench.planning.layout import build_layout
 from bench.planning.memory import Counted, check_fits
 from bench.planning.plan import plan
 from bench.planning.predict.case import case_of
-from bench.planning.predict.expect import Asked, StepModel, expect, load_step_model, rate
+from bench.planning.predict.expect import Asked, StepModel, band_for, expect, load_step_model, rate
 from bench.planning.predict.model import predict
 from bench.planning.predict.terms import TERMS
 from bench.records.expected import Expected, expected_of, shortfall
@@ -46,11 +46,28 @@ def test_a_plan_expects_the_models_step_of_its_own_case() -> None:
     assert exp.step_s == pytest.approx(step)
     # 13b counts 163.0 TFLOP per sample (causal): the throughput is the step's, per GPU.
     assert exp.tflops_per_gpu == pytest.approx(163.0e12 * launch.layout.global_batch / step / 4 / 1e12, rel=2e-3)
-    assert exp.band == MODEL.validation["p90"]
+    assert exp.band == MODEL.validation["band:bf16 host-bound"]  # its launches outlast the GPU's stream
     assert sum(exp.share(name) for name in exp.dominant) >= 0.5
-    band = round(MODEL.validation["p90"] * 100)
-    assert re.match(rf"expected: \d+ TFLOP/s/GPU \(±{band} %\), step \d+\.\d\d s: \w+ \d+ %", exp.text())
+    band = round(MODEL.validation["band:bf16 host-bound"] * 100)
+    assert re.match(rf"expected: \d+ TFLOP/s/GPU \(±{band} %; host-bound\), step \d+\.\d\d s: \w+ \d+ %",
+                    exp.text())
     assert exp.beyond == ()
+
+
+def test_the_band_is_that_of_the_records_priced_as_the_plan_is() -> None:
+    """A plan quotes the group-held-out p90 of the records of its precision and kind (priced
+    GPU-bound or host-bound; host-bound ones erred about twice as far), else of its precision
+    (said so), else of its kind; a fit stored before the bands quotes the p90 of all records."""
+    checked = MODEL.validation
+    gpu = plan(get_preset("1.3b"), "tp1pp1", load_platform("azure-h200"), options(gpus=1)).expected
+    host = plan(get_preset("13b"), "tp2pp2", load_platform("azure-h200"), options(gpus=4)).expected
+    assert gpu is not None and host is not None
+    assert (gpu.band, gpu.basis) == (checked["band:bf16 GPU-bound"], "")
+    assert (host.band, host.basis) == (checked["band:bf16 host-bound"], "host-bound")
+    assert checked["band:GPU-bound"] < checked["p90"] < checked["band:host-bound"]
+    assert band_for(checked, "fp4", False) == (checked["band:fp4"], "the band of fp4's records")
+    assert band_for({"p90": 0.2, "band:GPU-bound": 0.1}, "fp16", False) == (0.1, "")
+    assert band_for({"p90": 0.2}, "bf16", True) == (0.2, "")
 
 
 def test_without_a_model_a_plan_expects_nothing_and_says_nothing() -> None:
@@ -132,7 +149,9 @@ def test_a_run_beyond_the_records_says_so() -> None:
     assert launch.expected.beyond == ("128 GPUs, the records up to 4",
                                       "16 nodes: links between nodes priced as InfiniBand NDR (ConnectX-7), "
                                       "8 x 400 Gb/s per node (datasheet figures, platforms/azure-h100.toml [network])")
-    assert launch.expected.basis == ""  # H100's ceilings are the kit's own measurements
+    # H100's ceilings are the kit's own measurements: the basis says only that its band is that
+    # of host-bound records.
+    assert launch.expected.basis == "host-bound"
 
 
 def test_the_dry_run_plans_in_under_a_second() -> None:
