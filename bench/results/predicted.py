@@ -63,7 +63,8 @@ class Low:
 @dataclass(frozen=True)
 class Checked:
     """``count`` records predicted by the stored fit (``fitted`` of them fitted on), its
-    validation's group-held-out median and 90th-percentile errors, the runs below their
+    validation's group-held-out median and 90th-percentile errors (``bound_p90``: those of the
+    records it prices GPU-bound and host-bound, where the refit kept them), the runs below their
     expectation (most below first) and the plot."""
 
     count: int
@@ -72,6 +73,7 @@ class Checked:
     p90: float
     low: tuple[Low, ...]
     plot: PredictedPlot
+    bound_p90: tuple[float, float] | None = None
 
 
 def checked(runs: Sequence[Record]) -> Checked | None:
@@ -98,8 +100,10 @@ def checked(runs: Sequence[Record]) -> Checked | None:
             low.append(Low(run, expected, largest, recorded))
     low.sort(key=lambda item: (-item.below, item.run.run_id))
     fitted = sum(o.sample.run_id in fitted_on for o in found)
+    kinds = tuple(validation.get(f"{fit.BAND_PREFIX}{kind}") for kind in ("GPU-bound", "host-bound"))
     return Checked(len(found), fitted, validation["median"], validation["p90"], tuple(low),
-                   PredictedPlot(PLOT, tuple(sorted(points))))
+                   PredictedPlot(PLOT, tuple(sorted(points))),
+                   kinds if None not in kinds else None)  # type: ignore[arg-type]
 
 
 def _cells(item: Low, records_link: str) -> list[str]:
@@ -120,8 +124,12 @@ def section(found: Checked | None, records_link: str) -> list[str]:
               f"{found.count} ok megatron records on a GPU with measured ceilings with its stored fit "
               f"(`fit.json`, fitted on {found.fitted} of them). Its error where it was not fitted, "
               "each configuration held out whole (`python -m bench predict --validate` at the refit): "
-              f"median {100 * found.median:.1f} %, 90th percentile {100 * found.p90:.1f} %. The dashed "
-              "lines are ±15 %."), "",
+              f"median {100 * found.median:.1f} %, 90th percentile {100 * found.p90:.1f} %"
+              + (f"; {100 * found.bound_p90[0]:.1f} % where it prices the step GPU-bound, "
+                 f"{100 * found.bound_p90[1]:.1f} % where host-bound (the host's launches longer than "
+                 "the GPU's stream: hosts differ), the bands an expectation quotes by its kind"
+                 if found.bound_p90 else "")
+              + ". The dashed lines are ±15 %."), "",
              f"![Step-time model: predicted against measured](plots/{found.plot.filename})", ""]
     if not found.low:
         return [*lines, f"No run is more than {100 * BELOW:.0f} % below its expectation.", ""]
