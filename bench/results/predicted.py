@@ -100,7 +100,7 @@ def checked(runs: Sequence[Record]) -> Checked | None:
             low.append(Low(run, expected, largest, recorded))
     low.sort(key=lambda item: (-item.below, item.run.run_id))
     fitted = sum(o.sample.run_id in fitted_on for o in found)
-    kinds = tuple(validation.get(f"{fit.BAND_PREFIX}{kind}") for kind in ("GPU-bound", "host-bound"))
+    kinds = tuple(validation.get(f"{fit.BAND_PREFIX}{kind}") for kind in (fit.GPU_BOUND, fit.HOST_BOUND))
     return Checked(len(found), fitted, validation["median"], validation["p90"], tuple(low),
                    PredictedPlot(PLOT, tuple(sorted(points))),
                    kinds if None not in kinds else None)  # type: ignore[arg-type]

@@ -27,7 +27,7 @@ from bench.measure.flops import flops_per_iteration
 from bench.planning.layout import Layout
 from bench.planning.predict.case import case_of
 from bench.planning.predict.facts import PERFORMANCE_DIR, Performance, load_all
-from bench.planning.predict.fit import BAND_PREFIX, FIT_FILE, load_stored
+from bench.planning.predict.fit import BAND_PREFIX, FIT_FILE, HOST_BOUND, kind_of, load_stored
 from bench.planning.predict.model import predict
 
 BELOW = 0.15  # a run this far below its expectation is flagged (the run summary, the results page)
@@ -185,11 +185,11 @@ def band_for(checked: dict[str, float], precision: str, host_bound: bool) -> tup
     90th-percentile group-held-out error at the refit of the records of that precision and kind,
     else of that precision, else of that kind (host-bound steps erred about twice as far as
     GPU-bound ones: hosts differ), else of all records (a fit stored before the bands)."""
-    kind = "host-bound" if host_bound else "GPU-bound"
+    kind = kind_of(host_bound)
     for key, note in ((f"{precision} {kind}", ""), (precision, f"the band of {precision}'s records"),
                       (kind, "")):
         if f"{BAND_PREFIX}{key}" in checked:
-            words = "; ".join(w for w in (note, "host-bound" if host_bound else "") if w)
+            words = "; ".join(w for w in (note, HOST_BOUND if host_bound else "") if w)
             return checked[f"{BAND_PREFIX}{key}"], words
     return checked["p90"], ""
 

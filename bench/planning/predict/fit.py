@@ -257,6 +257,12 @@ def fit_document(factors: dict[str, float], run_ids: Sequence[str], fitted_at: s
 
 
 BAND_PREFIX = "band:"  # a band among the validation's figures as they are handed around, flat
+GPU_BOUND, HOST_BOUND = "GPU-bound", "host-bound"  # the kinds of step a band is of
+
+
+def kind_of(host_bound: bool) -> str:
+    """The kind of a step the fit prices host-bound (or not), as a band names it."""
+    return HOST_BOUND if host_bound else GPU_BOUND
 
 
 def _nested(figures: dict[str, float]) -> dict[str, object]:

@@ -23,7 +23,7 @@ from bench.planning.engines.registry import ENGINES
 from bench.planning.predict import holdout
 from bench.planning.predict.case import Case, case_from_record
 from bench.planning.predict.facts import Performance, load_all
-from bench.planning.predict.fit import BAND_PREFIX, Fitter, Sample, fitted_step
+from bench.planning.predict.fit import BAND_PREFIX, GPU_BOUND, HOST_BOUND, Fitter, Sample, fitted_step, kind_of
 from bench.planning.predict.model import combine
 from bench.planning.predict.published import PublishedCase
 from bench.planning.predict.published_rank import TOP, Placed, place_in_sweep
@@ -112,13 +112,8 @@ def host_bound(runs: Sequence[Observed], factors: Mapping[str, float]) -> list[b
     return [combine(dict(zip(TERMS, r.sample.terms, strict=True)), dict(factors)).host_bound for r in runs]
 
 
-GPU_BOUND, HOST_BOUND = "GPU-bound", "host-bound"
 # A band of a precision and a kind needs this many records: the p90 of fewer is their largest error.
 MIN_BAND_RECORDS = 10
-
-
-def kind_of(bound: bool) -> str:
-    return HOST_BOUND if bound else GPU_BOUND
 
 
 def bands(runs: Sequence[Observed], errs: Sequence[float], bound: Sequence[bool]) -> dict[str, float]:
