@@ -16,11 +16,13 @@ This module reads it and answers, per step:
   hidden behind compute;
 - ``idle``: no kernel at all on the GPU (the host is late: launch-bound, synchronisation).
 
-The six add up to the window. Kernels on several streams overlap, so each instant of the window is
-given to one class only, in the order above (a GEMM overlapping an all-reduce counts as GEMM; the
-all-reduce's time then is hidden). ``comm_total`` is the union of the communication kernels, hidden
-or not. The window runs from the first profiled step's start to the last one's end (the
-``ProfilerStep#N`` spans the profiler writes); without them, from the first kernel to the last.
+The six add up to the window. ``largest`` names the kernels that took the most time (whole
+durations, overlapped or not), so that a class as wide as ``other`` says what is in it. Kernels on
+several streams overlap, so each instant of the window is given to one class only, in the order
+above (a GEMM overlapping an all-reduce counts as GEMM; the all-reduce's time then is hidden).
+``comm_total`` is the union of the communication kernels, hidden or not. The window runs from the
+first profiled step's start to the last one's end (the ``ProfilerStep#N`` spans the profiler
+writes); without them, from the first kernel to the last.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import functools
 import gzip
 import json
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PROFILE_STEPS = 2  # steps captured after the measured ones (their step times are not measured)
@@ -52,6 +55,8 @@ _OPTIMIZER = re.compile(r"multi_tensor|adam|lbadam", re.I)
 _GEMM = re.compile(r"gemm|cutlass|xmma|nvjet|cublas|matmul|wgmma|_mma_|sm90_.*tn|sm90_.*nt", re.I)
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _OPTIMIZER_STEP = "Optimizer.step#"  # torch's annotation of every torch.optim.Optimizer.step
+LARGEST = 12  # kernels a breakdown names: the GEMMs and attention take a few, the rest is ``other``
+NAME_CHARS = 160  # of a kernel's name kept (C++ template names run to thousands)
 
 
 # A step launches the same few hundred kernels tens of thousands of times, under names of up to
@@ -64,6 +69,16 @@ def kernel_class(name: str) -> str:
         if pattern.search(name):
             return label
     return "other"
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel (by name) of the profiled steps: its class, milliseconds per step and launches."""
+
+    name: str  # without a leading "void ", cut to NAME_CHARS
+    cls: str  # kernel_class's (``comm`` for communication, hidden or not), ``optimizer`` within its step
+    ms: float
+    launches: int  # over all the profiled steps
 
 
 @dataclass(frozen=True)
@@ -80,14 +95,18 @@ class Breakdown:
     idle: float
     comm_total: float
     kernels: int
+    largest: list[KernelTime] = field(default_factory=list)
 
     def fractions(self) -> dict[str, float]:
         """Each class's share of the step, the six adding up to 1."""
         return {name: getattr(self, name) / self.step_ms for name in (*CLASSES, "idle")}
 
 
-def _spans(events: list[dict]) -> tuple[list[tuple[float, float, str]], list[tuple[float, float]]]:
-    """(kernels as (start, end, class), profiled steps as (start, end)), microseconds."""
+Kernel = tuple[float, float, str, str]  # start, end (microseconds), class, name
+
+
+def _spans(events: list[dict]) -> tuple[list[Kernel], list[tuple[float, float]]]:
+    """(kernels as (start, end, class, name), profiled steps as (start, end)), microseconds."""
     kernels, steps, optimizer = [], [], []
     for event in events:
         if event.get("ph") != "X" or "dur" not in event:
@@ -95,15 +114,15 @@ def _spans(events: list[dict]) -> tuple[list[tuple[float, float, str]], list[tup
         start, end = float(event["ts"]), float(event["ts"]) + float(event["dur"])
         name = str(event.get("name", ""))
         if event.get("cat") == "kernel":
-            kernels.append((start, end, kernel_class(name)))
+            kernels.append((start, end, kernel_class(name), name))
         elif event.get("cat") in ("gpu_memcpy", "gpu_memset"):
-            kernels.append((start, end, "other"))
+            kernels.append((start, end, "other", name))
         elif _STEP.match(name) and event.get("cat") in ("user_annotation", "cpu_op"):
             steps.append((start, end))
         elif name.startswith(_OPTIMIZER_STEP) and event.get("cat") == "gpu_user_annotation":
             optimizer.append((start, end))
-    return [(start, end, "optimizer" if label != "comm" and _within(start, end, optimizer) else label)
-            for start, end, label in kernels], steps
+    return [(start, end, "optimizer" if label != "comm" and _within(start, end, optimizer) else label, name)
+            for start, end, label, name in kernels], steps
 
 
 def _within(start: float, end: float, spans: list[tuple[float, float]]) -> bool:
@@ -133,11 +152,11 @@ def breakdown(trace: dict) -> Breakdown:
     if steps:
         lo, hi = min(s for s, _ in steps), max(e for _, e in steps)
     else:
-        lo, hi = min(s for s, _, _ in kernels), max(e for _, e, _ in kernels)
+        lo, hi = min(k[0] for k in kernels), max(k[1] for k in kernels)
     count = max(len(steps), 1)
     # Sweep line over kernel starts and ends, clipped to the window.
     points: list[tuple[float, int, str]] = []
-    for start, end, label in kernels:
+    for start, end, label, _ in kernels:
         start, end = max(start, lo), min(end, hi)
         if end > start:
             label = "comm_exposed" if label == "comm" else label  # it owns only what nothing else does
@@ -157,7 +176,27 @@ def breakdown(trace: dict) -> Breakdown:
     spent["idle"] += hi - now
     per_step = {k: v / count / 1000.0 for k, v in spent.items()}
     return Breakdown(steps=count, step_ms=(hi - lo) / count / 1000.0, comm_total=comm_total / count / 1000.0,
-                     kernels=len(kernels), **per_step)
+                     kernels=len(kernels), largest=_largest(kernels, lo, hi, count), **per_step)
+
+
+def _largest(kernels: list[Kernel], lo: float, hi: float, steps: int) -> list[KernelTime]:
+    """The LARGEST kernels by their time within the window, per step."""
+    spent: Counter[str] = Counter()
+    launches: Counter[str] = Counter()
+    classes: dict[str, str] = {}
+    for start, end, label, name in kernels:
+        start, end = max(start, lo), min(end, hi)
+        if end > start:
+            spent[name] += end - start
+            launches[name] += 1
+            classes[name] = label
+    return [KernelTime(_short(name), classes[name], us / steps / 1000.0, launches[name])
+            for name, us in spent.most_common(LARGEST)]
+
+
+def _short(name: str) -> str:
+    name = name.removeprefix("void ")
+    return name if len(name) <= NAME_CHARS else name[:NAME_CHARS - 1] + "…"
 
 
 def read_trace(path: Path) -> dict:

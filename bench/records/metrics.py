@@ -48,11 +48,22 @@ class Metrics(Strict):
 Milliseconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
+class KernelTime(Strict):
+    """One of the kernels that took a profiled step's most time (bench.measure.profile.KernelTime):
+    its name (cut), its class (``comm`` for communication), milliseconds per step, launches in all."""
+
+    name: Text
+    cls: Literal["gemm", "attention", "optimizer", "other", "comm"]
+    ms: Milliseconds
+    launches: Count
+
+
 class Profile(Strict):
     """Where the profiled steps' time went (``--profile``; :mod:`bench.measure.profile`), in
     milliseconds per step: the six classes from ``gemm`` to ``idle`` add up to ``step_ms``;
     ``comm_total`` is all communication, hidden behind compute or not. ``steps`` are the profiled
-    steps, after the measured window; ``source`` says whose trace (rank 0's)."""
+    steps, after the measured window; ``source`` says whose trace (rank 0's); ``largest`` names the
+    kernels that took the most time (absent in records written before it existed)."""
 
     steps: Count
     step_ms: Positive
@@ -65,3 +76,4 @@ class Profile(Strict):
     comm_total: Milliseconds
     kernels: Count
     source: Text = "rank 0"
+    largest: list[KernelTime] = []

@@ -35,6 +35,10 @@ NO_WGRAD_FUSION = "--no-gradient-accumulation-fusion"
 # though some of them ran beside an installed TE: their kept logs tell (without TE, megatron-core
 # warns "Transformer Engine and Apex are not installed"), their records do not.
 LOCAL_BESIDE_TE = "local, TE installed"
+# megatron-core's local layers with apex's extensions (fused layer norm, masked softmax, wgrad
+# accumulation), as Megatron-LM trained before Transformer Engine: the argv lacks the flags the kit
+# adds without them (bench.config.capabilities.megatron_flags).
+WITH_APEX = ", apex"
 STATES_KEY, DROPOUT_KEY = variant_key("optimizer_states"), variant_key("dropout")
 MODULES_KEY = variant_key("msamp_modules")
 
@@ -61,14 +65,17 @@ def layers(run: Record) -> str:
     the engine has no choice (the record's ``implementation``); ``local, TE installed``
     (:data:`LOCAL_BESIDE_TE`) for local layers where the record names a TE version; ``TE modules`` for MS-AMP's
     linears among Transformer Engine's modules (variant ``msamp_modules=te``); ``TE, wgrad fused``
-    for Transformer Engine without apex with gradient accumulation fusion (:data:`TE_FUSED_WGRAD`)."""
+    for Transformer Engine without apex with gradient accumulation fusion (:data:`TE_FUSED_WGRAD`);
+    local layers built with apex's extensions add ``, apex`` (:data:`WITH_APEX`)."""
     if run.implementation == "local" and run.variant.get(MODULES_KEY) == "te":
         return TE_MODULES
     if run.implementation == "te" and "--transformer-impl" in run.argv and NO_WGRAD_FUSION not in run.argv:
         return TE_FUSED_WGRAD
-    if run.implementation == "local" and run.provenance.transformer_engine is not None:
-        return LOCAL_BESIDE_TE
-    return LAYERS[run.implementation]
+    if run.implementation != "local":
+        return LAYERS[run.implementation]
+    built_by = LOCAL_BESIDE_TE if run.provenance.transformer_engine is not None else LAYERS["local"]
+    local_argv = "--transformer-impl" in run.argv
+    return built_by + WITH_APEX if local_argv and NO_WGRAD_FUSION not in run.argv else built_by
 
 
 def engine_words(run: Record) -> str:

@@ -389,8 +389,9 @@ def _docker_origin(launch: LaunchPlan, workdir: str) -> dict[str, object]:
 def summary(records: list[Record]) -> str:
     """A fixed-width table of runs, for the end of a benchmark or sweep: a run's expected TFLOP/s/GPU
     beside its own, and a flag where it came in more than 15 % below it (bench.records.expected);
-    below it, a line for each run that timed checkpoint saves (bench.records.checkpoint) and one for
-    each run whose GPUs were watched (bench.records.provenance.Conditions)."""
+    below it, a line for each run that timed checkpoint saves (bench.records.checkpoint), one for
+    each run whose GPUs were watched (bench.records.provenance.Conditions) and one for each profiled
+    run: its step's shares and the largest kernels outside the GEMMs."""
     head = (f"{'preset':>6} {'layout':<14} {'status':<10} {'step s':>7} {'samples/s':>9} "
             f"{'tok/s/GPU':>9} {'TFLOP/s/GPU':>11} {'expected':>8} {'MFU %':>6} {'mem GB':>6}")
     rows = [head, "-" * len(head)]
@@ -410,4 +411,14 @@ def summary(records: list[Record]) -> str:
     rows += [f"{r.preset.name} {r.layout.name}: {r.checkpoint.describe()}" for r in records if r.checkpoint]
     rows += [f"{r.preset.name} {r.layout.name}: GPUs {r.conditions.describe()}" for r in records
              if r.conditions and r.conditions.gpus]
+    rows += [f"{r.preset.name} {r.layout.name}: profile {_profile_line(r.profile)}" for r in records
+             if r.profile]
     return "\n".join(rows)
+
+
+def _profile_line(profile: Profile) -> str:
+    """``GEMM 68.5 %, attention 13.5 %, ...; largest besides GEMMs: <kernel> 12.3 ms, ...``."""
+    shares = ", ".join(f"{name.replace('_', ' ')} {100 * getattr(profile, name) / profile.step_ms:.1f} %"
+                       for name in ("gemm", "attention", "other", "optimizer", "comm_exposed", "idle"))
+    besides = [f"{k.name[:60]} {k.ms:.1f} ms" for k in profile.largest if k.cls != "gemm"][:3]
+    return shares + (f"; largest besides GEMMs: {', '.join(besides)}" if besides else "")

@@ -8,11 +8,14 @@
 #   bash docs/gpu-machine/one-gpu.sh kit-bundle   # .carry/kit.bundle: HEAD alone (one commit)
 #   nox -s wheelhouse -- cuda --dest .carry/w --without te --without sources --without gpt2
 #   .carry/data/: a corpus tokenized by `python -m bench data` (.bin/.idx) for the loss checks
+#   .carry/apex-<commit>.tar.gz: NVIDIA apex's pinned snapshot (../shared/upstreams/), for `apex`
 # Transformer Engine, where a step needs it, is installed as campaign.sh does (te-split here, the
 # parts sent one per command, te-join and `bash .te/install.sh` there: /tmp/te-site).
 # Steps (there, from the repository root; each in the foreground of one command):
 #   bash docs/gpu-machine/one-gpu.sh setup        # clone the kit, install the wheels this Python lacks
-#   bash docs/gpu-machine/one-gpu.sh run NAME ARGS...  # python -m bench run ARGS, logged as NAME
+#   bash docs/gpu-machine/one-gpu.sh apex         # build apex's C++/CUDA extensions for sm_90 (~170 s)
+#   bash docs/gpu-machine/one-gpu.sh run NAME ARGS...  # python -m bench run ARGS, logged as NAME;
+#                                                 # APEX=1 puts the built apex on its path
 #   bash docs/gpu-machine/one-gpu.sh smoke NAME   # python -m bench.train.smoke (all-reduce, GEMMs) on
 #                                                 # every GPU present: logs/NAME.json, logs/NAME.txt
 #   bash docs/gpu-machine/one-gpu.sh collect      # $OUT: records.tgz (records and kept logs), summary.txt
@@ -22,7 +25,7 @@
 set -uo pipefail
 PYTHON=${PYTHON:-python3}
 WORK=${WORK:-/tmp/one-gpu}
-SITE=$WORK/site TE_SITE=${TE_SITE:-/tmp/te-site} KIT=$WORK/kit
+SITE=$WORK/site TE_SITE=${TE_SITE:-/tmp/te-site} APEX_SITE=$WORK/apex-site KIT=$WORK/kit
 mkdir -p "$WORK/logs" "$WORK/records"
 export PYTHONUNBUFFERED=1 BENCH_PLATFORMS_DIR=platforms/sites/shared-gpu-hosts
 summary="$WORK/logs/summary.txt"
@@ -51,11 +54,23 @@ PY
   rm -rf "$WORK/data" && cp -r .carry/data "$WORK/data"
 }
 
-run() {  # run NAME ARGS...: the kit's run with Transformer Engine on the path where installed
-  local name=$1
+apex() {  # megatron-core then uses its fused layer norm, masked softmax and wgrad accumulation
+  rm -rf /tmp/apex-src "$APEX_SITE" && mkdir -p /tmp/apex-src &&
+    tar xzf .carry/apex-*.tar.gz -C /tmp/apex-src --strip-components=1 &&
+    (cd /tmp/apex-src && step apex-build env TORCH_CUDA_ARCH_LIST=9.0 APEX_CPP_EXT=1 APEX_CUDA_EXT=1 \
+       APEX_PARALLEL_BUILD=16 NVCC_APPEND_FLAGS="--threads 2" "$PYTHON" -m pip wheel -q \
+       --no-build-isolation --no-deps --no-index -w /tmp/apex-wheel .) &&
+    step apex-install "$PYTHON" -m pip install -q --no-index --no-deps --target "$APEX_SITE" \
+      /tmp/apex-wheel/apex-*.whl
+}
+
+run() {  # run NAME ARGS...: the kit's run with Transformer Engine on the path where installed,
+  # and apex where APEX=1 (the kit detects both in the training Python: its argv says which)
+  local name=$1 path="$TE_SITE:$SITE:$KIT"
   shift
+  [ -n "${APEX:-}" ] && path="$APEX_SITE:$path"
   # --records first: Megatron's own flags, after a '--', come last.
-  (cd "$KIT" && step "$name" env PYTHONPATH="$TE_SITE:$SITE:$KIT" "$PYTHON" -m bench run \
+  (cd "$KIT" && step "$name" env PYTHONPATH="$path" "$PYTHON" -m bench run \
      --records "$WORK/records" "$@")
   grep -E 'TFLOP/s|recorded|record:|error' "$WORK/logs/$name.txt" | tail -n 12
   grep -E 'a torch op' "$WORK/logs/$name.txt" | tail -n 3  # the run's conditions: its host's pace
@@ -79,11 +94,12 @@ collect() {
   tar czf "$OUT/logs.tgz" -C "$WORK" logs
 }
 
-case ${1:?kit-bundle, setup, run, smoke or collect} in
+case ${1:?kit-bundle, setup, apex, run, smoke or collect} in
   kit-bundle)
     rm -rf /tmp/kit-shallow && git clone -q --depth 1 "file://$PWD" /tmp/kit-shallow &&
       mkdir -p .carry && git -C /tmp/kit-shallow bundle create "$PWD/.carry/kit.bundle" HEAD ;;
   setup) setup ;;
+  apex) apex ;;
   run) shift; run "$@" ;;
   smoke) smoke "${2:?smoke NAME}" ;;
   collect) collect ;;

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.measure.profile import CLASSES, at_step, breakdown, kernel_class, read_trace
+from bench.measure.profile import CLASSES, LARGEST, NAME_CHARS, at_step, breakdown, kernel_class, read_trace
 
 TRACE = Path(__file__).parents[1] / "fixtures" / "traces" / "6.7b_tp2pp1dp1sp_h100x2_te-apex_bf16.trace.json.gz"
 
@@ -93,3 +93,36 @@ def test_every_kernel_of_an_optimizer_step_is_the_optimizers() -> None:
     unmarked = breakdown({"traceEvents": [e for e in events if e["cat"] != "gpu_user_annotation"]})
     assert unmarked.optimizer < profile.optimizer and unmarked.other > profile.other
     assert unmarked.optimizer + unmarked.other == pytest.approx(profile.optimizer + profile.other)
+
+
+def test_the_largest_kernels_are_named_with_their_time(profile) -> None:
+    """The breakdown names the kernels that took the most time, so that ``other`` says what is in
+    it: on the real 6.7b tp2+sp trace, the GEMMs first, then the all-gathers of sequence
+    parallelism, cuDNN's attention, TE's Adam, and the first kernels of ``other``."""
+    largest = profile.largest
+    assert len(largest) == LARGEST
+    assert [k.ms for k in largest] == sorted((k.ms for k in largest), reverse=True)
+    assert largest[0].cls == "gemm" and largest[0].name.startswith("nvjet_sm90_tst_256x128")
+    assert largest[0].ms == pytest.approx(303.5, abs=0.1) and largest[0].launches == 2064
+    by_class = {k.cls for k in largest}
+    assert by_class == {"gemm", "comm", "attention", "optimizer", "other"}
+    # a kernel's whole duration, hidden or not: more than the classes' exclusive shares
+    assert sum(k.ms for k in largest if k.cls == "comm") <= profile.comm_total + 1e-6
+    assert sum(k.ms for k in largest if k.cls == "other") <= profile.other + 1e-6
+    assert all(len(k.name) <= NAME_CHARS and not k.name.startswith("void ") for k in largest)
+
+
+def test_a_record_keeps_the_largest_kernels_and_older_records_have_none(profile) -> None:
+    from dataclasses import asdict
+
+    from bench.records.metrics import Profile
+    from bench.running.local import _profile_line
+
+    kept = Profile(**asdict(profile))
+    assert [k.name for k in kept.largest] == [k.name for k in profile.largest]
+    assert Profile.model_validate_json(kept.model_dump_json()) == kept
+    older = kept.model_dump(exclude={"largest"})
+    assert Profile(**older).largest == []
+    line = _profile_line(kept)
+    assert line.startswith("gemm 35.7 %, attention 4.7 %, other 8.0 %")
+    assert "largest besides GEMMs: ncclDevKernel_AllGather_RING_LL" in line and "162.5 ms" in line

@@ -94,3 +94,17 @@ def test_local_layers_where_transformer_engine_is_installed_are_named_so() -> No
     assert layers(alone) == "no TE"
     assert layers(beside) == "local, TE installed"
     assert layers(beside.model_copy(update={"implementation": "te"})) == "TE"
+
+
+def test_local_layers_built_with_apex_are_named_so() -> None:
+    """Where the training Python has apex, megatron-core's local layers take its fused layer norm,
+    masked softmax and wgrad accumulation, and the kit's argv drops the flags that turn them off:
+    another configuration, which the page names."""
+    from bench.config.capabilities import Capabilities, megatron_flags
+
+    argv = ["--num-layers", "32"]
+    plain = make_record(implementation="local").model_copy(
+        update={"argv": argv + megatron_flags(Capabilities())})
+    apex = plain.model_copy(update={"argv": argv + megatron_flags(Capabilities(
+        apex_layer_norm=True, fused_wgrad=True, fused_softmax=True))})
+    assert (layers(plain), layers(apex)) == ("no TE", "no TE, apex")
