@@ -79,6 +79,12 @@ fitted on 1-2 GPUs, the 4-GPU records 9.4 %; published median 19.9 %, p90 54.4 %
 the fit prices a step, the GPU-bound records (242) erred median 4.3 %, p90 13.0 % held out, the
 host-bound ones (121) 10.4 % and 27.1 %: the GPU-bound side meets the 15 % target, and every
 expectation since quotes the band of its kind and precision.
+The four ok one-GPU records of 20:46-21:10 UTC that day, 367 records in 154 groups, no change to
+the model (docs/reports/2026-11-29-h200-apex.md): 2.7b with the kit's layers at global batch 128,
+with apex's extensions and without, on a machine 2.5 % faster than the one of 18:14 on the same
+key, all 7-8 % above their expectation: group-held-out median 5.8 %, p90 20.2 %; fitted on 1-2
+GPUs, the 4-GPU records 9.6 %; published median 19.8 %, p90 54.2 %; GPU-bound (244) 4.4 % and
+12.6 %, host-bound (123) 10.5 % and 27.2 %.
 """
 
 from __future__ import annotations
