@@ -14,7 +14,7 @@ from bench.config.campaign import CampaignRun, load_campaign
 from bench.planning.plan import LaunchPlan
 from bench.running.arguments import RunCommand, parse_run_argv
 from bench.running.machine import Machine
-from bench.running.run import execute, launches_for
+from bench.running.run import execute, launches_for, timeout_problems
 
 # The command line's options that choose the campaign's runs rather than set them.
 SELECTING = ("--campaign", "--only")
@@ -37,6 +37,11 @@ def run_campaign(command: RunCommand, results: list[dict[str, object]],
         labels = (("campaign", campaign.name), ("campaign_run", entry.name))
         launches = launches_for(entry_command, labels=labels, tag=f"c{entry.number}", machine=machine)
         planned.append((entry, entry_command.args, launches))
+    # A limit no run can meet is refused before the first run; a tight one warns at its run's start.
+    cut = [words for _, entry_args, launches in planned
+           for level, words in timeout_problems(entry_args, launches) if level == "error"]
+    if cut:
+        raise ValueError("; ".join(cut))
     code = 0
     for entry, entry_args, launches, (index, count) in in_rounds(planned):
         print(f"campaign {campaign.name}: {entry.name}"

@@ -35,6 +35,7 @@ from bench.running.machine import Machine
 from bench.running.output import NO_GPU, plan_json, print_notes, print_plan
 from bench.running.recordable import check_recordable
 from bench.running.trainenv import Facts, describe, problems
+from bench.running.wall_time import timeout_problem
 
 MAX_REPEAT = 100
 """The most measurements of one configuration (``--repeat``, a campaign's ``repeat``): every one is
@@ -156,6 +157,25 @@ def check_run_options(args: argparse.Namespace, platform: Platform) -> None:
     check_poll(args.poll)
 
 
+def timeout_problems(args: argparse.Namespace, launches: list[LaunchPlan]) -> list[tuple[str, str]]:
+    """("error" or "warning", words) for each run of ``launches`` whose ``--timeout`` the expected
+    step says it cannot finish in, or only at the band's fast end (bench.running.wall_time)."""
+    if not launches or launches[0].platform.scheduler != "none":
+        return []  # a job is limited by --walltime, refused beside --timeout (check_run_options)
+    timeout_s = args.timeout or TIMEOUT_S
+    return [problem for launch in launches if (problem := timeout_problem(launch, timeout_s))]
+
+
+def check_timeouts(args: argparse.Namespace, launches: list[LaunchPlan]) -> None:
+    """Refuse a limit no run can meet before anything is launched; warn of one that is tight."""
+    found = timeout_problems(args, launches)
+    errors = [words for level, words in found if level == "error"]
+    if errors:
+        raise ValueError("; ".join(errors))
+    for _, words in found:
+        print(f"warning: {words}", file=sys.stderr)
+
+
 def local_limits(args: argparse.Namespace) -> tuple[Path, float, float]:
     """(records directory, wall-clock limit, hang limit) of a run here, defaults filled in."""
     return (records_dir(args), args.timeout or TIMEOUT_S,
@@ -183,6 +203,7 @@ def execute(args: argparse.Namespace, launches: list[LaunchPlan],
     """Print, submit or run ``launches``; appends one JSON entry per launch to ``results``."""
     say = partial(print, file=sys.stderr) if args.json else print
     check_recordable(launches)
+    check_timeouts(args, launches)
     # One plan summary per run, for its JSON entry, its plan.json and its record.
     summaries = [plan_summary(launch) if launch.accelerator is not None else None
                  for launch in launches]
