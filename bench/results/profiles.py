@@ -196,4 +196,27 @@ def section(rows: Sequence[TimeRow], records_link: str) -> list[str]:
              "against the run's measured median step, and `GPU idle` is what the busy classes "
              "leave of it (0 where they fill it); percentages are of the measured step."),
             "", *table(TIME_COLUMNS, [_time_cells(row, records_link) for row in rows]), "",
-            f"![Where a measured step's time goes](plots/{TIME_PLOT})", ""]
+            f"![Where a measured step's time goes](plots/{TIME_PLOT})", "", *_largest(rows, records_link)]
+
+
+LARGEST_SHOWN = 4  # kernels beside the GEMMs a run's line names
+KERNEL_CHARS = 64  # of a kernel's name shown (the record keeps more)
+
+
+def _largest(rows: Sequence[TimeRow], records_link: str) -> list[str]:
+    """A line per run whose record names its largest kernels: those beside the GEMMs, with their
+    milliseconds a step and share of the measured step (whole durations, overlapped or not)."""
+    named = [row for row in rows if any(k.cls != "gemm" for k in row.profile.largest)]
+    if not named:
+        return []
+    lines = ["The largest kernels beside the GEMMs, where the record names them (records made "
+             "since the kit's profile kept them), milliseconds a step and share of the measured "
+             "step, whole durations:", ""]
+    for row in named:
+        kernels = [k for k in row.profile.largest if k.cls != "gemm"][:LARGEST_SHOWN]
+        words = "; ".join(f"{text(k.name[:KERNEL_CHARS])} ({k.cls}) {k.ms:.1f} ms, "
+                          f"{100 * k.ms / row.step_ms:.1f} %" for k in kernels)
+        run = row.run
+        lines.append(f"- {text(model_name(run))} {text(run.layout.name)} {text(precision_words(run))}, "
+                     f"{text(engine_words(run))} ({record_link(run, records_link)}): {words}")
+    return [*lines, ""]

@@ -180,6 +180,18 @@ def test_repository_page_shows_the_profiled_6_7b_tp2_runs() -> None:
     assert (REPO / "results" / "plots" / TIME_PLOT).is_file()
 
 
+def test_repository_page_names_the_largest_kernels_where_a_record_keeps_them() -> None:
+    """The 2.7b apex run profiled on 2026-11-29 keeps its largest kernels: the page names those
+    beside the GEMMs (cuDNN's attention backward first); records made before name none."""
+    page = (REPO / "results" / "README.md").read_text()
+    section = page.split("## Where the time goes", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("- ")]
+    assert len(lines) == 1 and "2.7b_tp1pp1dp1_local_20261129T211030Z-ee6009" in lines[0]
+    assert "megatron (no TE, apex)" in lines[0]
+    assert "cudnn_generated_fort_native_sdpa_sm90_flash_bprop" in lines[0].split(";")[0]
+    assert "(attention) 206.3 ms, 9.9 %" in lines[0] and lines[0].count(";") == 3
+
+
 # --- node checks --------------------------------------------------------------------------------
 
 def _smoke(folder: Path, name: str, gpu_model: str, gpus: int, nccl: dict[str, Any],
