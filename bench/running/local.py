@@ -417,7 +417,7 @@ def summary(records: list[Record]) -> str:
 
 
 def _profile_line(profile: Profile) -> str:
-    """``GEMM 68.5 %, attention 13.5 %, ...; largest besides GEMMs: <kernel> 12.3 ms, ...``."""
+    """``gemm 68.5 %, attention 13.5 %, ...; largest besides GEMMs: <kernel> 12.3 ms, ...``."""
     shares = ", ".join(f"{name.replace('_', ' ')} {100 * getattr(profile, name) / profile.step_ms:.1f} %"
                        for name in ("gemm", "attention", "other", "optimizer", "comm_exposed", "idle"))
     besides = [f"{k.name[:60]} {k.ms:.1f} ms" for k in profile.largest if k.cls != "gemm"][:3]

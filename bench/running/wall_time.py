@@ -28,24 +28,24 @@ def steps_trained(launch: LaunchPlan) -> int:
 def expected_wall_s(launch: LaunchPlan) -> tuple[float, float] | None:
     """(fastest, slowest) seconds the run should take within its expectation's band; None where the
     model expects nothing."""
-    if launch.expected is None:
+    expected = launch.expected
+    if expected is None:
         return None
-    steps_s = steps_trained(launch) * launch.expected.step_s
-    band = launch.expected.band
-    return (OUTSIDE_STEPS_S[0] + steps_s * max(1.0 - band, 0.0),
-            OUTSIDE_STEPS_S[1] + steps_s * (1.0 + band))
+    steps_s = steps_trained(launch) * expected.step_s
+    return (OUTSIDE_STEPS_S[0] + steps_s * max(1.0 - expected.band, 0.0),
+            OUTSIDE_STEPS_S[1] + steps_s * (1.0 + expected.band))
 
 
 def timeout_problem(launch: LaunchPlan, timeout_s: float) -> tuple[str, str] | None:
     """("error" or "warning", the words) where ``timeout_s`` leaves the run no room or too little;
     None where it does, or where nothing is expected."""
-    wall = expected_wall_s(launch)
-    if wall is None:
+    wall, expected = expected_wall_s(launch), launch.expected
+    if wall is None or expected is None:
         return None
     fastest, slowest = wall
     what = (f"{launch.preset.name} {launch.layout.name}: --timeout {timeout_s:.0f} s, but its "
-            f"{steps_trained(launch)} steps at the expected {launch.expected.step_s:.2f} s "  # type: ignore[union-attr]
-            f"(±{100 * launch.expected.band:.0f} %) and its start take {fastest:.0f}-{slowest:.0f} s")  # type: ignore[union-attr]
+            f"{steps_trained(launch)} steps at the expected {expected.step_s:.2f} s "
+            f"(±{100 * expected.band:.0f} %) and its start take {fastest:.0f}-{slowest:.0f} s")
     if timeout_s < fastest:
         return "error", f"{what}: it would be cut and recorded as failed; give --timeout {slowest:.0f} or more"
     if timeout_s < slowest:
