@@ -24,6 +24,7 @@ from bench.images import cli as images_cli
 from bench.planning.predict import facts, fit, validate
 from bench.planning.predict.published import published_cases, row_platforms
 from bench.records import manifest, verify
+from bench.records.as_planned import as_planned, describe
 from bench.records.identity import config_key
 from bench.records.store import add_records_option, load_records, records_dir
 from bench.results import cli as results_cli
@@ -90,7 +91,9 @@ def run_predict(args: argparse.Namespace) -> int:
                          "needs at least 2 to check or fit (give the records folder with --records)")
     as_core = validate.priced_as_core(records, facts.load_all())
     if args.validate:
-        print("\n".join(_validation(runs, as_core)[0]))
+        lines = _validation(runs, as_core)[0]
+        lines[-2:-2] = describe(as_planned(records))  # the summary's two lines stay last
+        print("\n".join(lines))
         return 0
     if not args.fit.parent.is_dir():  # before minutes of fitting
         raise ValueError(f"{args.fit.parent}: no such folder for the fit; give --fit a file in a "

@@ -10,6 +10,7 @@ the model said when it was planned), else the stored fit's prediction.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from bench.planning.predict.expect import BELOW
 from bench.planning.predict.model import combine
 from bench.planning.predict.plot import Point, draw_predicted
 from bench.planning.predict.terms import TERMS
+from bench.records.as_planned import AsPlanned, as_planned
 from bench.records.record import Record
 from bench.results import plots
 from bench.results.table import record_link, table, text
@@ -74,6 +76,7 @@ class Checked:
     low: tuple[Low, ...]
     plot: PredictedPlot
     bound_p90: tuple[float, float] | None = None
+    planned: AsPlanned | None = None
 
 
 def checked(runs: Sequence[Record]) -> Checked | None:
@@ -103,7 +106,7 @@ def checked(runs: Sequence[Record]) -> Checked | None:
     kinds = tuple(validation.get(f"{fit.BAND_PREFIX}{kind}") for kind in (fit.GPU_BOUND, fit.HOST_BOUND))
     return Checked(len(found), fitted, validation["median"], validation["p90"], tuple(low),
                    PredictedPlot(PLOT, tuple(sorted(points))),
-                   kinds if None not in kinds else None)  # type: ignore[arg-type]
+                   kinds if None not in kinds else None, as_planned(runs))  # type: ignore[arg-type]
 
 
 def _cells(item: Low, records_link: str) -> list[str]:
@@ -113,6 +116,23 @@ def _cells(item: Low, records_link: str) -> list[str]:
             text(run.precision), text(hardware_words(run)), f"{run.metrics.tflops_per_gpu:.1f}",
             f"{item.expected_tflops:.1f}", f"{100 * item.below:.0f} %", f"`{item.largest}`",
             "its record" if item.recorded else "the stored fit"]
+
+
+def _planned_words(planned: AsPlanned | None) -> str:
+    """The records against what the model expected when each was planned (bench.records.as_planned)."""
+    if planned is None or not planned.new.errors:
+        return ""
+
+    def side(errors: Sequence[float], in_band: int) -> str:
+        return (f"median {100 * statistics.median(errors):.1f} %, 90th percentile "
+                f"{100 * validate.percentile(errors, 0.9):.1f} %, {in_band} of {len(errors)} within "
+                "the band they quoted")
+    known = (f"; the {len(planned.known.errors)} that repeated a configuration already run, "
+             f"{side(planned.known.errors, planned.known.in_band)}" if planned.known.errors else "")
+    return (" Against what it expected when each run was planned (the `expected` its record holds, "
+            "written before the run by the model of that day, never refitted): the "
+            f"{len(planned.new.errors)} records of a configuration no earlier record had, "
+            f"{side(planned.new.errors, planned.new.in_band)}{known}.")
 
 
 def section(found: Checked | None, records_link: str) -> list[str]:
@@ -129,7 +149,7 @@ def section(found: Checked | None, records_link: str) -> list[str]:
                  f"{100 * found.bound_p90[1]:.1f} % where host-bound (the host's launches longer than "
                  "the GPU's stream: hosts differ), the bands an expectation quotes by its kind"
                  if found.bound_p90 else "")
-              + ". The dashed lines are ±15 %."), "",
+              + "." + _planned_words(found.planned) + " The dashed lines are ±15 %."), "",
              f"![Step-time model: predicted against measured](plots/{found.plot.filename})", ""]
     if not found.low:
         return [*lines, f"No run is more than {100 * BELOW:.0f} % below its expectation.", ""]
