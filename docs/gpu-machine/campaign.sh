@@ -12,8 +12,8 @@
 # wheels/ (MS-AMP's logging imports it). .carry-mds/ keeps only kit.bundle (7 MB); the rest is in
 # .carry-rest/, sent with .te-small/ and .carry-prebuilt/ before (`cp -r .carry-rest/. /tmp/carry/`).
 # `setup` copies it to /tmp/carry, so later commands need not send it again: Transformer Engine 2.20.2's wheel, sent in five parts, fills a command's 64 MiB
-# alone, and with the working tree past 9 MB a 55 MB part no longer fits one command either: `te-split`
-# (here) cuts the wheel into six parts of 46 MB, .te/p0..p5, each sent with its own command
+# alone, and with the working tree past 20 MiB a 55 MB part no longer fits one command either: `te-split`
+# (here) cuts the wheel into seven parts of 40 MB, .te/p0..p6, each sent with its own command
 # (`mkdir -p /tmp/te-parts && cp .te/pN /tmp/te-parts/`), and `te-join` (there) joins them into the
 # chunks install.sh reads. A command keeps only the ignored paths it carries, so TE's small files
 # (.te/SHA256, deps/, install.sh, the meta wheel and the torch sdist) go first, in a command of their
@@ -50,8 +50,8 @@
 #   bash campaign.sh te-install # instead of `bash .te/install.sh`: skips the 90-110 s build of TE's torch
 #                             # extension where a packed one of the same stamp is in /tmp/carry/prebuilt
 #   bash campaign.sh kit-bundle # here: the kit at HEAD, one commit, into .carry-mds/kit.bundle
-#   bash campaign.sh te-split   # here: .te/chunk0..4 into .te/p0..p5 (46 MB each)
-#   bash campaign.sh te-join    # there: /tmp/te-parts/p0..p5 into /tmp/te-chunks (the wheel in chunk0)
+#   bash campaign.sh te-split   # here: .te/chunk0..4 into .te/p0..p6 (40 MB each)
+#   bash campaign.sh te-join    # there: /tmp/te-parts/p0..p6 into /tmp/te-chunks (the wheel in chunk0)
 set -uo pipefail
 PYTHON=${PYTHON:-python3}
 CARRY=${CARRY:-/tmp/carry}  # setup's copy of .carry-mds
@@ -244,10 +244,9 @@ case ${1:?setup, smoke, collect or groups} in
   kit-bundle)  # here: HEAD alone (a depth-1 clone's bundle) into .carry-mds/kit.bundle
     rm -rf /tmp/kit-shallow && git clone -q --depth 1 "file://$PWD" /tmp/kit-shallow &&
       mkdir -p .carry-mds && git -C /tmp/kit-shallow bundle create "$PWD/.carry-mds/kit.bundle" HEAD ;;
-  te-split) cat .te/chunk0 .te/chunk1 .te/chunk2 .te/chunk3 .te/chunk4 | split -b 46100000 -d -a1 - .te/p ;;
-  te-join)  # install.sh joins chunk0..4: the whole wheel in chunk0, the rest empty
-    mkdir -p /tmp/te-chunks && cat /tmp/te-parts/p0 /tmp/te-parts/p1 /tmp/te-parts/p2 /tmp/te-parts/p3 \
-      /tmp/te-parts/p4 /tmp/te-parts/p5 > /tmp/te-chunks/chunk0 &&
+  te-split) rm -f .te/p? && cat .te/chunk0 .te/chunk1 .te/chunk2 .te/chunk3 .te/chunk4 | split -b 40000000 -d -a1 - .te/p ;;
+  te-join)  # install.sh joins chunk0..4: the whole wheel in chunk0, the rest empty; sha256sum checks the join
+    mkdir -p /tmp/te-chunks && cat /tmp/te-parts/p? > /tmp/te-chunks/chunk0 &&
       for n in 1 2 3 4; do : > /tmp/te-chunks/chunk$n; done ;;
   te-install)  # .te/install.sh's steps, with the torch extension an earlier machine packed where its stamp matches
     whl=$(ls "$CARRY"/prebuilt/transformer_engine_torch-*.whl 2>/dev/null | head -n 1)
