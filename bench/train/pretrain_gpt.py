@@ -89,6 +89,14 @@ def _add_kernel_args(group: _ArgumentGroup) -> None:
         help="AdamW kernel when Megatron falls back to torch optimizers (no TE/apex): fused (one "
         "pass, like TE/apex FusedAdam) or foreach (torch's default). Default fused.",
     )
+    # megatron-core 0.19 has the config field (TE's recipe fp8_dpa) but no command-line flag for it.
+    group.add_argument(
+        "--kit-fp8-attention",
+        action="store_true",
+        help="Transformer Engine's core attention in FP8 too (cuDNN's FP8 fused attention, forward "
+        "and backward; TransformerConfig.fp8_dot_product_attention). Needs --fp8-format and "
+        "--kit-attention te.",
+    )
 
 
 def _add_msamp_args(group: _ArgumentGroup) -> None:
@@ -322,6 +330,7 @@ def build_config_container(args: Namespace):
             "the training arguments do not fit this environment:\n  - " + "\n  - ".join(problems)
         )
     model_config = gpt_config_from_args(args)
+    model_config.fp8_dot_product_attention = args.kit_fp8_attention
     model_config.transformer_layer_spec = layer_spec_provider(
         attention, fp8_linears=args.kit_msamp != "off", te_modules=args.kit_msamp_modules == "te"
     )

@@ -134,6 +134,11 @@ def _entry_flag_problems(args: Namespace, attention: str) -> list[str]:
             f"--attention-backend {backend} selects Transformer Engine backends; "
             "leave it at auto and choose with --kit-attention."
         )
+    if args.kit_fp8_attention and (attention != "te" or not args.fp8):
+        problems.append(
+            "--kit-fp8-attention runs Transformer Engine's attention in FP8: it needs --fp8-format "
+            "and --kit-attention te (Transformer Engine's layers); drop it otherwise."
+        )
     if attention == "sdpa" and args.reset_attention_mask:
         problems.append(
             "--reset-attention-mask is ignored by causal SDPA attention: drop it or use --kit-attention local."

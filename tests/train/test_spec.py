@@ -53,7 +53,7 @@ def megatron_defaults(**overrides: object) -> Namespace:
         "dataloader_inter_document_masking": False, "hybrid_context_parallel": False,
         "mtp_num_layers": None, "sequence_packing_scheduler": None,
         "use_precision_aware_optimizer": False, "kit_msamp": "off", "kit_msamp_modules": "torch",
-        "fp8": None,
+        "fp8": None, "kit_fp8_attention": False,
     }
     values.update(overrides)
     return Namespace(**values)
@@ -89,6 +89,13 @@ def test_refusals_without_te(overrides: dict, attention: str, message: str) -> N
                              no_persist_layer_norm=True, **overrides)
     problems = check_args(args, attention, NOTHING)
     assert any(message in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize(("fp8", "attention", "refused"),
+                         [("hybrid", "te", False), (None, "te", True), ("hybrid", "sdpa", True)])
+def test_fp8_attention_needs_fp8_and_te_attention(fp8: str | None, attention: str, refused: bool) -> None:
+    problems = check_args(megatron_defaults(kit_fp8_attention=True, fp8=fp8), attention, NGC)
+    assert any("--kit-fp8-attention" in problem for problem in problems) == refused, problems
 
 
 def test_the_precision_aware_optimizer_needs_te_and_not_msamp_o2() -> None:
