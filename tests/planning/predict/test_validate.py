@@ -85,6 +85,12 @@ with apex's extensions and without, on a machine 2.5 % faster than the one of 18
 key, all 7-8 % above their expectation: group-held-out median 5.8 %, p90 20.2 %; fitted on 1-2
 GPUs, the 4-GPU records 9.6 %; published median 19.8 %, p90 54.2 %; GPU-bound (244) 4.4 % and
 12.6 %, host-bound (123) 10.5 % and 27.2 %.
+The nine ok one-GPU records of 23:05-23:33 UTC that day, 376 records in 154 groups, no change to
+the model (docs/reports/2026-11-29-h200-fp8-attention-pace.md): the one-GPU target key once more
+on a third machine, fp8 at 2.7b twice, and 125m, 345m and 760m host-bound steps twice each, 5-11 %
+apart on one machine: group-held-out median 5.9 %, p90 19.8 %; fitted on 1-2 GPUs, the 4-GPU
+records 9.9 %; published median 19.8 %, p90 52.1 %; GPU-bound (249) 4.5 % and 13.0 %, host-bound
+(127) 10.8 % and 27.2 %, whose own spread around their group's median is p90 15.3 %.
 """
 
 from __future__ import annotations
