@@ -363,6 +363,18 @@ def check_datasets_kit_split() -> None:
         assert len(train) >= 384 and train[383]["tokens"].shape == (512,)
 
 
+def check_fp8_attention_field() -> None:
+    """--kit-fp8-attention sets a field megatron-core's TransformerConfig really has (0.19.2 keeps
+    ``fp8_dot_product_attention`` but dropped its command-line flag): a misspelt name would only
+    add an attribute nothing reads, and no run would say so."""
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    fields = {field.name: field.default for field in dataclasses.fields(TransformerConfig)}
+    assert fields.get("fp8_dot_product_attention") is False, fields.get("fp8_dot_product_attention")
+    args = _parse(_cpu_argv())
+    assert args.kit_fp8_attention is False
+
+
 def check_refuse_sequence_parallel() -> None:
     """Without TE or apex, --sequence-parallel is refused with a message (not a LayerNorm assert).
 

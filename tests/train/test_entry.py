@@ -46,6 +46,8 @@ def test_good_argv_reaches_megatron_pretrain(run_megatron) -> None:
          "--no-masked-softmax-fusion"),
         ([*GOOD_ARGV, "--kit-attention", "te"], {}, "--kit-attention te needs --transformer-impl transformer_engine"),
         ([*GOOD_ARGV, "--reset-attention-mask"], {}, "--reset-attention-mask is ignored by causal SDPA"),
+        ([*GOOD_ARGV, "--kit-fp8-attention"], {},
+         "--kit-fp8-attention runs Transformer Engine's attention in FP8: it needs --fp8-format"),
         ([*GOOD_ARGV, "--kit-msamp", "O2"], {},
          "--kit-msamp O2 needs MS-AMP, which this Python cannot import (No module named 'msamp'): "
          "build the image with `python -m bench images build cuda --option msamp=1`"),
@@ -67,6 +69,7 @@ def test_good_argv_reaches_megatron_pretrain(run_megatron) -> None:
     ],
     ids=["persist-layer-norm", "grad-accum-fusion", "te-missing",
          "unknown-flag", "local-softmax-fusion", "te-attention-on-local", "reset-attention-mask",
+         "fp8-attention-without-fp8",
          "msamp-missing", "fp4-without-msamp", "memory-cap-without-gpu", "te-modules-without-msamp",
          "te-modules-without-te", "te-modules-with-sdpa", "te-modules-msamp-missing"],
 )

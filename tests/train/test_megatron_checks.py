@@ -20,6 +20,7 @@ CHECKS_SCRIPT = Path(__file__).with_name("megatron_checks.py")
         "datasets_mock",  # MockGPTDataset without --data-path
         "datasets_bin",  # GPTDataset over Megatron .bin/.idx with --data-path
         "refuse_sequence_parallel",  # --sequence-parallel without TE/apex: a clear refusal
+        "fp8_attention_field",  # --kit-fp8-attention sets a TransformerConfig field that exists
     ],
 )
 def test_megatron_check(run_megatron, check: str) -> None:
