@@ -29,6 +29,7 @@ TE_MODULES = "TE modules"
 # other such run's has.
 TE_FUSED_WGRAD = "TE, wgrad fused"
 NO_WGRAD_FUSION = "--no-gradient-accumulation-fusion"
+FP8_ATTENTION_FLAG = "--kit-fp8-attention"  # the training entry's (bench/train/pretrain_gpt.py)
 # megatron-core's local layers chosen (``--layers local``) where Transformer Engine is installed,
 # as the record's provenance says: the optimizer is TE's FusedAdam there, torch's without TE, so
 # it is another configuration. Records made before the kit recorded TE's version stay "no TE",
@@ -100,15 +101,20 @@ def settings(run: Record) -> dict[str, object]:
 
 def recipe(run: Record) -> str:
     """The ways a run changes the training math, not only its speed, in words (``MS-AMP o2``,
-    ``fp4``, ``optimizer states paper-kit``, ``dropout 0``), "" for none: such a run is a recipe
-    row of its own, never the plain precision's. Dropout is the ``dropout`` setting, read from the
-    flags of a record made before it was one (:func:`bench.records.identity.typed_settings`)."""
+    ``fp4``, ``optimizer states paper-kit``, ``dropout 0``, ``FP8 attention``), "" for none: such a
+    run is a recipe row of its own, never the plain precision's. Dropout is the ``dropout``
+    setting, read from the flags of a record made before it was one
+    (:func:`bench.records.identity.typed_settings`). Attention in FP8 (the entry's
+    ``--kit-fp8-attention``) quantizes the softmax's inputs and outputs too: at 1.3b its loss
+    jumped to 12.0 and 11.0 mid-run where the same key without it fell smoothly
+    (docs/reports/2026-11-30-h200-host-side.md)."""
     chosen = identity.settings(run)
     states = chosen.get(STATES_KEY)
     return ", ".join(filter(None, (
         _precision_recipe(run.precision),
         f"optimizer states {states}" if states not in (None, "default") else "",
-        "dropout 0" if chosen.get(DROPOUT_KEY) == "0" else "")))
+        "dropout 0" if chosen.get(DROPOUT_KEY) == "0" else "",
+        "FP8 attention" if FP8_ATTENTION_FLAG in run.argv else "")))
 
 
 def _precision_recipe(name: str) -> str:

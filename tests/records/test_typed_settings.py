@@ -45,3 +45,16 @@ def test_the_2_7b_dropout_runs_are_one_key_and_a_recipe() -> None:
     assert {recipe(run) for run in runs} == {"dropout 0"}
     assert all(run.variant == {"megatron_args": "--attention-dropout 0.0 --hidden-dropout 0.0"}
                for run in runs)
+
+
+def test_attention_in_fp8_is_a_recipe_of_its_own() -> None:
+    """The three 1.3b runs with --kit-fp8-attention (their loss jumped mid-run) are a recipe row;
+    the same key without the flag is not."""
+    runs = {path.name: load_record(path) for path in sorted(RECORDS.glob("1.3b_tp1pp1dp1_local_20261130T*.json"))}
+    with_flag = [run for run in runs.values() if "--kit-fp8-attention" in run.argv]
+    without = [run for run in runs.values() if "--kit-fp8-attention" not in run.argv]
+    assert len(with_flag) == len(without) == 3
+    assert {recipe(run) for run in with_flag} == {"dropout 0, FP8 attention"}
+    assert {recipe(run) for run in without} == {"dropout 0"}
+    assert max(max(run.lm_losses[-10:]) for run in with_flag) > 11.0
+    assert max(max(run.lm_losses[-10:]) for run in without) < 9.6
