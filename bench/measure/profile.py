@@ -1,9 +1,10 @@
 """Where a step's time goes: a breakdown of a torch-profiler trace of a few steady-state steps.
 
 ``bench run --profile`` has Megatron's training loop capture ``PROFILE_STEPS`` steps, trained
-``PROFILE_LEAD_STEPS`` after the measured ones, with the torch profiler (CUDA kernels only: no
-stacks, no shapes) on rank 0; the trace is a Chrome trace (``torch_profile/rank-0.json.gz``).
-This module reads it and answers, per step:
+``PROFILE_LEAD_STEPS`` after the measured ones, with the torch profiler (host ops and CUDA
+kernels; no stacks, no shapes) on rank 0; the trace is a Chrome trace
+(``torch_profile/rank-0.json.gz``). This module reads its kernels and answers, per step (the
+host's ops: :mod:`bench.measure.host_side`):
 
 - ``gemm``: matrix multiplies (cuBLAS/cuBLASLt, CUTLASS, Transformer Engine's fp8 GEMMs);
 - ``attention``: core attention (flash, cuDNN fused attention, torch SDPA kernels);
@@ -34,6 +35,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.measure.host_side import HostSide, host_side
 
 PROFILE_STEPS = 2  # steps captured after the measured ones (their step times are not measured)
 # Steps between the measured ones and the captured ones: the profiler arms during the first (it
@@ -96,6 +99,7 @@ class Breakdown:
     comm_total: float
     kernels: int
     largest: list[KernelTime] = field(default_factory=list)
+    host: HostSide | None = None  # the host's side of the same steps, where the trace has it
 
     def fractions(self) -> dict[str, float]:
         """Each class's share of the step, the six adding up to 1."""
@@ -146,7 +150,8 @@ def breakdown(trace: dict) -> Breakdown:
     Raises ValueError when the trace holds no CUDA kernel (a trace of the wrong rank, or one made
     without CUDA activity).
     """
-    kernels, steps = _spans(trace.get("traceEvents", []))
+    events = trace.get("traceEvents", [])
+    kernels, steps = _spans(events)
     if not kernels:
         raise ValueError("the trace holds no CUDA kernel: it was not made with CUDA activity")
     if steps:
@@ -176,7 +181,8 @@ def breakdown(trace: dict) -> Breakdown:
     spent["idle"] += hi - now
     per_step = {k: v / count / 1000.0 for k, v in spent.items()}
     return Breakdown(steps=count, step_ms=(hi - lo) / count / 1000.0, comm_total=comm_total / count / 1000.0,
-                     kernels=len(kernels), largest=_largest(kernels, lo, hi, count), **per_step)
+                     kernels=len(kernels), largest=_largest(kernels, lo, hi, count),
+                     host=host_side(events, lo, hi, count), **per_step)
 
 
 def _largest(kernels: list[Kernel], lo: float, hi: float, steps: int) -> list[KernelTime]:

@@ -58,12 +58,36 @@ class KernelTime(Strict):
     launches: Count
 
 
+class HostOp(Strict):
+    """One of the host ops that took a profiled step's most time (bench.measure.host_side.HostOp):
+    its name (cut), its thread (the training loop's or autograd's), milliseconds per step, calls in all."""
+
+    name: Text
+    thread: Literal["loop", "backward"]
+    ms: Milliseconds
+    calls: Count
+
+
+class HostProfile(Strict):
+    """The host's side of the profiled steps (:mod:`bench.measure.host_side`), milliseconds per
+    step: the training loop's thread and autograd's in their outermost ops, the kernel launch calls
+    (``launches`` a step) and their time, the calls of ``torch.compile``'d code, the largest ops."""
+
+    loop_ms: Milliseconds
+    backward_ms: Milliseconds
+    launches: NonNegative
+    launch_ms: Milliseconds
+    compiled_ms: Milliseconds
+    largest: list[HostOp] = []
+
+
 class Profile(Strict):
     """Where the profiled steps' time went (``--profile``; :mod:`bench.measure.profile`), in
     milliseconds per step: the six classes from ``gemm`` to ``idle`` add up to ``step_ms``;
     ``comm_total`` is all communication, hidden behind compute or not. ``steps`` are the profiled
     steps, after the measured window; ``source`` says whose trace (rank 0's); ``largest`` names the
-    kernels that took the most time (absent in records written before it existed)."""
+    kernels that took the most time, ``host`` what the host did in those steps (each absent in
+    records written before it existed)."""
 
     steps: Count
     step_ms: Positive
@@ -77,3 +101,4 @@ class Profile(Strict):
     kernels: Count
     source: Text = "rank 0"
     largest: list[KernelTime] = []
+    host: HostProfile | None = None

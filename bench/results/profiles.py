@@ -50,7 +50,7 @@ class TimeRow:
 
 
 def _breakdown(profile: Profile) -> Breakdown:
-    return Breakdown(**profile.model_dump(exclude={"source"}))
+    return Breakdown(**profile.model_dump(exclude={"source", "host"}))
 
 
 def time_rows(runs: Sequence[Record]) -> tuple[TimeRow, ...]:
@@ -196,7 +196,8 @@ def section(rows: Sequence[TimeRow], records_link: str) -> list[str]:
              "against the run's measured median step, and `GPU idle` is what the busy classes "
              "leave of it (0 where they fill it); percentages are of the measured step."),
             "", *table(TIME_COLUMNS, [_time_cells(row, records_link) for row in rows]), "",
-            f"![Where a measured step's time goes](plots/{TIME_PLOT})", "", *_largest(rows, records_link)]
+            f"![Where a measured step's time goes](plots/{TIME_PLOT})", "", *_largest(rows, records_link),
+            *_host(rows, records_link)]
 
 
 LARGEST_SHOWN = 4  # kernels beside the GEMMs a run's line names
@@ -219,4 +220,35 @@ def _largest(rows: Sequence[TimeRow], records_link: str) -> list[str]:
         run = row.run
         lines.append(f"- {text(model_name(run))} {text(run.layout.name)} {text(precision_words(run))}, "
                      f"{text(engine_words(run))} ({record_link(run, records_link)}): {words}")
+    return [*lines, ""]
+
+
+HOST_OPS_SHOWN = 3  # host ops a run's line names
+
+
+def _host(rows: Sequence[TimeRow], records_link: str) -> list[str]:
+    """A line per run whose record keeps the host's side of its profiled steps
+    (:mod:`bench.measure.host_side`): what the host spent in ops, launches and compiled code, and
+    its largest ops, in milliseconds a profiled step (the profiler slows the host: shares of the
+    host's op time, not of the measured step)."""
+    kept = [row for row in rows if row.profile.host is not None]
+    if not kept:
+        return []
+    lines = ["The host's side of the profiled steps, where the record keeps it (records made since "
+             "the kit's profile read it): milliseconds a profiled step in the training loop's ops and "
+             "in autograd's (the backward pass, while the loop waits), what the kernel launch calls and "
+             "the calls of `torch.compile`d code took of them, and the largest host ops; the profiler "
+             "slows the host, so the shares are of the host's op time:", ""]
+    for row in kept:
+        host, run = row.profile.host, row.run
+        ops = host.loop_ms + host.backward_ms
+        kernels = sum(getattr(row.profile, name) for name in CLASSES)  # GPU busy, a profiled step
+        largest = "; ".join(f"{text(op.name[:KERNEL_CHARS])} ({op.thread}) {op.ms:.1f} ms"
+                            for op in host.largest[:HOST_OPS_SHOWN])
+        lines.append(
+            f"- {text(model_name(run))} {text(run.layout.name)} {text(precision_words(run))}, "
+            f"{text(engine_words(run))} ({record_link(run, records_link)}): {ops:.0f} ms in ops "
+            f"({host.loop_ms:.0f} loop, {host.backward_ms:.0f} backward) against {kernels:.0f} ms of "
+            f"kernels; {host.launches} launches, {100 * host.launch_ms / ops:.0f} % of the ops' time; "
+            f"compiled code {100 * host.compiled_ms / ops:.0f} %; largest: {largest}")
     return [*lines, ""]

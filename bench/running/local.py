@@ -417,8 +417,12 @@ def summary(records: list[Record]) -> str:
 
 
 def _profile_line(profile: Profile) -> str:
-    """``gemm 68.5 %, attention 13.5 %, ...; largest besides GEMMs: <kernel> 12.3 ms, ...``."""
+    """``gemm 68.5 %, attention 13.5 %, ...; largest besides GEMMs: <kernel> 12.3 ms, ...; host in
+    ops ...`` (the host's side where the trace had it: :mod:`bench.measure.host_side`)."""
     shares = ", ".join(f"{name.replace('_', ' ')} {100 * getattr(profile, name) / profile.step_ms:.1f} %"
                        for name in ("gemm", "attention", "other", "optimizer", "comm_exposed", "idle"))
     besides = [f"{k.name[:60]} {k.ms:.1f} ms" for k in profile.largest if k.cls != "gemm"][:3]
-    return shares + (f"; largest besides GEMMs: {', '.join(besides)}" if besides else "")
+    host = profile.host
+    return shares + (f"; largest besides GEMMs: {', '.join(besides)}" if besides else "") + (
+        f"; host in ops {host.loop_ms:.0f} ms (loop) + {host.backward_ms:.0f} ms (backward), compiled "
+        f"code {host.compiled_ms:.0f} ms, {host.launches} launches ({host.launch_ms:.0f} ms)" if host else "")
