@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.config.precisions import PRECISIONS
-from bench.config.run_options import OLDER_CODE_KEYS, variant_key
+from bench.config.run_options import EXTRA_ARGS_KEY, OLDER_CODE_KEYS, variant_key
 from bench.measure.protocol import WARMUP_ITERS
 from bench.records.identity import typed_settings
 from bench.records.record import Record
@@ -35,7 +35,7 @@ from bench.results import plots
 from bench.results.hardware import hardware_id, hardware_name
 from bench.results.loss_plot import BASELINE, FINAL_WINDOW, SMOOTH_WINDOW, Curve, LossPlot, Treatment
 from bench.results.table import DASH, link, number, table, text, with_code
-from bench.results.words import display_name, model_sort_key, recipe, variant
+from bench.results.words import FP8_ATTENTION_FLAG, display_name, model_sort_key, recipe, variant
 
 MIN_LOSSES = 100  # fewer: a throughput run's few iterations, still near the initial loss
 # Variant keys (through the run-option table): those an FP8 gradient reduction sets, MS-AMP's FP8
@@ -92,15 +92,15 @@ def _fp8_reduction(run: Record) -> str:
 
 
 def _math_recipe(run: Record) -> str:
-    """What of the run's recipe the precision does not already say: the optimizer states and
-    dropout 0 (:func:`bench.results.words.recipe`)."""
+    """What of the run's recipe the precision does not already say: the optimizer states, dropout 0
+    and attention in FP8 (:func:`bench.results.words.recipe`)."""
     return ", ".join(part for part in recipe(run).split(", ")
-                     if part.startswith(("optimizer states", "dropout")))
+                     if part.startswith(("optimizer states", "dropout", "FP8 attention")))
 
 
 def _treatment(run: Record) -> str:
     """The curve's label: the precision, a recipe that changes the training math (the optimizer
-    states, dropout 0), its MS-AMP scaling away from the default, and an FP8 gradient reduction
+    states, dropout 0, attention in FP8), its MS-AMP scaling away from the default, and an FP8 gradient reduction
     where the run had one."""
     scaling, reduction = run.variant.get(SCALING_KEY), _fp8_reduction(run)
     return ", ".join(filter(None, (run.precision, _math_recipe(run), scaling and f"{scaling} scaling",
@@ -114,7 +114,10 @@ def _shaping_variant(run: Record) -> tuple:
     the plain precision's. The older code that stepped the optimizer states (``paper_adam``,
     records written before ``bench.record/3``) keeps the recipe's math: its curves are not apart."""
     dropped = (*(TREATMENT_KEYS if _fp8_reduction(run) else ()), SCALING_KEY, *RECIPE_KEYS, *OLDER_CODE_KEYS)
-    return tuple(sorted((k, v) for k, v in typed_settings(run).items() if k not in dropped))
+    kept = {k: v for k, v in typed_settings(run).items() if k not in dropped}
+    # Attention in FP8 is a recipe typed as a Megatron flag: the rest of those flags shape the curve.
+    flags = [flag for flag in kept.pop(EXTRA_ARGS_KEY, "").split() if flag != FP8_ATTENTION_FLAG]
+    return tuple(sorted({**kept, **({EXTRA_ARGS_KEY: " ".join(flags)} if flags else {})}.items()))
 
 
 def _setup(run: Record) -> tuple:

@@ -336,3 +336,19 @@ def test_recipes_have_their_loss_checks_beside_bf16_on_real_data() -> None:
     section = "\n".join(losses.section([check], "records"))
     # real data and 300 steps: loss checks, not quick
     assert section.count("| 300 | within 1 % |") == 3 and "quick" not in section
+
+
+def test_attention_in_fp8_is_a_treatment_beside_the_plain_precision() -> None:
+    """Its loss check sets a run with --kit-fp8-attention beside bf16 and plain fp8 of the same
+    setup; another Megatron flag still sets curves apart."""
+    fp8_args = {"argv": [*BASE.argv, "--kit-fp8-attention"],
+                "variant": {**BASE.variant, "megatron_args": "--kit-fp8-attention"}}
+    other = {"argv": [*BASE.argv, "--manual-gc"], "variant": {**BASE.variant, "megatron_args": "--manual-gc"}}
+    (spec,) = plan_losses([_run("bf16", 1), _run("fp8-delayed", 2), _run("fp8-delayed", 3, **fp8_args)])
+    assert [(c.precision, c.run_id[-7:-3]) for c in spec.curves] == [
+        ("bf16", "2001"), ("fp8-delayed", "2002"), ("fp8-delayed, FP8 attention", "2003")]
+    assert plan_losses([_run("bf16", 1), _run("fp8-delayed", 2, **other)]) == []
+    both = {"argv": [*BASE.argv, "--manual-gc", "--kit-fp8-attention"],
+            "variant": {**BASE.variant, "megatron_args": "--manual-gc --kit-fp8-attention"}}
+    (apart,) = plan_losses([_run("bf16", 1, **other), _run("fp8-delayed", 2, **both)])
+    assert [c.precision for c in apart.curves] == ["bf16", "fp8-delayed, FP8 attention"]
