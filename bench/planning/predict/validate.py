@@ -209,9 +209,12 @@ def _ranking_lines(ranked: Sequence[tuple[str, str, str, float]]) -> list[str]:
 
 
 def _published_lines(rows: Sequence[PublishedCase], factors: dict[str, float]) -> tuple[list[str], list[float]]:
-    """One line per published row (its error, or why it has none) and the priced rows' errors."""
+    """One line per published row (its error, or why it has none), the priced rows' errors by how
+    the fit prices them (GPU-bound, or host-bound: the host terms are the records' hosts', whose
+    pace the published hosts need not share), and the priced rows' errors."""
     x = [factors[n] for n in TERMS]
     lines, errs = [f"published rows ({len(rows)}), never fitted on, predicted by the fit on every record:"], []
+    bound: list[bool] = []
     for row in rows:
         if row.why_not:
             lines.append(f"  {row.label}: no expectation: {row.why_not}")
@@ -220,9 +223,13 @@ def _published_lines(rows: Sequence[PublishedCase], factors: dict[str, float]) -
         step = (combine(dict(zip(TERMS, row.terms, strict=True)), factors, network, overlap=True).step_s
                 if any(network.values()) else fitted_step(row.terms, x))
         errs.append(abs(step - row.step_s) / row.step_s)
+        bound.append(combine(dict(zip(TERMS, row.terms, strict=True)), factors, network, overlap=True).host_bound)
         expected = row.causal_flops / step / row.gpus / 1e12
         lines.append(f"  {row.label}: published {row.causal_tflops:.0f} TFLOP/s/GPU (causal count), "
                      f"expected {expected:.0f}, error {100 * errs[-1]:.1f} %")
+    for kind in (GPU_BOUND, HOST_BOUND):
+        if of_kind := [e for e, b in zip(errs, bound, strict=True) if kind_of(b) == kind]:
+            lines.append(_line(f"  {kind} by the fit", of_kind))
     return lines, errs
 
 

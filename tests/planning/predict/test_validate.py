@@ -267,6 +267,23 @@ def test_published_rows_are_priced_or_said_why_not(figures: tuple[list[str], dic
     assert all(f"{row.label}: no expectation: {row.why_not}" in "\n".join(figures[0]) for row in unpriced)
 
 
+def test_published_rows_the_fit_prices_gpu_bound_meet_the_target(figures: tuple[list[str], dict[str, float]]) -> None:
+    """Split by how the fit prices them, the published rows priced GPU-bound (dgxc's 175b in bf16,
+    NeMo's 5b, FP8-LM's bf16 and most MS-AMP rows) meet the published target (median <= 15 %, p90
+    <= 25 %: 4.2 % and 22.7 % over 13 rows on 393 records), and those priced host-bound (the
+    tensor-parallel fp8 rows) miss it by far (48.1 %, 63.1 %, 9 rows): their host terms are the
+    records' hosts' (VMs whose host ops ran 9-11 us a launch and 6.5-6.9 ms a layer and
+    micro-batch under the profiler, docs/reports/2026-11-30-h200-host-side.md), which the published
+    runs' hosts need not share."""
+    split = {}
+    for line in figures[0]:
+        if m := re.match(r"^  (GPU-bound|host-bound) by the fit +(\d+)  median +(\d+\.\d) %  p90 +(\d+\.\d) %$", line):
+            split[m[1]] = (int(m[2]), float(m[3]) / 100, float(m[4]) / 100)
+    assert sum(count for count, _, _ in split.values()) == figures[1]["published_rows"]
+    assert split["GPU-bound"][1] <= 0.15 and split["GPU-bound"][2] <= 0.25
+    assert split["host-bound"][1] > 0.25
+
+
 def test_a_published_layout_is_placed_in_the_sweep_at_its_gpu_count(
         figures: tuple[list[str], dict[str, float]]) -> None:
     """Each priced row's layout among every valid layout and shape of its GPUs that fits (target:
