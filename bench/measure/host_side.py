@@ -69,7 +69,7 @@ Op = tuple[float, float, str]  # start, end (microseconds), name
 def host_side(events: list[dict], lo: float, hi: float, steps: int) -> HostSide | None:
     """The host's side of the window ``lo``-``hi`` (microseconds) of ``steps`` profiled steps, from
     a trace's ``traceEvents``; None where the trace holds no op of the loop's or autograd's
-    threads (made without CPU activity)."""
+    threads (made without CPU activity) or no ``ProfilerStep#N`` span to tell the loop's thread by."""
     ops: dict[tuple, list[Op]] = defaultdict(list)
     loop_threads, launches, launch_us = set(), 0, 0.0
     for event in events:
@@ -86,7 +86,7 @@ def host_side(events: list[dict], lo: float, hi: float, steps: int) -> HostSide 
         elif cat in ("cuda_runtime", "cuda_driver") and _LAUNCH.search(name):
             launches += 1
             launch_us += float(event["dur"])
-    if not ops:
+    if not ops or not loop_threads:  # without the step spans, no thread is known as the loop's
         return None
     spent = {"loop": 0.0, "backward": 0.0}
     compiled = 0.0

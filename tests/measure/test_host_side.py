@@ -71,6 +71,13 @@ def test_a_trace_of_kernels_alone_has_no_host_side() -> None:
     assert breakdown(read_trace(KERNELS_ONLY)).host is None
 
 
+def test_without_the_step_spans_no_thread_is_taken_for_the_loops() -> None:
+    trace = read_trace(HOST_TRACE)
+    events = [e for e in trace["traceEvents"] if not e.get("name", "").startswith("ProfilerStep#")]
+    assert len(events) < len(trace["traceEvents"])
+    assert breakdown({"traceEvents": events}).host is None
+
+
 def test_a_record_keeps_the_host_side_and_older_records_have_none(profile) -> None:
     kept = Profile(**asdict(profile))
     again = Profile.model_validate(json.loads(kept.model_dump_json()))
