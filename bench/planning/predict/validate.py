@@ -220,10 +220,10 @@ def _published_lines(rows: Sequence[PublishedCase], factors: dict[str, float]) -
             lines.append(f"  {row.label}: no expectation: {row.why_not}")
             continue
         network = dict(row.network)
-        step = (combine(dict(zip(TERMS, row.terms, strict=True)), factors, network, overlap=True).step_s
-                if any(network.values()) else fitted_step(row.terms, x))
+        priced = combine(dict(zip(TERMS, row.terms, strict=True)), factors, network, overlap=True)
+        step = priced.step_s if any(network.values()) else fitted_step(row.terms, x)
         errs.append(abs(step - row.step_s) / row.step_s)
-        bound.append(combine(dict(zip(TERMS, row.terms, strict=True)), factors, network, overlap=True).host_bound)
+        bound.append(priced.host_bound)
         expected = row.causal_flops / step / row.gpus / 1e12
         lines.append(f"  {row.label}: published {row.causal_tflops:.0f} TFLOP/s/GPU (causal count), "
                      f"expected {expected:.0f}, error {100 * errs[-1]:.1f} %")
